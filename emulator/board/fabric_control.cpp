@@ -1,0 +1,60 @@
+#include "board/fabric_control.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "board/node.h"
+#include "fabric/fabric_server.h"
+#include "ulnic/abi/sram.h"
+#include "util/process.h"
+
+namespace ulnic::board {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+bool is_our_fabricd(pid_t pid, const std::string& dir) {
+  return pid && process_alive(pid) && process_cmdline(pid).find(dir) != std::string::npos;
+}
+}  // namespace
+
+Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t size, uint32_t vectors,
+                           std::vector<std::string>& notes) {
+  std::string dir = fabric_dir(cluster);
+  std::string pidfile = fabric::Paths::pid_file(dir);
+  std::string sock = fabric::Paths::nic_socket(dir, node);
+  pid_t pid = read_pid(pidfile);
+  if (is_our_fabricd(pid, dir)) return {};
+  if (pid || fs::exists(dir)) {
+    std::vector<uint32_t> nodes = list_nodes(cluster);
+    bool others = std::any_of(nodes.begin(), nodes.end(),
+                              [&](uint32_t n) { return n != node && live_qemu(node_paths(cluster, n)); });
+    if (others)
+      return fail("the fabric server of cluster '" + cluster +
+                  "' is gone while other nodes still run; stop them and start again");
+    remove_tree(dir);
+    if (pid) notes.push_back("removed stale fabric files (fabric server pid " + std::to_string(pid) + " is gone)");
+  }
+  if (auto r = make_dirs(dir); !r) return r;
+  auto spawned = spawn_daemon({tool_path("ulnic-fabricd"), "--dir", dir, "--size", std::to_string(size), "--vectors",
+                               std::to_string(vectors), "--nodes", std::to_string(abi::kMaxNodes)},
+                              fabric::Paths::log_file(dir));
+  if (!spawned) return fail("cannot start the fabric server: " + spawned.error().message);
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(10ms)) {
+    if (fs::exists(pidfile) && fs::exists(sock)) return {};
+    if (!process_alive(*spawned)) break;
+  }
+  return fail("the fabric server did not come up:\n" + tail_file(fabric::Paths::log_file(dir), 10));
+}
+
+void stop_fabric(const std::string& cluster) {
+  std::string dir = fabric_dir(cluster);
+  pid_t pid = read_pid(fabric::Paths::pid_file(dir));
+  if (is_our_fabricd(pid, dir)) terminate_process(pid, 2s);
+  remove_tree(dir);
+}
+
+}  // namespace ulnic::board

@@ -1,0 +1,102 @@
+#include "board/gdb_remote.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstdio>
+
+#include "util/unix_socket.h"
+
+namespace ulnic::board {
+
+std::string GdbRemote::frame(const std::string& payload) {
+  unsigned sum = 0;
+  for (unsigned char c : payload) sum += c;
+  char cs[3];
+  std::snprintf(cs, sizeof cs, "%02x", sum & 0xff);
+  return "$" + payload + "#" + cs;
+}
+
+Result<GdbRemote> GdbRemote::connect(const std::string& path, std::chrono::milliseconds timeout) {
+  auto fd = connect_unix(path);
+  if (!fd) return fail("gdbstub: " + fd.error().message);
+  GdbRemote g;
+  g.fd_ = std::move(*fd);
+  g.timeout_ = timeout;
+  // A second debugger queues behind an attached one and gets no answer, so a
+  // silent stub most likely means `ulnic node gdb` is attached.
+  auto sup = g.transact("qSupported");
+  if (!sup)
+    return fail("gdbstub did not answer (" + sup.error().message +
+                "); is a debugger attached to this node? detach it and retry");
+  size_t at = sup->find("PacketSize=");
+  if (at != std::string::npos) {
+    size_t size = std::stoul(sup->substr(at + 11), nullptr, 16);
+    // Hex doubles the bytes; leave room for "Maddr,len:" and framing.
+    if (size > 64) g.max_payload_ = (size - 48) / 2;
+  }
+  return g;
+}
+
+Result<char> GdbRemote::read_byte() {
+  pollfd p{fd_.get(), POLLIN, 0};
+  int r = ::poll(&p, 1, int(timeout_.count()));
+  if (r == 0) return fail("timed out after " + std::to_string(timeout_.count()) + " ms");
+  if (r < 0) return fail_errno("poll", errno);
+  char c;
+  ssize_t n = ::recv(fd_.get(), &c, 1, 0);
+  if (n <= 0) return fail("connection closed");
+  return c;
+}
+
+Result<std::string> GdbRemote::transact(const std::string& payload) {
+  std::string f = frame(payload);
+  if (::send(fd_.get(), f.data(), f.size(), MSG_NOSIGNAL) != ssize_t(f.size())) return fail_errno("send", errno);
+  // Reply: optional '+' ack(s), then "$...#xx"; anything else before '$' is noise.
+  char c;
+  do {
+    auto b = read_byte();
+    if (!b) return std::unexpected(b.error());
+    c = *b;
+    if (c == '-') return fail("gdbstub rejected a packet (checksum)");
+  } while (c != '$');
+  std::string reply;
+  for (;;) {
+    auto b = read_byte();
+    if (!b) return std::unexpected(b.error());
+    if (*b == '#') break;
+    reply += *b;
+  }
+  for (int i = 0; i < 2; ++i)
+    if (auto b = read_byte(); !b) return std::unexpected(b.error());
+  ::send(fd_.get(), "+", 1, MSG_NOSIGNAL);
+  return reply;
+}
+
+Result<void> GdbRemote::write_memory(uint64_t addr, std::span<const uint8_t> bytes) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t off = 0; off < bytes.size(); off += max_payload_) {
+    size_t n = std::min(max_payload_, bytes.size() - off);
+    char head[48];
+    std::snprintf(head, sizeof head, "M%llx,%zx:", static_cast<unsigned long long>(addr + off), n);
+    std::string p = head;
+    p.reserve(p.size() + 2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      p += hex[bytes[off + i] >> 4];
+      p += hex[bytes[off + i] & 15];
+    }
+    auto r = transact(p);
+    if (!r) return std::unexpected(r.error());
+    if (*r != "OK") return fail("gdbstub refused a memory write at " + std::string(head) + " (" + *r + ")");
+  }
+  return {};
+}
+
+Result<void> GdbRemote::detach() {
+  auto r = transact("D");
+  if (!r) return std::unexpected(r.error());
+  fd_.reset();
+  return {};
+}
+
+}  // namespace ulnic::board

@@ -1,0 +1,40 @@
+// A minimal GDB remote-protocol client for QEMU's gdbstub, used by the
+// flasher to write code into a live board. Why not just the SRAM file:
+// QEMU's TCG caches translations of guest code and does not notice writes
+// made to the backing file by another process, so a reflashed NIC would keep
+// running stale translations of the old image (seen on QEMU 7.2: the old
+// firmware kept printing after system_reset). Memory written through the
+// gdbstub goes through QEMU's own debug-write path, which invalidates every
+// translation covering the bytes written.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace ulnic::board {
+
+class GdbRemote {
+ public:
+  // Connecting halts the guest (gdbstub semantics).
+  static Result<GdbRemote> connect(const std::string& socket_path, std::chrono::milliseconds timeout);
+  Result<void> write_memory(uint64_t addr, std::span<const uint8_t> bytes);
+  // Detaching resumes the guest.
+  Result<void> detach();
+
+  // Exposed for tests: "$<payload>#<checksum>".
+  static std::string frame(const std::string& payload);
+
+ private:
+  Result<std::string> transact(const std::string& payload);
+  Result<char> read_byte();
+  UniqueFd fd_;
+  std::chrono::milliseconds timeout_{0};
+  size_t max_payload_ = 1024;
+};
+
+}  // namespace ulnic::board

@@ -1,0 +1,60 @@
+#include "board/launcher.h"
+
+#include <cstdio>
+
+#include "ulnic/abi/sram.h"
+#include "util/process.h"
+
+namespace ulnic::board {
+namespace abi = ulnic::abi;
+
+namespace {
+std::string pci_addr(uint32_t dev) {
+  char b[8];
+  std::snprintf(b, sizeof b, "0x%x", dev);
+  return b;
+}
+}  // namespace
+
+Result<void> validate(const BoardSpec& s) {
+  if (s.num_slots > abi::kMaxSlots) return fail("at most " + std::to_string(abi::kMaxSlots) + " slots per board");
+  if (s.slot_size < (1u << 20) || (s.slot_size & (s.slot_size - 1)) != 0 || s.slot_size > (1ull << 30))
+    return fail("slot size must be a power of two between 1 MiB and 1 GiB");
+  if (s.node >= abi::kMaxNodes) return fail("node id must be below " + std::to_string(abi::kMaxNodes));
+  if (s.fabric_vectors == 0 || s.fabric_vectors > 64) return fail("fabric vectors must be 1..64");
+  return {};
+}
+
+std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
+  std::string mb = std::to_string(abi::kSramSize >> 20) + "M";
+  std::vector<std::string> a = {
+      s.qemu, "-M", "virt,aia=aplic-imsic,memory-backend=sram", "-m", mb, "-smp", "1", "-bios", "none",
+      "-nodefaults", "-display", "none", "-no-user-config",
+      "-object", "memory-backend-file,id=sram,size=" + mb + ",mem-path=" + p.sram + ",share=on",
+      "-qmp", "unix:" + p.qmp + ",server=on,wait=off",
+      "-gdb", "unix:" + p.gdb + ",server=on,wait=off",
+      "-serial", s.serial_to_stdout ? std::string("stdio") : "file:" + p.serial_log,
+  };
+  for (uint32_t k = 0; k < s.num_slots; ++k) {
+    std::string id = "slot" + std::to_string(k);
+    a.insert(a.end(), {"-object", "memory-backend-file,id=" + id + ",size=" + std::to_string(s.slot_size) +
+                                      ",mem-path=" + p.slot(k) + ",share=on",
+                       "-device", "ivshmem-plain,memdev=" + id + ",addr=" + pci_addr(abi::kSlotPciDevBase + k)});
+  }
+  if (!s.fabric_socket.empty()) {
+    a.insert(a.end(), {"-chardev", "socket,id=fabric,path=" + s.fabric_socket, "-device",
+                       "ivshmem-doorbell,chardev=fabric,vectors=" + std::to_string(s.fabric_vectors) +
+                           ",addr=" + pci_addr(abi::kFabricPciDev)});
+  }
+  a.insert(a.end(), s.extra_args.begin(), s.extra_args.end());
+  return a;
+}
+
+Result<std::string> find_qemu(const std::string& qemu) {
+  std::string path = find_in_path(qemu);
+  if (path.empty())
+    return fail(qemu + " not found: install the Debian package qemu-system-misc (toolchain/install-deps.sh)");
+  return path;
+}
+
+}  // namespace ulnic::board

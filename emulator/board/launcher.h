@@ -1,0 +1,31 @@
+// The board: one QEMU `virt` process per NIC (DESIGN §3). This file only
+// builds the command line; node.h runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "board/runtime.h"
+#include "util/result.h"
+
+namespace ulnic::board {
+
+struct BoardSpec {
+  uint32_t node = 0;
+  uint32_t num_slots = 8;              // ivshmem-plain host slots (<= kMaxSlots)
+  uint64_t slot_size = 256ull << 20;   // bytes per slot BAR; a power of two
+  uint32_t fabric_vectors = 4;         // MSI-X vectors of the fabric device
+  std::string fabric_socket;           // ivshmem server socket; "" = no fabric device
+  std::string qemu = "qemu-system-riscv64";
+  bool serial_to_stdout = false;       // firmware tests: serial on our stdout
+  std::vector<std::string> extra_args; // appended verbatim (debugging, tests)
+};
+
+Result<void> validate(const BoardSpec& spec);
+std::vector<std::string> qemu_command(const BoardSpec& spec, const NodePaths& paths);
+
+// A clear error naming the Debian package if the emulator is missing.
+Result<std::string> find_qemu(const std::string& qemu);
+
+}  // namespace ulnic::board

@@ -1,0 +1,328 @@
+#include "board/node.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "board/elf_image.h"
+#include "board/fabric_control.h"
+#include "board/gdb_remote.h"
+#include "board/qmp.h"
+#include "board/sram.h"
+#include "fabric/fabric_server.h"
+#include "util/fd.h"
+#include "util/process.h"
+
+namespace ulnic::board {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// flock() on <node>.lock, released when the guard goes.
+class NodeLock {
+ public:
+  static Result<NodeLock> take(const NodePaths& p) {
+    NodeLock l;
+    l.fd_.reset(::open(p.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!l.fd_) return fail_errno("cannot open lock " + p.lock, errno);
+    if (::flock(l.fd_.get(), LOCK_EX) != 0) return fail_errno("cannot lock " + p.lock, errno);
+    return l;
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+}  // namespace
+
+pid_t read_pid(const std::string& path) {
+  std::ifstream in(path);
+  long pid = 0;
+  in >> pid;
+  return pid > 0 ? pid_t(pid) : 0;
+}
+
+namespace {
+
+std::string node_name(const std::string& cluster, uint32_t node) {
+  return "node " + std::to_string(node) + " of cluster '" + cluster + "'";
+}
+
+Result<void> create_sparse(const std::string& path, uint64_t size) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) return fail_errno("cannot create " + path, errno);
+  if (::ftruncate(fd.get(), off_t(size)) != 0) return fail_errno("cannot size " + path, errno);
+  return {};
+}
+
+abi::BootConfig make_boot_config(const StartOptions& o, uint64_t flash_seq) {
+  abi::BootConfig c{};
+  c.magic = abi::kBootConfigMagic;
+  c.abi_version = ULNIC_ABI_VERSION;
+  c.size = sizeof c;
+  c.node_id = o.board.node;
+  c.num_nodes = o.num_nodes;
+  c.flags = o.boot_flags;
+  c.flash_seq = flash_seq;
+  c.slot_size = o.board.slot_size;
+  c.num_slots = o.board.num_slots;
+  c.heartbeat_us = o.heartbeat_us;
+  c.fabric_size = o.fabric ? o.fabric_size : 0;
+  std::snprintf(c.cluster, sizeof c.cluster, "%s", o.cluster.c_str());
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  c.flashed_unix_ns = uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+  return c;
+}
+
+std::string logs_tail(const NodePaths& p) {
+  std::string s;
+  if (std::string q = tail_file(p.qemu_log, 15); !q.empty()) s += "\nQEMU said:\n" + q;
+  if (std::string q = tail_file(p.serial_log, 15); !q.empty()) s += "\nserial log:\n" + q;
+  return s;
+}
+
+// Waits until the firmware of boot `flash_seq` left the booting state.
+Result<abi::StatusBlock> wait_for_boot(const NodePaths& p, pid_t pid, uint64_t flash_seq,
+                                       std::chrono::milliseconds timeout) {
+  auto sram = SramFile::open(p.sram, false);
+  if (!sram) return std::unexpected(sram.error());
+  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline; std::this_thread::sleep_for(10ms)) {
+    abi::StatusBlock s = sram->read_status();
+    auto st = abi::FwState(s.state);
+    if (s.magic == abi::kStatusMagic && s.flash_seq == flash_seq && st != abi::FwState::kBooting &&
+        st != abi::FwState::kOff)
+      return s;
+    if (!process_alive(pid)) return fail("QEMU exited during boot" + logs_tail(p));
+  }
+  return fail("the firmware did not finish booting within " + std::to_string(timeout.count() / 1000) + " s" +
+              logs_tail(p));
+}
+
+}  // namespace
+
+pid_t live_qemu(const NodePaths& p) {
+  pid_t pid = read_pid(p.pid);
+  if (pid && process_alive(pid) && process_cmdline(pid).find(p.sram) != std::string::npos) return pid;
+  return 0;
+}
+
+const char* state_name(uint32_t state) {
+  switch (abi::FwState(state)) {
+    case abi::FwState::kOff: return "off";
+    case abi::FwState::kBooting: return "booting";
+    case abi::FwState::kRunning: return "running";
+    case abi::FwState::kCrashed: return "crashed";
+    case abi::FwState::kHalted: return "halted";
+  }
+  return "unknown";
+}
+
+std::string describe_trap(const abi::StatusBlock& s) {
+  static const char* const names[] = {
+      "instruction address misaligned", "instruction access fault", "illegal instruction", "breakpoint",
+      "load address misaligned", "load access fault", "store address misaligned", "store access fault",
+      "ecall from U-mode", "ecall from S-mode", "reserved", "ecall from M-mode", "instruction page fault",
+      "load page fault", "reserved", "store page fault"};
+  char b[256];
+  bool irq = s.trap_cause >> 63;
+  const char* name = irq ? "unexpected interrupt" : s.trap_cause < 16 ? names[s.trap_cause] : "unknown cause";
+  std::snprintf(b, sizeof b, "%s (mcause %llu) at pc 0x%llx, tval 0x%llx, ra 0x%llx, sp 0x%llx", name,
+                static_cast<unsigned long long>(s.trap_cause & ~(1ull << 63)),
+                static_cast<unsigned long long>(s.trap_pc), static_cast<unsigned long long>(s.trap_tval),
+                static_cast<unsigned long long>(s.trap_ra), static_cast<unsigned long long>(s.trap_sp));
+  return b;
+}
+
+std::vector<uint32_t> list_nodes(const std::string& cluster) {
+  std::vector<uint32_t> nodes;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(cluster_dir(cluster), ec)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("node", 0) == 0 && n.size() > 4 &&
+        n.find_first_not_of("0123456789", 4) == std::string::npos)
+      nodes.push_back(uint32_t(std::stoul(n.substr(4))));
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+Result<StartResult> start_node(const StartOptions& o) {
+  if (auto r = check_cluster_name(o.cluster); !r) return std::unexpected(r.error());
+  if (auto r = validate(o.board); !r) return std::unexpected(r.error());
+  auto qemu = find_qemu(o.board.qemu);
+  if (!qemu) return std::unexpected(qemu.error());
+  auto img = load_elf_file(o.firmware);
+  if (!img) return std::unexpected(img.error());
+
+  NodePaths p = node_paths(o.cluster, o.board.node);
+  if (auto r = make_dirs(cluster_dir(o.cluster)); !r) return std::unexpected(r.error());
+  auto lock = NodeLock::take(p);
+  if (!lock) return std::unexpected(lock.error());
+
+  StartResult res;
+  if (pid_t pid = live_qemu(p))
+    return fail(node_name(o.cluster, o.board.node) + " is already running (QEMU pid " + std::to_string(pid) +
+                "); stop it first: ulnic node stop -c " + o.cluster + " -n " + std::to_string(o.board.node));
+  if (fs::exists(p.dir)) {
+    pid_t old = read_pid(p.pid);
+    remove_tree(p.dir);
+    res.notes.push_back("removed stale runtime files of " + node_name(o.cluster, o.board.node) +
+                        (old ? " (QEMU pid " + std::to_string(old) + " is gone)" : ""));
+  }
+  if (auto r = make_dirs(p.dir); !r) return std::unexpected(r.error());
+
+  auto cleanup_on_error = [&](Error e) -> Result<StartResult> {
+    if (pid_t pid = live_qemu(p)) terminate_process(pid, 2s);
+    remove_tree(p.dir);
+    return std::unexpected(std::move(e));
+  };
+
+  BoardSpec spec = o.board;
+  spec.qemu = *qemu;
+  if (o.fabric) {
+    if (auto r = ensure_fabric(o.cluster, o.board.node, o.fabric_size, o.board.fabric_vectors, res.notes); !r) return cleanup_on_error(r.error());
+    spec.fabric_socket = fabric::Paths::nic_socket(fabric_dir(o.cluster), o.board.node);
+  }
+  auto sram = SramFile::create(p.sram);
+  if (!sram) return cleanup_on_error(sram.error());
+  for (uint32_t k = 0; k < spec.num_slots; ++k)
+    if (auto r = create_sparse(p.slot(k), spec.slot_size); !r) return cleanup_on_error(r.error());
+  // No translations exist before QEMU starts, so plain file writes suffice here.
+  sram->write_image(*img);
+  sram->write_boot_config(make_boot_config(o, 1));
+  std::error_code ec;
+  fs::copy_file(o.firmware, p.firmware, fs::copy_options::overwrite_existing, ec);
+
+  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log);
+  if (!pid) return cleanup_on_error(pid.error());
+  std::ofstream(p.pid) << *pid << "\n";
+  res.pid = *pid;
+  auto st = wait_for_boot(p, *pid, 1, o.boot_timeout);
+  if (!st) return cleanup_on_error(Error{node_name(o.cluster, o.board.node) + ": " + st.error().message});
+  res.status = *st;
+  return res;
+}
+
+Result<FlashResult> flash_node(const std::string& cluster, uint32_t node, const std::string& firmware,
+                               std::chrono::milliseconds boot_timeout) {
+  if (auto r = check_cluster_name(cluster); !r) return std::unexpected(r.error());
+  auto img = load_elf_file(firmware);
+  if (!img) return std::unexpected(img.error());
+  NodePaths p = node_paths(cluster, node);
+  if (!fs::exists(p.dir)) return fail(node_name(cluster, node) + " is not running");
+  auto lock = NodeLock::take(p);
+  if (!lock) return std::unexpected(lock.error());
+  pid_t pid = live_qemu(p);
+  if (!pid) return fail(node_name(cluster, node) + " is not running (its QEMU is gone; ulnic node start)");
+  auto sram = SramFile::open(p.sram, true);
+  if (!sram) return std::unexpected(sram.error());
+  auto qmp = Qmp::connect(p.qmp, 5s);
+  if (!qmp) return std::unexpected(qmp.error());
+
+  FlashResult res;
+  res.old_build_id = sram->read_status().build_id;
+  abi::BootConfig cfg = sram->boot_config();
+  res.flash_seq = cfg.flash_seq + 1;
+
+  // The LANai way: stop the NIC, write its SRAM, reset it into the new image.
+  if (auto r = qmp->execute("stop"); !r) return std::unexpected(r.error());
+  auto stopped_error = [&](const std::string& what) {
+    return fail(what + "; the NIC is left stopped: flash again, or stop the node");
+  };
+  auto gdb = GdbRemote::connect(p.gdb, 5s);
+  if (!gdb) return stopped_error("cannot reach the gdbstub: " + gdb.error().message);
+  sram->write_image(*img);
+  // Rewrite code through QEMU so it drops translations of the old image
+  // (gdb_remote.h says why the file write alone is not enough).
+  for (const Segment& s : img->segments)
+    if (s.executable)
+      if (auto r = gdb->write_memory(s.addr, s.data); !r) return stopped_error("flash: " + r.error().message);
+  cfg.flash_seq = res.flash_seq;
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  cfg.flashed_unix_ns = uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+  sram->write_boot_config(cfg);
+  if (auto r = qmp->execute("system_reset"); !r) return stopped_error(r.error().message);
+  if (auto r = gdb->detach(); !r) return stopped_error("gdb detach: " + r.error().message);
+  if (auto r = qmp->execute("cont"); !r) return std::unexpected(r.error());
+  std::error_code ec;
+  fs::copy_file(firmware, p.firmware, fs::copy_options::overwrite_existing, ec);
+
+  auto st = wait_for_boot(p, pid, res.flash_seq, boot_timeout);
+  if (!st) return std::unexpected(st.error());
+  res.status = *st;
+  res.new_build_id = st->build_id;
+  return res;
+}
+
+Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool check_heartbeat) {
+  if (auto r = check_cluster_name(cluster); !r) return std::unexpected(r.error());
+  NodePaths p = node_paths(cluster, node);
+  if (!fs::exists(p.sram)) return fail(node_name(cluster, node) + " is not running");
+  NodeInfo info;
+  info.node = node;
+  info.pid = live_qemu(p);
+  info.running = info.pid != 0;
+  info.firmware_path = fs::exists(p.firmware) ? p.firmware : "";
+  auto sram = SramFile::open(p.sram, false);
+  if (!sram) return std::unexpected(sram.error());
+  info.status = sram->read_status();
+  if (info.running) {
+    if (auto q = Qmp::connect(p.qmp, 2s))
+      if (auto s = q->run_state()) info.vm_state = *s;
+  }
+  if (check_heartbeat && info.running && info.status.state == uint32_t(abi::FwState::kRunning)) {
+    uint32_t period_us = sram->boot_config().heartbeat_us;
+    period_us = std::clamp<uint32_t>(period_us ? period_us : 100'000, 1'000, 2'000'000);
+    uint64_t before = info.status.heartbeat;
+    info.heartbeat_checked = true;
+    for (auto deadline = Clock::now() + std::chrono::microseconds(3 * period_us); Clock::now() < deadline;
+         std::this_thread::sleep_for(5ms)) {
+      info.status = sram->read_status();
+      if (info.status.heartbeat != before) {
+        info.heartbeat_advancing = true;
+        break;
+      }
+    }
+  }
+  return info;
+}
+
+Result<std::vector<std::string>> stop_node(const std::string& cluster, uint32_t node) {
+  if (auto r = check_cluster_name(cluster); !r) return std::unexpected(r.error());
+  NodePaths p = node_paths(cluster, node);
+  std::vector<std::string> notes;
+  if (!fs::exists(p.dir)) return fail(node_name(cluster, node) + " is not running");
+  {
+    auto lock = NodeLock::take(p);
+    if (!lock) return std::unexpected(lock.error());
+    if (pid_t pid = live_qemu(p)) {
+      if (auto q = Qmp::connect(p.qmp, 2s)) (void)q->execute("quit");
+      for (auto deadline = Clock::now() + 3s; Clock::now() < deadline && process_alive(pid);)
+        std::this_thread::sleep_for(10ms);
+      if (!terminate_process(pid, 2s)) return fail("cannot stop QEMU pid " + std::to_string(pid));
+    } else {
+      notes.push_back("QEMU was not running; removed its files");
+    }
+    remove_tree(p.dir);
+  }
+  ::unlink(p.lock.c_str());
+  if (list_nodes(cluster).empty()) {
+    stop_fabric(cluster);
+    remove_tree(cluster_dir(cluster));
+  }
+  return notes;
+}
+
+}  // namespace ulnic::board

@@ -1,0 +1,70 @@
+// Node lifecycle: start a board with a firmware image, flash a running one,
+// query its status, stop it. Every operation takes the node's lock, so two
+// tools cannot start or flash the same node at once.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "board/launcher.h"
+#include "ulnic/abi/status.h"
+
+namespace ulnic::board {
+
+struct StartOptions {
+  std::string cluster = "default";
+  BoardSpec board;
+  std::string firmware;                 // ELF to flash at start
+  uint32_t num_nodes = 1;               // for the boot config
+  uint32_t heartbeat_us = 100'000;
+  uint32_t boot_flags = 0;
+  uint64_t fabric_size = 64ull << 20;
+  bool fabric = true;                   // attach the cluster fabric device
+  std::chrono::milliseconds boot_timeout{30'000};
+};
+
+struct StartResult {
+  pid_t pid = 0;
+  std::vector<std::string> notes;       // e.g. stale files cleaned
+  abi::StatusBlock status{};
+};
+
+struct FlashResult {
+  std::string old_build_id, new_build_id;
+  uint64_t flash_seq = 0;
+  abi::StatusBlock status{};
+};
+
+struct NodeInfo {
+  uint32_t node = 0;
+  bool running = false;                 // QEMU process alive
+  pid_t pid = 0;
+  std::string vm_state;                 // QMP run state, "" if unknown
+  abi::StatusBlock status{};
+  bool heartbeat_checked = false;
+  bool heartbeat_advancing = false;
+  std::string firmware_path;            // copy of the flashed ELF
+};
+
+Result<StartResult> start_node(const StartOptions& opts);
+Result<FlashResult> flash_node(const std::string& cluster, uint32_t node, const std::string& firmware,
+                               std::chrono::milliseconds boot_timeout = std::chrono::milliseconds(30'000));
+Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool check_heartbeat);
+// Stops QEMU (QMP quit, then signals) and removes the node's files; stops the
+// fabric server when no node of the cluster is left. Returns notes.
+Result<std::vector<std::string>> stop_node(const std::string& cluster, uint32_t node);
+// The QEMU recorded in the node's pid file if it is alive and really that
+// node's (its command line names the node's SRAM file), else 0.
+pid_t live_qemu(const NodePaths& p);
+pid_t read_pid(const std::string& pid_file);
+// Nodes that have a runtime directory in the cluster.
+std::vector<uint32_t> list_nodes(const std::string& cluster);
+
+// "running", "crashed", ... for a FwState value.
+const char* state_name(uint32_t state);
+std::string describe_trap(const abi::StatusBlock& s);
+
+}  // namespace ulnic::board

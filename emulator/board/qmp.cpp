@@ -1,0 +1,85 @@
+#include "board/qmp.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <thread>
+
+#include "util/unix_socket.h"
+
+namespace ulnic::board {
+
+
+std::string json_string_field(const std::string& json, const std::string& key) {
+  std::string pat = "\"" + key + "\"";
+  size_t k = json.find(pat);
+  if (k == std::string::npos) return {};
+  size_t q = json.find('"', json.find(':', k + pat.size()));
+  if (q == std::string::npos) return {};
+  size_t e = json.find('"', q + 1);
+  return e == std::string::npos ? std::string{} : json.substr(q + 1, e - q - 1);
+}
+
+Result<Qmp> Qmp::connect(const std::string& path, std::chrono::milliseconds timeout) {
+  // QEMU creates the socket early in startup; retry until it listens.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  Result<UniqueFd> fd = fail("no attempt");
+  while (!(fd = connect_unix(path)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!fd) return fail("QMP: " + fd.error().message);
+  Qmp q;
+  q.fd_ = std::move(*fd);
+  q.timeout_ = timeout;
+  auto greeting = q.read_line();
+  if (!greeting) return std::unexpected(greeting.error());
+  if (greeting->find("\"QMP\"") == std::string::npos) return fail("QMP: unexpected greeting: " + *greeting);
+  if (auto r = q.execute("qmp_capabilities"); !r) return std::unexpected(r.error());
+  return q;
+}
+
+Result<std::string> Qmp::read_line() {
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    size_t nl = buf_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buf_.substr(0, nl);
+      buf_.erase(0, nl + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return fail("QMP: no reply within " + std::to_string(timeout_.count()) + " ms");
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, int(left.count())) < 0 && errno != EINTR) return fail_errno("QMP poll", errno);
+    if (!(p.revents & (POLLIN | POLLHUP))) continue;
+    char chunk[4096];
+    ssize_t n = ::read(fd_.get(), chunk, sizeof chunk);
+    if (n == 0) return fail("QMP: QEMU closed the connection");
+    if (n < 0 && errno != EINTR && errno != EAGAIN) return fail_errno("QMP read", errno);
+    if (n > 0) buf_.append(chunk, size_t(n));
+  }
+}
+
+Result<std::string> Qmp::execute(const std::string& command, const std::string& arguments_json) {
+  std::string msg = "{\"execute\": \"" + command + "\"";
+  if (!arguments_json.empty()) msg += ", \"arguments\": " + arguments_json;
+  msg += "}\n";
+  if (::send(fd_.get(), msg.data(), msg.size(), MSG_NOSIGNAL) != ssize_t(msg.size()))
+    return fail_errno("QMP send " + command, errno);
+  for (;;) {
+    auto line = read_line();
+    if (!line) return line;
+    if (line->rfind("{\"event\"", 0) == 0) continue;  // asynchronous events: not our reply
+    if (line->find("\"error\"") != std::string::npos)
+      return fail("QMP " + command + ": " + json_string_field(*line, "desc"));
+    if (line->find("\"return\"") != std::string::npos) return line;
+  }
+}
+
+Result<std::string> Qmp::run_state() {
+  auto r = execute("query-status");
+  if (!r) return r;
+  return json_string_field(*r, "status");
+}
+
+}  // namespace ulnic::board

@@ -1,0 +1,31 @@
+// A small QMP client: enough to stop, reset, continue and quit a board and
+// to ask its run state. QEMU is trusted; replies are matched by key only.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace ulnic::board {
+
+class Qmp {
+ public:
+  static Result<Qmp> connect(const std::string& socket_path, std::chrono::milliseconds timeout);
+  // Runs a command; returns the raw reply line ({"return": ...}).
+  Result<std::string> execute(const std::string& command, const std::string& arguments_json = "");
+  // "running", "paused", ... from query-status.
+  Result<std::string> run_state();
+
+ private:
+  Result<std::string> read_line();
+  UniqueFd fd_;
+  std::string buf_;
+  std::chrono::milliseconds timeout_{0};
+};
+
+// The value of a JSON string field `"key": "value"` in a flat reply, or "".
+std::string json_string_field(const std::string& json, const std::string& key);
+
+}  // namespace ulnic::board

@@ -1,0 +1,83 @@
+#include "board/runtime.h"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+
+#ifndef ULNIC_BUILD_BINDIR
+#define ULNIC_BUILD_BINDIR ""
+#endif
+#ifndef ULNIC_BUILD_FIRMWARE_DIR
+#define ULNIC_BUILD_FIRMWARE_DIR ""
+#endif
+
+namespace ulnic::board {
+
+namespace fs = std::filesystem;
+
+std::string runtime_base() {
+  if (const char* e = std::getenv("ULNIC_RUNTIME_DIR"); e && *e) return e;
+  const passwd* pw = ::getpwuid(::getuid());
+  return std::string("/dev/shm/ulnic-") + (pw ? pw->pw_name : std::to_string(::getuid()));
+}
+
+Result<void> check_cluster_name(const std::string& name) {
+  if (name.empty() || name.size() > 31) return fail("cluster name must be 1..31 characters");
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
+      return fail("cluster name '" + name + "': use letters, digits, '-' and '_' only");
+  return {};
+}
+
+std::string cluster_dir(const std::string& cluster) { return runtime_base() + "/" + cluster; }
+
+std::string fabric_dir(const std::string& cluster) { return cluster_dir(cluster) + "/fabric"; }
+
+NodePaths node_paths(const std::string& cluster, uint32_t node) {
+  NodePaths p;
+  p.dir = cluster_dir(cluster) + "/node" + std::to_string(node);
+  p.sram = p.dir + "/sram";
+  p.qmp = p.dir + "/qmp.sock";
+  p.gdb = p.dir + "/gdb.sock";
+  p.serial_log = p.dir + "/serial.log";
+  p.qemu_log = p.dir + "/qemu.log";
+  p.pid = p.dir + "/qemu.pid";
+  p.firmware = p.dir + "/firmware.elf";
+  p.lock = p.dir + ".lock";
+  return p;
+}
+
+std::string tool_path(const std::string& name) {
+  if (const char* e = std::getenv("ULNIC_BINDIR"); e && *e) return std::string(e) + "/" + name;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(self.parent_path() / name)) return (self.parent_path() / name).string();
+  return std::string(ULNIC_BUILD_BINDIR) + "/" + name;
+}
+
+std::string default_firmware(const std::string& name) {
+  if (const char* e = std::getenv("ULNIC_FIRMWARE"); e && *e && name == "ulnic-fw.elf") return e;
+  return std::string(ULNIC_BUILD_FIRMWARE_DIR) + "/" + name;
+}
+
+Result<void> make_dirs(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return fail("cannot create " + path + ": " + ec.message());
+  ::chmod(path.c_str(), 0700);
+  return {};
+}
+
+void remove_tree(const std::string& path) {
+  std::string base = runtime_base();
+  if (path.size() <= base.size() || path.compare(0, base.size(), base) != 0) return;
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+}  // namespace ulnic::board

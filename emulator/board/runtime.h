@@ -1,0 +1,42 @@
+// Where a cluster's runtime files live, and where the tools find each other.
+//
+//   <base>/<cluster>/fabric/   fabric server: sockets, fabric.mem, pid, log
+//   <base>/<cluster>/node<k>/  one board: sram, slot<i>, qmp.sock, gdb.sock,
+//                              serial.log, qemu.log, qemu.pid, firmware.elf
+//
+// <base> is $ULNIC_RUNTIME_DIR, else /dev/shm/ulnic-<user> (tmpfs: the big
+// slot files are sparse and cost only the pages that are touched).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "util/result.h"
+
+namespace ulnic::board {
+
+std::string runtime_base();
+Result<void> check_cluster_name(const std::string& name);
+std::string cluster_dir(const std::string& cluster);
+
+struct NodePaths {
+  std::string dir;
+  std::string sram, qmp, gdb, serial_log, qemu_log, pid, firmware, lock;
+  std::string slot(uint32_t k) const { return dir + "/slot" + std::to_string(k); }
+};
+NodePaths node_paths(const std::string& cluster, uint32_t node);
+std::string fabric_dir(const std::string& cluster);
+
+// Our own executables (ulnic-fabricd, ...): $ULNIC_BINDIR, then the directory
+// of the running executable, then the build tree's bin directory.
+std::string tool_path(const std::string& name);
+// The firmware to flash when none is named: $ULNIC_FIRMWARE, else the
+// build's ulnic-fw.elf.
+std::string default_firmware(const std::string& name = "ulnic-fw.elf");
+
+// mkdir -p with mode 0700.
+Result<void> make_dirs(const std::string& path);
+// rm -rf of a directory we own (refuses paths outside runtime_base()).
+void remove_tree(const std::string& path);
+
+}  // namespace ulnic::board

@@ -1,0 +1,58 @@
+#include "board/sram.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "util/fd.h"
+
+namespace ulnic::board {
+
+Result<SramFile> SramFile::create(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) return fail_errno("cannot create SRAM file " + path, errno);
+  if (::ftruncate(fd.get(), abi::kSramSize) != 0) return fail_errno("cannot size SRAM file " + path, errno);
+  return open(path, true);
+}
+
+Result<SramFile> SramFile::open(const std::string& path, bool writable) {
+  auto m = Mapping::map_file(path, abi::kSramSize, writable);
+  if (!m) return std::unexpected(m.error());
+  SramFile f;
+  f.map_ = std::move(*m);
+  return f;
+}
+
+void SramFile::write_image(const FirmwareImage& img) {
+  for (const Segment& s : img.segments) {
+    uint8_t* dst = at(s.addr - abi::kSramBase);  // parse_elf() proved the range is inside SRAM
+    std::memcpy(dst, s.data.data(), s.data.size());
+    std::memset(dst + s.data.size(), 0, s.memsz - s.data.size());
+  }
+}
+
+void SramFile::write_boot_config(const abi::BootConfig& cfg) {
+  std::memcpy(at(abi::kBootConfigOffset), &cfg, sizeof cfg);
+}
+
+abi::BootConfig SramFile::boot_config() const {
+  abi::BootConfig c;
+  std::memcpy(&c, at(abi::kBootConfigOffset), sizeof c);
+  return c;
+}
+
+abi::StatusBlock SramFile::read_status() const {
+  const auto* shared = reinterpret_cast<const abi::StatusBlock*>(at(abi::kStatusOffset));
+  abi::StatusBlock copy;
+  for (int tries = 0; tries < 8; ++tries) {
+    uint64_t before = std::atomic_ref<const uint64_t>(shared->heartbeat).load(std::memory_order_acquire);
+    std::memcpy(&copy, shared, sizeof copy);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (std::atomic_ref<const uint64_t>(shared->heartbeat).load(std::memory_order_relaxed) == before) break;
+  }
+  return copy;
+}
+
+}  // namespace ulnic::board

@@ -1,0 +1,34 @@
+// The node's SRAM file as the trusted tools see it: image and boot-config
+// writer, status-block reader. Host programs never map it (DESIGN §3).
+#pragma once
+
+#include <string>
+
+#include "board/elf_image.h"
+#include "ulnic/abi/boot_config.h"
+#include "ulnic/abi/status.h"
+#include "util/mapping.h"
+
+namespace ulnic::board {
+
+class SramFile {
+ public:
+  // Creates (or truncates) a zeroed SRAM file of abi::kSramSize bytes.
+  static Result<SramFile> create(const std::string& path);
+  static Result<SramFile> open(const std::string& path, bool writable);
+
+  // Writes every PT_LOAD segment at its SRAM offset and zeroes its bss tail.
+  void write_image(const FirmwareImage& img);
+  void write_boot_config(const abi::BootConfig& cfg);
+  abi::BootConfig boot_config() const;
+  // A copy of the status block, re-read until the heartbeat is stable so the
+  // fields belong together (the firmware may be writing while we read).
+  abi::StatusBlock read_status() const;
+
+  uint8_t* at(uint64_t offset) const { return map_.data() + offset; }
+
+ private:
+  Mapping map_;
+};
+
+}  // namespace ulnic::board

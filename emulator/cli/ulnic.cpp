@@ -1,0 +1,421 @@
+// ulnic: the command-line entry point for boards, firmware and clusters.
+//
+//   ulnic node start  [-c CLUSTER] [-n NODE] [--firmware ELF] [board options]
+//   ulnic node flash  [-c CLUSTER] [-n NODE] ELF
+//   ulnic node status [-c CLUSTER] [-n NODE] [--json]
+//   ulnic node log    [-c CLUSTER] [-n NODE] [-f]
+//   ulnic node gdb    [-c CLUSTER] [-n NODE] [ELF]
+//   ulnic node stop   [-c CLUSTER] [-n NODE]
+//   ulnic node list   [-c CLUSTER]
+//   ulnic fwtest ELF  [--timeout S] [board options]
+//   ulnic demo
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "board/fwtest.h"
+#include "board/node.h"
+#include "ulnic/abi/boot_config.h"
+#include "board/runtime.h"
+#include "util/process.h"
+#include "util/unix_socket.h"
+
+namespace abi = ulnic::abi;
+namespace board = ulnic::board;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kUsage = R"(usage: ulnic <command> ...
+
+  node start  [-c CLUSTER] [-n NODE] [--firmware ELF] [--slots K] [--slot-size MIB]
+              [--heartbeat-us US] [--verbose-fw] [--no-fabric] [--qemu-arg ARG]...
+                                  start a NIC board and flash ELF (default: the build's ulnic-fw.elf)
+  node flash  [-c CLUSTER] [-n NODE] ELF
+                                  flash ELF onto the running NIC (stop, write SRAM, reset)
+  node status [-c CLUSTER] [-n NODE] [--json]
+                                  firmware build, state, uptime, heartbeat, PCIe, counters
+  node log    [-c CLUSTER] [-n NODE] [-f]
+                                  the NIC's serial log (-f: follow)
+  node gdb    [-c CLUSTER] [-n NODE] [ELF]
+                                  attach gdb-multiarch to the NIC (symbols: the flashed ELF)
+  node stop   [-c CLUSTER] [-n NODE]
+                                  stop the board and remove its runtime files
+  node list   [-c CLUSTER]        nodes of a cluster and their state
+  fwtest ELF  [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--qemu-arg ARG]...
+                                  run a firmware test image on a private board; exit = its status
+  demo                            start a node, show status and boot log, reflash, stop
+
+CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
+Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER).
+)";
+
+struct Args {
+  std::vector<std::string> positional;
+  std::string cluster;
+  uint32_t node = 0;
+  bool json = false, follow = false, verbose_fw = false, no_fabric = false;
+  std::string firmware;
+  uint32_t slots = 8;
+  uint64_t slot_size = 256ull << 20;
+  uint32_t heartbeat_us = 100'000;
+  uint32_t timeout_s = 120;
+  std::vector<std::string> qemu_args;
+};
+
+[[noreturn]] void die(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "ulnic: %s\n", msg.c_str());
+  std::exit(code);
+}
+
+uint64_t number(const std::string& opt, const std::string& v) {
+  try {
+    size_t used = 0;
+    uint64_t n = std::stoull(v, &used, 0);
+    if (used != v.size()) throw std::invalid_argument(v);
+    return n;
+  } catch (...) {
+    die(opt + " needs a number, got '" + v + "'", 2);
+  }
+}
+
+Args parse(int argc, char** argv, int first) {
+  Args a;
+  const char* env = std::getenv("ULNIC_CLUSTER");
+  a.cluster = env && *env ? env : "default";
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) die(s + " needs a value", 2);
+      return argv[++i];
+    };
+    if (s == "-c" || s == "--cluster") a.cluster = value();
+    else if (s == "-n" || s == "--node") a.node = uint32_t(number(s, value()));
+    else if (s == "--json") a.json = true;
+    else if (s == "-f" || s == "--follow") a.follow = true;
+    else if (s == "--firmware") a.firmware = value();
+    else if (s == "--slots") a.slots = uint32_t(number(s, value()));
+    else if (s == "--slot-size") a.slot_size = number(s, value()) << 20;
+    else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value()));
+    else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value()));
+    else if (s == "--verbose-fw") a.verbose_fw = true;
+    else if (s == "--no-fabric") a.no_fabric = true;
+    else if (s == "--qemu-arg") a.qemu_args.push_back(value());
+    else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
+    else if (s.size() > 1 && s[0] == '-') die("unknown option " + s + "\n" + kUsage, 2);
+    else a.positional.push_back(s);
+  }
+  return a;
+}
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+const char* counter_name(uint32_t i) {
+  static const char* const names[] = {"loop_iterations", "wfi",           "timer_wakeups",  "ext_wakeups",
+                                      "pcie_devices",    "pcie_ignored",  "bad_boot_config"};
+  return i < sizeof names / sizeof names[0] ? names[i] : "?";
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o;
+}
+
+std::string cstr(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
+  const abi::StatusBlock& s = n.status;
+  std::printf("{\"cluster\": \"%s\", \"node\": %u, \"qemu_running\": %s, \"pid\": %d, \"vm_state\": \"%s\",\n",
+              json_escape(cluster).c_str(), n.node, n.running ? "true" : "false", int(n.pid), n.vm_state.c_str());
+  std::printf(" \"state\": \"%s\", \"build_id\": \"%s\", \"version\": \"%s\", \"abi_version\": %u,\n",
+              board::state_name(s.state), json_escape(cstr(s.build_id, sizeof s.build_id)).c_str(),
+              json_escape(cstr(s.version, sizeof s.version)).c_str(), s.abi_version);
+  std::printf(" \"boot_count\": %llu, \"flash_seq\": %llu, \"uptime_us\": %llu, \"heartbeat\": %llu,",
+              static_cast<unsigned long long>(s.boot_count), static_cast<unsigned long long>(s.flash_seq),
+              static_cast<unsigned long long>(s.uptime_us), static_cast<unsigned long long>(s.heartbeat));
+  if (n.heartbeat_checked) std::printf(" \"heartbeat_advancing\": %s,", n.heartbeat_advancing ? "true" : "false");
+  std::printf("\n \"boot_config\": %u, \"node_id\": %u, \"num_slots\": %u, \"slots\": [", s.boot_config, s.node_id,
+              s.num_slots);
+  for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
+    std::printf("%s{\"addr\": %llu, \"size\": %llu}", k ? ", " : "",
+                static_cast<unsigned long long>(s.slots[k].bar_addr),
+                static_cast<unsigned long long>(s.slots[k].bar_size));
+  std::printf("],\n \"fabric\": {\"addr\": %llu, \"size\": %llu, \"peer_id\": %u, \"vectors\": %u},\n",
+              static_cast<unsigned long long>(s.fabric_bar_addr), static_cast<unsigned long long>(s.fabric_bar_size),
+              s.fabric_peer_id, s.fabric_vectors);
+  std::printf(" \"trap\": {\"cause\": %llu, \"pc\": %llu, \"tval\": %llu, \"ra\": %llu, \"sp\": %llu},\n",
+              static_cast<unsigned long long>(s.trap_cause), static_cast<unsigned long long>(s.trap_pc),
+              static_cast<unsigned long long>(s.trap_tval), static_cast<unsigned long long>(s.trap_ra),
+              static_cast<unsigned long long>(s.trap_sp));
+  std::printf(" \"counters\": {");
+  for (uint32_t i = 0; i < abi::kCounterCount; ++i)
+    std::printf("%s\"%s\": %llu", i ? ", " : "", counter_name(i), static_cast<unsigned long long>(s.counters[i]));
+  std::printf("}}\n");
+}
+
+// "file:line" of a firmware pc, if the ELF and llvm-addr2line are at hand.
+std::string symbolize(const std::string& elf, uint64_t pc) {
+  std::string tool = ulnic::find_in_path("llvm-addr2line-16");
+  if (tool.empty() || elf.empty() || pc == 0) return "";
+  std::string cmd = tool + " -f -C -e '" + elf + "' " + hex(pc) + " 2>/dev/null";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return "";
+  char fn[256] = "", loc[512] = "";
+  if (!std::fgets(fn, sizeof fn, f) || !std::fgets(loc, sizeof loc, f)) fn[0] = loc[0] = 0;
+  ::pclose(f);
+  std::string out = std::string(fn) + " at " + loc;
+  for (auto& c : out)
+    if (c == '\n') c = ' ';
+  return fn[0] && fn[0] != '?' ? out : "";
+}
+
+void print_status(const std::string& cluster, const board::NodeInfo& n) {
+  const abi::StatusBlock& s = n.status;
+  std::printf("node %u of cluster '%s'\n", n.node, cluster.c_str());
+  std::printf("  qemu       %s", n.running ? ("pid " + std::to_string(n.pid)).c_str() : "not running");
+  if (!n.vm_state.empty()) std::printf(", vm %s", n.vm_state.c_str());
+  std::printf("\n");
+  if (s.magic != abi::kStatusMagic) {
+    std::printf("  firmware   has not written its status block (state off)\n");
+    return;
+  }
+  std::printf("  firmware   ulnic-fw %s  build %s  (ABI %u)\n", cstr(s.version, sizeof s.version).c_str(),
+              cstr(s.build_id, sizeof s.build_id).c_str(), s.abi_version);
+  std::printf("  state      %s", board::state_name(s.state));
+  if (s.state == uint32_t(abi::FwState::kCrashed)) std::printf(": %s", board::describe_trap(s).c_str());
+  std::printf("\n");
+  if (s.state == uint32_t(abi::FwState::kCrashed))
+    if (std::string where = symbolize(n.firmware_path, s.trap_pc); !where.empty())
+      std::printf("             in %s\n", where.c_str());
+  std::printf("  boot       #%llu, flash #%llu, boot config %s\n", static_cast<unsigned long long>(s.boot_count),
+              static_cast<unsigned long long>(s.flash_seq),
+              s.boot_config == abi::kBootConfigOk ? "ok" : "missing or bad (defaults)");
+  std::printf("  uptime     %.3f s   heartbeat %llu%s\n", double(s.uptime_us) / 1e6,
+              static_cast<unsigned long long>(s.heartbeat),
+              !n.heartbeat_checked ? "" : n.heartbeat_advancing ? " (advancing)" : " (STUCK)");
+  std::printf("  slots      %u", s.num_slots);
+  for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
+    if (s.slots[k].bar_size)
+      std::printf("%s%u@%s", k ? " " : "  ", k, hex(s.slots[k].bar_addr).c_str());
+  if (s.num_slots) std::printf("  (%llu MiB each)", static_cast<unsigned long long>(s.slots[0].bar_size >> 20));
+  std::printf("\n");
+  if (s.fabric_bar_size)
+    std::printf("  fabric     peer id %u, %llu MiB at %s, %u MSI-X vectors\n", s.fabric_peer_id,
+                static_cast<unsigned long long>(s.fabric_bar_size >> 20), hex(s.fabric_bar_addr).c_str(),
+                s.fabric_vectors);
+  else
+    std::printf("  fabric     none\n");
+  std::printf("  counters  ");
+  for (uint32_t i = 0; i < abi::kCounterCount; ++i)
+    std::printf(" %s=%llu", counter_name(i), static_cast<unsigned long long>(s.counters[i]));
+  std::printf("\n");
+}
+
+board::BoardSpec spec_from(const Args& a) {
+  board::BoardSpec b;
+  b.node = a.node;
+  b.num_slots = a.slots;
+  b.slot_size = a.slot_size;
+  b.extra_args = a.qemu_args;
+  return b;
+}
+
+int cmd_start(const Args& a) {
+  board::StartOptions o;
+  o.cluster = a.cluster;
+  o.board = spec_from(a);
+  o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
+  o.heartbeat_us = a.heartbeat_us;
+  o.boot_flags = a.verbose_fw ? uint32_t(abi::kBootFlagVerbose) : 0u;
+  o.fabric = !a.no_fabric;
+  auto r = board::start_node(o);
+  if (!r) die(r.error().message);
+  for (const auto& note : r->notes) std::printf("note: %s\n", note.c_str());
+  std::printf("node %u of cluster '%s' started: QEMU pid %d, firmware %s, build %s\n", a.node, a.cluster.c_str(),
+              int(r->pid), board::state_name(r->status.state), r->status.build_id);
+  if (r->status.state == uint32_t(abi::FwState::kCrashed)) {
+    std::printf("the firmware crashed during boot: %s\n", board::describe_trap(r->status).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int cmd_flash(const Args& a) {
+  if (a.positional.size() != 1) die("usage: ulnic node flash [-c CLUSTER] [-n NODE] ELF", 2);
+  auto r = board::flash_node(a.cluster, a.node, a.positional[0]);
+  if (!r) die(r.error().message);
+  std::printf("flashed node %u: build %s -> %s (flash #%llu), firmware %s\n", a.node, r->old_build_id.c_str(),
+              r->new_build_id.c_str(), static_cast<unsigned long long>(r->flash_seq),
+              board::state_name(r->status.state));
+  if (r->status.state == uint32_t(abi::FwState::kCrashed)) {
+    std::printf("the new firmware crashed: %s\n", board::describe_trap(r->status).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int cmd_status(const Args& a) {
+  auto r = board::query_node(a.cluster, a.node, true);
+  if (!r) die(r.error().message);
+  if (a.json) print_status_json(a.cluster, *r);
+  else print_status(a.cluster, *r);
+  if (!r->running) return 3;
+  return r->status.state == uint32_t(abi::FwState::kRunning) ? 0 : 4;
+}
+
+int cmd_log(const Args& a) {
+  board::NodePaths p = board::node_paths(a.cluster, a.node);
+  std::ifstream in(p.serial_log);
+  if (!in) die("no serial log for node " + std::to_string(a.node) + " of cluster '" + a.cluster + "' (not running?)");
+  std::string line;
+  for (;;) {
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      std::printf("%s\n", line.c_str());
+    }
+    if (!a.follow) return 0;
+    std::fflush(stdout);
+    in.clear();
+    std::this_thread::sleep_for(200ms);
+    if (!board::live_qemu(p)) return 0;
+  }
+}
+
+// stdin/stdout <-> the node's gdbstub socket, for `target remote | ...`.
+int cmd_gdb_pipe(const Args& a) {
+  auto s = ulnic::connect_unix(board::node_paths(a.cluster, a.node).gdb);
+  if (!s) die(s.error().message);
+  pollfd fds[2] = {{0, POLLIN, 0}, {s->get(), POLLIN, 0}};
+  char buf[4096];
+  for (;;) {
+    if (::poll(fds, 2, -1) < 0) return 1;
+    for (int i = 0; i < 2; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) return 0;
+      int out = i == 0 ? s->get() : 1;
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = ::write(out, buf + off, size_t(n - off));
+        if (w <= 0) return 1;
+        off += w;
+      }
+    }
+  }
+}
+
+int cmd_gdb(const Args& a, const char* self) {
+  board::NodePaths p = board::node_paths(a.cluster, a.node);
+  if (!board::live_qemu(p)) die("node " + std::to_string(a.node) + " of cluster '" + a.cluster + "' is not running");
+  std::string gdb = ulnic::find_in_path("gdb-multiarch");
+  if (gdb.empty()) die("gdb-multiarch not found: install the Debian package gdb-multiarch (toolchain/install-deps.sh)");
+  std::string elf = a.positional.empty() ? p.firmware : a.positional[0];
+  std::string pipe = std::string("target remote | '") + self + "' node gdb-pipe -c " + a.cluster + " -n " +
+                     std::to_string(a.node);
+  std::vector<std::string> argv = {gdb, "-q", "-ex", "set architecture riscv:rv64", "-ex", pipe, elf};
+  std::vector<char*> c;
+  for (auto& s : argv) c.push_back(s.data());
+  c.push_back(nullptr);
+  ::execv(gdb.c_str(), c.data());
+  die("cannot run " + gdb + ": " + std::strerror(errno));
+}
+
+int cmd_stop(const Args& a) {
+  auto r = board::stop_node(a.cluster, a.node);
+  if (!r) die(r.error().message);
+  for (const auto& note : *r) std::printf("note: %s\n", note.c_str());
+  std::printf("node %u of cluster '%s' stopped\n", a.node, a.cluster.c_str());
+  return 0;
+}
+
+int cmd_list(const Args& a) {
+  auto nodes = board::list_nodes(a.cluster);
+  if (nodes.empty()) std::printf("cluster '%s' has no nodes\n", a.cluster.c_str());
+  for (uint32_t n : nodes) {
+    auto r = board::query_node(a.cluster, n, false);
+    if (!r) std::printf("node %u: %s\n", n, r.error().message.c_str());
+    else
+      std::printf("node %u: qemu %s, firmware %s, build %s\n", n, r->running ? "up" : "down",
+                  board::state_name(r->status.state), r->status.build_id);
+  }
+  return 0;
+}
+
+int cmd_fwtest(const Args& a) {
+  if (a.positional.size() != 1) die("usage: ulnic fwtest ELF [--timeout S] [board options]", 2);
+  board::FwTestOptions o;
+  o.elf = a.positional[0];
+  o.board = spec_from(a);
+  o.fabric = !a.no_fabric;
+  o.timeout = std::chrono::seconds(a.timeout_s);
+  auto r = board::run_firmware_test(o);
+  if (!r) die(r.error().message);
+  if (*r != 0) std::fprintf(stderr, "ulnic fwtest: %s exited with status %d\n", o.elf.c_str(), *r);
+  return *r;
+}
+
+void step(const char* what) { std::printf("\n\033[1m== %s\033[0m\n", what), std::fflush(stdout); }
+
+int cmd_demo() {
+  Args a;
+  a.cluster = "demo";
+  std::string fw = board::default_firmware(), alt = board::default_firmware("ulnic-fw-alt.elf");
+  if (!board::list_nodes(a.cluster).empty()) (void)board::stop_node(a.cluster, 0);
+  step("ulnic node start -c demo -n 0   (QEMU virt board: 16 MiB SRAM, 8 host slots, fabric)");
+  a.firmware = fw;
+  if (cmd_start(a) != 0) return 1;
+  step("ulnic node status -c demo");
+  cmd_status(a);
+  step("ulnic node log -c demo   (the NIC's serial console)");
+  cmd_log(a);
+  step("ulnic node flash -c demo ulnic-fw-alt.elf   (reflash the running NIC: a different build)");
+  a.positional = {alt};
+  int rc = cmd_flash(a);
+  a.positional.clear();
+  step("ulnic node status -c demo");
+  cmd_status(a);
+  step("ulnic node stop -c demo");
+  cmd_stop(a);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "demo") return cmd_demo();
+  if (cmd == "fwtest") return cmd_fwtest(parse(argc, argv, 2));
+  if (cmd == "node" && argc >= 3) {
+    std::string sub = argv[2];
+    Args a = parse(argc, argv, 3);
+    if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
+    if (sub == "start") return cmd_start(a);
+    if (sub == "flash") return cmd_flash(a);
+    if (sub == "status") return cmd_status(a);
+    if (sub == "log") return cmd_log(a);
+    if (sub == "gdb") return cmd_gdb(a, argv[0]);
+    if (sub == "gdb-pipe") return cmd_gdb_pipe(a);
+    if (sub == "stop") return cmd_stop(a);
+    if (sub == "list") return cmd_list(a);
+  }
+  die("unknown command\n" + std::string(kUsage), 2);
+}

@@ -1,0 +1,131 @@
+#include "fabric/fabric_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+
+#include "ulnic/abi/sram.h"
+#include "util/unix_socket.h"
+
+namespace ulnic::fabric {
+
+namespace {
+constexpr int64_t kProtocolVersion = 0;
+constexpr int64_t kMaxPeerId = 65535;  // the Doorbell register has 16 bits for it
+}  // namespace
+
+Result<void> Server::init(const Options& opts) {
+  opts_ = opts;
+  if (opts.size == 0 || (opts.size & (opts.size - 1)) != 0)
+    return fail("fabric size must be a power of two (it becomes a PCI BAR), got " + std::to_string(opts.size));
+  if (opts.vectors == 0 || opts.vectors > 64) return fail("fabric vectors must be 1..64");
+  if (opts.max_nodes > ulnic::abi::kMaxNodes) return fail("at most " + std::to_string(ulnic::abi::kMaxNodes) + " nodes");
+  ::mkdir(opts.dir.c_str(), 0700);
+  mem_.reset(::open(Paths::memory(opts.dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!mem_) return fail_errno("cannot create " + Paths::memory(opts.dir), errno);
+  if (::ftruncate(mem_.get(), off_t(opts.size)) != 0) return fail_errno("cannot size fabric memory", errno);
+  for (uint32_t k = 0; k < opts.max_nodes; ++k) {
+    auto l = listen_unix(Paths::nic_socket(opts.dir, k));
+    if (!l) return std::unexpected(l.error());
+    nic_listeners_.push_back(std::move(*l));
+  }
+  auto h = listen_unix(Paths::host_socket(opts.dir));
+  if (!h) return std::unexpected(h.error());
+  host_listener_ = std::move(*h);
+  std::ofstream(Paths::pid_file(opts.dir)) << ::getpid() << "\n";
+  return {};
+}
+
+int64_t Server::free_host_id() const {
+  for (int64_t id = ulnic::abi::kMaxNodes; id <= kMaxPeerId; ++id)
+    if (!peers_.count(id)) return id;
+  return -1;
+}
+
+Result<void> Server::accept_peer(int listener, int64_t id) {
+  UniqueFd s(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+  if (!s) return fail_errno("accept", errno);
+  if (id < 0 || peers_.count(id)) return {};  // id taken (node already up): refuse by closing
+  Peer p;
+  p.sock = std::move(s);
+  for (uint32_t v = 0; v < opts_.vectors; ++v) {
+    UniqueFd e(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!e) return fail_errno("eventfd", errno);
+    p.vectors.push_back(std::move(e));
+  }
+  int sock = p.sock.get();
+  // Steps 1-3 of the protocol: version, id, shared memory.
+  Result<void> r = send_i64_with_fd(sock, kProtocolVersion, -1);
+  if (r) r = send_i64_with_fd(sock, id, -1);
+  if (r) r = send_i64_with_fd(sock, -1, mem_.get());
+  // Step 4: everyone already here, and them about the newcomer.
+  for (auto& [other_id, other] : peers_) {
+    for (uint32_t v = 0; r && v < opts_.vectors; ++v) r = send_i64_with_fd(sock, other_id, other.vectors[v].get());
+    for (uint32_t v = 0; v < opts_.vectors; ++v) (void)send_i64_with_fd(other.sock.get(), id, p.vectors[v].get());
+  }
+  // Step 5: the newcomer's own vectors, for receiving.
+  for (uint32_t v = 0; r && v < opts_.vectors; ++v) r = send_i64_with_fd(sock, id, p.vectors[v].get());
+  if (!r) {
+    peers_.emplace(id, std::move(p));
+    drop_peer(id);
+    return {};
+  }
+  peers_.emplace(id, std::move(p));
+  return {};
+}
+
+void Server::drop_peer(int64_t id) {
+  peers_.erase(id);
+  for (auto& [other_id, other] : peers_) (void)send_i64_with_fd(other.sock.get(), id, -1);
+}
+
+void Server::cleanup() {
+  for (uint32_t k = 0; k < nic_listeners_.size(); ++k) ::unlink(Paths::nic_socket(opts_.dir, k).c_str());
+  ::unlink(Paths::host_socket(opts_.dir).c_str());
+  ::unlink(Paths::pid_file(opts_.dir).c_str());
+}
+
+Result<void> Server::run(volatile const bool* stop_flag) {
+  while (!*stop_flag) {
+    std::vector<pollfd> fds;
+    std::vector<int64_t> ids;  // per pollfd: >= 0 peer id, -1-k listener k, -1000 host listener
+    for (uint32_t k = 0; k < nic_listeners_.size(); ++k) {
+      fds.push_back({nic_listeners_[k].get(), POLLIN, 0});
+      ids.push_back(-1 - int64_t(k));
+    }
+    fds.push_back({host_listener_.get(), POLLIN, 0});
+    ids.push_back(-1000);
+    for (auto& [id, p] : peers_) {
+      fds.push_back({p.sock.get(), POLLIN, 0});
+      ids.push_back(id);
+    }
+    int n = ::poll(fds.data(), fds.size(), 500);
+    if (n < 0 && errno != EINTR) {
+      cleanup();
+      return fail_errno("poll", errno);
+    }
+    for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      if (ids[i] == -1000) {
+        (void)accept_peer(fds[i].fd, free_host_id());
+      } else if (ids[i] < 0) {
+        (void)accept_peer(fds[i].fd, -1 - ids[i]);
+      } else {
+        // Clients never send; readable means closed (or junk, which we drop).
+        char junk[64];
+        if (::recv(fds[i].fd, junk, sizeof junk, MSG_DONTWAIT) <= 0 || (fds[i].revents & (POLLHUP | POLLERR)))
+          drop_peer(ids[i]);
+      }
+    }
+  }
+  cleanup();
+  return {};
+}
+
+}  // namespace ulnic::fabric

@@ -1,0 +1,61 @@
+// The cluster's fabric server: an ivshmem server (QEMU docs/specs/
+// ivshmem-spec.txt, protocol version 0) that hands every NIC the fabric's
+// shared memory and the eventfds behind each peer's MSI-X doorbell vectors.
+//
+// Peer ids are fixed, not first-come: NIC k connects to <dir>/nic<k>.sock and
+// always gets id k, so NIC i can ring NIC j by id whatever the start order and
+// after restarts. Host processes that want to be rung (or to ring their NIC)
+// connect to <dir>/host.sock and get the lowest free id >= kMaxNodes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace ulnic::fabric {
+
+struct Options {
+  std::string dir;               // sockets, memory file, pid and log live here
+  uint64_t size = 64ull << 20;   // fabric memory; a power of two (it is a PCI BAR)
+  uint32_t vectors = 4;          // eventfds per peer = MSI-X vectors per device
+  uint32_t max_nodes = 64;       // nic<k>.sock listeners for k < max_nodes
+};
+
+struct Paths {
+  static std::string memory(const std::string& dir) { return dir + "/fabric.mem"; }
+  static std::string nic_socket(const std::string& dir, uint32_t k) { return dir + "/nic" + std::to_string(k) + ".sock"; }
+  static std::string host_socket(const std::string& dir) { return dir + "/host.sock"; }
+  static std::string pid_file(const std::string& dir) { return dir + "/fabricd.pid"; }
+  static std::string log_file(const std::string& dir) { return dir + "/fabricd.log"; }
+};
+
+class Server {
+ public:
+  Result<void> init(const Options& opts);
+  // Serves until SIGTERM/SIGINT (or `stop_flag` becomes true); removes its
+  // sockets and pid file on the way out.
+  Result<void> run(volatile const bool* stop_flag);
+  size_t peer_count() const { return peers_.size(); }
+
+ private:
+  struct Peer {
+    UniqueFd sock;
+    std::vector<UniqueFd> vectors;  // eventfds: ring vector v of this peer
+  };
+  Result<void> accept_peer(int listener, int64_t id);
+  void drop_peer(int64_t id);
+  int64_t free_host_id() const;
+  void cleanup();
+
+  Options opts_;
+  UniqueFd mem_;
+  std::vector<UniqueFd> nic_listeners_;  // index = node id
+  UniqueFd host_listener_;
+  std::map<int64_t, Peer> peers_;
+};
+
+}  // namespace ulnic::fabric

@@ -1,0 +1,163 @@
+#include "util/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "util/fd.h"
+
+namespace ulnic {
+
+namespace {
+
+std::vector<char*> c_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> v;
+  for (const auto& a : argv) v.push_back(const_cast<char*>(a.c_str()));
+  v.push_back(nullptr);
+  return v;
+}
+
+// In the child: report errno through the CLOEXEC pipe and die.
+[[noreturn]] void child_fail(int pipe_fd, int err) {
+  ssize_t ignored = ::write(pipe_fd, &err, sizeof err);
+  (void)ignored;
+  ::_exit(127);
+}
+
+}  // namespace
+
+Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path) {
+  if (argv.empty()) return fail("spawn: empty command");
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return fail_errno("pipe", errno);
+  UniqueFd rd(p[0]), wr(p[1]);
+  auto args = c_argv(argv);
+  pid_t mid = ::fork();
+  if (mid < 0) return fail_errno("fork", errno);
+  if (mid == 0) {
+    ::setsid();
+    pid_t pid = ::fork();
+    if (pid != 0) {
+      // Tell the caller the daemon's pid, then let it be adopted by init.
+      int64_t msg = pid < 0 ? -int64_t(errno) : int64_t(pid);
+      ssize_t ignored = ::write(wr.get(), &msg, sizeof msg);
+      (void)ignored;
+      ::_exit(0);
+    }
+    int null = ::open("/dev/null", O_RDONLY);
+    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (null < 0 || log < 0) child_fail(wr.get(), errno);
+    ::dup2(null, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::execvp(args[0], args.data());
+    child_fail(wr.get(), errno);
+  }
+  wr.reset();
+  int status = 0;
+  ::waitpid(mid, &status, 0);
+  int64_t pid = 0;
+  if (::read(rd.get(), &pid, sizeof pid) != sizeof pid) return fail("spawn " + argv[0] + ": no pid from launcher");
+  if (pid < 0) return fail_errno("fork", int(-pid));
+  int err = 0;
+  if (::read(rd.get(), &err, sizeof err) == sizeof err) return fail_errno("cannot run " + argv[0], err);
+  return pid_t(pid);
+}
+
+Result<pid_t> spawn_child(const std::vector<std::string>& argv) {
+  if (argv.empty()) return fail("spawn: empty command");
+  auto args = c_argv(argv);
+  pid_t pid = ::fork();
+  if (pid < 0) return fail_errno("fork", errno);
+  if (pid == 0) {
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+Result<int> wait_child(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0 && errno != EINTR) return fail_errno("waitpid", errno);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return fail("timed out after " + std::to_string(timeout.count() / 1000) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+bool process_alive(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(st, line)) return false;
+  size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
+std::string process_cmdline(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : s)
+    if (c == '\0') c = ' ';
+  return s;
+}
+
+bool terminate_process(pid_t pid, std::chrono::milliseconds grace) {
+  if (!process_alive(pid)) return true;
+  ::kill(pid, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ::waitpid(pid, nullptr, WNOHANG);  // reap if it happens to be our child
+    if (!process_alive(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 200 && process_alive(pid); ++i) {
+    ::waitpid(pid, nullptr, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return !process_alive(pid);
+}
+
+std::string find_in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    std::string full = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st {};
+    if (::stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(full.c_str(), X_OK) == 0) return full;
+  }
+  return "";
+}
+
+std::string tail_file(const std::string& path, size_t max_lines) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+    if (lines.size() > max_lines) lines.erase(lines.begin());
+  }
+  std::string out;
+  for (const auto& l : lines) out += "  | " + l + "\n";
+  return out;
+}
+
+}  // namespace ulnic

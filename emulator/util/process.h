@@ -1,0 +1,38 @@
+// Child processes of the tools: detached daemons (QEMU, the fabric server)
+// and supervised ones (firmware test runs).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace ulnic {
+
+// Starts argv[0] (searched in PATH) as a daemon: own session, stdin from
+// /dev/null, stdout+stderr appended to `log_path`, reparented to init (double
+// fork) so it outlives the caller and never lingers as its zombie. Returns
+// its pid once exec succeeded; an exec failure is an error here.
+Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path);
+
+// Starts argv as a child of the caller sharing its stdout/stderr; reap it
+// with wait_child(). Exec failure shows as exit status 127.
+Result<pid_t> spawn_child(const std::vector<std::string>& argv);
+// Waits up to `timeout` for the child; returns its exit status (128+signal
+// if killed), or an error on timeout (the child is then killed).
+Result<int> wait_child(pid_t pid, std::chrono::milliseconds timeout);
+
+bool process_alive(pid_t pid);  // exists and is not a zombie
+std::string process_cmdline(pid_t pid);  // argv joined by spaces, "" if gone
+// SIGTERM, then SIGKILL after `grace`; true once the process is gone.
+bool terminate_process(pid_t pid, std::chrono::milliseconds grace);
+
+// Full path of an executable found in PATH, or "".
+std::string find_in_path(const std::string& name);
+// Last `max_lines` lines of a text file ("" if unreadable).
+std::string tail_file(const std::string& path, size_t max_lines);
+
+}  // namespace ulnic

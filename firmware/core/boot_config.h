@@ -1,0 +1,33 @@
+// Reads and validates the boot-config block the flasher left in SRAM. The
+// firmware keeps a private copy: later writes to the block (a flash in
+// progress) cannot change a running boot.
+#pragma once
+
+#include "ulnic/abi/boot_config.h"
+#include "ulnic/abi/status.h"
+
+namespace core::boot_config {
+
+struct Config {
+  uint32_t node_id;
+  uint32_t num_nodes;
+  uint32_t flags;
+  uint32_t num_slots;
+  uint64_t flash_seq;
+  uint64_t slot_size;
+  uint64_t fabric_size;
+  uint32_t heartbeat_us;
+  char cluster[32];
+};
+
+// Defaults when the block is missing: node 0, no expectations about slots.
+constexpr uint32_t kDefaultHeartbeatUs = 100'000;
+constexpr uint32_t kMinHeartbeatUs = 1'000;
+constexpr uint32_t kMaxHeartbeatUs = 10'000'000;
+
+// Validates `raw` (untrusted bytes) into `out`; returns the verdict.
+ulnic::abi::BootConfigVerdict parse(const ulnic::abi::BootConfig& raw, Config& out);
+// parse() of the block in SRAM.
+ulnic::abi::BootConfigVerdict load(Config& out);
+
+}  // namespace core::boot_config

@@ -1,0 +1,68 @@
+// The freestanding C memory primitives the compiler may call. Built with
+// -fno-builtin so the loops below are not turned back into calls to
+// themselves. Word-at-a-time when both sides are 8-byte aligned: DESIGN §7.3
+// measured 64-bit copies as the fast path under TCG.
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+
+void* memcpy(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<uint8_t*>(dst);
+  auto* s = static_cast<const uint8_t*>(src);
+  if (((uintptr_t(d) | uintptr_t(s)) & 7) == 0) {
+    for (; n >= 32; n -= 32, d += 32, s += 32) {
+      uint64_t a = reinterpret_cast<const uint64_t*>(s)[0];
+      uint64_t b = reinterpret_cast<const uint64_t*>(s)[1];
+      uint64_t c = reinterpret_cast<const uint64_t*>(s)[2];
+      uint64_t e = reinterpret_cast<const uint64_t*>(s)[3];
+      reinterpret_cast<uint64_t*>(d)[0] = a;
+      reinterpret_cast<uint64_t*>(d)[1] = b;
+      reinterpret_cast<uint64_t*>(d)[2] = c;
+      reinterpret_cast<uint64_t*>(d)[3] = e;
+    }
+    for (; n >= 8; n -= 8, d += 8, s += 8) *reinterpret_cast<uint64_t*>(d) = *reinterpret_cast<const uint64_t*>(s);
+  }
+  while (n--) *d++ = *s++;
+  return dst;
+}
+
+void* memmove(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<uint8_t*>(dst);
+  auto* s = static_cast<const uint8_t*>(src);
+  if (d <= s || d >= s + n) return memcpy(dst, src, n);
+  while (n--) d[n] = s[n];
+  return dst;
+}
+
+void* memset(void* dst, int c, size_t n) {
+  auto* d = static_cast<uint8_t*>(dst);
+  uint64_t word = 0x0101010101010101ull * uint8_t(c);
+  while (n && (uintptr_t(d) & 7)) *d++ = uint8_t(c), --n;
+  for (; n >= 8; n -= 8, d += 8) *reinterpret_cast<uint64_t*>(d) = word;
+  while (n--) *d++ = uint8_t(c);
+  return dst;
+}
+
+int memcmp(const void* a, const void* b, size_t n) {
+  auto* x = static_cast<const uint8_t*>(a);
+  auto* y = static_cast<const uint8_t*>(b);
+  for (size_t i = 0; i < n; ++i)
+    if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+  return 0;
+}
+
+int strcmp(const char* a, const char* b) {
+  for (; *a && *a == *b; ++a, ++b) {
+  }
+  return *reinterpret_cast<const unsigned char*>(a) - *reinterpret_cast<const unsigned char*>(b);
+}
+
+size_t strlen(const char* s) {
+  size_t n = 0;
+  while (s[n]) ++n;
+  return n;
+}
+
+}  // extern "C"

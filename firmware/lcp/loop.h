@@ -1,0 +1,30 @@
+// The LANai-style event loop of the NIC control program (DESIGN §8). Each
+// pass runs every work source for a bounded step; when a pass finds nothing
+// to do for a while the NIC sleeps in WFI until its next deadline (or, once
+// doorbells are wired, an interrupt).
+#pragma once
+
+#include <stdint.h>
+
+#include "core/boot_config.h"
+
+namespace lcp {
+
+// How long the loop keeps polling after the last useful work before it
+// sleeps. Short: DESIGN §7.5, a spinning vCPU eats one of our two cores.
+constexpr uint64_t kIdleSpinUs = 50;
+
+struct LoopState {
+  uint64_t heartbeat_ticks;  // status refresh period
+  uint64_t next_refresh;     // mtime of the next status refresh
+  uint64_t last_work;        // mtime of the last pass that did work
+};
+
+void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now);
+// One pass: poll sources, refresh status when due. Returns true if it did work.
+bool loop_pass(LoopState& s, uint64_t now);
+// Sleeps until the next deadline if idle long enough; returns true if it slept.
+bool loop_idle(LoopState& s, uint64_t now);
+[[noreturn]] void run(const core::boot_config::Config& cfg);
+
+}  // namespace lcp

@@ -1,0 +1,87 @@
+// Firmware entry after boot/start.S: status block, serial log, boot config,
+// PCIe bring-up, then the event loop.
+#include "core/board.h"
+#include "core/boot_config.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "hal/clint.h"
+#include "hal/uart.h"
+#include "lcp/loop.h"
+
+namespace abi = ulnic::abi;
+
+#ifndef ULNIC_FW_VERSION
+#define ULNIC_FW_VERSION "0.0.0-dev"
+#endif
+#ifdef ULNIC_FW_VARIANT
+#define ULNIC_FW_VERSION_STRING ULNIC_FW_VERSION "-" ULNIC_FW_VARIANT
+#else
+#define ULNIC_FW_VERSION_STRING ULNIC_FW_VERSION
+#endif
+
+namespace {
+
+core::board::Board g_board;
+
+void publish_board(const core::board::Board& b) {
+  abi::StatusBlock& s = core::status::block();
+  using core::status::put;
+  put(s.num_slots, b.num_slots);
+  for (uint32_t k = 0; k < abi::kMaxSlots; ++k) {
+    put(s.slots[k].bar_addr, b.slots[k].mem);
+    put(s.slots[k].bar_size, b.slots[k].size);
+  }
+  put(s.fabric_bar_addr, b.fabric.mem);
+  put(s.fabric_bar_size, b.fabric.size);
+  put(s.fabric_regs_addr, b.fabric.regs);
+  put(s.fabric_peer_id, b.fabric.peer_id);
+  put(s.fabric_vectors, uint32_t(b.fabric.vectors));
+  core::status::count(abi::kCtrPcieDevices, b.functions);
+  core::status::count(abi::kCtrPcieIgnored, b.foreign + b.misplaced);
+}
+
+void log_board(const core::board::Board& b) {
+  core::log("pcie: %u functions, %u slots, %u foreign, %u misplaced, %u BARs unplaced\n", b.functions,
+            b.num_slots, b.foreign, b.misplaced, b.bar_failures);
+  for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
+    if (b.slots[k].present)
+      core::log("  slot %u: %lx + %lu MiB\n", k, b.slots[k].mem, b.slots[k].size >> 20);
+  if (b.fabric.present)
+    core::log("  fabric: %lx + %lu MiB, regs %lx, peer id %u, %u vectors\n", b.fabric.mem,
+              b.fabric.size >> 20, b.fabric.regs, b.fabric.peer_id, b.fabric.vectors);
+  else
+    core::log("  fabric: absent\n");
+}
+
+}  // namespace
+
+extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
+  core::status::begin_boot(hal::clint::now(), ULNIC_FW_VERSION_STRING);
+  hal::uart::init();
+  core::boot_config::Config cfg;
+  abi::BootConfigVerdict verdict = core::boot_config::load(cfg);
+  core::status::put(core::status::block().boot_config, uint32_t(verdict));
+  core::status::put(core::status::block().node_id, cfg.node_id);
+  core::status::put(core::status::block().flash_seq, cfg.flash_seq);
+  if (verdict != abi::kBootConfigOk) core::status::count(abi::kCtrBadBootConfig);
+  core::log("\nulnic-fw %s build %s: node %u of cluster '%s', flash #%lu%s\n",
+            core::status::block().version, core::status::build_id(), cfg.node_id, cfg.cluster, cfg.flash_seq,
+            verdict == abi::kBootConfigOk ? "" : " (no valid boot config: defaults)");
+
+  core::board::discover(g_board);
+  publish_board(g_board);
+  log_board(g_board);
+  if (cfg.num_slots && g_board.num_slots != cfg.num_slots)
+    core::log("warning: boot config expects %u slots, board has %u\n", cfg.num_slots, g_board.num_slots);
+
+#ifdef ULNIC_FW_CRASH_AFTER_BOOT
+  // Crash-test build: a load from an address nothing decodes, after boot, so
+  // the tools can be shown a crashed NIC with a real cause and pc.
+  core::log("crash-test build: faulting on purpose\n");
+  (void)*reinterpret_cast<volatile uint64_t*>(0x7000'0000'0000ull);
+#endif
+
+  core::status::set_state(abi::FwState::kRunning);
+  core::log("running\n");
+  lcp::run(cfg);
+}

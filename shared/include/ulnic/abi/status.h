@@ -1,0 +1,87 @@
+// Status block: written only by the firmware, read by the node's tools
+// (`ulnic node status`, later ulnicd). Each field is an aligned word updated
+// with a single store, so a reader never sees a torn value; a reader that
+// wants a consistent snapshot of several fields reads `heartbeat` before and
+// after and retries if it moved.
+#pragma once
+
+#include "ulnic/abi/sram.h"
+
+namespace ulnic::abi {
+
+constexpr uint32_t kStatusMagic = fourcc('U', 'S', 'T', 'A');
+
+enum class FwState : uint32_t {
+  kOff = 0,       // nothing has run (block still zero)
+  kBooting = 1,   // firmware entered, hardware not yet up
+  kRunning = 2,   // event loop running
+  kCrashed = 3,   // trap taken; trap_* fields say where; NIC parked
+  kHalted = 4,    // firmware stopped on purpose (tests, fatal config)
+};
+
+enum BootConfigVerdict : uint32_t {
+  kBootConfigOk = 0,
+  kBootConfigMissing = 1,   // bad magic: ran with defaults
+  kBootConfigBadAbi = 2,    // ABI version or size mismatch: ran with defaults
+};
+
+// Counters are indexed by this enum; the host prints them by name.
+enum Counter : uint32_t {
+  kCtrLoopIterations = 0,  // event-loop passes
+  kCtrWfi,                 // times the NIC went to sleep
+  kCtrTimerWakeups,        // wake-ups by the CLINT timer
+  kCtrExtWakeups,          // wake-ups by an external (MSI) interrupt
+  kCtrPcieDevices,         // PCI functions seen at boot
+  kCtrPcieIgnored,         // functions that are not ours
+  kCtrBadBootConfig,       // boot-config blocks rejected
+  kCounterCount,
+};
+constexpr uint32_t kMaxCounters = 32;
+static_assert(kCounterCount <= kMaxCounters);
+
+struct SlotInfo {
+  uint64_t bar_addr;  // NIC physical address of the slot memory (BAR2)
+  uint64_t bar_size;  // bytes
+};
+ULNIC_ABI_CHECK_SIZE(SlotInfo, 16);
+
+struct StatusBlock {
+  uint32_t magic;              // kStatusMagic once the firmware ran
+  uint32_t abi_version;        // ULNIC_ABI_VERSION of the running firmware
+  uint32_t state;              // FwState
+  uint32_t boot_config;        // BootConfigVerdict
+  char build_id[48];           // hex of the linker's build-id note, NUL-terminated
+  char version[32];            // human version string, NUL-terminated
+  uint64_t boot_count;         // boots since the SRAM file was created
+  uint64_t flash_seq;          // boot config's flash_seq when this boot began
+  uint64_t boot_mtime;         // CLINT mtime (10 MHz) at entry
+  uint64_t uptime_us;          // since entry
+  uint64_t heartbeat;          // incremented every loop refresh
+  uint32_t node_id;            // from the boot config
+  uint32_t num_slots;          // host slots found on PCIe
+  uint64_t trap_cause;         // mcause of the fatal trap
+  uint64_t trap_pc;            // mepc of the fatal trap
+  uint64_t trap_tval;          // mtval of the fatal trap
+  uint64_t trap_ra;            // ra at the fatal trap
+  uint64_t trap_sp;            // sp at the fatal trap
+  SlotInfo slots[kMaxSlots];   // per slot: where the firmware mapped it
+  uint64_t fabric_bar_addr;    // fabric shared memory (BAR2), 0 if absent
+  uint64_t fabric_bar_size;
+  uint64_t fabric_regs_addr;   // fabric BAR0 registers
+  uint32_t fabric_peer_id;     // IVPosition: our id at the fabric server
+  uint32_t fabric_vectors;     // MSI-X table size of the fabric device
+  uint64_t counters[kMaxCounters];
+  uint8_t reserved[1448];
+};
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, build_id, 16);
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, version, 64);
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, boot_count, 96);
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, heartbeat, 128);
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, trap_cause, 144);
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, slots, 184);
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, fabric_bar_addr, 312);
+ULNIC_ABI_CHECK_OFFSET(StatusBlock, counters, 344);
+ULNIC_ABI_CHECK_SIZE(StatusBlock, 2048);
+static_assert(sizeof(StatusBlock) <= kStatusSize);
+
+}  // namespace ulnic::abi
