@@ -1,0 +1,189 @@
+// Node lifecycle through the library (board/node.h) on real QEMU boards:
+// the launcher's and flasher's error paths, and that nothing is left behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "board/node.h"
+#include "board/runtime.h"
+#include "util/process.h"
+
+namespace fs = std::filesystem;
+namespace board = ulnic::board;
+namespace uabi = ulnic::abi;  // not "abi": <cxxabi.h> (via gtest) owns that name
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string fw(const std::string& name) { return std::string(ULNIC_TEST_FIRMWARE_DIR) + "/" + name; }
+
+class NodeLifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = "gt" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    cluster_ = cluster_.substr(0, 31);
+  }
+  void TearDown() override {
+    for (uint32_t n : board::list_nodes(cluster_)) (void)board::stop_node(cluster_, n);
+    board::remove_tree(board::cluster_dir(cluster_));
+  }
+  board::StartOptions options(uint32_t node = 0) {
+    board::StartOptions o;
+    o.cluster = cluster_;
+    o.board.node = node;
+    o.board.slot_size = 16u << 20;
+    o.firmware = fw("ulnic-fw.elf");
+    o.heartbeat_us = 10'000;
+    return o;
+  }
+  std::string cluster_;
+};
+
+TEST_F(NodeLifecycle, StartBootsTheFirmwareAndStopRemovesEverything) {
+  auto r = board::start_node(options());
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status.state, uint32_t(uabi::FwState::kRunning));
+  EXPECT_EQ(r->status.num_slots, 8u);
+  EXPECT_EQ(r->status.flash_seq, 1u);
+  EXPECT_EQ(r->status.fabric_peer_id, 0u);
+  auto q = board::query_node(cluster_, 0, true);
+  ASSERT_TRUE(q) << q.error().message;
+  EXPECT_TRUE(q->running);
+  EXPECT_EQ(q->vm_state, "running");
+  EXPECT_TRUE(q->heartbeat_advancing);
+  auto s = board::stop_node(cluster_, 0);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_FALSE(ulnic::process_alive(r->pid));
+  EXPECT_FALSE(fs::exists(board::cluster_dir(cluster_)));
+}
+
+TEST_F(NodeLifecycle, SecondStartOfARunningNodeIsRefused) {
+  ASSERT_TRUE(board::start_node(options()));
+  auto again = board::start_node(options());
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().message.find("already running"), std::string::npos) << again.error().message;
+  EXPECT_TRUE(board::query_node(cluster_, 0, false)->running);
+}
+
+TEST_F(NodeLifecycle, BadFirmwareIsRefusedBeforeAnythingIsCreated) {
+  auto o = options();
+  o.firmware = "/bin/sh";
+  auto r = board::start_node(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not RISC-V"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(board::node_paths(cluster_, 0).dir));
+}
+
+TEST_F(NodeLifecycle, MissingQemuNamesThePackage) {
+  auto o = options();
+  o.board.qemu = "qemu-system-riscv64-not-installed";
+  auto r = board::start_node(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("qemu-system-misc"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(board::node_paths(cluster_, 0).dir));
+}
+
+TEST_F(NodeLifecycle, QemuDyingDuringBootIsReportedWithItsLogAndCleanedUp) {
+  auto o = options();
+  o.board.extra_args = {"-device", "no-such-device-model"};
+  auto r = board::start_node(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("QEMU exited during boot"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("no-such-device-model"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(board::node_paths(cluster_, 0).dir));
+}
+
+TEST_F(NodeLifecycle, StaleFilesOfADeadNodeAreDetectedAndCleaned) {
+  auto first = board::start_node(options());
+  ASSERT_TRUE(first);
+  ::kill(first->pid, SIGKILL);  // a crash: QEMU gone, files left behind
+  for (int i = 0; i < 500 && ulnic::process_alive(first->pid); ++i) std::this_thread::sleep_for(10ms);
+  auto q = board::query_node(cluster_, 0, false);
+  ASSERT_TRUE(q);
+  EXPECT_FALSE(q->running);
+  auto second = board::start_node(options());
+  ASSERT_TRUE(second) << second.error().message;
+  ASSERT_FALSE(second->notes.empty());
+  EXPECT_NE(second->notes[0].find("stale"), std::string::npos) << second->notes[0];
+  EXPECT_EQ(second->status.state, uint32_t(uabi::FwState::kRunning));
+}
+
+TEST_F(NodeLifecycle, FlashChangesTheBuildWithoutRestartingQemu) {
+  auto r = board::start_node(options());
+  ASSERT_TRUE(r);
+  auto f = board::flash_node(cluster_, 0, fw("ulnic-fw-alt.elf"));
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_NE(f->old_build_id, f->new_build_id);
+  EXPECT_EQ(f->old_build_id, std::string(r->status.build_id));
+  EXPECT_EQ(f->flash_seq, 2u);
+  EXPECT_EQ(f->status.state, uint32_t(uabi::FwState::kRunning));
+  EXPECT_EQ(f->status.boot_count, 2u);
+  EXPECT_STREQ(f->status.version + std::string(f->status.version).size() - 4, "-alt");
+  auto q = board::query_node(cluster_, 0, true);
+  EXPECT_EQ(q->pid, r->pid);
+  EXPECT_TRUE(q->heartbeat_advancing);
+  // And back: the old code must really run again, not a stale translation.
+  auto back = board::flash_node(cluster_, 0, fw("ulnic-fw.elf"));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->new_build_id, std::string(r->status.build_id));
+  EXPECT_EQ(std::string(back->status.version).find("-alt"), std::string::npos);
+}
+
+TEST_F(NodeLifecycle, FlashingABadImageLeavesTheRunningFirmwareAlone) {
+  auto r = board::start_node(options());
+  ASSERT_TRUE(r);
+  auto f = board::flash_node(cluster_, 0, "/bin/sh");
+  ASSERT_FALSE(f);
+  auto q = board::query_node(cluster_, 0, true);
+  EXPECT_EQ(q->vm_state, "running");
+  EXPECT_EQ(q->status.flash_seq, 1u);
+  EXPECT_TRUE(q->heartbeat_advancing);
+}
+
+TEST_F(NodeLifecycle, CrashingFirmwareShowsCrashedWithCauseAndPc) {
+  ASSERT_TRUE(board::start_node(options()));
+  auto f = board::flash_node(cluster_, 0, fw("ulnic-fw-crashtest.elf"));
+  ASSERT_TRUE(f) << f.error().message;
+  auto q = board::query_node(cluster_, 0, false);
+  EXPECT_EQ(q->status.state, uint32_t(uabi::FwState::kCrashed));
+  EXPECT_EQ(q->status.trap_cause, 5u);  // load access fault
+  EXPECT_GE(q->status.trap_pc, uabi::kSramBase);
+  EXPECT_LT(q->status.trap_pc, uabi::kSramBase + uabi::kImageMaxSize);
+  EXPECT_EQ(q->status.trap_tval, 0x7000'0000'0000ull);
+  EXPECT_NE(board::describe_trap(q->status).find("load access fault"), std::string::npos);
+  // A crashed NIC is recovered by flashing a good image.
+  auto good = board::flash_node(cluster_, 0, fw("ulnic-fw.elf"));
+  ASSERT_TRUE(good) << good.error().message;
+  EXPECT_EQ(good->status.state, uint32_t(uabi::FwState::kRunning));
+  EXPECT_EQ(good->status.trap_cause, 0u);
+}
+
+TEST_F(NodeLifecycle, OperationsOnAMissingNodeFailClearly) {
+  auto f = board::flash_node(cluster_, 5, fw("ulnic-fw.elf"));
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.error().message.find("not running"), std::string::npos);
+  auto s = board::stop_node(cluster_, 5);
+  ASSERT_FALSE(s);
+  auto q = board::query_node(cluster_, 5, false);
+  ASSERT_FALSE(q);
+}
+
+TEST_F(NodeLifecycle, TwoNodesShareTheFabricWithTheirOwnPeerIds) {
+  auto a = board::start_node(options(0));
+  ASSERT_TRUE(a) << a.error().message;
+  auto b = board::start_node(options(3));
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(a->status.fabric_peer_id, 0u);
+  EXPECT_EQ(b->status.fabric_peer_id, 3u);
+  EXPECT_EQ(a->status.fabric_bar_size, b->status.fabric_bar_size);
+  ASSERT_TRUE(board::stop_node(cluster_, 0));
+  EXPECT_TRUE(fs::exists(board::fabric_dir(cluster_)));  // node 3 still uses it
+  ASSERT_TRUE(board::stop_node(cluster_, 3));
+  EXPECT_FALSE(fs::exists(board::cluster_dir(cluster_)));
+}
+
+}  // namespace
