@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -44,7 +45,7 @@ const char* kUsage = R"(usage: ulnic <command> ...
                                   firmware build, state, uptime, heartbeat, PCIe, counters
   node log    [-c CLUSTER] [-n NODE] [-f]
                                   the NIC's serial log (-f: follow)
-  node gdb    [-c CLUSTER] [-n NODE] [ELF]
+  node gdb    [-c CLUSTER] [-n NODE] [ELF] [-- GDB-ARGS...]
                                   attach gdb-multiarch to the NIC (symbols: the flashed ELF)
   node stop   [-c CLUSTER] [-n NODE]
                                   stop the board and remove its runtime files
@@ -68,6 +69,7 @@ struct Args {
   uint32_t heartbeat_us = 100'000;
   uint32_t timeout_s = 120;
   std::vector<std::string> qemu_args;
+  std::vector<std::string> passthrough;  // after "--"
 };
 
 [[noreturn]] void die(const std::string& msg, int code = 1) {
@@ -96,6 +98,10 @@ Args parse(int argc, char** argv, int first) {
       if (i + 1 >= argc) die(s + " needs a value", 2);
       return argv[++i];
     };
+    if (s == "--") {
+      a.passthrough.assign(argv + i + 1, argv + argc);
+      break;
+    }
     if (s == "-c" || s == "--cluster") a.cluster = value();
     else if (s == "-n" || s == "--node") a.node = uint32_t(number(s, value()));
     else if (s == "--json") a.json = true;
@@ -319,15 +325,19 @@ int cmd_gdb_pipe(const Args& a) {
   }
 }
 
-int cmd_gdb(const Args& a, const char* self) {
+int cmd_gdb(const Args& a) {
   board::NodePaths p = board::node_paths(a.cluster, a.node);
   if (!board::live_qemu(p)) die("node " + std::to_string(a.node) + " of cluster '" + a.cluster + "' is not running");
   std::string gdb = ulnic::find_in_path("gdb-multiarch");
   if (gdb.empty()) die("gdb-multiarch not found: install the Debian package gdb-multiarch (toolchain/install-deps.sh)");
   std::string elf = a.positional.empty() ? p.firmware : a.positional[0];
-  std::string pipe = std::string("target remote | '") + self + "' node gdb-pipe -c " + a.cluster + " -n " +
-                     std::to_string(a.node);
-  std::vector<std::string> argv = {gdb, "-q", "-ex", "set architecture riscv:rv64", "-ex", pipe, elf};
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  // gdb speaks to a pipe; the pipe is us, relaying to the node's gdbstub socket.
+  std::string pipe = "target remote | '" + self + "' node gdb-pipe -c " + a.cluster + " -n " + std::to_string(a.node);
+  std::vector<std::string> argv = {gdb, "-q", "-ex", "set architecture riscv:rv64", "-ex", pipe};
+  argv.insert(argv.end(), a.passthrough.begin(), a.passthrough.end());
+  argv.push_back(elf);
   std::vector<char*> c;
   for (auto& s : argv) c.push_back(s.data());
   c.push_back(nullptr);
@@ -412,7 +422,7 @@ int main(int argc, char** argv) {
     if (sub == "flash") return cmd_flash(a);
     if (sub == "status") return cmd_status(a);
     if (sub == "log") return cmd_log(a);
-    if (sub == "gdb") return cmd_gdb(a, argv[0]);
+    if (sub == "gdb") return cmd_gdb(a);
     if (sub == "gdb-pipe") return cmd_gdb_pipe(a);
     if (sub == "stop") return cmd_stop(a);
     if (sub == "list") return cmd_list(a);

@@ -105,7 +105,9 @@ Result<void> Server::run(volatile const bool* stop_flag) {
       fds.push_back({p.sock.get(), POLLIN, 0});
       ids.push_back(id);
     }
-    int n = ::poll(fds.data(), fds.size(), 500);
+    // Signals interrupt poll (EINTR); the timeout only bounds a signal that
+    // lands between the flag check and the call.
+    int n = ::poll(fds.data(), fds.size(), 1000);
     if (n < 0 && errno != EINTR) {
       cleanup();
       return fail_errno("poll", errno);
