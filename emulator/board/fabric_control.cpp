@@ -1,5 +1,8 @@
 #include "board/fabric_control.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <thread>
@@ -7,6 +10,7 @@
 #include "board/node.h"
 #include "fabric/fabric_server.h"
 #include "ulnic/abi/sram.h"
+#include "util/fd.h"
 #include "util/process.h"
 
 namespace ulnic::board {
@@ -15,13 +19,30 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
+
 bool is_our_fabricd(pid_t pid, const std::string& dir) {
   return pid && process_alive(pid) && process_cmdline(pid).find(dir) != std::string::npos;
 }
+
+// Serializes fabric start/stop within a cluster: nodes of one cluster may be
+// started and stopped concurrently, but there must be one fabric server.
+class ClusterLock {
+ public:
+  explicit ClusterLock(const std::string& cluster) {
+    (void)make_dirs(cluster_dir(cluster));
+    fd_.reset(::open((cluster_dir(cluster) + "/fabric.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (fd_) ::flock(fd_.get(), LOCK_EX);
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
 }  // namespace
 
 Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t size, uint32_t vectors,
                            std::vector<std::string>& notes) {
+  ClusterLock lock(cluster);
   std::string dir = fabric_dir(cluster);
   std::string pidfile = fabric::Paths::pid_file(dir);
   std::string sock = fabric::Paths::nic_socket(dir, node);
@@ -51,10 +72,23 @@ Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t s
 }
 
 void stop_fabric(const std::string& cluster) {
+  ClusterLock lock(cluster);
   std::string dir = fabric_dir(cluster);
   pid_t pid = read_pid(fabric::Paths::pid_file(dir));
   if (is_our_fabricd(pid, dir)) terminate_process(pid, 2s);
   remove_tree(dir);
+}
+
+bool retire_cluster_if_empty(const std::string& cluster) {
+  {
+    ClusterLock lock(cluster);
+    if (!list_nodes(cluster).empty()) return false;
+  }
+  stop_fabric(cluster);
+  ClusterLock lock(cluster);
+  if (!list_nodes(cluster).empty()) return false;  // a node started meanwhile: it restarts the fabric
+  remove_tree(cluster_dir(cluster));
+  return true;
 }
 
 }  // namespace ulnic::board

@@ -14,5 +14,8 @@ namespace ulnic::board {
 Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t size, uint32_t vectors,
                            std::vector<std::string>& notes);
 void stop_fabric(const std::string& cluster);
+// Once no node of the cluster is left: stops its fabric server and removes
+// the cluster's directory. Returns whether it did.
+bool retire_cluster_if_empty(const std::string& cluster);
 
 }  // namespace ulnic::board

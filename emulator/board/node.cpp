@@ -318,10 +318,7 @@ Result<std::vector<std::string>> stop_node(const std::string& cluster, uint32_t 
     remove_tree(p.dir);
   }
   ::unlink(p.lock.c_str());
-  if (list_nodes(cluster).empty()) {
-    stop_fabric(cluster);
-    remove_tree(cluster_dir(cluster));
-  }
+  retire_cluster_if_empty(cluster);
   return notes;
 }
 

@@ -96,12 +96,10 @@ std::vector<uint8_t> build_id_note(const std::vector<uint8_t>& id) {
   n.n_namesz = 4;
   n.n_descsz = uint32_t(id.size());
   n.n_type = NT_GNU_BUILD_ID;
-  std::vector<uint8_t> out(sizeof n);
+  std::vector<uint8_t> out(sizeof n + 4 + ((id.size() + 3) & ~size_t(3)), 0);
   std::memcpy(out.data(), &n, sizeof n);
-  const char name[4] = {'G', 'N', 'U', '\0'};
-  out.insert(out.end(), name, name + 4);
-  out.insert(out.end(), id.begin(), id.end());
-  while (out.size() % 4) out.push_back(0);
+  std::memcpy(out.data() + sizeof n, "GNU", 4);
+  std::copy(id.begin(), id.end(), out.begin() + long(sizeof n + 4));
   return out;
 }
 
@@ -158,7 +156,9 @@ TEST(ElfImage, RealFirmwareSegmentsAreSortedAndInsideImageArea) {
     EXPECT_GE(s.addr, abi::kSramBase);
     EXPECT_LE(s.data.size(), s.memsz);
     EXPECT_LE(s.addr + s.memsz, abi::kSramBase + abi::kImageMaxSize);
-    if (i > 0) EXPECT_LE(img->segments[i - 1].addr + img->segments[i - 1].memsz, s.addr);
+    if (i > 0) {
+      EXPECT_LE(img->segments[i - 1].addr + img->segments[i - 1].memsz, s.addr);
+    }
   }
   EXPECT_EQ(img->end, img->segments.back().addr + img->segments.back().memsz);
 }
