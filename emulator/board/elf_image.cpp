@@ -1,6 +1,7 @@
 #include "board/elf_image.h"
 
 #include <elf.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -109,7 +110,10 @@ Result<FirmwareImage> parse_elf(std::span<const uint8_t> b, const std::string& n
     read_at(b, eh.e_phoff + i * sizeof ph, ph);
     if (ph.p_type == PT_NOTE && img.build_id.empty() && ph.p_offset < b.size())
       img.build_id = find_build_id(b, ph.p_offset, ph.p_filesz);
-    if (ph.p_type != PT_LOAD || ph.p_memsz == 0) continue;
+    if (ph.p_type != PT_LOAD) continue;
+    if (ph.p_filesz > ph.p_memsz)
+      return fail(name + ": segment " + std::to_string(i) + " has more file bytes than memory bytes");
+    if (ph.p_memsz == 0) continue;
     if (auto ok = check_placement(ph, i, name); !ok) return std::unexpected(ok.error());
     if (ph.p_offset > b.size() || b.size() - ph.p_offset < ph.p_filesz)
       return fail(name + ": segment " + std::to_string(i) + " file bytes lie outside the file (truncated?)");
@@ -137,6 +141,9 @@ Result<FirmwareImage> parse_elf(std::span<const uint8_t> b, const std::string& n
 }
 
 Result<FirmwareImage> load_elf_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return fail_errno("cannot read firmware " + path, errno);
+  if (!S_ISREG(st.st_mode)) return fail("cannot read firmware " + path + ": not a regular file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return fail_errno("cannot read firmware " + path, errno);
   auto size = static_cast<uint64_t>(in.tellg());

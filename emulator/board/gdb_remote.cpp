@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "util/unix_socket.h"
 
@@ -31,9 +33,8 @@ Result<GdbRemote> GdbRemote::connect(const std::string& path, std::chrono::milli
                 "); is a debugger attached to this node? detach it and retry");
   size_t at = sup->find("PacketSize=");
   if (at != std::string::npos) {
-    size_t size = std::stoul(sup->substr(at + 11), nullptr, 16);
-    // Hex doubles the bytes; leave room for "Maddr,len:" and framing.
-    if (size > 64) g.max_payload_ = (size - 48) / 2;
+    size_t size = std::strtoul(sup->c_str() + at + 11, nullptr, 16);
+    if (size > 0) g.packet_size_ = size;
   }
   return g;
 }
@@ -75,9 +76,15 @@ Result<std::string> GdbRemote::transact(const std::string& payload) {
 
 Result<void> GdbRemote::write_memory(uint64_t addr, std::span<const uint8_t> bytes) {
   static const char hex[] = "0123456789abcdef";
-  for (size_t off = 0; off < bytes.size(); off += max_payload_) {
-    size_t n = std::min(max_payload_, bytes.size() - off);
+  for (size_t off = 0, n = 0; off < bytes.size(); off += n) {
+    // The stub's PacketSize bounds the whole packet: "$Maddr,len:" + 2 hex
+    // digits per byte + "#xx". The length field is at most as long as the
+    // address field, so reserve that much for it.
     char head[48];
+    int head_len = std::snprintf(head, sizeof head, "M%llx,%llx:", static_cast<unsigned long long>(addr + off),
+                                 static_cast<unsigned long long>(addr + off));
+    size_t room = packet_size_ > size_t(head_len) + 4 ? (packet_size_ - size_t(head_len) - 4) / 2 : 1;
+    n = std::min(std::max<size_t>(room, 1), bytes.size() - off);
     std::snprintf(head, sizeof head, "M%llx,%zx:", static_cast<unsigned long long>(addr + off), n);
     std::string p = head;
     p.reserve(p.size() + 2 * n);

@@ -34,7 +34,7 @@ class GdbRemote {
   Result<char> read_byte();
   UniqueFd fd_;
   std::chrono::milliseconds timeout_{0};
-  size_t max_payload_ = 1024;
+  size_t packet_size_ = 400;  // GDB's default until the stub says otherwise
 };
 
 }  // namespace ulnic::board

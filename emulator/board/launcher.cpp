@@ -25,24 +25,41 @@ Result<void> validate(const BoardSpec& s) {
   return {};
 }
 
+std::string qemu_escape(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    out += c;
+    if (c == ',') out += ',';
+  }
+  return out;
+}
+
 std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
   std::string mb = std::to_string(abi::kSramSize >> 20) + "M";
+  // Every path goes through a QemuOpts "key=value" option (never the legacy
+  // "unix:" / "file:" forms, which cannot escape a comma).
   std::vector<std::string> a = {
       s.qemu, "-M", "virt,aia=aplic-imsic,memory-backend=sram", "-m", mb, "-smp", "1", "-bios", "none",
       "-nodefaults", "-display", "none", "-no-user-config",
-      "-object", "memory-backend-file,id=sram,size=" + mb + ",mem-path=" + p.sram + ",share=on",
-      "-qmp", "unix:" + p.qmp + ",server=on,wait=off",
-      "-gdb", "unix:" + p.gdb + ",server=on,wait=off",
-      "-serial", s.serial_to_stdout ? std::string("stdio") : "file:" + p.serial_log,
+      "-object", "memory-backend-file,id=sram,size=" + mb + ",mem-path=" + qemu_escape(p.sram) + ",share=on",
+      "-chardev", "socket,id=qmp,path=" + qemu_escape(p.qmp) + ",server=on,wait=off",
+      "-mon", "chardev=qmp,mode=control",
+      "-chardev", "socket,id=gdb,path=" + qemu_escape(p.gdb) + ",server=on,wait=off",
+      "-gdb", "chardev:gdb",
   };
+  if (s.serial_to_stdout) {
+    a.insert(a.end(), {"-serial", "stdio"});
+  } else {
+    a.insert(a.end(), {"-chardev", "file,id=serial,path=" + qemu_escape(p.serial_log), "-serial", "chardev:serial"});
+  }
   for (uint32_t k = 0; k < s.num_slots; ++k) {
     std::string id = "slot" + std::to_string(k);
     a.insert(a.end(), {"-object", "memory-backend-file,id=" + id + ",size=" + std::to_string(s.slot_size) +
-                                      ",mem-path=" + p.slot(k) + ",share=on",
+                                      ",mem-path=" + qemu_escape(p.slot(k)) + ",share=on",
                        "-device", "ivshmem-plain,memdev=" + id + ",addr=" + pci_addr(abi::kSlotPciDevBase + k)});
   }
   if (!s.fabric_socket.empty()) {
-    a.insert(a.end(), {"-chardev", "socket,id=fabric,path=" + s.fabric_socket, "-device",
+    a.insert(a.end(), {"-chardev", "socket,id=fabric,path=" + qemu_escape(s.fabric_socket), "-device",
                        "ivshmem-doorbell,chardev=fabric,vectors=" + std::to_string(s.fabric_vectors) +
                            ",addr=" + pci_addr(abi::kFabricPciDev)});
   }

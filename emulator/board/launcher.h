@@ -24,6 +24,8 @@ struct BoardSpec {
 
 Result<void> validate(const BoardSpec& spec);
 std::vector<std::string> qemu_command(const BoardSpec& spec, const NodePaths& paths);
+// A value for a QEMU "key=value,..." option: commas doubled.
+std::string qemu_escape(const std::string& value);
 
 // A clear error naming the Debian package if the emulator is missing.
 Result<std::string> find_qemu(const std::string& qemu);

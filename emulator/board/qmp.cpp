@@ -6,19 +6,17 @@
 #include <cstring>
 #include <thread>
 
+#include "util/json.h"
 #include "util/unix_socket.h"
 
 namespace ulnic::board {
 
 
 std::string json_string_field(const std::string& json, const std::string& key) {
-  std::string pat = "\"" + key + "\"";
-  size_t k = json.find(pat);
-  if (k == std::string::npos) return {};
-  size_t q = json.find('"', json.find(':', k + pat.size()));
-  if (q == std::string::npos) return {};
-  size_t e = json.find('"', q + 1);
-  return e == std::string::npos ? std::string{} : json.substr(q + 1, e - q - 1);
+  auto doc = parse_json(json);
+  if (!doc) return {};
+  const Json* v = doc->find_string(key);
+  return v ? v->string : std::string{};
 }
 
 Result<Qmp> Qmp::connect(const std::string& path, std::chrono::milliseconds timeout) {
@@ -69,10 +67,14 @@ Result<std::string> Qmp::execute(const std::string& command, const std::string& 
   for (;;) {
     auto line = read_line();
     if (!line) return line;
-    if (line->rfind("{\"event\"", 0) == 0) continue;  // asynchronous events: not our reply
-    if (line->find("\"error\"") != std::string::npos)
-      return fail("QMP " + command + ": " + json_string_field(*line, "desc"));
-    if (line->find("\"return\"") != std::string::npos) return line;
+    auto doc = parse_json(*line);
+    if (!doc || doc->type != Json::Type::kObject) continue;  // not a reply we can use
+    if (doc->get("event")) continue;                          // asynchronous events: not our reply
+    if (const Json* err = doc->get("error")) {
+      const Json* desc = err->find_string("desc");
+      return fail("QMP " + command + ": " + (desc ? desc->string : std::string("error")));
+    }
+    if (doc->get("return")) return line;
   }
 }
 

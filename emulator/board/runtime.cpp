@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cctype>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -74,10 +75,16 @@ Result<void> make_dirs(const std::string& path) {
 }
 
 void remove_tree(const std::string& path) {
-  std::string base = runtime_base();
-  if (path.size() <= base.size() || path.compare(0, base.size(), base) != 0) return;
+  // Only strictly below the runtime base, after resolving "..", symlinks and
+  // prefixes that merely look alike ("<base>-other").
   std::error_code ec;
-  fs::remove_all(path, ec);
+  fs::path base = fs::weakly_canonical(runtime_base(), ec);
+  if (ec) return;
+  fs::path target = fs::weakly_canonical(path, ec);
+  if (ec || target == base) return;
+  auto [b, t] = std::mismatch(base.begin(), base.end(), target.begin(), target.end());
+  if (b != base.end()) return;
+  fs::remove_all(target, ec);
 }
 
 }  // namespace ulnic::board

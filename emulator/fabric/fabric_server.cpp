@@ -38,8 +38,18 @@ Result<void> Server::init(const Options& opts) {
   auto h = listen_unix(Paths::host_socket(opts.dir));
   if (!h) return std::unexpected(h.error());
   host_listener_ = std::move(*h);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return fail_errno("pipe", errno);
+  wake_rd_.reset(pipe_fds[0]);
+  wake_wr_.reset(pipe_fds[1]);
   std::ofstream(Paths::pid_file(opts.dir)) << ::getpid() << "\n";
   return {};
+}
+
+void Server::wake() {
+  char c = 1;
+  ssize_t ignored = ::write(wake_wr_.get(), &c, 1);
+  (void)ignored;
 }
 
 int64_t Server::free_host_id() const {
@@ -48,10 +58,37 @@ int64_t Server::free_host_id() const {
   return -1;
 }
 
+bool Server::hung_up(int64_t id) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return true;
+  pollfd p{it->second.sock.get(), POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  char c;
+  return (p.revents & (POLLHUP | POLLERR)) || ::recv(p.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+void Server::send_or_mark(int64_t to, int64_t value, int fd) {
+  auto it = peers_.find(to);
+  if (it == peers_.end()) return;
+  // Client sockets are non-blocking: a peer that stops reading (a stuck
+  // process, a wedged QEMU) is dropped rather than allowed to stall us.
+  if (!send_i64_with_fd(it->second.sock.get(), value, fd)) stuck_.push_back(to);
+}
+
+void Server::drop_stuck() {
+  while (!stuck_.empty()) {
+    int64_t id = stuck_.back();
+    stuck_.pop_back();
+    if (peers_.count(id)) drop_peer(id);
+  }
+}
+
 Result<void> Server::accept_peer(int listener, int64_t id) {
-  UniqueFd s(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+  UniqueFd s(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!s) return fail_errno("accept", errno);
-  if (id < 0 || peers_.count(id)) return {};  // id taken (node already up): refuse by closing
+  // A restarted NIC may connect before we noticed its old connection close.
+  if (id >= 0 && peers_.count(id) && hung_up(id)) drop_peer(id);
+  if (id < 0 || peers_.count(id)) return {};  // id really taken: refuse by closing
   Peer p;
   p.sock = std::move(s);
   for (uint32_t v = 0; v < opts_.vectors; ++v) {
@@ -59,30 +96,27 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
     if (!e) return fail_errno("eventfd", errno);
     p.vectors.push_back(std::move(e));
   }
-  int sock = p.sock.get();
+  peers_.emplace(id, std::move(p));
+  Peer& me = peers_.at(id);
   // Steps 1-3 of the protocol: version, id, shared memory.
-  Result<void> r = send_i64_with_fd(sock, kProtocolVersion, -1);
-  if (r) r = send_i64_with_fd(sock, id, -1);
-  if (r) r = send_i64_with_fd(sock, -1, mem_.get());
+  send_or_mark(id, kProtocolVersion, -1);
+  send_or_mark(id, id, -1);
+  send_or_mark(id, -1, mem_.get());
   // Step 4: everyone already here, and them about the newcomer.
   for (auto& [other_id, other] : peers_) {
-    for (uint32_t v = 0; r && v < opts_.vectors; ++v) r = send_i64_with_fd(sock, other_id, other.vectors[v].get());
-    for (uint32_t v = 0; v < opts_.vectors; ++v) (void)send_i64_with_fd(other.sock.get(), id, p.vectors[v].get());
+    if (other_id == id) continue;
+    for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(id, other_id, other.vectors[v].get());
+    for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(other_id, id, me.vectors[v].get());
   }
   // Step 5: the newcomer's own vectors, for receiving.
-  for (uint32_t v = 0; r && v < opts_.vectors; ++v) r = send_i64_with_fd(sock, id, p.vectors[v].get());
-  if (!r) {
-    peers_.emplace(id, std::move(p));
-    drop_peer(id);
-    return {};
-  }
-  peers_.emplace(id, std::move(p));
+  for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(id, id, me.vectors[v].get());
+  drop_stuck();
   return {};
 }
 
 void Server::drop_peer(int64_t id) {
   peers_.erase(id);
-  for (auto& [other_id, other] : peers_) (void)send_i64_with_fd(other.sock.get(), id, -1);
+  for (auto& [other_id, other] : peers_) send_or_mark(other_id, id, -1);
 }
 
 void Server::cleanup() {
@@ -101,28 +135,36 @@ Result<void> Server::run(volatile const bool* stop_flag) {
     }
     fds.push_back({host_listener_.get(), POLLIN, 0});
     ids.push_back(-1000);
+    fds.push_back({wake_rd_.get(), POLLIN, 0});
+    ids.push_back(-2000);
     for (auto& [id, p] : peers_) {
       fds.push_back({p.sock.get(), POLLIN, 0});
       ids.push_back(id);
     }
-    // Signals interrupt poll (EINTR); the timeout only bounds a signal that
-    // lands between the flag check and the call.
-    int n = ::poll(fds.data(), fds.size(), 1000);
+    // No timeout: an idle fabric server costs nothing. Stop requests arrive
+    // through the self-pipe, so one that lands just before poll is not lost.
+    int n = ::poll(fds.data(), fds.size(), -1);
     if (n < 0 && errno != EINTR) {
       cleanup();
       return fail_errno("poll", errno);
     }
     for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
-      if (ids[i] == -1000) {
+      if (ids[i] == -2000) {
+        char drain[64];
+        while (::read(wake_rd_.get(), drain, sizeof drain) > 0) {
+        }
+      } else if (ids[i] == -1000) {
         (void)accept_peer(fds[i].fd, free_host_id());
       } else if (ids[i] < 0) {
         (void)accept_peer(fds[i].fd, -1 - ids[i]);
       } else {
         // Clients never send; readable means closed (or junk, which we drop).
         char junk[64];
-        if (::recv(fds[i].fd, junk, sizeof junk, MSG_DONTWAIT) <= 0 || (fds[i].revents & (POLLHUP | POLLERR)))
+        if (peers_.count(ids[i]) &&
+            (::recv(fds[i].fd, junk, sizeof junk, MSG_DONTWAIT) <= 0 || (fds[i].revents & (POLLHUP | POLLERR))))
           drop_peer(ids[i]);
+        drop_stuck();
       }
     }
   }

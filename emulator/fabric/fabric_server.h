@@ -36,9 +36,12 @@ struct Paths {
 class Server {
  public:
   Result<void> init(const Options& opts);
-  // Serves until SIGTERM/SIGINT (or `stop_flag` becomes true); removes its
-  // sockets and pid file on the way out.
+  // Serves until `stop_flag` becomes true and wake() is called (the signal
+  // handler of ulnic-fabricd does both); removes its sockets and pid file on
+  // the way out.
   Result<void> run(volatile const bool* stop_flag);
+  // Interrupts run()'s wait so it rechecks the stop flag. Async-signal-safe.
+  void wake();
   size_t peer_count() const { return peers_.size(); }
 
  private:
@@ -48,14 +51,20 @@ class Server {
   };
   Result<void> accept_peer(int listener, int64_t id);
   void drop_peer(int64_t id);
+  bool hung_up(int64_t id);
+  // Sends one message; a peer whose socket is full or broken is marked stuck.
+  void send_or_mark(int64_t to, int64_t value, int fd);
+  void drop_stuck();
   int64_t free_host_id() const;
   void cleanup();
 
   Options opts_;
   UniqueFd mem_;
+  UniqueFd wake_rd_, wake_wr_;  // self-pipe: run() sleeps without a timeout
   std::vector<UniqueFd> nic_listeners_;  // index = node id
   UniqueFd host_listener_;
   std::map<int64_t, Peer> peers_;
+  std::vector<int64_t> stuck_;
 };
 
 }  // namespace ulnic::fabric

@@ -10,7 +10,11 @@
 
 namespace {
 volatile bool g_stop = false;
-void on_signal(int) { g_stop = true; }
+ulnic::fabric::Server* g_server = nullptr;
+void on_signal(int) {
+  g_stop = true;
+  if (g_server) g_server->wake();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   ulnic::fabric::Server server;
+  g_server = &server;  // wake() before init() writes to no pipe: harmless
   if (auto r = server.init(opts); !r) {
     std::fprintf(stderr, "ulnic-fabricd: %s\n", r.error().message.c_str());
     return 1;

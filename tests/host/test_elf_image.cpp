@@ -443,10 +443,8 @@ TEST(ElfImage, MoreFileBytesThanMemoryBytesIsRejected) {
   EXPECT_TRUE(Contains(error_of(bytes), "more file bytes than memory bytes"));
 }
 
-// BUG: a PT_LOAD with p_filesz > 0 but p_memsz == 0 is skipped by the
-// `ph.p_memsz == 0` shortcut in parse_elf() before check_placement() runs, so
-// this malformed header (file bytes > memory bytes) is accepted silently and
-// its bytes are dropped instead of being rejected like p_filesz > p_memsz is.
+// p_filesz > 0 with p_memsz == 0 is as malformed as any p_filesz > p_memsz,
+// even though an empty segment is otherwise skipped.
 TEST(ElfImage, FileBytesWithZeroMemorySizeIsRejected) {
   SegSpec extra{.type = PT_LOAD, .flags = PF_R, .paddr = abi::kSramBase + 0x1000, .data = {1, 2, 3, 4},
                 .memsz = 0};
@@ -599,10 +597,8 @@ TEST(ElfImage, LoadSyntheticFileUsesPathInImageAndErrors) {
   EXPECT_TRUE(Contains(b.error().message, bad + ": 32-bit ELF"));
 }
 
-// BUG: load_elf_file() on a directory: std::ifstream opens it, tellg() at the
-// end returns LLONG_MAX, and the function reports
-// "<dir>: file is 8796093022207 MiB; firmware images are at most 15360 KiB"
-// instead of saying the path is a directory / cannot be read.
+// A directory opens as an ifstream and "sizes" as LLONG_MAX: it must be
+// refused as not a regular file, not reported as a huge image.
 TEST(ElfImage, LoadDirectoryFailsWithoutClaimingAHugeSize) {
   TempDir t;
   auto r = load_elf_file(t.path());

@@ -349,9 +349,7 @@ TEST(GdbRemote, WithoutPacketSizeLargeWritesStillArriveComplete) {
   EXPECT_GE(expect_m_packets_cover(stub.packets, 0x2000, data, SIZE_MAX), 2u);
 }
 
-// BUG: a PacketSize of 64 or less is ignored (the `size > 64` guard in
-// connect) and the default chunk of 1024 bytes is used, so every M packet is
-// ~2 KiB: 32 times what the stub announced it can accept.
+// However small the stub's PacketSize, no M packet may exceed it.
 TEST(GdbRemote, TinyPacketSizeIsStillRespected) {
   TempDir dir;
   FakeStub stub(dir.file("gdb.sock"), [](const std::string& p) -> std::optional<Action> {

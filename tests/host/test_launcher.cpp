@@ -138,13 +138,16 @@ TEST(Launcher, SramIsASharedFileBackendAtTheNodesPath) {
 TEST(Launcher, QmpAndGdbAreUnixSockets) {
   auto p = fixed_paths();
   auto a = ulnic::board::qemu_command(BoardSpec{}, p);
-  EXPECT_TRUE(HasOption(a, "-qmp", "unix:/rt/lab/node3/qmp.sock,server=on,wait=off"));
-  EXPECT_TRUE(HasOption(a, "-gdb", "unix:/rt/lab/node3/gdb.sock,server=on,wait=off"));
+  EXPECT_TRUE(HasOption(a, "-chardev", "socket,id=qmp,path=/rt/lab/node3/qmp.sock,server=on,wait=off"));
+  EXPECT_TRUE(HasOption(a, "-mon", "chardev=qmp,mode=control"));
+  EXPECT_TRUE(HasOption(a, "-chardev", "socket,id=gdb,path=/rt/lab/node3/gdb.sock,server=on,wait=off"));
+  EXPECT_TRUE(HasOption(a, "-gdb", "chardev:gdb"));
 }
 
 TEST(Launcher, SerialGoesToTheLogFileByDefault) {
   auto a = ulnic::board::qemu_command(BoardSpec{}, fixed_paths());
-  EXPECT_TRUE(HasOption(a, "-serial", "file:/rt/lab/node3/serial.log"));
+  EXPECT_TRUE(HasOption(a, "-chardev", "file,id=serial,path=/rt/lab/node3/serial.log"));
+  EXPECT_TRUE(HasOption(a, "-serial", "chardev:serial"));
   EXPECT_FALSE(HasOption(a, "-serial", "stdio"));
 }
 
@@ -210,7 +213,7 @@ TEST(Launcher, FabricVectorsArePassedThrough) {
 TEST(Launcher, NoFabricSocketMeansNoDoorbell) {
   auto a = ulnic::board::qemu_command(BoardSpec{}, fixed_paths());
   EXPECT_EQ(count_containing(a, "ivshmem-doorbell"), 0u);
-  EXPECT_EQ(std::count(a.begin(), a.end(), "-chardev"), 0);
+  EXPECT_EQ(count_containing(a, "id=fabric"), 0u);
 }
 
 TEST(Launcher, ExtraArgsAreAppendedVerbatimAtTheEnd) {
@@ -233,19 +236,19 @@ TEST(Launcher, CommandUsesPathsFromNodePaths) {
   EXPECT_EQ(count_containing(a, t.path() + "/lab/node2/slot"), 8u);
 }
 
-// BUG: qemu_command() pastes paths into QEMU's comma-separated option strings
-// without doubling commas (QEMU's escape). A runtime directory such as
-// ULNIC_RUNTIME_DIR=/tmp/a,b (the cluster name is checked, the runtime dir and
-// fabric socket path are not) yields
-//   memory-backend-file,id=sram,size=16M,mem-path=/tmp/a,b/lab/node0/sram,share=on
-// which QEMU rejects: "Invalid parameter 'b/lab/node0/sram'". The same applies
-// to the slot mem-path, the -qmp/-gdb unix: paths, file: serial and the
-// fabric chardev path.
+// A runtime directory may contain commas (ULNIC_RUNTIME_DIR=/tmp/a,b): every
+// path reaches QEMU with QemuOpts' ",," escape.
 TEST(Launcher, CommasInPathsAreEscapedForQemu) {
   ScopedEnv env("ULNIC_RUNTIME_DIR", std::string("/tmp/a,b"));
   auto p = ulnic::board::node_paths("lab", 0);
-  auto a = ulnic::board::qemu_command(BoardSpec{}, p);
+  BoardSpec s;
+  s.fabric_socket = "/tmp/a,b/lab/fabric/nic0.sock";
+  auto a = ulnic::board::qemu_command(s, p);
   EXPECT_TRUE(HasOption(a, "-object", "memory-backend-file,id=sram,size=16M,mem-path=/tmp/a,,b/lab/node0/sram,share=on"));
+  EXPECT_TRUE(HasOption(a, "-chardev", "socket,id=qmp,path=/tmp/a,,b/lab/node0/qmp.sock,server=on,wait=off"));
+  EXPECT_TRUE(HasOption(a, "-chardev", "file,id=serial,path=/tmp/a,,b/lab/node0/serial.log"));
+  EXPECT_TRUE(HasOption(a, "-chardev", "socket,id=fabric,path=/tmp/a,,b/lab/fabric/nic0.sock"));
+  EXPECT_EQ(ulnic::board::qemu_escape("a,b,,c"), "a,,b,,,,c");
 }
 
 // ---------------------------------------------------------------- validate
@@ -527,9 +530,8 @@ TEST(Runtime, RemoveTreeRefusesPathsOutsideRuntimeBase) {
   EXPECT_TRUE(fs::exists(t.path() + "/run"));
 }
 
-// BUG: remove_tree() checks "inside runtime_base()" with a plain string
-// prefix compare, so with base "<tmp>/run" it deletes the sibling
-// "<tmp>/run-other" (shares the prefix but is not under the base).
+// "Inside the runtime base" is a path relation, not a string prefix: with
+// base "<tmp>/run" the sibling "<tmp>/run-other" must survive.
 TEST(Runtime, RemoveTreeRefusesSiblingSharingTheBasePrefix) {
   TempDir t;
   ScopedEnv env("ULNIC_RUNTIME_DIR", t.path() + "/run");
@@ -540,8 +542,7 @@ TEST(Runtime, RemoveTreeRefusesSiblingSharingTheBasePrefix) {
   EXPECT_TRUE(fs::exists(sibling));
 }
 
-// BUG: same prefix check: "<base>/../victim" starts with "<base>" and is
-// removed although it resolves outside the runtime directory.
+// "<base>/../victim" starts with "<base>" but resolves outside it.
 TEST(Runtime, RemoveTreeRefusesDotDotEscapes) {
   TempDir t;
   ScopedEnv env("ULNIC_RUNTIME_DIR", t.path() + "/run");
