@@ -15,7 +15,7 @@ struct BoardSpec {
   uint32_t node = 0;
   uint32_t num_slots = 8;              // ivshmem-plain host slots (<= kMaxSlots)
   uint64_t slot_size = 256ull << 20;   // bytes per slot BAR; a power of two
-  uint32_t fabric_vectors = 4;         // MSI-X vectors of the fabric device
+  uint32_t fabric_vectors = 16;        // MSI-X vectors of the fabric device (>= abi::kNicVectors)
   std::string fabric_socket;           // ivshmem server socket; "" = no fabric device
   std::string qemu = "qemu-system-riscv64";
   bool serial_to_stdout = false;       // firmware tests: serial on our stdout

@@ -128,8 +128,12 @@ std::string hex(uint64_t v) {
 }
 
 const char* counter_name(uint32_t i) {
-  static const char* const names[] = {"loop_iterations", "wfi",           "timer_wakeups",  "ext_wakeups",
-                                      "pcie_devices",    "pcie_ignored",  "bad_boot_config"};
+  static const char* const names[] = {
+      "loop_iterations", "wfi",           "timer_wakeups",   "ext_wakeups",     "pcie_devices",
+      "pcie_ignored",    "bad_boot_config", "ctrl_commands", "sq_entries",      "cq_entries",
+      "copy_bytes",      "bad_descriptors", "slot_cutoffs",  "host_rings",      "slot_wakeups",
+      "slot_dormant"};
+  static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }
 

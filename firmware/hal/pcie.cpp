@@ -83,6 +83,7 @@ void find_msix(Function& f) {
       uint16_t ctrl = config_read16(f.bus, f.dev, f.fn, ptr + 2);
       uint32_t table = config_read32(f.bus, f.dev, f.fn, ptr + 4);
       f.msix_table_size = uint16_t((ctrl & 0x7ff) + 1);
+      f.msix_cap = ptr;
       f.msix_table_bar = uint8_t(table & 7);
       f.msix_table_offset = table & ~7u;
       return;
@@ -145,6 +146,23 @@ int enumerate(Function* out, int max, Allocator& alloc) {
 uint64_t msix_entry(const Function& f, uint32_t vector) {
   const Bar& b = f.bars[f.msix_table_bar % kMaxBars];
   return b.addr + f.msix_table_offset + 16ull * vector;
+}
+
+void msix_set_vector(const Function& f, uint32_t vector, uint64_t address, uint32_t data) {
+  if (vector >= f.msix_table_size) return;
+  uint64_t e = msix_entry(f, vector);
+  // MSI-X table entry: address low, address high, data, vector control.
+  mmio_write32(e + 0, uint32_t(address));
+  mmio_write32(e + 4, uint32_t(address >> 32));
+  mmio_write32(e + 8, data);
+  mmio_write32(e + 12, 0);  // unmasked
+}
+
+void msix_enable(const Function& f) {
+  if (!f.msix_cap) return;
+  constexpr uint16_t kEnable = 1u << 15, kFunctionMask = 1u << 14;
+  uint16_t ctrl = config_read16(f.bus, f.dev, f.fn, f.msix_cap + 2u);
+  config_write16(f.bus, f.dev, f.fn, f.msix_cap + 2u, uint16_t((ctrl | kEnable) & ~kFunctionMask));
 }
 
 }  // namespace hal::pcie

@@ -49,6 +49,7 @@ struct Function {
   uint8_t revision;
   Bar bars[kMaxBars];
   uint16_t msix_table_size;   // vectors, 0 if no MSI-X capability
+  uint8_t msix_cap;           // config offset of the MSI-X capability
   uint8_t msix_table_bar;
   uint32_t msix_table_offset;
 };
@@ -76,5 +77,9 @@ int enumerate(Function* out, int max, Allocator& alloc);
 
 // Address of MSI-X table entry `vector` of `f` (its BAR must be assigned).
 uint64_t msix_entry(const Function& f, uint32_t vector);
+// Points vector `vector` at (address, data) and unmasks it.
+void msix_set_vector(const Function& f, uint32_t vector, uint64_t address, uint32_t data);
+// Turns MSI-X on for the function (and clears its function mask).
+void msix_enable(const Function& f);
 
 }  // namespace hal::pcie

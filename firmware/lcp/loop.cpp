@@ -3,9 +3,9 @@
 #include "core/status.h"
 #include "hal/clint.h"
 #include "hal/cpu.h"
+#include "hal/imsic.h"
 
 namespace lcp {
-namespace abi = ulnic::abi;
 
 void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now) {
   s.heartbeat_ticks = hal::clint::us_to_ticks(cfg.heartbeat_us);
@@ -13,11 +13,24 @@ void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now)
   s.last_work = now;
 }
 
+bool drain_interrupts(LoopState& s) {
+  bool any = false;
+  // Identity = MSI-X vector + 1 (identity 0 does not exist in the IMSIC).
+  for (uint32_t id; (id = hal::imsic::claim()) != 0;) {
+    any = true;
+    core::status::count(abi::kCtrExtWakeups);
+    uint32_t vector = id - 1;
+    if (s.slots && vector >= abi::kVectorSlotBase && vector < abi::kVectorSlotBase + abi::kMaxSlots)
+      slot_wake(*s.slots, vector - abi::kVectorSlotBase);
+  }
+  return any;
+}
+
 bool loop_pass(LoopState& s, uint64_t now) {
   core::status::count(abi::kCtrLoopIterations);
-  bool worked = false;
-  // Work sources (control queue, send-queue scan, fabric RX, timers) plug in
-  // here as they are built; each returns whether it did anything.
+  bool worked = drain_interrupts(s);
+  if (s.control) worked |= control_poll(*s.control, *s.slots, now);
+  if (s.slots) worked |= slots_service(*s.slots, now);
   if (now >= s.next_refresh) {
     core::status::refresh(now);
     s.next_refresh = now + s.heartbeat_ticks;
@@ -28,11 +41,13 @@ bool loop_pass(LoopState& s, uint64_t now) {
 
 bool loop_idle(LoopState& s, uint64_t now) {
   if (now - s.last_work < hal::clint::us_to_ticks(kIdleSpinUs)) return false;
+  if (s.slots && slots_awake(*s.slots)) return false;  // still polling somebody
+  if (s.control && s.control->cmds.available()) return false;
   hal::clint::set_deadline(s.next_refresh);
   HAL_CSR_SET(mie, hal::kMieMTIE);
   core::status::count(abi::kCtrWfi);
-  // Re-check after arming: a deadline already past makes MTIP pending and
-  // WFI returns at once, so no wake-up is lost.
+  // A deadline already past, or an MSI that arrived since the last claim,
+  // leaves an interrupt pending and WFI returns at once: no lost wake-up.
   hal::wait_for_interrupt();
   if (hal::clint::deadline_passed()) core::status::count(abi::kCtrTimerWakeups);
   hal::clint::clear_deadline();
@@ -40,9 +55,7 @@ bool loop_idle(LoopState& s, uint64_t now) {
   return true;
 }
 
-void run(const core::boot_config::Config& cfg) {
-  LoopState s;
-  loop_init(s, cfg, hal::clint::now());
+void run(LoopState& s) {
   for (;;) {
     uint64_t now = hal::clint::now();
     if (!loop_pass(s, now)) loop_idle(s, now);

@@ -1,12 +1,15 @@
 // The LANai-style event loop of the NIC control program (DESIGN §8). Each
-// pass runs every work source for a bounded step; when a pass finds nothing
-// to do for a while the NIC sleeps in WFI until its next deadline (or, once
-// doorbells are wired, an interrupt).
+// pass runs every work source for a bounded step: control queue, then the
+// send-queue scan over awake slots, then pending interrupts; when nothing is
+// awake and nothing happened for kIdleSpinUs the NIC sleeps in WFI until its
+// next deadline or a doorbell interrupt (MSI through the IMSIC).
 #pragma once
 
 #include <stdint.h>
 
 #include "core/boot_config.h"
+#include "lcp/control.h"
+#include "lcp/slots.h"
 
 namespace lcp {
 
@@ -18,13 +21,18 @@ struct LoopState {
   uint64_t heartbeat_ticks;  // status refresh period
   uint64_t next_refresh;     // mtime of the next status refresh
   uint64_t last_work;        // mtime of the last pass that did work
+  SlotTable* slots;          // null: no slot service (unit tests)
+  Control* control;          // null: no control queue (unit tests)
 };
 
 void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now);
 // One pass: poll sources, refresh status when due. Returns true if it did work.
 bool loop_pass(LoopState& s, uint64_t now);
-// Sleeps until the next deadline if idle long enough; returns true if it slept.
+// Sleeps until the next deadline or interrupt if idle long enough; returns
+// true if it slept.
 bool loop_idle(LoopState& s, uint64_t now);
-[[noreturn]] void run(const core::boot_config::Config& cfg);
+// Claims pending doorbell interrupts and wakes the slots they name.
+bool drain_interrupts(LoopState& s);
+[[noreturn]] void run(LoopState& s);
 
 }  // namespace lcp

@@ -5,6 +5,8 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "hal/clint.h"
+#include "hal/imsic.h"
+#include "hal/pcie.h"
 #include "hal/uart.h"
 #include "lcp/loop.h"
 
@@ -22,6 +24,18 @@ namespace abi = ulnic::abi;
 namespace {
 
 core::board::Board g_board;
+lcp::SlotTable g_slots;
+lcp::Control g_control;
+
+// Doorbells: every fabric MSI-X vector v raises IMSIC identity v + 1.
+void wire_doorbells(const core::board::Board& b) {
+  uint32_t n = b.fabric.vectors < abi::kNicVectors ? b.fabric.vectors : abi::kNicVectors;
+  hal::imsic::init(abi::kNicVectors);
+  if (!b.fabric.present) return;
+  for (uint32_t v = 0; v < n; ++v) hal::pcie::msix_set_vector(b.fabric.fn, v, hal::imsic::kMsiAddress, v + 1);
+  hal::pcie::msix_enable(b.fabric.fn);
+  if (n < abi::kNicVectors) core::log("warning: fabric has %u vectors, slots need %u\n", n, abi::kNicVectors);
+}
 
 void publish_board(const core::board::Board& b) {
   abi::StatusBlock& s = core::status::block();
@@ -81,7 +95,14 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
   (void)*reinterpret_cast<volatile uint64_t*>(0x7000'0000'0000ull);
 #endif
 
+  wire_doorbells(g_board);
+  lcp::slots_init(g_slots, g_board, hal::clint::now());
+  lcp::control_init(g_control);
+  lcp::LoopState loop{};
+  lcp::loop_init(loop, cfg, hal::clint::now());
+  loop.slots = &g_slots;
+  loop.control = &g_control;
   core::status::set_state(abi::FwState::kRunning);
   core::log("running\n");
-  lcp::run(cfg);
+  lcp::run(loop);
 }

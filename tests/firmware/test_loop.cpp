@@ -17,7 +17,7 @@ core::boot_config::Config cfg(uint32_t heartbeat_us) {
 }  // namespace
 
 FW_TEST(first_pass_refreshes_the_status) {
-  lcp::LoopState s;
+  lcp::LoopState s{};
   uint64_t now = hal::clint::now();
   lcp::loop_init(s, cfg(2'000), now);
   uint64_t hb = core::status::block().heartbeat;
@@ -30,14 +30,14 @@ FW_TEST(first_pass_refreshes_the_status) {
 }
 
 FW_TEST(does_not_sleep_right_after_work) {
-  lcp::LoopState s;
+  lcp::LoopState s{};
   uint64_t now = hal::clint::now();
   lcp::loop_init(s, cfg(2'000), now);
   EXPECT(!lcp::loop_idle(s, now));
 }
 
 FW_TEST(sleeps_in_wfi_until_the_next_refresh) {
-  lcp::LoopState s;
+  lcp::LoopState s{};
   uint64_t start = hal::clint::now();
   lcp::loop_init(s, cfg(5'000), start);
   lcp::loop_pass(s, start);  // schedules the next refresh 5 ms out

@@ -91,7 +91,7 @@ FW_TEST(finds_the_fabric_doorbell_device) {
   EXPECT_EQ(f.mem & (f.size - 1), 0u);
   EXPECT(stamp_ok(f.mem, abi::kFabricStampMagic, 0));
   EXPECT_EQ(f.peer_id, c.node_id);  // the fabric server pins NIC k to peer id k
-  EXPECT_EQ(f.vectors, 4u);
+  EXPECT_EQ(f.vectors, 16u);
   // BAR0 (registers) and BAR1 (MSI-X) live in the 32-bit window.
   EXPECT(f.regs >= hal::pcie::kMmio32Base && f.regs < hal::pcie::kMmio32Base + hal::pcie::kMmio32Size);
   EXPECT(f.fn.bars[1].addr >= hal::pcie::kMmio32Base);

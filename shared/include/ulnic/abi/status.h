@@ -34,6 +34,15 @@ enum Counter : uint32_t {
   kCtrPcieDevices,         // PCI functions seen at boot
   kCtrPcieIgnored,         // functions that are not ours
   kCtrBadBootConfig,       // boot-config blocks rejected
+  kCtrCtrlCommands,        // control-queue commands served
+  kCtrSqEntries,           // send-queue descriptors consumed
+  kCtrCqEntries,           // completions written
+  kCtrCopyBytes,           // bytes moved by node-local copies
+  kCtrBadDescriptors,      // descriptors completed with an error status
+  kCtrSlotCutOffs,         // slots cut off for corrupt rings
+  kCtrHostRings,           // completion doorbells rung to hosts
+  kCtrSlotWakeups,         // slot doorbell interrupts taken
+  kCtrSlotDormant,         // times a slot stopped being polled
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 32;

@@ -1,0 +1,64 @@
+#include "lcp/control.h"
+
+#include <string.h>
+
+#include "core/log.h"
+#include "core/status.h"
+
+namespace lcp {
+namespace {
+
+constexpr uint32_t kCtrlBudget = 4;
+
+abi::CtrlArea& area() { return *reinterpret_cast<abi::CtrlArea*>(abi::kSramBase + abi::kCtrlOffset); }
+
+}  // namespace
+
+void control_init(Control& c) {
+  abi::CtrlArea& a = area();
+  memset(&a, 0, sizeof a);
+  c.cmds.attach(&a.cmd_ring, a.cmds, abi::kCtrlCapacity);
+  c.rsps.attach(&a.rsp_ring, a.rsps, abi::kCtrlCapacity);
+}
+
+bool control_poll(Control& c, SlotTable& slots, uint64_t now) {
+  bool worked = false;
+  for (uint32_t n = 0; n < kCtrlBudget && c.rsps.free_space(); ++n) {
+    const abi::CtrlCommand* shared = c.cmds.peek();
+    if (!shared) break;
+    abi::CtrlCommand cmd;
+    memcpy(&cmd, shared, sizeof cmd);
+    c.cmds.pop();
+    abi::CtrlResponse r{};
+    r.seq = cmd.seq;
+    r.opcode = cmd.opcode;
+    switch (cmd.opcode) {
+      case abi::kCtrlPing:
+        r.status = abi::kCtrlOk;
+        break;
+      case abi::kCtrlAttachSlot:
+        r.status = slot_attach(slots, cmd, now);
+        core::log("ctrl: attach slot %u (peer %u vector %u): %s\n", cmd.slot, cmd.host_peer, cmd.host_vector,
+                  r.status == abi::kCtrlOk ? "ok" : "refused");
+        break;
+      case abi::kCtrlDetachSlot:
+        r.status = cmd.slot < abi::kMaxSlots ? abi::kCtrlOk : abi::kCtrlBadSlot;
+        r.value = slot_detach(slots, cmd.slot);
+        core::log("ctrl: detach slot %u, %lu flushed\n", cmd.slot, r.value);
+        break;
+      default:
+        r.status = abi::kCtrlBadCommand;
+    }
+    *c.rsps.reserve() = r;
+    c.rsps.push();
+    core::status::count(ulnic::abi::kCtrCtrlCommands);
+    worked = true;
+  }
+  if (worked) {
+    c.cmds.release();
+    c.rsps.publish();
+  }
+  return worked;
+}
+
+}  // namespace lcp

@@ -1,0 +1,20 @@
+// The control queue (shared/include/ulnic/abi/ctrl.h): commands from the
+// node daemon, the only trusted writer the firmware listens to.
+#pragma once
+
+#include "lcp/slots.h"
+
+namespace lcp {
+
+struct Control {
+  abi::RingConsumer<abi::CtrlCommand> cmds;
+  abi::RingProducer<abi::CtrlResponse> rsps;
+};
+
+// Attaches to the control area in SRAM (resetting it: a new boot starts a
+// new conversation; the daemon notices the boot count and re-attaches).
+void control_init(Control& c);
+// Serves up to a few commands; true if it did anything.
+bool control_poll(Control& c, SlotTable& slots, uint64_t now);
+
+}  // namespace lcp

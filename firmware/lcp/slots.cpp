@@ -1,0 +1,328 @@
+#include "lcp/slots.h"
+
+#include <string.h>
+
+#include "core/status.h"
+#include "hal/clint.h"
+#include "hal/cpu.h"
+#include "hal/mmio.h"
+
+namespace lcp {
+namespace {
+
+using core::status::count;
+
+// A full fence: the dormancy handshake with the host is Dekker-style (each
+// side stores its flag, then loads the other's), which needs store->load order.
+inline void full_barrier() { __asm__ volatile("fence rw, rw" ::: "memory"); }
+
+template <class T>
+void put(T& field, T v) {
+  __atomic_store_n(&field, v, __ATOMIC_RELAXED);
+}
+
+uint32_t next_key(SlotTable& t, uint32_t index) {
+  // xorshift32; the top 24 bits make keys hard to guess across slots.
+  uint32_t x = t.rng;
+  do {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+  } while ((x >> 8) == 0);
+  t.rng = x;
+  return (x & ~0xffu) | index;
+}
+
+bool in_range(uint64_t off, uint64_t len, uint64_t lo, uint64_t size) {
+  return off >= lo && len <= size && off - lo <= size - len;
+}
+
+// The NIC address of [addr, addr+len) in slot `s` through registration `key`,
+// or a CqStatus explaining why not.
+abi::CqStatus translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic) {
+  const Registration& r = s.regs[key & 0xff];
+  if (key == 0 || r.key != key) return abi::kCqBadKey;
+  if ((r.access & need) != need) return abi::kCqProtection;
+  if (addr < r.va || len > r.length || addr - r.va > r.length - len) return abi::kCqBadLength;
+  nic = s.base + r.offset + (addr - r.va);
+  return abi::kCqOk;
+}
+
+void complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t result) {
+  abi::CqEntry* c = s.cq.reserve();  // callers checked for room
+  if (!c) return;
+  c->user_data = e.user_data;
+  c->result = result;
+  c->status = status;
+  c->opcode = e.opcode;
+  c->pad = 0;
+  s.cq.push();
+  s.cq_pending = true;
+  count(ulnic::abi::kCtrCqEntries);
+  if (status != abi::kCqOk) count(ulnic::abi::kCtrBadDescriptors);
+}
+
+void ring_host(Slot& s, const SlotTable& t, bool force) {
+  // Pairs with the host's "bump wait_seq; full fence; check CQ; block".
+  full_barrier();
+  uint64_t seq = __atomic_load_n(&header(s).host.wait_seq, __ATOMIC_RELAXED);
+  if ((seq == s.rung_seq && !force) || !t.board->fabric.regs) return;
+  s.rung_seq = seq;
+  hal::mmio_write32(t.board->fabric.regs + core::board::kDoorbell, s.host_peer << 16 | (s.host_vector & 0xffff));
+  count(ulnic::abi::kCtrHostRings);
+}
+
+void publish(Slot& s, const SlotTable& t) {
+  if (!s.cq_pending) return;
+  s.cq.publish();
+  s.cq_pending = false;
+  put(header(s).nic.completions, header(s).nic.completions + 1);
+  ring_host(s, t, false);
+}
+
+void cut_off(Slot& s, const SlotTable& t, abi::SlotFault why) {
+  s.state = abi::SlotState::kCutOff;
+  put(header(s).nic.fault_code, uint32_t(why));
+  put(header(s).nic.state, uint32_t(abi::SlotState::kCutOff));
+  count(ulnic::abi::kCtrSlotCutOffs);
+  ring_host(s, t, true);  // a blocked waiter must wake up and see it
+}
+
+bool slot_ok(const SlotTable& t, uint32_t k, uint64_t generation) {
+  return k < abi::kMaxSlots && t.slots[k].state == abi::SlotState::kActive && t.slots[k].generation == generation;
+}
+
+abi::CqStatus do_register(SlotTable& t, Slot& s, const abi::SqEntry& e, uint32_t& key) {
+  const uint32_t valid = abi::kAccessLocal | abi::kAccessRemoteWrite | abi::kAccessRemoteRead;
+  if (e.length == 0) return abi::kCqBadLength;
+  if (e.access & ~valid || e.access == 0) return abi::kCqBadOpcode;
+  if (!in_range(e.reg_offset, e.length, s.layout.heap_offset, s.layout.heap_size)) return abi::kCqBadAddress;
+  if (e.src_addr + e.length < e.src_addr) return abi::kCqBadAddress;
+  for (uint32_t i = 0; i < abi::kMaxRegistrations; ++i) {
+    Registration& r = s.regs[i];
+    if (r.key) continue;
+    r = Registration{e.src_addr, e.reg_offset, e.length, e.access, next_key(t, i)};
+    key = r.key;
+    return abi::kCqOk;
+  }
+  return abi::kCqNoResources;
+}
+
+// Validates a copy and starts it; returns kCqOk if s.copy is now active.
+abi::CqStatus start_copy(SlotTable& t, Slot& s, const abi::SqEntry& e) {
+  if (e.length == 0 || e.length > abi::kMaxCopyBytes) return abi::kCqBadLength;
+  uint32_t src_slot = e.src_slot, dst_slot = e.dst_slot;
+  if (src_slot >= abi::kMaxSlots || dst_slot >= abi::kMaxSlots) return abi::kCqBadSlot;
+  Slot& from = t.slots[src_slot];
+  Slot& to = t.slots[dst_slot];
+  if (from.state != abi::SlotState::kActive || to.state != abi::SlotState::kActive) return abi::kCqBadSlot;
+  uint32_t src_need = src_slot == s.index ? abi::kAccessLocal : abi::kAccessRemoteRead;
+  uint32_t dst_need = dst_slot == s.index ? abi::kAccessLocal : abi::kAccessRemoteWrite;
+  CopyState& c = s.copy;
+  abi::CqStatus st = translate(from, e.src_key, e.src_addr, e.length, src_need, c.src);
+  if (st == abi::kCqOk) st = translate(to, e.dst_key, e.dst_addr, e.length, dst_need, c.dst);
+  if (st != abi::kCqOk) return st;
+  c.active = true;
+  c.sqe = e;
+  c.left = e.length;
+  c.src_slot = src_slot;
+  c.dst_slot = dst_slot;
+  c.src_generation = from.generation;
+  c.dst_generation = to.generation;
+  return abi::kCqOk;
+}
+
+// Moves up to `budget` bytes of the current copy; completes it when done.
+uint64_t step_copy(SlotTable& t, Slot& s, uint64_t budget) {
+  CopyState& c = s.copy;
+  // The other slot may have been detached (its process died) meanwhile.
+  if (!slot_ok(t, c.src_slot, c.src_generation) || !slot_ok(t, c.dst_slot, c.dst_generation)) {
+    c.active = false;
+    complete(s, c.sqe, abi::kCqBadSlot, uint32_t(c.sqe.length - c.left));
+    return 0;
+  }
+  uint64_t n = c.left < budget ? c.left : budget;
+  memmove(reinterpret_cast<void*>(c.dst), reinterpret_cast<const void*>(c.src), n);
+  c.src += n, c.dst += n, c.left -= n;
+  count(ulnic::abi::kCtrCopyBytes, n);
+  if (c.left == 0) {
+    c.active = false;
+    complete(s, c.sqe, abi::kCqOk, c.sqe.length);
+  }
+  return n;
+}
+
+void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
+  if (e.flags != 0 || e.opcode >= abi::kOpcodeCount) return complete(s, e, abi::kCqBadOpcode, 0);
+  switch (e.opcode) {
+    case abi::kOpNop:
+      return complete(s, e, abi::kCqOk, 0);
+    case abi::kOpRegister: {
+      uint32_t key = 0;
+      abi::CqStatus st = do_register(t, s, e, key);
+      return complete(s, e, st, key);
+    }
+    case abi::kOpDeregister: {
+      Registration& r = s.regs[e.src_key & 0xff];
+      if (e.src_key == 0 || r.key != e.src_key) return complete(s, e, abi::kCqBadKey, 0);
+      r = Registration{};
+      return complete(s, e, abi::kCqOk, 0);
+    }
+    case abi::kOpCopy: {
+      abi::CqStatus st = start_copy(t, s, e);
+      if (st != abi::kCqOk) complete(s, e, st, 0);
+      return;
+    }
+  }
+}
+
+// One bounded step of one slot; true if it did anything.
+bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
+  bool worked = false;
+  uint64_t bytes = kCopyChunk;
+  for (uint32_t n = 0; n < kSqBudget && bytes > 0;) {
+    if (s.copy.active) {
+      if (s.cq.free_space() == 0) break;  // completion needs room: wait for the host
+      bytes -= step_copy(t, s, bytes);
+      worked = true;
+      continue;
+    }
+    if (s.cq.free_space() == 0) break;
+    const abi::SqEntry* shared = s.sq.peek();
+    if (!shared) break;
+    abi::SqEntry e;  // copy once: the host may rewrite the entry under us
+    memcpy(&e, shared, sizeof e);
+    s.sq.pop();
+    ++n;
+    count(ulnic::abi::kCtrSqEntries);
+    execute(t, s, e);
+    worked = true;
+  }
+  if (worked) s.sq.release();
+  publish(s, t);
+  if (s.sq.corrupt()) cut_off(s, t, abi::kFaultSqCorrupt);
+  else if (s.cq.corrupt()) cut_off(s, t, abi::kFaultCqCorrupt);
+  if (worked) s.last_work = now;
+  return worked;
+}
+
+void go_dormant(Slot& s, uint64_t now) {
+  put(header(s).nic.sq_dormant, 1u);
+  full_barrier();  // our flag before their tail: see ring.h / slot.h
+  if (s.sq.available() || s.sq.corrupt()) {
+    put(header(s).nic.sq_dormant, 0u);
+    s.last_work = now;
+    return;
+  }
+  s.dormant = true;
+  count(ulnic::abi::kCtrSlotDormant);
+}
+
+}  // namespace
+
+abi::SlotHeader& header(const Slot& s) { return *reinterpret_cast<abi::SlotHeader*>(s.base); }
+
+void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed) {
+  memset(&t, 0, sizeof t);
+  t.board = &board;
+  t.rng = uint32_t(seed ^ (seed >> 32)) | 1u;
+  for (uint32_t k = 0; k < abi::kMaxSlots; ++k) t.slots[k].index = k;
+}
+
+abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t now) {
+  if (cmd.slot >= abi::kMaxSlots || !t.board->slots[cmd.slot].present) return abi::kCtrlBadSlot;
+  Slot& s = t.slots[cmd.slot];
+  if (s.state == abi::SlotState::kActive) return abi::kCtrlBadSlot;
+  const abi::SlotLayout& l = cmd.layout;
+  uint64_t size = t.board->slots[cmd.slot].size;
+  uint64_t sq_bytes = sizeof(abi::RingControl) + uint64_t(l.sq_capacity) * sizeof(abi::SqEntry);
+  uint64_t cq_bytes = sizeof(abi::RingControl) + uint64_t(l.cq_capacity) * sizeof(abi::CqEntry);
+  if (l.slot_size != size || !abi::is_ring_capacity(l.sq_capacity) || !abi::is_ring_capacity(l.cq_capacity) ||
+      l.sq_offset < abi::kSlotHeaderSize || l.sq_offset % 64 || l.cq_offset % 64 ||
+      !in_range(l.sq_offset, sq_bytes, abi::kSlotHeaderSize, size) ||
+      !in_range(l.cq_offset, cq_bytes, abi::kSlotHeaderSize, size) ||
+      !(l.sq_offset + sq_bytes <= l.cq_offset || l.cq_offset + cq_bytes <= l.sq_offset) ||
+      !in_range(l.heap_offset, l.heap_size, l.cq_offset + cq_bytes > l.sq_offset + sq_bytes
+                                                ? l.cq_offset + cq_bytes
+                                                : l.sq_offset + sq_bytes,
+                size))
+    return abi::kCtrlBadLayout;
+  uint32_t index = s.index;
+  memset(&s, 0, sizeof s);
+  s.index = index;
+  s.base = t.board->slots[cmd.slot].mem;
+  s.size = size;
+  s.layout = l;
+  s.generation = cmd.generation;
+  s.host_peer = cmd.host_peer;
+  s.host_vector = cmd.host_vector;
+  auto* sq_ctl = reinterpret_cast<abi::RingControl*>(s.base + l.sq_offset);
+  auto* cq_ctl = reinterpret_cast<abi::RingControl*>(s.base + l.cq_offset);
+  s.sq.attach(sq_ctl, reinterpret_cast<abi::SqEntry*>(sq_ctl + 1), l.sq_capacity);
+  s.cq.attach(cq_ctl, reinterpret_cast<abi::CqEntry*>(cq_ctl + 1), l.cq_capacity);
+  s.rung_seq = __atomic_load_n(&header(s).host.wait_seq, __ATOMIC_RELAXED);
+  s.last_work = now;
+  s.state = abi::SlotState::kActive;
+  put(header(s).nic.sq_dormant, 0u);
+  put(header(s).nic.fault_code, 0u);
+  put(header(s).nic.state, uint32_t(abi::SlotState::kActive));
+  return abi::kCtrlOk;
+}
+
+uint64_t slot_detach(SlotTable& t, uint32_t k) {
+  if (k >= abi::kMaxSlots) return 0;
+  Slot& s = t.slots[k];
+  uint64_t flushed = 0;
+  if (s.state == abi::SlotState::kActive) {
+    if (s.copy.active && s.cq.free_space()) complete(s, s.copy.sqe, abi::kCqFlushed, 0), ++flushed;
+    while (s.cq.free_space()) {
+      const abi::SqEntry* e = s.sq.peek();
+      if (!e) break;
+      abi::SqEntry local;
+      memcpy(&local, e, sizeof local);
+      s.sq.pop();
+      complete(s, local, abi::kCqFlushed, 0);
+      ++flushed;
+    }
+    s.sq.release();
+    publish(s, t);
+  }
+  if (s.state != abi::SlotState::kFree) {
+    put(header(s).nic.state, uint32_t(abi::SlotState::kFlushed));
+    put(header(s).nic.sq_dormant, 0u);
+  }
+  uint32_t index = s.index;
+  memset(&s, 0, sizeof s);  // registrations die with the attachment
+  s.index = index;
+  return flushed;
+}
+
+bool slots_service(SlotTable& t, uint64_t now) {
+  bool worked = false;
+  for (Slot& s : t.slots) {
+    if (s.state != abi::SlotState::kActive || s.dormant) continue;
+    if (service_slot(t, s, now)) {
+      worked = true;
+    } else if (s.state == abi::SlotState::kActive && !s.copy.active &&
+               now - s.last_work >= hal::clint::us_to_ticks(kSlotIdleUs)) {
+      go_dormant(s, now);
+    }
+  }
+  return worked;
+}
+
+void slot_wake(SlotTable& t, uint32_t k) {
+  if (k >= abi::kMaxSlots) return;
+  Slot& s = t.slots[k];
+  count(ulnic::abi::kCtrSlotWakeups);
+  if (s.state != abi::SlotState::kActive || !s.dormant) return;
+  s.dormant = false;
+  s.last_work = hal::clint::now();
+  put(header(s).nic.sq_dormant, 0u);
+}
+
+bool slots_awake(const SlotTable& t) {
+  for (const Slot& s : t.slots)
+    if (s.state == abi::SlotState::kActive && !s.dormant) return true;
+  return false;
+}
+
+}  // namespace lcp

@@ -1,0 +1,78 @@
+// Host slots as the firmware serves them (DESIGN §4, §8): per-slot send
+// queue scan, memory registration table, node-local copies, completion
+// queue, completion doorbells, and dormancy (a slot idle for a while is no
+// longer polled; its host rings the slot's doorbell vector instead).
+#pragma once
+
+#include "core/board.h"
+#include "ulnic/abi/ctrl.h"
+#include "ulnic/abi/slot.h"
+
+namespace lcp {
+
+namespace abi = ulnic::abi;
+
+// A slot with no work for this long stops being polled (DESIGN §7.5: the
+// scan must not cost the idle; a polled slot costs a load per pass).
+constexpr uint64_t kSlotIdleUs = 200;
+// Per pass and slot: at most this many descriptors and copy bytes, so one
+// busy slot cannot starve the others (LANai loop, bounded steps).
+constexpr uint32_t kSqBudget = 16;
+constexpr uint64_t kCopyChunk = 64u << 10;
+
+struct Registration {
+  uint64_t va;        // the owner's virtual address of the region
+  uint64_t offset;    // slot offset of the region
+  uint64_t length;
+  uint32_t access;    // abi::MemAccess
+  uint32_t key;       // 0 = free entry
+};
+
+struct CopyState {
+  bool active;
+  abi::SqEntry sqe;       // private copy of the descriptor
+  uint64_t src, dst;      // NIC addresses of the next byte
+  uint64_t left;
+  uint32_t dst_slot, src_slot;
+  uint64_t dst_generation, src_generation;
+};
+
+struct Slot {
+  abi::SlotState state;
+  uint32_t index;
+  uint64_t generation;
+  uint64_t base, size;              // the slot's BAR
+  abi::SlotLayout layout;           // from the daemon, never from the slot
+  abi::RingConsumer<abi::SqEntry> sq;
+  abi::RingProducer<abi::CqEntry> cq;
+  bool dormant;
+  bool cq_pending;                  // CQEs pushed, not yet published
+  uint64_t last_work;               // mtime
+  uint32_t host_peer, host_vector;  // who to ring on completions
+  uint64_t rung_seq;                // host wait_seq we last answered
+  CopyState copy;
+  Registration regs[abi::kMaxRegistrations];
+};
+
+struct SlotTable {
+  Slot slots[abi::kMaxSlots];
+  uint32_t rng;                     // xorshift state for memory keys
+  const core::board::Board* board;
+};
+
+void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed);
+abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t now);
+// Stops serving the slot; outstanding descriptors complete as flushed (if the
+// CQ has room). Returns how many were flushed.
+uint64_t slot_detach(SlotTable& t, uint32_t slot);
+// One bounded pass over the awake slots; true if any did work.
+bool slots_service(SlotTable& t, uint64_t now);
+// The slot's doorbell vector fired.
+void slot_wake(SlotTable& t, uint32_t slot);
+// True while some attached slot is still polled (not dormant).
+bool slots_awake(const SlotTable& t);
+
+// The slot header as the firmware writes it (only its nic words).
+abi::SlotHeader& header(const Slot& s);
+
+}  // namespace lcp

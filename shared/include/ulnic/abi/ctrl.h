@@ -1,0 +1,54 @@
+// The daemon -> firmware control queue, in SRAM at kCtrlOffset. Only the
+// node daemon (trusted) writes commands; the firmware answers in the
+// response ring. Host programs never see it.
+#pragma once
+
+#include "ulnic/abi/slot.h"
+#include "ulnic/abi/sram.h"
+
+namespace ulnic::abi {
+
+enum CtrlOpcode : uint32_t {
+  kCtrlPing = 0,
+  kCtrlAttachSlot = 1,   // start serving slot k with `layout`
+  kCtrlDetachSlot = 2,   // stop serving slot k; flush its outstanding work
+};
+
+struct CtrlCommand {
+  uint32_t opcode;       // CtrlOpcode
+  uint32_t slot;
+  uint64_t seq;          // echoed in the response
+  uint32_t host_peer;    // fabric peer id that receives slot k's completion doorbells
+  uint32_t host_vector;  // vector of that peer to ring
+  uint64_t generation;
+  SlotLayout layout;
+  uint8_t reserved[32];
+};
+ULNIC_ABI_CHECK_SIZE(CtrlCommand, 128);
+
+enum CtrlStatus : uint32_t {
+  kCtrlOk = 0,
+  kCtrlBadCommand = 1,
+  kCtrlBadSlot = 2,      // no such slot device, or wrong state
+  kCtrlBadLayout = 3,
+};
+
+struct CtrlResponse {
+  uint64_t seq;
+  uint32_t status;       // CtrlStatus
+  uint32_t opcode;
+  uint64_t value;        // kCtrlDetachSlot: descriptors flushed
+  uint64_t reserved;
+};
+ULNIC_ABI_CHECK_SIZE(CtrlResponse, 32);
+
+constexpr uint32_t kCtrlCapacity = 64;
+struct CtrlArea {
+  RingControl cmd_ring;                   // daemon produces
+  CtrlCommand cmds[kCtrlCapacity];
+  RingControl rsp_ring;                   // firmware produces
+  CtrlResponse rsps[kCtrlCapacity];
+};
+static_assert(sizeof(CtrlArea) <= kCtrlSize);
+
+}  // namespace ulnic::abi

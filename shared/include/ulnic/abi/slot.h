@@ -1,0 +1,159 @@
+// A host slot: one process's window onto its NIC (DESIGN §4). The slot is an
+// ivshmem-plain device backed by a file; the owning process maps the file,
+// the firmware reaches it through the device's BAR. Everything a process
+// shares with its NIC lives here: the header, the send queue (SQ), the
+// completion queue (CQ) and the DMA-able heap.
+//
+//   0            SlotHeader (one page)
+//   sq_offset    RingControl + SqEntry[sq_capacity]      host -> NIC
+//   cq_offset    RingControl + CqEntry[cq_capacity]      NIC -> host
+//   heap_offset  DMA-able heap up to the end of the slot
+//
+// The daemon picks the layout at attach and writes it into the header; the
+// firmware gets the same layout through the (trusted) control queue and
+// never reads it back from the slot, which the host can scribble on.
+#pragma once
+
+#include "ulnic/abi/ring.h"
+
+namespace ulnic::abi {
+
+constexpr uint32_t kSlotMagic = fourcc('U', 'S', 'L', 'T');
+constexpr uint32_t kSlotHeaderSize = 4096;
+
+struct SlotLayout {
+  uint32_t sq_offset;        // RingControl, entries follow at sq_offset + 128
+  uint32_t sq_capacity;      // power of two
+  uint32_t cq_offset;        // RingControl, entries follow at cq_offset + 128
+  uint32_t cq_capacity;      // power of two, >= sq_capacity
+  uint64_t heap_offset;      // page aligned
+  uint64_t heap_size;
+  uint64_t slot_size;        // bytes in the slot (its BAR size)
+  uint64_t reserved[3];
+};
+ULNIC_ABI_CHECK_SIZE(SlotLayout, 64);
+
+enum class SlotState : uint32_t {
+  kFree = 0,       // no process
+  kActive = 1,     // attached, firmware serving it
+  kCutOff = 2,     // firmware stopped serving it: bad rings (fault_code says)
+  kFlushed = 3,    // detached; outstanding work completed as flushed
+};
+
+enum SlotFault : uint32_t {
+  kFaultNone = 0,
+  kFaultSqCorrupt = 1,   // SQ indices impossible (tail - head > capacity)
+  kFaultCqCorrupt = 2,   // CQ head impossible
+};
+
+// Firmware -> host. One cache line, written only by the firmware.
+struct SlotNicWords {
+  uint32_t sq_dormant;   // 1: the firmware no longer polls this SQ: ring the
+                         //    doorbell after publishing (io_uring need_wakeup)
+  uint32_t state;        // SlotState
+  uint32_t fault_code;   // SlotFault when state == kCutOff
+  uint32_t pad0;
+  uint64_t completions;  // CQEs written (statistics)
+  uint64_t pad1[5];
+};
+ULNIC_ABI_CHECK_SIZE(SlotNicWords, 64);
+
+// Host -> firmware. One cache line, written only by the owning process.
+struct SlotHostWords {
+  uint64_t wait_seq;     // bumped before the host blocks on its completion
+                         // eventfd; the firmware rings when it changed
+  uint64_t pad[7];
+};
+ULNIC_ABI_CHECK_SIZE(SlotHostWords, 64);
+
+struct SlotHeader {
+  // Written by the daemon before the process gets the slot; then constant.
+  uint32_t magic;          // kSlotMagic
+  uint32_t abi_version;    // ULNIC_ABI_VERSION
+  uint32_t slot_index;
+  uint32_t node_id;
+  uint64_t generation;     // attach count of this slot (changes per owner)
+  uint64_t pad0[5];
+  SlotLayout layout;
+  SlotNicWords nic;        // firmware only
+  SlotHostWords host;      // owning process only
+  uint8_t reserved[kSlotHeaderSize - 256];
+};
+ULNIC_ABI_CHECK_OFFSET(SlotHeader, layout, 64);
+ULNIC_ABI_CHECK_OFFSET(SlotHeader, nic, 128);
+ULNIC_ABI_CHECK_OFFSET(SlotHeader, host, 192);
+ULNIC_ABI_CHECK_SIZE(SlotHeader, kSlotHeaderSize);
+
+// ---------------------------------------------------------------- send queue
+
+enum SqOpcode : uint8_t {
+  kOpNop = 0,         // completes at once (doorbell and CQ round trip)
+  kOpCopy = 1,        // registered -> registered, this slot or another on the node
+  kOpRegister = 2,    // make [reg_offset, +length) of this slot's heap DMA-able
+  kOpDeregister = 3,  // drop the registration src_key
+  kOpcodeCount,
+};
+
+enum MemAccess : uint32_t {
+  kAccessLocal = 1u << 0,        // usable as a source or destination by its owner
+  kAccessRemoteWrite = 1u << 1,  // other slots on the node may copy into it
+  kAccessRemoteRead = 1u << 2,   // other slots may copy from it
+};
+
+struct SqEntry {
+  uint8_t opcode;       // SqOpcode
+  uint8_t flags;        // reserved, 0
+  uint16_t dst_slot;    // kOpCopy: destination slot index on this node
+  uint32_t length;      // bytes
+  uint64_t user_data;   // returned in the CQE
+  uint64_t src_addr;    // kOpCopy: source address (owner's virtual address);
+                        // kOpRegister: the virtual address the region has
+  uint64_t dst_addr;    // kOpCopy: destination address in dst_slot's owner
+  uint32_t src_key;     // kOpCopy: source memory key; kOpDeregister: the key
+  uint32_t dst_key;     // kOpCopy: destination memory key
+  uint32_t access;      // kOpRegister: MemAccess bits
+  uint32_t src_slot;    // kOpCopy: slot holding the source (own slot unless
+                        //          reading another slot's RemoteRead region)
+  uint64_t reg_offset;  // kOpRegister: slot offset of the region
+  uint64_t reserved;
+};
+ULNIC_ABI_CHECK_SIZE(SqEntry, 64);
+ULNIC_ABI_CHECK_OFFSET(SqEntry, user_data, 8);
+ULNIC_ABI_CHECK_OFFSET(SqEntry, src_key, 32);
+ULNIC_ABI_CHECK_OFFSET(SqEntry, reg_offset, 48);
+
+// ----------------------------------------------------------- completion queue
+
+enum CqStatus : uint16_t {
+  kCqOk = 0,
+  kCqBadOpcode = 1,      // unknown opcode or nonzero reserved fields
+  kCqBadLength = 2,      // zero, too long, or past the end of a region
+  kCqBadAddress = 3,     // outside the slot's heap
+  kCqBadKey = 4,         // no such registration
+  kCqProtection = 5,     // registration lacks the access asked for
+  kCqBadSlot = 6,        // destination slot not attached
+  kCqNoResources = 7,    // registration table full
+  kCqFlushed = 8,        // slot detached before the work ran
+};
+
+struct CqEntry {
+  uint64_t user_data;
+  uint32_t result;       // kOpCopy: bytes; kOpRegister: the new key
+  uint16_t status;       // CqStatus
+  uint8_t opcode;
+  uint8_t pad;
+};
+ULNIC_ABI_CHECK_SIZE(CqEntry, 16);
+
+// Registrations per slot (firmware table size) and the largest single copy.
+constexpr uint32_t kMaxRegistrations = 256;
+constexpr uint32_t kMaxCopyBytes = 64u << 20;
+
+// NIC MSI-X vectors (= fabric peer vectors). The slot doorbells have their
+// own vectors so a wake-up says which slot to look at.
+constexpr uint32_t kVectorFabric = 0;      // a peer NIC wrote into our RX ring
+constexpr uint32_t kVectorControl = 1;     // the daemon posted a control command
+constexpr uint32_t kVectorSlotBase = 2;    // slot k's doorbell: kVectorSlotBase + k
+constexpr uint32_t kNicVectors = kVectorSlotBase + kMaxSlots;
+
+}  // namespace ulnic::abi
