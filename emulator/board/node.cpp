@@ -109,6 +109,27 @@ Result<abi::StatusBlock> wait_for_boot(const NodePaths& p, pid_t pid, uint64_t f
               logs_tail(p));
 }
 
+std::string daemon_pid_file(const NodePaths& p) { return p.dir + "/ulnicd.pid"; }
+
+// ulnicd runs as long as the board; it is started once the firmware runs.
+Result<void> start_daemon(const std::string& cluster, uint32_t node) {
+  NodePaths p = node_paths(cluster, node);
+  auto pid = spawn_daemon({tool_path("ulnicd"), "--cluster", cluster, "--node", std::to_string(node)},
+                          p.dir + "/ulnicd.log");
+  if (!pid) return fail("cannot start ulnicd: " + pid.error().message);
+  for (auto deadline = Clock::now() + 15s; Clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
+    if (fs::exists(daemon_pid_file(p))) return {};
+    if (!process_alive(*pid)) break;
+  }
+  terminate_process(*pid, 1s);
+  return fail("ulnicd did not come up:\n" + tail_file(p.dir + "/ulnicd.log", 10));
+}
+
+void stop_daemon(const NodePaths& p) {
+  pid_t pid = read_pid(daemon_pid_file(p));
+  if (pid && process_cmdline(pid).find("ulnicd") != std::string::npos) terminate_process(pid, 3s);
+}
+
 }  // namespace
 
 pid_t live_qemu(const NodePaths& p) {
@@ -183,6 +204,7 @@ Result<StartResult> start_node(const StartOptions& o) {
   if (auto r = make_dirs(p.dir); !r) return std::unexpected(r.error());
 
   auto cleanup_on_error = [&](Error e) -> Result<StartResult> {
+    stop_daemon(p);
     if (pid_t pid = live_qemu(p)) terminate_process(pid, 2s);
     remove_tree(p.dir);
     return std::unexpected(std::move(e));
@@ -211,6 +233,10 @@ Result<StartResult> start_node(const StartOptions& o) {
   auto st = wait_for_boot(p, *pid, 1, o.boot_timeout);
   if (!st) return cleanup_on_error(Error{node_name(o.cluster, o.board.node) + ": " + st.error().message});
   res.status = *st;
+  if (o.daemon && st->state == uint32_t(abi::FwState::kRunning)) {
+    if (auto d = start_daemon(o.cluster, o.board.node); !d)
+      return cleanup_on_error(Error{node_name(o.cluster, o.board.node) + ": " + d.error().message});
+  }
   return res;
 }
 
@@ -307,6 +333,7 @@ Result<std::vector<std::string>> stop_node(const std::string& cluster, uint32_t 
   {
     auto lock = NodeLock::take(p);
     if (!lock) return std::unexpected(lock.error());
+    stop_daemon(p);
     if (pid_t pid = live_qemu(p)) {
       if (auto q = Qmp::connect(p.qmp, 2s)) (void)q->execute("quit");
       for (auto deadline = Clock::now() + 3s; Clock::now() < deadline && process_alive(pid);)

@@ -23,6 +23,7 @@ struct StartOptions {
   uint32_t boot_flags = 0;
   uint64_t fabric_size = 64ull << 20;
   bool fabric = true;                   // attach the cluster fabric device
+  bool daemon = true;                   // run ulnicd (needs the fabric)
   std::chrono::milliseconds boot_timeout{30'000};
 };
 

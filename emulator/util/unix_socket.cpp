@@ -1,5 +1,6 @@
 #include "util/unix_socket.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -58,6 +59,86 @@ Result<void> send_i64_with_fd(int sock, int64_t value, int fd) {
     std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
   }
   if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != ssize_t(sizeof value)) return fail_errno("sendmsg", errno);
+  return {};
+}
+
+namespace {
+
+bool wait_readable(int sock, int timeout_ms) {
+  pollfd p{sock, POLLIN, 0};
+  int r;
+  while ((r = ::poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
+  }
+  return r > 0;
+}
+
+// recvmsg of up to `len` bytes, collecting any SCM_RIGHTS fds.
+ssize_t recv_collect(int sock, void* data, size_t len, std::vector<UniqueFd>& fds) {
+  iovec iov{data, len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+Result<int64_t> recv_i64_with_fd(int sock, UniqueFd& fd, int timeout_ms) {
+  if (!wait_readable(sock, timeout_ms)) return fail("timed out");
+  int64_t value = 0;
+  std::vector<UniqueFd> fds;
+  ssize_t n = recv_collect(sock, &value, sizeof value, fds);
+  if (n == 0) return fail("closed");
+  if (n < 0) return fail_errno("recvmsg", errno);
+  if (n != sizeof value) return fail("short message");
+  fd = fds.empty() ? UniqueFd() : std::move(fds[0]);
+  return value;
+}
+
+Result<void> send_with_fds(int sock, const void* data, size_t len, const int* fds, size_t nfds) {
+  if (nfds > 8) return fail("too many fds");
+  iovec iov{const_cast<void*>(data), len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
+  if (nfds) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+  }
+  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != ssize_t(len)) return fail_errno("sendmsg", errno);
+  return {};
+}
+
+Result<void> recv_with_fds(int sock, void* data, size_t len, std::vector<UniqueFd>& fds, size_t max_fds,
+                           int timeout_ms) {
+  if (!wait_readable(sock, timeout_ms)) return fail("timed out");
+  std::vector<UniqueFd> got;
+  ssize_t n = recv_collect(sock, data, len, got);
+  if (n == 0) return fail("closed");
+  if (n < 0) return fail_errno("recvmsg", errno);
+  if (size_t(n) != len) return fail("short message (" + std::to_string(n) + " of " + std::to_string(len) + " bytes)");
+  if (got.size() > max_fds) return fail("unexpected fds");
+  fds = std::move(got);
   return {};
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/fd.h"
 #include "util/result.h"
@@ -15,5 +16,13 @@ Result<UniqueFd> connect_unix(const std::string& path);
 Result<UniqueFd> listen_unix(const std::string& path, int backlog = 16);
 // Sends one little-endian int64 and, if fd >= 0, the fd by SCM_RIGHTS.
 Result<void> send_i64_with_fd(int sock, int64_t value, int fd);
+// Receives one int64 and the fd that came with it (if any). Waits up to
+// timeout_ms (-1: forever). An orderly close is an error "closed".
+Result<int64_t> recv_i64_with_fd(int sock, UniqueFd& fd, int timeout_ms);
+// Sends `len` bytes with up to 8 fds attached.
+Result<void> send_with_fds(int sock, const void* data, size_t len, const int* fds, size_t nfds);
+// Receives exactly `len` bytes (one message) and up to `max_fds` fds.
+Result<void> recv_with_fds(int sock, void* data, size_t len, std::vector<UniqueFd>& fds, size_t max_fds,
+                           int timeout_ms);
 
 }  // namespace ulnic

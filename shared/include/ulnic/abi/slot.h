@@ -15,6 +15,7 @@
 #pragma once
 
 #include "ulnic/abi/ring.h"
+#include "ulnic/abi/sram.h"
 
 namespace ulnic::abi {
 

@@ -1,0 +1,408 @@
+#include "daemon/daemon.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fabric/fabric_server.h"
+#include "util/process.h"
+#include "util/mapping.h"
+#include "util/unix_socket.h"
+
+namespace ulnic::daemon {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string socket_path(const board::NodePaths& p) { return p.dir + "/ulnicd.sock"; }
+std::string pid_path(const board::NodePaths& p) { return p.dir + "/ulnicd.pid"; }
+std::string log_path(const board::NodePaths& p) { return p.dir + "/ulnicd.log"; }
+
+abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t cq_capacity) {
+  abi::SlotLayout l{};
+  l.sq_offset = abi::kSlotHeaderSize;
+  l.sq_capacity = sq_capacity;
+  uint64_t sq_end = l.sq_offset + sizeof(abi::RingControl) + uint64_t(sq_capacity) * sizeof(abi::SqEntry);
+  l.cq_offset = uint32_t((sq_end + 63) & ~63ull);
+  l.cq_capacity = cq_capacity;
+  uint64_t cq_end = l.cq_offset + sizeof(abi::RingControl) + uint64_t(cq_capacity) * sizeof(abi::CqEntry);
+  // The heap starts on a 64 KiB boundary: DMA buffers are page aligned, and
+  // keeping the rings on their own pages lets a process map them separately.
+  l.heap_offset = (cq_end + 0xffff) & ~0xffffull;
+  l.heap_size = slot_size > l.heap_offset ? slot_size - l.heap_offset : 0;
+  l.slot_size = slot_size;
+  return l;
+}
+
+void Daemon::log(const std::string& line) const {
+  char stamp[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&t));
+  std::fprintf(stderr, "%s ulnicd[%s/%u]: %s\n", stamp, opts_.cluster.c_str(), opts_.node, line.c_str());
+}
+
+Result<void> Daemon::init(const Options& opts) {
+  opts_ = opts;
+  paths_ = board::node_paths(opts.cluster, opts.node);
+  auto sram = board::SramFile::open(paths_.sram, true);
+  if (!sram) return std::unexpected(sram.error());
+  sram_.emplace(std::move(*sram));
+  abi::StatusBlock st = sram_->read_status();
+  if (st.state != uint32_t(abi::FwState::kRunning)) return fail("the firmware is not running");
+  boot_count_ = st.boot_count;
+  slot_size_ = st.slots[0].bar_size;
+  num_slots_ = st.num_slots;
+  vectors_ = st.fabric_vectors;
+  qemu_pid_ = board::read_pid(paths_.pid);
+  if (vectors_ < abi::kNicVectors)
+    return fail("the fabric device has " + std::to_string(vectors_) + " vectors; slots need " +
+                std::to_string(abi::kNicVectors));
+  auto* area = reinterpret_cast<abi::CtrlArea*>(sram_->at(abi::kCtrlOffset));
+  ctrl_.attach(&area->cmd_ring, area->cmds, abi::kCtrlCapacity);
+  rsp_.attach(&area->rsp_ring, area->rsps, abi::kCtrlCapacity);
+  if (auto r = connect_fabric(); !r) return r;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return fail_errno("pipe", errno);
+  wake_rd_.reset(p[0]);
+  wake_wr_.reset(p[1]);
+  auto l = listen_unix(socket_path(paths_));
+  if (!l) return std::unexpected(l.error());
+  listen_ = std::move(*l);
+  ::chmod(socket_path(paths_).c_str(), 0600);
+  // Prove the control path works before saying we are up.
+  abi::CtrlCommand ping{};
+  ping.opcode = abi::kCtrlPing;
+  if (auto r = ctrl_call(ping); !r) return fail("the firmware does not answer its control queue: " + r.error().message);
+  std::ofstream(pid_path(paths_)) << ::getpid() << "\n";
+  log("serving " + std::to_string(num_slots_) + " slots of " + std::to_string(slot_size_ >> 20) +
+      " MiB; fabric peer id " + std::to_string(peer_id_));
+  return {};
+}
+
+// The daemon is an ivshmem host peer: it receives the NIC's eventfds (so it
+// can hand a process the doorbell of its slot) and its own (one per slot,
+// rung by the NIC when that slot has completions for a waiting process).
+Result<void> Daemon::connect_fabric() {
+  std::string sock = fabric::Paths::host_socket(board::fabric_dir(opts_.cluster));
+  auto s = connect_unix(sock);
+  if (!s) return fail("cannot reach the fabric server: " + s.error().message);
+  fabric_ = std::move(*s);
+  UniqueFd fd;
+  auto version = recv_i64_with_fd(fabric_.get(), fd, 5000);
+  if (!version || *version != 0) return fail("fabric server: bad protocol version");
+  auto id = recv_i64_with_fd(fabric_.get(), fd, 5000);
+  if (!id) return fail("fabric server: no peer id");
+  peer_id_ = *id;
+  auto mem = recv_i64_with_fd(fabric_.get(), fd, 5000);
+  if (!mem || *mem != -1) return fail("fabric server: no shared memory");
+  fd.reset();  // the daemon has no business in the fabric memory
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (own_vectors_.size() < vectors_ && Clock::now() < deadline) {
+    auto who = recv_i64_with_fd(fabric_.get(), fd, 5000);
+    if (!who) return fail("fabric server: " + who.error().message);
+    if (*who == peer_id_ && fd) own_vectors_.push_back(std::move(fd));
+    else if (*who == int64_t(opts_.node) && fd) nic_vectors_.push_back(std::move(fd));
+  }
+  if (own_vectors_.size() < vectors_ || nic_vectors_.size() < abi::kNicVectors)
+    return fail("fabric server: got " + std::to_string(own_vectors_.size()) + " own and " +
+                std::to_string(nic_vectors_.size()) + " NIC vectors");
+  return {};
+}
+
+void Daemon::read_fabric_notices() {
+  UniqueFd fd;
+  auto who = recv_i64_with_fd(fabric_.get(), fd, 0);
+  if (!who) {
+    if (who.error().message == "closed") {
+      log("the fabric server went away");
+      fabric_.reset();
+    }
+    return;
+  }
+  if (*who != int64_t(opts_.node)) return;  // other peers: not ours to ring
+  if (!fd) {
+    log("our NIC left the fabric");
+    nic_vectors_.clear();
+  } else {
+    nic_vectors_.push_back(std::move(fd));
+  }
+}
+
+void Daemon::ring_nic(uint32_t vector) {
+  if (vector >= nic_vectors_.size()) return;
+  uint64_t one = 1;
+  ssize_t ignored = ::write(nic_vectors_[vector].get(), &one, sizeof one);
+  (void)ignored;
+}
+
+Result<abi::CtrlResponse> Daemon::ctrl_call(abi::CtrlCommand cmd) {
+  cmd.seq = ++ctrl_seq_;
+  abi::CtrlCommand* slot = ctrl_.reserve();
+  if (!slot) return fail("control queue full");
+  *slot = cmd;
+  ctrl_.push();
+  ctrl_.publish();
+  ring_nic(abi::kVectorControl);
+  auto deadline = Clock::now() + opts_.ctrl_timeout;
+  for (auto pause = std::chrono::microseconds(20); Clock::now() < deadline;) {
+    if (const abi::CtrlResponse* r = rsp_.peek()) {
+      abi::CtrlResponse copy = *r;
+      rsp_.pop();
+      rsp_.release();
+      if (copy.seq == cmd.seq) return copy;
+      continue;  // a late answer to a command we gave up on
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+  return fail("no answer within " + std::to_string(opts_.ctrl_timeout.count()) + " ms");
+}
+
+Result<void> Daemon::wipe(uint32_t slot) {
+  UniqueFd fd(::open(paths_.slot(slot).c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd) return fail_errno("open " + paths_.slot(slot), errno);
+  // Punching keeps the size (QEMU maps the whole file: a truncate would fault
+  // it) and returns the pages to tmpfs: the slot reads as zeros again.
+  if (::fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, off_t(slot_size_)) != 0) {
+    std::vector<char> zeros(1 << 20);
+    for (uint64_t off = 0; off < slot_size_; off += zeros.size())
+      if (::pwrite(fd.get(), zeros.data(), zeros.size(), off_t(off)) < 0) return fail_errno("wipe", errno);
+  }
+  return {};
+}
+
+Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply& reply) {
+  reply.status = abi::kAttachNoFreeSlot;
+  if (uid != ::getuid() && uid != 0) {
+    reply.status = abi::kAttachDenied;
+    return fail("uid " + std::to_string(uid) + " may not use this node");
+  }
+  uint32_t k = 0;
+  while (k < num_slots_ && slots_[k].use != SlotUse::kFree) ++k;
+  if (k == num_slots_)
+    return fail("no free slot: all " + std::to_string(num_slots_) + " slots of node " + std::to_string(opts_.node) +
+                " are in use");
+  if (auto r = wipe(k); !r) {
+    reply.status = abi::kAttachNicDown;
+    return std::unexpected(r.error());
+  }
+  auto slot_map = Mapping::map_file(paths_.slot(k), abi::kSlotHeaderSize, true);
+  if (!slot_map) return std::unexpected(slot_map.error());
+  abi::SlotLayout layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity);
+  auto* h = reinterpret_cast<abi::SlotHeader*>(slot_map->data());
+  h->magic = abi::kSlotMagic;
+  h->abi_version = ULNIC_ABI_VERSION;
+  h->slot_index = k;
+  h->node_id = opts_.node;
+  h->generation = ++generation_;
+  h->layout = layout;
+  abi::CtrlCommand cmd{};
+  cmd.opcode = abi::kCtrlAttachSlot;
+  cmd.slot = k;
+  cmd.host_peer = uint32_t(peer_id_);
+  cmd.host_vector = k;
+  cmd.generation = generation_;
+  cmd.layout = layout;
+  auto r = ctrl_call(cmd);
+  if (!r || r->status != abi::kCtrlOk) {
+    reply.status = abi::kAttachNicDown;
+    return fail(r ? "the firmware refused the slot (status " + std::to_string(r->status) + ")"
+                  : "the firmware did not answer: " + r.error().message);
+  }
+  UniqueFd slot_fd(::open(paths_.slot(k).c_str(), O_RDWR | O_CLOEXEC));
+  if (!slot_fd) return fail_errno("open slot", errno);
+  reply.status = abi::kAttachOk;
+  reply.slot = k;
+  reply.generation = generation_;
+  reply.slot_size = slot_size_;
+  std::snprintf(reply.message, sizeof reply.message, "slot %u of node %u", k, opts_.node);
+  int fds[3] = {slot_fd.get(), nic_vectors_[abi::kVectorSlotBase + k].get(), own_vectors_[k].get()};
+  if (auto s = send_with_fds(conn, &reply, sizeof reply, fds, 3); !s) {
+    abi::CtrlCommand d{};
+    d.opcode = abi::kCtrlDetachSlot;
+    d.slot = k;
+    (void)ctrl_call(d);
+    return fail("client vanished during attach: " + s.error().message);
+  }
+  slots_[k].use = SlotUse::kAttached;
+  slots_[k].pid = pid;
+  slots_[k].generation = generation_;
+  return k;
+}
+
+void Daemon::accept_client() {
+  UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!conn) return;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  ::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len);
+  abi::AttachRequest req{};
+  std::vector<UniqueFd> junk_fds;
+  abi::AttachReply reply{};
+  reply.magic = abi::kAttachMagic;
+  reply.node_id = opts_.node;
+  // A client gets a short while to say what it wants; silence, garbage or a
+  // hang-up mid-request costs it the connection, never the daemon.
+  auto got = recv_with_fds(conn.get(), &req, sizeof req, junk_fds, 0, 1000);
+  if (!got || req.magic != abi::kAttachMagic) {
+    reply.status = abi::kAttachBadRequest;
+    std::snprintf(reply.message, sizeof reply.message, "bad attach request");
+    (void)send_with_fds(conn.get(), &reply, sizeof reply, nullptr, 0);
+    log("pid " + std::to_string(cred.pid) + ": bad attach request" + (got ? "" : ": " + got.error().message));
+    return;
+  }
+  if (req.abi_version != ULNIC_ABI_VERSION) {
+    reply.status = abi::kAttachBadVersion;
+    std::snprintf(reply.message, sizeof reply.message, "library ABI %u, NIC ABI %u", req.abi_version,
+                  ULNIC_ABI_VERSION);
+    (void)send_with_fds(conn.get(), &reply, sizeof reply, nullptr, 0);
+    return;
+  }
+  auto k = attach(conn.get(), cred.pid, cred.uid, reply);
+  if (!k) {
+    std::snprintf(reply.message, sizeof reply.message, "%s", k.error().message.c_str());
+    (void)send_with_fds(conn.get(), &reply, sizeof reply, nullptr, 0);
+    log("pid " + std::to_string(cred.pid) + ": " + k.error().message);
+    return;
+  }
+  slots_[*k].conn = std::move(conn);
+  log("pid " + std::to_string(cred.pid) + " attached to slot " + std::to_string(*k));
+}
+
+void Daemon::detach(uint32_t k) {
+  SlotRec& s = slots_[k];
+  abi::CtrlCommand cmd{};
+  cmd.opcode = abi::kCtrlDetachSlot;
+  cmd.slot = k;
+  auto r = ctrl_call(cmd);
+  log("slot " + std::to_string(k) + " (pid " + std::to_string(s.pid) + ") detached" +
+      (r ? ", " + std::to_string(r->value) + " descriptors flushed" : ": firmware did not answer"));
+  s.conn.reset();
+  s.use = SlotUse::kDraining;
+}
+
+// Any process other than QEMU that still maps or holds the slot file.
+bool Daemon::slot_in_use_elsewhere(uint32_t k) const {
+  struct stat want {};
+  if (::stat(paths_.slot(k).c_str(), &want) != 0) return false;
+  std::string path = paths_.slot(k);
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(proc)) {
+    if (found) break;
+    char* end;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0 || pid == qemu_pid_ || pid == ::getpid()) continue;
+    std::ifstream maps("/proc/" + std::string(e->d_name) + "/maps");
+    for (std::string line; !found && std::getline(maps, line);)
+      if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0) found = true;
+    std::error_code ec;
+    for (const auto& fd : fs::directory_iterator("/proc/" + std::string(e->d_name) + "/fd", ec)) {
+      struct stat st {};
+      if (::stat(fd.path().c_str(), &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino) {
+        found = true;
+        break;
+      }
+    }
+  }
+  ::closedir(proc);
+  return found;
+}
+
+void Daemon::reclaim_drained() {
+  for (uint32_t k = 0; k < num_slots_; ++k) {
+    SlotRec& s = slots_[k];
+    if (s.use != SlotUse::kDraining || slot_in_use_elsewhere(k)) continue;
+    if (auto r = wipe(k); !r) {
+      log("slot " + std::to_string(k) + ": " + r.error().message);
+      continue;
+    }
+    s = SlotRec{};
+    log("slot " + std::to_string(k) + " wiped and free");
+  }
+}
+
+void Daemon::follow_reboots() {
+  abi::StatusBlock st = sram_->read_status();
+  if (st.boot_count == boot_count_ || st.state != uint32_t(abi::FwState::kRunning)) return;
+  boot_count_ = st.boot_count;
+  // A new firmware image started a new control conversation and forgot the
+  // slots: reattach every live one (their registrations are gone).
+  auto* area = reinterpret_cast<abi::CtrlArea*>(sram_->at(abi::kCtrlOffset));
+  ctrl_.attach(&area->cmd_ring, area->cmds, abi::kCtrlCapacity);
+  rsp_.attach(&area->rsp_ring, area->rsps, abi::kCtrlCapacity);
+  log("firmware rebooted (boot #" + std::to_string(boot_count_) + "): reattaching slots");
+  for (uint32_t k = 0; k < num_slots_; ++k) {
+    if (slots_[k].use != SlotUse::kAttached) continue;
+    abi::CtrlCommand cmd{};
+    cmd.opcode = abi::kCtrlAttachSlot;
+    cmd.slot = k;
+    cmd.host_peer = uint32_t(peer_id_);
+    cmd.host_vector = k;
+    cmd.generation = slots_[k].generation;
+    cmd.layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity);
+    (void)ctrl_call(cmd);
+  }
+}
+
+void Daemon::wake() {
+  char c = 1;
+  ssize_t ignored = ::write(wake_wr_.get(), &c, 1);
+  (void)ignored;
+}
+
+Result<void> Daemon::run(volatile const bool* stop) {
+  while (!*stop) {
+    std::vector<pollfd> fds = {{listen_.get(), POLLIN, 0}, {wake_rd_.get(), POLLIN, 0}};
+    if (fabric_) fds.push_back({fabric_.get(), POLLIN, 0});
+    std::vector<uint32_t> owners;
+    for (uint32_t k = 0; k < num_slots_; ++k)
+      if (slots_[k].use == SlotUse::kAttached) {
+        fds.push_back({slots_[k].conn.get(), POLLIN, 0});
+        owners.push_back(k);
+      }
+    bool draining = false;
+    for (const auto& s : slots_) draining |= s.use == SlotUse::kDraining;
+    // Wake up now and then to follow firmware reboots and, while a slot
+    // drains, to see whether its last holder is gone.
+    int n = ::poll(fds.data(), fds.size(), draining ? 100 : 500);
+    if (n < 0 && errno != EINTR) return fail_errno("poll", errno);
+    if (n > 0) {
+      if (fds[0].revents) accept_client();
+      if (fds[1].revents) {
+        char drain[64];
+        while (::read(wake_rd_.get(), drain, sizeof drain) > 0) {
+        }
+      }
+      size_t first_owner = fabric_ ? 3 : 2;
+      if (fabric_ && fds[2].revents) read_fabric_notices();
+      for (size_t i = 0; i < owners.size(); ++i) {
+        if (!fds[first_owner + i].revents) continue;
+        // Owners never talk after attaching: readable means gone (or junk,
+        // which is treated the same way: the slot is detached).
+        char junk[64];
+        ssize_t r = ::recv(fds[first_owner + i].fd, junk, sizeof junk, MSG_DONTWAIT);
+        if (r <= 0 || (fds[first_owner + i].revents & (POLLHUP | POLLERR))) detach(owners[i]);
+      }
+    }
+    follow_reboots();
+    if (draining) reclaim_drained();
+  }
+  for (uint32_t k = 0; k < num_slots_; ++k)
+    if (slots_[k].use == SlotUse::kAttached) detach(k);
+  ::unlink(socket_path(paths_).c_str());
+  ::unlink(pid_path(paths_).c_str());
+  return {};
+}
+
+}  // namespace ulnic::daemon

@@ -1,0 +1,89 @@
+// ulnicd, the node daemon (DESIGN §5): the kernel-driver analog. It attaches
+// host processes to slots over a UNIX socket, drives the firmware through the
+// control queue in SRAM (the only writer of it), hands each process the fds
+// of its slot and doorbells, and reclaims a slot when its process is gone.
+// It is trusted; host programs are not.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "board/runtime.h"
+#include "board/node.h"
+#include "board/sram.h"
+#include "ulnic/abi/attach.h"
+#include "ulnic/abi/ctrl.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace ulnic::daemon {
+
+struct Options {
+  std::string cluster = "default";
+  uint32_t node = 0;
+  uint32_t sq_capacity = 256;
+  uint32_t cq_capacity = 512;
+  std::chrono::milliseconds ctrl_timeout{5000};
+};
+
+std::string socket_path(const board::NodePaths& p);
+std::string pid_path(const board::NodePaths& p);
+std::string log_path(const board::NodePaths& p);
+
+// The slot layout the daemon gives every process (liburing style: offsets).
+abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t cq_capacity);
+
+class Daemon {
+ public:
+  Result<void> init(const Options& opts);
+  // Serves until *stop is true and wake() was called (signal handler).
+  Result<void> run(volatile const bool* stop);
+  void wake();
+
+ private:
+  enum class SlotUse { kFree, kAttached, kDraining };
+  struct SlotRec {
+    SlotUse use = SlotUse::kFree;
+    UniqueFd conn;        // the owner's connection; closes when it dies
+    pid_t pid = 0;
+    uint64_t generation = 0;
+  };
+
+  Result<void> connect_fabric();
+  void read_fabric_notices();
+  Result<abi::CtrlResponse> ctrl_call(abi::CtrlCommand cmd);
+  void ring_nic(uint32_t vector);
+  void accept_client();
+  Result<uint32_t> attach(int conn, pid_t pid, uid_t uid, abi::AttachReply& reply);
+  void detach(uint32_t slot);
+  void reclaim_drained();
+  bool slot_in_use_elsewhere(uint32_t slot) const;
+  Result<void> wipe(uint32_t slot);
+  void follow_reboots();
+  void log(const std::string& line) const;
+
+  Options opts_;
+  board::NodePaths paths_;
+  std::optional<board::SramFile> sram_;
+  abi::RingProducer<abi::CtrlCommand> ctrl_;
+  abi::RingConsumer<abi::CtrlResponse> rsp_;
+  uint64_t ctrl_seq_ = 0;
+  uint64_t boot_count_ = 0;
+  uint64_t slot_size_ = 0;
+  uint32_t num_slots_ = 0;
+  uint32_t vectors_ = 0;
+  pid_t qemu_pid_ = 0;
+  UniqueFd listen_, fabric_, wake_rd_, wake_wr_;
+  int64_t peer_id_ = -1;
+  std::vector<UniqueFd> nic_vectors_;  // write 1 to ring NIC vector v
+  std::vector<UniqueFd> own_vectors_;  // slot k's completion eventfd (vector k)
+  std::array<SlotRec, abi::kMaxSlots> slots_{};
+  uint64_t generation_ = 0;
+};
+
+}  // namespace ulnic::daemon

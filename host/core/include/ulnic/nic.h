@@ -1,0 +1,131 @@
+// libulnic core: a process's handle on its NIC (DESIGN §4, §9).
+//
+//   auto nic = ulnic::Nic::open();            // attach: get a slot from ulnicd
+//   void* buf = nic->alloc(1 << 20);          // DMA-able memory from the slot
+//   auto mr = nic->register_memory(buf, 1 << 20, abi::kAccessLocal);
+//   abi::SqEntry* e = nic->next_sqe(); ...;   // fill descriptors
+//   nic->submit();                            // publish + doorbell if asleep
+//   auto cqe = nic->wait();                   // spin briefly, then block
+//
+// Everything a process shares with its NIC lives in its slot: the rings and
+// the heap. Memory outside the slot can be registered too: its pages are
+// moved into the slot (copied, then the slot's pages are mapped over the
+// same virtual range), see register_memory().
+//
+// A Nic is not thread-safe: one thread posts and reaps (as with a VI or an
+// io_uring); use one Nic per thread if needed.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ulnic/abi/slot.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace ulnic {
+
+namespace abi = ::ulnic::abi;
+
+struct NicOptions {
+  std::string cluster;   // "" = $ULNIC_CLUSTER or "default"
+  int node = -1;         // -1 = $ULNIC_NODE or 0
+  std::string socket;    // explicit daemon socket; overrides cluster/node
+};
+
+struct MemRegion {
+  void* addr = nullptr;       // what the caller registered
+  size_t length = 0;
+  uint32_t key = 0;           // memory key for descriptors
+  uint32_t access = 0;        // abi::MemAccess
+  uint64_t slot_offset = 0;   // where the bytes live in the slot
+  bool moved = false;         // pages were moved into the slot
+  uintptr_t moved_start = 0;  // page-aligned range that was moved
+  size_t moved_length = 0;
+};
+
+class Nic {
+ public:
+  static Result<std::unique_ptr<Nic>> open(const NicOptions& opts = {});
+  ~Nic();
+  Nic(const Nic&) = delete;
+  Nic& operator=(const Nic&) = delete;
+
+  uint32_t slot() const { return slot_; }
+  uint32_t node() const { return node_; }
+  const abi::SlotLayout& layout() const { return layout_; }
+  // The slot's state as the firmware reports it (kActive while all is well).
+  abi::SlotState state() const;
+  abi::SlotFault fault() const;
+
+  // ---- memory
+  // Allocates from the slot heap (DMA-able; `align` a power of two). nullptr
+  // when the heap is exhausted.
+  void* alloc(size_t bytes, size_t align = 64);
+  void free(void* p);
+  bool in_slot(const void* p, size_t len) const;
+  // Registers [addr, addr+length) with the NIC and returns its key. Memory in
+  // the slot heap registers in place. Memory elsewhere (heap, stack, globals:
+  // private anonymous pages) is moved into the slot first: its pages are
+  // copied into slot pages that are then mapped MAP_FIXED over the same
+  // virtual range, so the caller's pointers stay valid. Cost: one copy of the
+  // touched pages plus an mmap; limits: whole pages move (neighbours on
+  // them too), file-backed mappings are refused by the kernel's semantics
+  // (they would lose their file), and the slot heap must have room.
+  Result<MemRegion> register_memory(void* addr, size_t length, uint32_t access);
+  // Drops the registration; moved pages are moved back to private memory.
+  Result<void> deregister(MemRegion& region);
+
+  // ---- descriptors
+  // The next free send-queue entry (zeroed), or nullptr if the SQ is full or
+  // as many descriptors are in flight as the CQ can hold.
+  abi::SqEntry* next_sqe();
+  // Publishes the entries taken since the last submit and rings the NIC's
+  // doorbell if it stopped polling this slot. Returns how many were published.
+  uint32_t submit();
+  // A completion, if one is ready.
+  bool poll(abi::CqEntry& out);
+  // Waits for a completion: spins for `spin`, then blocks on the slot's
+  // completion eventfd. Fails on timeout or if the slot was cut off.
+  Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
+                            std::chrono::microseconds spin = std::chrono::microseconds(20));
+  uint32_t in_flight() const { return posted_ - reaped_; }
+
+  // ---- synchronous helpers (post one descriptor, wait for its completion)
+  Result<abi::CqEntry> run(const abi::SqEntry& e, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+
+  // For tests and tools: the raw slot mapping.
+  uint8_t* slot_base() const { return base_; }
+  size_t slot_size() const { return size_; }
+
+ private:
+  Nic() = default;
+  Result<void> attach(const std::string& socket);
+  uint64_t heap_alloc(size_t bytes, size_t align);  // slot offset, 0 on failure
+  void heap_free(uint64_t offset);
+  abi::SlotHeader& header() const { return *reinterpret_cast<abi::SlotHeader*>(base_); }
+
+  UniqueFd conn_, slot_fd_, doorbell_fd_, completion_fd_;
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  uint32_t slot_ = 0, node_ = 0;
+  abi::SlotLayout layout_{};
+  abi::RingProducer<abi::SqEntry> sq_;
+  abi::RingConsumer<abi::CqEntry> cq_;
+  uint32_t taken_ = 0;     // SQEs taken since the last submit
+  uint32_t posted_ = 0, reaped_ = 0;
+  std::map<uint64_t, uint64_t> free_;        // heap: offset -> size
+  std::map<uint64_t, uint64_t> allocated_;   // heap: offset -> size
+  std::vector<MemRegion> moved_;             // ranges moved into the slot
+};
+
+// The daemon socket for (cluster, node) under the runtime directory
+// ($ULNIC_RUNTIME_DIR or /dev/shm/ulnic-$USER), as emulator/board/runtime.h lays it out.
+std::string daemon_socket_path(const std::string& cluster, uint32_t node);
+
+}  // namespace ulnic

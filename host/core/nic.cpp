@@ -1,0 +1,243 @@
+// Cold path: attach, slot mapping, heap, registration. The hot path
+// (descriptors and completions) is in queue.cpp.
+#include <pwd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ulnic/abi/attach.h"
+#include "ulnic/nic.h"
+#include "util/unix_socket.h"
+
+namespace ulnic {
+
+namespace {
+constexpr size_t kPage = 4096;
+
+// Gives [start, start+len) private anonymous pages with the same contents.
+// The copy goes through a separate mapping that mremap then moves into place
+// in one step: a temporary on the malloc heap could itself lie in the range.
+bool move_to_private(uintptr_t start, size_t len) {
+  void* tmp = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (tmp == MAP_FAILED) return false;
+  std::memcpy(tmp, reinterpret_cast<void*>(start), len);
+  if (::mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) == MAP_FAILED) {
+    ::munmap(tmp, len);
+    return false;
+  }
+  return true;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+}  // namespace
+
+std::string daemon_socket_path(const std::string& cluster, uint32_t node) {
+  std::string base = env_or("ULNIC_RUNTIME_DIR", "");
+  if (base.empty()) {
+    const passwd* pw = ::getpwuid(::getuid());
+    base = std::string("/dev/shm/ulnic-") + (pw ? pw->pw_name : std::to_string(::getuid()));
+  }
+  return base + "/" + cluster + "/node" + std::to_string(node) + "/ulnicd.sock";
+}
+
+Result<std::unique_ptr<Nic>> Nic::open(const NicOptions& o) {
+  std::string socket = o.socket;
+  if (socket.empty()) {
+    std::string cluster = o.cluster.empty() ? env_or("ULNIC_CLUSTER", "default") : o.cluster;
+    int node = o.node >= 0 ? o.node : std::atoi(env_or("ULNIC_NODE", "0").c_str());
+    socket = daemon_socket_path(cluster, uint32_t(node));
+  }
+  std::unique_ptr<Nic> nic(new Nic());
+  if (auto r = nic->attach(socket); !r) return std::unexpected(r.error());
+  return nic;
+}
+
+Result<void> Nic::attach(const std::string& socket) {
+  auto c = connect_unix(socket);
+  if (!c) return fail("cannot reach the node daemon (is the node started? ulnic node start): " + c.error().message);
+  conn_ = std::move(*c);
+  abi::AttachRequest req{abi::kAttachMagic, ULNIC_ABI_VERSION, 0, 0};
+  if (auto r = send_with_fds(conn_.get(), &req, sizeof req, nullptr, 0); !r) return r;
+  abi::AttachReply reply{};
+  std::vector<UniqueFd> fds;
+  if (auto r = recv_with_fds(conn_.get(), &reply, sizeof reply, fds, 3, 30000); !r)
+    return fail("attach: " + r.error().message);
+  reply.message[sizeof reply.message - 1] = '\0';
+  if (reply.magic != abi::kAttachMagic) return fail("attach: not a ulnic daemon");
+  if (reply.status != abi::kAttachOk) return fail(std::string("attach refused: ") + reply.message);
+  if (fds.size() != 3) return fail("attach: daemon sent " + std::to_string(fds.size()) + " fds, expected 3");
+  slot_fd_ = std::move(fds[0]);
+  doorbell_fd_ = std::move(fds[1]);
+  completion_fd_ = std::move(fds[2]);
+  size_ = reply.slot_size;
+  void* m = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, slot_fd_.get(), 0);
+  if (m == MAP_FAILED) return fail_errno("map slot", errno);
+  base_ = static_cast<uint8_t*>(m);
+  const abi::SlotHeader& h = header();
+  if (h.magic != abi::kSlotMagic || h.abi_version != ULNIC_ABI_VERSION || h.generation != reply.generation)
+    return fail("attach: the slot header does not match the daemon's reply");
+  slot_ = reply.slot;
+  node_ = reply.node_id;
+  layout_ = h.layout;  // the daemon wrote it; we keep a private copy
+  if (layout_.slot_size != size_ || layout_.heap_offset + layout_.heap_size > size_)
+    return fail("attach: bad slot layout");
+  auto* sq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.sq_offset);
+  auto* cq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.cq_offset);
+  if (!sq_.attach(sq_ctl, reinterpret_cast<abi::SqEntry*>(sq_ctl + 1), layout_.sq_capacity) ||
+      !cq_.attach(cq_ctl, reinterpret_cast<abi::CqEntry*>(cq_ctl + 1), layout_.cq_capacity))
+    return fail("attach: bad ring capacities");
+  free_[layout_.heap_offset] = layout_.heap_size;
+  return {};
+}
+
+Nic::~Nic() {
+  // Give the caller its private pages back before the slot goes away.
+  for (MemRegion& r : moved_) move_to_private(r.moved_start, r.moved_length);
+  if (base_) ::munmap(base_, size_);
+  // Closing conn_ (member destructor) tells the daemon to detach the slot.
+}
+
+abi::SlotState Nic::state() const {
+  return abi::SlotState(__atomic_load_n(&header().nic.state, __ATOMIC_ACQUIRE));
+}
+abi::SlotFault Nic::fault() const {
+  return abi::SlotFault(__atomic_load_n(&header().nic.fault_code, __ATOMIC_ACQUIRE));
+}
+
+// ---- heap: first fit over the slot's heap, coalescing on free.
+
+uint64_t Nic::heap_alloc(size_t bytes, size_t align) {
+  if (bytes == 0 || align == 0 || (align & (align - 1))) return 0;
+  bytes = (bytes + 63) & ~size_t(63);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    uint64_t start = (it->first + align - 1) & ~uint64_t(align - 1);
+    uint64_t end = it->first + it->second;
+    if (start + bytes > end) continue;
+    uint64_t block = it->first;
+    free_.erase(it);
+    if (start > block) free_[block] = start - block;
+    if (start + bytes < end) free_[start + bytes] = end - (start + bytes);
+    allocated_[start] = bytes;
+    return start;
+  }
+  return 0;
+}
+
+void Nic::heap_free(uint64_t offset) {
+  auto a = allocated_.find(offset);
+  if (a == allocated_.end()) return;
+  uint64_t start = offset, size = a->second;
+  allocated_.erase(a);
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && start + size == next->first) {
+    size += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      prev->second += size;
+      return;
+    }
+  }
+  free_[start] = size;
+}
+
+void* Nic::alloc(size_t bytes, size_t align) {
+  uint64_t off = heap_alloc(bytes, align < 64 ? 64 : align);
+  return off ? base_ + off : nullptr;
+}
+
+void Nic::free(void* p) {
+  if (p && in_slot(p, 1)) heap_free(uint64_t(static_cast<uint8_t*>(p) - base_));
+}
+
+bool Nic::in_slot(const void* p, size_t len) const {
+  auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base_);
+  return a >= b && len <= size_ && a - b <= size_ - len;
+}
+
+// ---- registration
+
+Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t access) {
+  if (!addr || length == 0) return fail("register: empty region");
+  MemRegion r;
+  r.addr = addr;
+  r.length = length;
+  r.access = access;
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  if (in_slot(addr, length)) {
+    r.slot_offset = a - reinterpret_cast<uintptr_t>(base_);
+  } else {
+    uintptr_t start = a & ~(kPage - 1);
+    uintptr_t end = (a + length + kPage - 1) & ~(kPage - 1);
+    for (const MemRegion& m : moved_)
+      if (start < m.moved_start + m.moved_length && m.moved_start < end)
+        return fail("register: overlaps memory already moved into the slot by another registration");
+    size_t n = end - start;
+    uint64_t off = heap_alloc(n, kPage);
+    if (!off) return fail("register: the slot heap has no room for " + std::to_string(n) + " bytes");
+    std::memcpy(base_ + off, reinterpret_cast<void*>(start), n);
+    void* m = ::mmap(reinterpret_cast<void*>(start), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, slot_fd_.get(),
+                     off_t(off));
+    if (m == MAP_FAILED) {
+      heap_free(off);
+      return fail_errno("register: cannot map slot pages over the buffer", errno);
+    }
+    r.moved = true;
+    r.moved_start = start;
+    r.moved_length = n;
+    r.slot_offset = off + (a - start);
+  }
+  abi::SqEntry e{};
+  e.opcode = abi::kOpRegister;
+  e.src_addr = a;
+  e.length = uint32_t(length);
+  e.access = access;
+  e.reg_offset = r.slot_offset;
+  if (length > UINT32_MAX) return fail("register: at most 4 GiB per region");
+  auto c = run(e);
+  if (!c || c->status != abi::kCqOk) {
+    if (r.moved) {
+      MemRegion undo = r;
+      moved_.push_back(undo);
+      (void)deregister(undo);
+    }
+    return fail(c ? "register: the NIC refused (status " + std::to_string(c->status) + ")" : c.error().message);
+  }
+  r.key = c->result;
+  if (r.moved) moved_.push_back(r);
+  return r;
+}
+
+Result<void> Nic::deregister(MemRegion& r) {
+  Result<void> result;
+  if (r.key) {
+    abi::SqEntry e{};
+    e.opcode = abi::kOpDeregister;
+    e.src_key = r.key;
+    auto c = run(e);
+    if (!c || c->status != abi::kCqOk)
+      result = fail(c ? "deregister: unknown key" : c.error().message);
+    r.key = 0;
+  }
+  if (r.moved) {
+    if (!move_to_private(r.moved_start, r.moved_length) && result)
+      result = fail_errno("deregister: cannot move the pages back", errno);
+    heap_free(r.slot_offset - (reinterpret_cast<uintptr_t>(r.addr) - r.moved_start));
+    for (auto it = moved_.begin(); it != moved_.end(); ++it)
+      if (it->moved_start == r.moved_start) {
+        moved_.erase(it);
+        break;
+      }
+    r.moved = false;
+  }
+  return result;
+}
+
+}  // namespace ulnic

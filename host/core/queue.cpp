@@ -1,0 +1,97 @@
+// Hot path: descriptors out, completions in, waits that never miss a wake-up.
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "ulnic/nic.h"
+
+namespace ulnic {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Our store before their load (the dormancy and wait handshakes are
+// Dekker-style: each side writes its flag, then reads the other's).
+inline void full_barrier() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+}  // namespace
+
+abi::SqEntry* Nic::next_sqe() {
+  if (posted_ + taken_ - reaped_ >= layout_.cq_capacity) return nullptr;  // no CQ room for its completion
+  abi::SqEntry* e = sq_.reserve();
+  if (!e) return nullptr;
+  std::memset(e, 0, sizeof *e);
+  sq_.push();
+  ++taken_;
+  return e;
+}
+
+uint32_t Nic::submit() {
+  if (taken_ == 0) return 0;
+  sq_.publish();  // release: the NIC reads entries only after it sees the tail
+  posted_ += taken_;
+  uint32_t n = taken_;
+  taken_ = 0;
+  full_barrier();  // the tail before sq_dormant: pairs with the firmware's go_dormant()
+  if (__atomic_load_n(&header().nic.sq_dormant, __ATOMIC_RELAXED)) {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(doorbell_fd_.get(), &one, sizeof one);
+    (void)ignored;
+  }
+  return n;
+}
+
+bool Nic::poll(abi::CqEntry& out) {
+  const abi::CqEntry* c = cq_.peek();
+  if (!c) return false;
+  out = *c;
+  cq_.pop();
+  cq_.release();
+  ++reaped_;
+  return true;
+}
+
+Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+  abi::CqEntry out;
+  auto start = Clock::now();
+  while (Clock::now() - start < spin)
+    if (poll(out)) return out;
+  for (;;) {
+    // Announce that we are about to sleep, then look once more: the firmware
+    // rings only if it sees a wait_seq it has not answered.
+    uint64_t& seq = header().host.wait_seq;
+    __atomic_store_n(&seq, __atomic_load_n(&seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    full_barrier();
+    if (poll(out)) return out;
+    if (state() != abi::SlotState::kActive)
+      return fail("the NIC stopped serving this slot (state " + std::to_string(uint32_t(state())) + ", fault " +
+                  std::to_string(uint32_t(fault())) + ")");
+    int ms = -1;
+    if (timeout.count() >= 0) {
+      auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+      if (left.count() <= 0) return fail("timed out waiting for a completion");
+      ms = int(std::min<int64_t>(left.count(), 1000));
+    } else {
+      ms = 1000;  // re-check the slot state now and then
+    }
+    pollfd p{completion_fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, ms) > 0) {
+      uint64_t count;
+      ssize_t ignored = ::read(completion_fd_.get(), &count, sizeof count);
+      (void)ignored;
+    }
+    if (poll(out)) return out;
+  }
+}
+
+Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, std::chrono::milliseconds timeout) {
+  if (in_flight() != 0 || taken_ != 0) return fail("run: descriptors still in flight");
+  abi::SqEntry* s = next_sqe();
+  if (!s) return fail("run: send queue full");
+  *s = e;
+  submit();
+  return wait(timeout);
+}
+
+}  // namespace ulnic
