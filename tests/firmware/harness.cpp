@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "core/trap.h"
 #include "hal/clint.h"
 #include "hal/finisher.h"
 #include "hal/uart.h"
@@ -27,6 +28,14 @@ void fail_eq(const char* file, int line, const char* a, const char* b, uint64_t 
             file, line, a, b, a, va, va, b, vb, vb);
 }
 
+// A fault inside a test ends the run as a failure at once (the trap path
+// already logged cause and pc); parking would only make ctest time out.
+bool fault_ends_the_run(core::trap::Frame&) {
+  core::log("[  FAILED  ] the test crashed the NIC; stopping\n");
+  core::log("0 passed, 1 failed\n");
+  hal::finisher::exit(2);
+}
+
 void note(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -47,6 +56,7 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t, uint64_t) {
   for (const fwtest::TestCase* t = __ulnic_tests_start; t < __ulnic_tests_end; ++t) {
     core::log("[ RUN      ] %s\n", t->name);
     fwtest::g_failures_in_test = 0;
+    core::trap::set_fault_hook(fwtest::fault_ends_the_run);  // tests may install their own
     t->fn();
     if (fwtest::g_failures_in_test) ++failed;
     core::log("%s %s\n", fwtest::g_failures_in_test ? "[  FAILED  ]" : "[       OK ]", t->name);

@@ -1,0 +1,805 @@
+// slot_bench: what a slot costs, beside the host floors measured in the same run.
+//
+//   slot_bench [--json FILE] [--iters N] [--warmup N] [--wake-samples N] [--wake-sleep-ms MS]
+//              [--inflight K] [--bw-seconds S] [--no-counters]
+//
+// Attaches to the node ($ULNIC_CLUSTER / $ULNIC_NODE / $ULNIC_RUNTIME_DIR, as
+// every libulnic program does) and measures, in one run:
+//   1. floors: a two-process shared-memory ping-pong (fork; both sides spin
+//      on atomics in a MAP_SHARED anonymous page) and host memcpy bandwidth;
+//   2. busy-path post -> completion latency (kOpNop and kOpCopy 8 B .. 64 KiB),
+//      one descriptor at a time, spin-polling with Nic::poll so the slot never
+//      goes dormant;
+//   3. copy bandwidth through the NIC with several copies in flight;
+//   4. wake-up latency: the slot dormant and the NIC asleep in WFI, then one
+//      NOP, completion reaped by spin-polling and by a blocking Nic::wait().
+// Prints min/median/max tables and writes JSON. A program, not a test.
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ulnic/nic.h"
+
+namespace abi = ulnic::abi;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ------------------------------------------------------------------ helpers
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+inline double us_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+double seconds_since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "slot_bench: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+struct Stats {
+  double min = 0, median = 0, max = 0, mean = 0;
+  size_t n = 0;
+};
+
+Stats summarize(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.n = v.size();
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / double(v.size());
+  return s;
+}
+
+std::string size_name(uint64_t b) {
+  char buf[32];
+  if (b >= (1u << 20) && b % (1u << 20) == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 " MiB", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 " KiB", b >> 10);
+  else std::snprintf(buf, sizeof buf, "%" PRIu64 " B", b);
+  return buf;
+}
+
+// A tiny JSON writer: enough for nested objects, arrays, numbers and strings.
+class Json {
+ public:
+  Json& begin_object(const char* key = nullptr) { return open(key, '{'); }
+  Json& begin_array(const char* key = nullptr) { return open(key, '['); }
+  Json& end_object() { return close('}'); }
+  Json& end_array() { return close(']'); }
+  Json& num(const char* key, double v) {
+    char buf[64];
+    if (v == double(int64_t(v)) && v < 1e15 && v > -1e15) std::snprintf(buf, sizeof buf, "%" PRId64, int64_t(v));
+    else std::snprintf(buf, sizeof buf, "%.6g", v);
+    return raw(key, buf);
+  }
+  Json& str(const char* key, const std::string& v) {
+    std::string q = "\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') q += '\\', q += c;
+      else if (uint8_t(c) < 0x20) q += ' ';
+      else q += c;
+    }
+    return raw(key, q + "\"");
+  }
+  Json& boolean(const char* key, bool v) { return raw(key, v ? "true" : "false"); }
+  Json& stats(const char* key, const Stats& s) {
+    begin_object(key);
+    num("min", s.min).num("median", s.median).num("max", s.max).num("mean", s.mean).num("n", double(s.n));
+    return end_object();
+  }
+  const std::string& text() const { return out_; }
+
+ private:
+  Json& open(const char* key, char c) {
+    prefix(key);
+    out_ += c;
+    first_.push_back(true);
+    return *this;
+  }
+  Json& close(char c) {
+    bool empty = first_.back();
+    first_.pop_back();
+    if (!empty) out_ += "\n" + std::string(2 * first_.size(), ' ');
+    out_ += c;
+    return *this;
+  }
+  Json& raw(const char* key, const std::string& v) {
+    prefix(key);
+    out_ += v;
+    return *this;
+  }
+  void prefix(const char* key) {
+    if (!first_.empty()) {
+      if (!first_.back()) out_ += ",";
+      first_.back() = false;
+      out_ += "\n" + std::string(2 * first_.size(), ' ');
+    }
+    if (key) out_ += "\"" + std::string(key) + "\": ";
+  }
+  std::string out_;
+  std::vector<bool> first_;
+};
+
+// ------------------------------------------------------------ machine facts
+
+struct Machine {
+  long nproc = 0;
+  int affinity = 0;
+  std::string cpu_model, kernel, hypervisor;
+  Stats clock_ns;  // cost of one steady_clock::now()
+};
+
+Machine machine_facts() {
+  Machine m;
+  m.nproc = ::sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) m.affinity = CPU_COUNT(&set);
+  std::ifstream ci("/proc/cpuinfo");
+  for (std::string line; std::getline(ci, line);) {
+    if (m.cpu_model.empty() && line.rfind("model name", 0) == 0) m.cpu_model = line.substr(line.find(':') + 2);
+    if (line.rfind("flags", 0) == 0) {
+      m.hypervisor = line.find(" hypervisor") != std::string::npos ? "yes" : "no";
+      break;
+    }
+  }
+  utsname u{};
+  if (::uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  std::vector<double> d;
+  for (int i = 0; i < 20000; ++i) {
+    auto a = Clock::now();
+    auto b = Clock::now();
+    d.push_back(std::chrono::duration<double, std::nano>(b - a).count());
+  }
+  m.clock_ns = summarize(d);
+  return m;
+}
+
+// ------------------------------------------------------------------ floors
+
+struct PingPong {
+  Stats rtt_us, oneway_us;
+};
+
+// Parent and child each own one cache line of a MAP_SHARED anonymous page;
+// the parent stores a sequence number, the child echoes it back.
+PingPong pingpong_floor(int warmup, int iters) {
+  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) die(std::string("mmap shared page: ") + std::strerror(errno));
+  auto* ping = reinterpret_cast<std::atomic<uint64_t>*>(page);
+  auto* pong = reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(page) + 64);
+  ping->store(0);
+  pong->store(0);
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) die(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(0);
+    uint64_t last = 0;
+    for (;;) {
+      uint64_t v;
+      while ((v = ping->load(std::memory_order_acquire)) == last) cpu_relax();
+      if (v == ~uint64_t(0)) ::_exit(0);
+      pong->store(v, std::memory_order_release);
+      last = v;
+    }
+  }
+  std::vector<double> rtt;
+  rtt.reserve(size_t(iters));
+  bool stuck = false;
+  for (int i = 1; i <= warmup + iters && !stuck; ++i) {
+    auto t0 = Clock::now();
+    ping->store(uint64_t(i), std::memory_order_release);
+    uint32_t spins = 0;
+    while (pong->load(std::memory_order_acquire) != uint64_t(i)) {
+      cpu_relax();
+      if ((++spins & 0xfffff) == 0 && seconds_since(t0) > 5) stuck = true;
+      if (stuck) break;
+    }
+    auto t1 = Clock::now();
+    if (i > warmup) rtt.push_back(us_between(t0, t1));
+  }
+  ping->store(~uint64_t(0), std::memory_order_release);
+  int st = 0;
+  if (stuck) ::kill(child, SIGKILL);
+  ::waitpid(child, &st, 0);
+  ::munmap(page, 4096);
+  if (stuck) die("ping-pong floor: the child process stopped answering");
+  PingPong p;
+  p.rtt_us = summarize(rtt);
+  for (double& x : rtt) x /= 2;
+  p.oneway_us = summarize(rtt);
+  return p;
+}
+
+struct MemcpyFloor {
+  uint64_t size = 0;
+  Stats gbps;          // GB/s (1e9 bytes per second) per sample
+  Stats ns_per_copy;   // time of one memcpy
+};
+
+// Buffers in private anonymous memory; dst sits size + 4416 bytes after src
+// (not a power-of-two distance, so no 4K aliasing between the streams).
+MemcpyFloor memcpy_floor(uint64_t size, int samples) {
+  const uint64_t distance = size + 4096 + 320;
+  const uint64_t map_len = ((192 + distance + size + 4095) / 4096) * 4096;
+  void* m = ::mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) die(std::string("mmap memcpy buffers: ") + std::strerror(errno));
+  auto* src = static_cast<uint8_t*>(m) + 192;
+  uint8_t* dst = src + distance;
+  for (uint64_t i = 0; i < size; ++i) src[i] = uint8_t(i * 7 + 1);
+  std::memset(dst, 0, size);
+  const uint64_t reps = std::clamp<uint64_t>((2u << 20) / size, 1, 20000);
+  std::vector<double> gbps, ns;
+  for (int s = -3; s < samples; ++s) {  // three warm-up samples
+    auto t0 = Clock::now();
+    for (uint64_t r = 0; r < reps; ++r) {
+      std::memcpy(dst, src, size);
+      __asm__ volatile("" : : "r"(dst), "r"(src) : "memory");
+    }
+    auto t1 = Clock::now();
+    if (s < 0) continue;
+    double sec = std::chrono::duration<double>(t1 - t0).count();
+    gbps.push_back(double(size * reps) / sec / 1e9);
+    ns.push_back(sec * 1e9 / double(reps));
+  }
+  if (std::memcmp(src, dst, size) != 0) die("memcpy floor: copy wrong (?)");
+  ::munmap(m, map_len);
+  MemcpyFloor f;
+  f.size = size;
+  f.gbps = summarize(gbps);
+  f.ns_per_copy = summarize(ns);
+  return f;
+}
+
+// ---------------------------------------------------- NIC firmware counters
+
+// The firmware's counters as `ulnic node status --json` prints them (the CLI
+// sits next to this program). Empty when unavailable.
+std::map<std::string, uint64_t> nic_counters(bool enabled) {
+  std::map<std::string, uint64_t> out;
+  if (!enabled) return out;
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return out;
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));
+  const char* cl = std::getenv("ULNIC_CLUSTER");
+  const char* nd = std::getenv("ULNIC_NODE");
+  std::string cmd = "'" + dir + "/ulnic' node status -c '" + (cl && *cl ? cl : "default") + "' -n " +
+                    std::to_string(nd && *nd ? std::atoi(nd) : 0) + " --json 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::string text;
+  char buf[4096];
+  for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
+  ::pclose(p);
+  size_t at = text.find("\"counters\"");
+  if (at == std::string::npos) return out;
+  size_t end = text.find('}', at);
+  for (size_t q = text.find('"', at + 10); q < end; q = text.find('"', q)) {
+    size_t q2 = text.find('"', q + 1);
+    if (q2 == std::string::npos || q2 > end) break;
+    std::string key = text.substr(q + 1, q2 - q - 1);
+    size_t colon = text.find(':', q2);
+    out[key] = std::strtoull(text.c_str() + colon + 1, nullptr, 10);
+    q = text.find_first_of(",}", colon);
+    if (q == std::string::npos || q >= end) break;
+  }
+  return out;
+}
+
+std::map<std::string, uint64_t> counter_delta(const std::map<std::string, uint64_t>& a,
+                                              const std::map<std::string, uint64_t>& b) {
+  std::map<std::string, uint64_t> d;
+  for (auto& [k, v] : b)
+    if (a.count(k)) d[k] = v - a.at(k);
+  return d;
+}
+
+// ----------------------------------------------------------------- the NIC
+
+struct Bench {
+  ulnic::Nic& nic;
+  uint8_t* src = nullptr;     // registered source buffer (slot heap)
+  uint8_t* dst = nullptr;     // registered destination area: `inflight` regions
+  uint64_t dst_stride = 0;
+  uint32_t src_key = 0, dst_key = 0;
+
+  uint32_t sq_dormant() const {
+    auto* h = reinterpret_cast<abi::SlotHeader*>(nic.slot_base());
+    return __atomic_load_n(&h->nic.sq_dormant, __ATOMIC_ACQUIRE);
+  }
+
+  void fill(abi::SqEntry* e, uint32_t len, uint32_t region, uint64_t user) const {
+    e->user_data = user;
+    if (len == 0) {
+      e->opcode = abi::kOpNop;
+      return;
+    }
+    e->opcode = abi::kOpCopy;
+    e->length = len;
+    e->src_slot = nic.slot();
+    e->dst_slot = uint16_t(nic.slot());
+    e->src_key = src_key;
+    e->dst_key = dst_key;
+    e->src_addr = reinterpret_cast<uint64_t>(src);
+    e->dst_addr = reinterpret_cast<uint64_t>(dst + dst_stride * region);
+  }
+
+  void post(uint32_t len, uint32_t region, uint64_t user) {
+    abi::SqEntry* e = nic.next_sqe();
+    if (!e) die("send queue unexpectedly full");
+    fill(e, len, region, user);
+    nic.submit();
+  }
+
+  abi::CqEntry spin(const char* what) {
+    abi::CqEntry c;
+    uint32_t k = 0;
+    auto start = Clock::now();
+    while (!nic.poll(c)) {
+      cpu_relax();
+      if ((++k & 0xffff) == 0 && seconds_since(start) > 10)
+        die(std::string(what) + ": no completion after 10 s (slot state " + std::to_string(uint32_t(nic.state())) +
+            ", fault " + std::to_string(uint32_t(nic.fault())) + ")");
+    }
+    return c;
+  }
+
+  void check(const abi::CqEntry& c, uint32_t len, const char* what) const {
+    if (c.status != abi::kCqOk || (len && c.result != len))
+      die(std::string(what) + ": completion status " + std::to_string(c.status) + ", result " +
+          std::to_string(c.result) + " (expected " + std::to_string(len) + ")");
+  }
+
+  // One copy of `len` bytes into region 0, every byte checked.
+  void verify(uint32_t len) {
+    for (uint32_t i = 0; i < len; ++i) src[i] = uint8_t(i * 131 + len);
+    std::memset(dst, 0, len + 64);
+    post(len, 0, 0xfeed);
+    abi::CqEntry c = spin("verify");
+    check(c, len, "verify");
+    if (std::memcmp(src, dst, len) != 0 || dst[len] != 0)
+      die("copy of " + std::to_string(len) + " bytes through the NIC produced wrong data");
+  }
+};
+
+struct Latency {
+  std::string op;
+  uint32_t size = 0;
+  Stats us;
+  uint64_t dormant_hits = 0;  // samples posted while the slot was dormant
+  double ratio = 0;           // median / floor RTT median
+};
+
+Latency busy_latency(Bench& b, uint32_t len, int warmup, int iters, double budget_s) {
+  Latency l;
+  l.op = len ? "copy" : "nop";
+  l.size = len;
+  if (len) b.verify(len);
+  std::vector<double> v;
+  v.reserve(size_t(iters));
+  auto start = Clock::now();
+  for (int i = 0; i < warmup + iters; ++i) {
+    bool dormant = b.sq_dormant() != 0;
+    auto t0 = Clock::now();
+    b.post(len, 0, uint64_t(i));
+    abi::CqEntry c = b.spin("busy path");
+    auto t1 = Clock::now();
+    b.check(c, len, "busy path");
+    if (i < warmup) continue;
+    v.push_back(us_between(t0, t1));
+    if (dormant) ++l.dormant_hits;
+    if ((i & 63) == 0 && seconds_since(start) > budget_s) break;  // keep the run short on a slow NIC
+  }
+  l.us = summarize(v);
+  return l;
+}
+
+// Busy path, but each completion is reaped by a blocking wait (no spin): the
+// completion eventfd path with the NIC awake.
+Latency busy_wait_latency(Bench& b, int warmup, int iters, double budget_s) {
+  Latency l;
+  l.op = "nop, blocking wait";
+  std::vector<double> v;
+  auto start = Clock::now();
+  for (int i = 0; i < warmup + iters; ++i) {
+    bool dormant = b.sq_dormant() != 0;
+    auto t0 = Clock::now();
+    b.post(0, 0, uint64_t(i));
+    auto c = b.nic.wait(std::chrono::milliseconds(10000), std::chrono::microseconds(0));
+    auto t1 = Clock::now();
+    if (!c) die("busy path, blocking wait: " + c.error().message);
+    b.check(*c, 0, "busy path, blocking wait");
+    if (i < warmup) continue;
+    v.push_back(us_between(t0, t1));
+    if (dormant) ++l.dormant_hits;
+    if ((i & 63) == 0 && seconds_since(start) > budget_s) break;
+  }
+  l.us = summarize(v);
+  return l;
+}
+
+struct Bandwidth {
+  uint32_t size = 0;
+  uint32_t inflight = 0;
+  Stats gbps;            // per window
+  double overall_gbps = 0;
+  uint64_t copies = 0;
+  double memcpy_gbps = 0;  // floor median
+  double ratio = 0;        // NIC median / memcpy median
+};
+
+Bandwidth nic_bandwidth(Bench& b, uint32_t len, uint32_t inflight, double budget_s) {
+  Bandwidth r;
+  r.size = len;
+  r.inflight = inflight;
+  b.verify(len);
+  const uint64_t window = std::max<uint64_t>(2, (1u << 20) / len);  // completions per window (>= 1 MiB)
+  const uint64_t warm = std::max<uint64_t>(inflight, window / 2);
+  std::vector<double> gbps;
+  uint64_t done = 0, in_window = 0, measured = 0;
+  Clock::time_point win_start, meas_start, meas_end;
+  for (uint32_t i = 0; i < inflight; ++i) {
+    abi::SqEntry* e = b.nic.next_sqe();
+    if (!e) die("send queue too small for " + std::to_string(inflight) + " copies in flight");
+    b.fill(e, len, i, i);
+  }
+  b.nic.submit();
+  bool posting = true;
+  auto start = Clock::now();
+  while (b.nic.in_flight() > 0) {
+    abi::CqEntry c = b.spin("bandwidth");
+    auto now = Clock::now();
+    b.check(c, len, "bandwidth");
+    ++done;
+    if (done == warm) win_start = meas_start = now;
+    else if (done > warm && posting) {
+      ++measured;
+      if (++in_window == window) {
+        double sec = std::chrono::duration<double>(now - win_start).count();
+        gbps.push_back(double(window) * len / sec / 1e9);
+        win_start = now;
+        in_window = 0;
+        meas_end = now;
+        r.copies = measured;
+        double el = std::chrono::duration<double>(now - start).count();
+        if ((el > budget_s && gbps.size() >= 5) || gbps.size() >= 200 || el > 3 * budget_s) posting = false;
+      }
+    }
+    if (posting) b.post(len, uint32_t(c.user_data), c.user_data);
+  }
+  r.gbps = summarize(gbps);
+  double sec = std::chrono::duration<double>(meas_end - meas_start).count();
+  r.overall_gbps = sec > 0 ? double(r.copies) * len / sec / 1e9 : 0;
+  return r;
+}
+
+struct Wake {
+  std::string mode;
+  Stats us;
+  uint64_t not_dormant = 0;  // samples where the slot had not gone dormant in time
+  std::map<std::string, uint64_t> counters;
+};
+
+// mode 0: spin-poll; 1: Nic::wait() without spinning; 2: Nic::wait() with its default spin.
+Wake wake_latency(Bench& b, int mode, int samples, int sleep_ms, bool counters) {
+  static const char* names[] = {"spin-poll", "blocking wait (spin 0)", "Nic::wait() default (20 us spin)"};
+  Wake w;
+  w.mode = names[mode];
+  auto before = nic_counters(counters);
+  std::vector<double> v;
+  for (int i = 0; i < samples; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    int extra = 0;
+    while (b.sq_dormant() == 0 && extra < 100) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ++extra;
+    }
+    if (b.sq_dormant() == 0) {
+      ++w.not_dormant;
+      continue;
+    }
+    auto t0 = Clock::now();
+    b.post(0, 0, uint64_t(i));
+    abi::CqEntry c;
+    if (mode == 0) {
+      c = b.spin("wake-up");
+    } else {
+      auto r = mode == 1 ? b.nic.wait(std::chrono::milliseconds(10000), std::chrono::microseconds(0))
+                         : b.nic.wait(std::chrono::milliseconds(10000));
+      if (!r) die(std::string("wake-up, ") + w.mode + ": " + r.error().message);
+      c = *r;
+    }
+    auto t1 = Clock::now();
+    b.check(c, 0, "wake-up");
+    v.push_back(us_between(t0, t1));
+  }
+  w.counters = counter_delta(before, nic_counters(counters));
+  w.us = summarize(v);
+  return w;
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: slot_bench [--json FILE] [--iters N] [--warmup N] [--wake-samples N] [--wake-sleep-ms MS]\n"
+               "                  [--inflight K] [--bw-seconds S] [--no-counters]\n"
+               "Attaches to the node named by $ULNIC_CLUSTER/$ULNIC_NODE ($ULNIC_RUNTIME_DIR);\n"
+               "start one first: ulnic node start -c CLUSTER --slot-size 64\n");
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path = "slot_bench.json";
+  int iters = 2000, warmup = 200, wake_samples = 200, wake_sleep_ms = 20;
+  uint32_t inflight = 8;
+  double bw_seconds = 0.6;
+  bool counters = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage();
+      return argv[++i];
+    };
+    if (a == "--json") json_path = next();
+    else if (a == "--iters") iters = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
+    else if (a == "--wake-samples") wake_samples = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--wake-sleep-ms") wake_sleep_ms = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--inflight") inflight = uint32_t(std::clamp(std::atoi(next().c_str()), 1, 64));
+    else if (a == "--bw-seconds") bw_seconds = std::max(0.05, std::atof(next().c_str()));
+    else if (a == "--no-counters") counters = false;
+    else usage();
+  }
+  const auto run_start = Clock::now();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  // ---- attach first: a missing node should fail before any measuring.
+  auto opened = ulnic::Nic::open();
+  if (!opened) {
+    const char* cl = std::getenv("ULNIC_CLUSTER");
+    die(opened.error().message + "\n  (cluster '" + (cl && *cl ? cl : "default") +
+        "'; start a node with: ulnic node start -c CLUSTER --slot-size 64)");
+  }
+  ulnic::Nic& nic = **opened;
+  const abi::SlotLayout& lay = nic.layout();
+
+  const std::vector<uint32_t> lat_sizes = {8, 64, 512, 4096, 32768, 65536};
+  std::vector<uint32_t> bw_sizes = {4096, 16384, 65536, 262144, 1u << 20, 4u << 20};
+  const uint32_t lat_max = 65536;
+
+  // Buffers in the slot heap: one source, `inflight` destination regions
+  // (stride not a power of two). Drop 4 MiB if the heap cannot hold it.
+  auto need = [&](uint32_t max) { return uint64_t(max) + 8192 + uint64_t(inflight) * (max + 4096 + 320) + 8192; };
+  while (bw_sizes.size() > 1 && need(bw_sizes.back()) > lay.heap_size) bw_sizes.pop_back();
+  const uint32_t bw_max = std::max(bw_sizes.back(), lat_max);
+  inflight = std::min<uint32_t>(inflight, std::min(lay.sq_capacity, lay.cq_capacity));
+  Bench b{nic};
+  b.dst_stride = uint64_t(bw_max) + 4096 + 320;
+  const uint64_t src_len = uint64_t(bw_max) + 64, dst_len = b.dst_stride * inflight;
+  b.src = static_cast<uint8_t*>(nic.alloc(src_len, 4096));
+  b.dst = static_cast<uint8_t*>(nic.alloc(dst_len, 4096));
+  if (!b.src || !b.dst)
+    die("slot heap too small (" + std::to_string(lay.heap_size >> 20) + " MiB) for the buffers; use --slot-size 64");
+  std::memset(b.src, 0x5a, src_len);
+  std::memset(b.dst, 0, dst_len);
+  auto src_mr = nic.register_memory(b.src, src_len, abi::kAccessLocal);
+  if (!src_mr) die("register source buffer: " + src_mr.error().message);
+  auto dst_mr = nic.register_memory(b.dst, dst_len, abi::kAccessLocal);
+  if (!dst_mr) die("register destination buffer: " + dst_mr.error().message);
+  b.src_key = src_mr->key;
+  b.dst_key = dst_mr->key;
+
+  // ---- machine facts
+  Machine m = machine_facts();
+  std::printf("slot_bench: node %u, slot %u of %s; SQ %u, CQ %u entries, heap %s\n", nic.node(), nic.slot(),
+              size_name(nic.slot_size()).c_str(), lay.sq_capacity, lay.cq_capacity,
+              size_name(lay.heap_size).c_str());
+  std::printf("machine: nproc %ld (affinity %d), %s, hypervisor %s, %s\n", m.nproc, m.affinity, m.cpu_model.c_str(),
+              m.hypervisor.c_str(), m.kernel.c_str());
+  std::printf("steady_clock::now() cost: min %.0f ns, median %.0f ns\n", m.clock_ns.min, m.clock_ns.median);
+  if (m.nproc < 3)
+    std::printf("note: %ld CPUs: the spinning host thread and the NIC's vCPU thread take one each; QEMU's\n"
+                "      I/O thread and the ping-pong floor's child compete for the same CPUs\n",
+                m.nproc);
+
+  // ---- 1. floors (the slot is idle; let it go dormant so the NIC sleeps)
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  PingPong pp = pingpong_floor(2000, 20000);
+  std::vector<uint64_t> floor_sizes;
+  for (uint32_t s : lat_sizes) floor_sizes.push_back(s);
+  for (uint32_t s : bw_sizes) floor_sizes.push_back(s);
+  std::sort(floor_sizes.begin(), floor_sizes.end());
+  floor_sizes.erase(std::unique(floor_sizes.begin(), floor_sizes.end()), floor_sizes.end());
+  std::map<uint64_t, MemcpyFloor> mc;
+  for (uint64_t s : floor_sizes) mc[s] = memcpy_floor(s, 31);
+
+  std::printf("\n== 1. floors (host only)\n");
+  std::printf("%-36s%10s%10s%10s\n", "shared-memory ping-pong, us", "min", "median", "max");
+  std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
+  std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
+              pp.oneway_us.max);
+  std::printf("%-12s%12s%10s%10s%14s\n", "memcpy", "GB/s min", "median", "max", "ns/copy med");
+  for (auto& [s, f] : mc)
+    std::printf("%-12s%12.2f%10.2f%10.2f%14.1f\n", size_name(s).c_str(), f.gbps.min, f.gbps.median, f.gbps.max,
+                f.ns_per_copy.median);
+
+  // ---- 2. busy path
+  auto c0 = nic_counters(counters);
+  std::vector<Latency> lat;
+  lat.push_back(busy_latency(b, 0, warmup, iters, 4.0));
+  for (uint32_t s : lat_sizes) lat.push_back(busy_latency(b, s, warmup, iters, 4.0));
+  Latency bw_wait = busy_wait_latency(b, warmup, iters, 4.0);
+  auto busy_counters = counter_delta(c0, nic_counters(counters));
+  for (Latency& l : lat) l.ratio = l.us.median / pp.rtt_us.median;
+  bw_wait.ratio = bw_wait.us.median / pp.rtt_us.median;
+
+  std::printf("\n== 2. busy path: post -> completion, one at a time, spin-polled (us; floor RTT median %.3f us)\n",
+              pp.rtt_us.median);
+  std::printf("%-22s%8s%10s%10s%10s%12s%10s\n", "op", "n", "min", "median", "max", "med/RTT", "dormant");
+  auto lat_row = [&](const Latency& l) {
+    std::string name = l.size ? l.op + " " + size_name(l.size) : l.op;
+    std::printf("%-22s%8zu%10.2f%10.2f%10.2f%12.1f%10" PRIu64 "\n", name.c_str(), l.us.n, l.us.min, l.us.median,
+                l.us.max, l.ratio, l.dormant_hits);
+  };
+  for (const Latency& l : lat) lat_row(l);
+  lat_row(bw_wait);
+
+  // ---- 3. bandwidth
+  std::vector<Bandwidth> bw;
+  for (uint32_t s : bw_sizes) {
+    Bandwidth r = nic_bandwidth(b, s, inflight, bw_seconds);
+    r.memcpy_gbps = mc[s].gbps.median;
+    r.ratio = r.gbps.median / r.memcpy_gbps;
+    bw.push_back(r);
+  }
+  std::printf("\n== 3. copy bandwidth through the NIC, %u in flight (GB/s = 1e9 B/s, per >= 1 MiB window)\n",
+              inflight);
+  std::printf("%-10s%8s%10s%10s%10s%10s%12s%12s\n", "size", "copies", "min", "median", "max", "overall",
+              "memcpy med", "NIC/memcpy");
+  for (const Bandwidth& r : bw)
+    std::printf("%-10s%8" PRIu64 "%10.3f%10.3f%10.3f%10.3f%12.2f%12.4f\n", size_name(r.size).c_str(), r.copies,
+                r.gbps.min, r.gbps.median, r.gbps.max, r.overall_gbps, r.memcpy_gbps, r.ratio);
+
+  // ---- 4. wake-up from a dormant slot and a sleeping NIC
+  std::vector<Wake> wk;
+  for (int mode = 0; mode < 3; ++mode) wk.push_back(wake_latency(b, mode, wake_samples, wake_sleep_ms, counters));
+  std::printf("\n== 4. wake-up: slot dormant (sq_dormant = 1), NIC in WFI, %d ms between samples: post(NOP) -> "
+              "completion (us)\n",
+              wake_sleep_ms);
+  std::printf("%-34s%6s%10s%10s%10s%10s%8s%8s\n", "reaped by", "n", "min", "median", "max", "med/RTT", "wfi",
+              "wakeups");
+  for (const Wake& w : wk) {
+    auto get = [&](const char* k) { return w.counters.count(k) ? std::to_string(w.counters.at(k)) : "-"; };
+    std::printf("%-34s%6zu%10.1f%10.1f%10.1f%10.0f%8s%8s\n", w.mode.c_str(), w.us.n, w.us.min, w.us.median, w.us.max,
+                w.us.median / pp.rtt_us.median, get("wfi").c_str(), get("slot_wakeups").c_str());
+    if (w.not_dormant) std::printf("  (%" PRIu64 " samples skipped: slot not dormant after the pause)\n", w.not_dormant);
+  }
+  if (!busy_counters.empty())
+    std::printf("busy path (sections 2, incl. verification copies): NIC wfi %" PRIu64 ", slot wakeups %" PRIu64
+                ", slot dormant %" PRIu64 "\n",
+                busy_counters["wfi"], busy_counters["slot_wakeups"], busy_counters["slot_dormant"]);
+
+  const double runtime = seconds_since(run_start);
+  std::printf("\ntotal runtime %.1f s\n", runtime);
+
+  // ---- JSON
+  Json j;
+  j.begin_object();
+  j.str("benchmark", "slot_bench").num("runtime_s", runtime);
+  j.begin_object("machine")
+      .num("nproc", double(m.nproc))
+      .num("affinity_cpus", m.affinity)
+      .str("cpu_model", m.cpu_model)
+      .str("hypervisor", m.hypervisor)
+      .str("kernel", m.kernel)
+      .stats("clock_now_ns", m.clock_ns)
+      .end_object();
+  j.begin_object("slot")
+      .num("node", nic.node())
+      .num("slot", nic.slot())
+      .num("slot_size", double(nic.slot_size()))
+      .num("heap_size", double(lay.heap_size))
+      .num("sq_capacity", lay.sq_capacity)
+      .num("cq_capacity", lay.cq_capacity)
+      .end_object();
+  j.begin_object("params")
+      .num("iters", iters)
+      .num("warmup", warmup)
+      .num("wake_samples", wake_samples)
+      .num("wake_sleep_ms", wake_sleep_ms)
+      .num("inflight", inflight)
+      .num("bw_seconds", bw_seconds)
+      .end_object();
+  j.begin_object("floors");
+  j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
+  j.begin_array("memcpy");
+  for (auto& [s, f] : mc)
+    j.begin_object().num("size", double(s)).stats("gbps", f.gbps).stats("ns_per_copy", f.ns_per_copy).end_object();
+  j.end_array().end_object();
+  j.begin_array("busy_latency");
+  for (const Latency* l : [&] {
+         std::vector<const Latency*> all;
+         for (const Latency& x : lat) all.push_back(&x);
+         all.push_back(&bw_wait);
+         return all;
+       }())
+    j.begin_object()
+        .str("op", l->op)
+        .num("size", l->size)
+        .stats("us", l->us)
+        .num("ratio_median_to_floor_rtt", l->ratio)
+        .num("dormant_at_post", double(l->dormant_hits))
+        .end_object();
+  j.end_array();
+  j.begin_object("busy_counters");
+  for (auto& [k, v] : busy_counters) j.num(k.c_str(), double(v));
+  j.end_object();
+  j.begin_array("bandwidth");
+  for (const Bandwidth& r : bw)
+    j.begin_object()
+        .num("size", r.size)
+        .num("inflight", r.inflight)
+        .num("copies", double(r.copies))
+        .stats("gbps", r.gbps)
+        .num("overall_gbps", r.overall_gbps)
+        .num("memcpy_gbps_median", r.memcpy_gbps)
+        .num("ratio_median_to_memcpy", r.ratio)
+        .end_object();
+  j.end_array();
+  j.begin_array("wakeup");
+  for (const Wake& w : wk) {
+    j.begin_object()
+        .str("mode", w.mode)
+        .num("sleep_ms", wake_sleep_ms)
+        .stats("us", w.us)
+        .num("ratio_median_to_floor_rtt", w.us.median / pp.rtt_us.median)
+        .num("skipped_not_dormant", double(w.not_dormant));
+    j.begin_object("counters");
+    for (auto& [k, v] : w.counters) j.num(k.c_str(), double(v));
+    j.end_object().end_object();
+  }
+  j.end_array();
+  j.end_object();
+  std::ofstream out(json_path);
+  out << j.text() << "\n";
+  if (!out) die("cannot write " + json_path);
+  std::printf("wrote %s\n", json_path.c_str());
+  return 0;
+}

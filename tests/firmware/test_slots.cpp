@@ -1,0 +1,300 @@
+// The slot service (firmware/lcp/slots.cpp) on the real board: the test
+// plays the host's part by writing descriptors into a slot through its BAR,
+// runs the firmware's service passes, and reads the completions back.
+#include <string.h>
+
+#include "core/board.h"
+#include "harness.h"
+#include "hal/clint.h"
+#include "lcp/slots.h"
+
+namespace abi = ulnic::abi;
+
+namespace {
+
+core::board::Board g_board;
+lcp::SlotTable g_t;
+uint64_t g_now = 1'000'000;
+
+constexpr uint32_t kSq = 8, kCq = 4;
+constexpr uint64_t kVa = 0x7000'0000;  // the "host" address of the registered region
+
+abi::SlotLayout layout_for(uint64_t slot_size, uint32_t sq, uint32_t cq) {
+  abi::SlotLayout l{};
+  l.sq_offset = abi::kSlotHeaderSize;
+  l.sq_capacity = sq;
+  l.cq_offset = 0x2000;
+  l.cq_capacity = cq;
+  l.heap_offset = 0x10000;
+  l.heap_size = slot_size - 0x10000;
+  l.slot_size = slot_size;
+  return l;
+}
+
+abi::CtrlCommand attach_cmd(uint32_t slot, uint64_t gen) {
+  abi::CtrlCommand c{};
+  c.opcode = abi::kCtrlAttachSlot;
+  c.slot = slot;
+  c.generation = gen;
+  c.host_peer = 99;  // nobody: rings are ignored by QEMU
+  c.layout = layout_for(g_board.slots[slot].size, kSq, kCq);
+  return c;
+}
+
+struct Host {
+  uint32_t slot;
+  abi::RingProducer<abi::SqEntry> sq;
+  abi::RingConsumer<abi::CqEntry> cq;
+  uint8_t* base;
+  void open(uint32_t k) {
+    slot = k;
+    base = reinterpret_cast<uint8_t*>(g_board.slots[k].mem);
+    memset(base, 0, 0x20000);  // header, rings and the start of the heap
+    auto l = layout_for(g_board.slots[k].size, kSq, kCq);
+    auto* sqc = reinterpret_cast<abi::RingControl*>(base + l.sq_offset);
+    auto* cqc = reinterpret_cast<abi::RingControl*>(base + l.cq_offset);
+    sq.attach(sqc, reinterpret_cast<abi::SqEntry*>(sqc + 1), kSq);
+    cq.attach(cqc, reinterpret_cast<abi::CqEntry*>(cqc + 1), kCq);
+  }
+  void post(const abi::SqEntry& e) {
+    *sq.reserve() = e;
+    sq.push();
+    sq.publish();
+  }
+  bool reap(abi::CqEntry& out) {
+    const abi::CqEntry* c = cq.peek();
+    if (!c) return false;
+    out = *c;
+    cq.pop();
+    cq.release();
+    return true;
+  }
+  // Posts e, services until its completion arrives (bounded), returns it.
+  abi::CqEntry run(const abi::SqEntry& e) {
+    post(e);
+    abi::CqEntry c{};
+    c.status = 0xffff;
+    for (int i = 0; i < 1000 && !reap(c); ++i) lcp::slots_service(g_t, g_now);
+    return c;
+  }
+};
+
+Host g_a, g_b;
+
+abi::SqEntry reg(uint64_t offset, uint32_t len, uint32_t access, uint64_t va = kVa) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpRegister;
+  e.reg_offset = offset;
+  e.length = len;
+  e.access = access;
+  e.src_addr = va;
+  return e;
+}
+
+abi::SqEntry copy(uint32_t src_slot, uint32_t src_key, uint64_t src, uint32_t dst_slot, uint32_t dst_key,
+                  uint64_t dst, uint32_t len) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpCopy;
+  e.src_slot = src_slot;
+  e.src_key = src_key;
+  e.src_addr = src;
+  e.dst_slot = uint16_t(dst_slot);
+  e.dst_key = dst_key;
+  e.dst_addr = dst;
+  e.length = len;
+  e.user_data = 0xabcd;
+  return e;
+}
+
+uint32_t g_key_a, g_key_b;
+
+}  // namespace
+
+FW_TEST(attach_validates_the_layout) {
+  core::board::discover(g_board);
+  lcp::slots_init(g_t, g_board, 12345);
+  auto c = attach_cmd(0, 1);
+  c.layout.sq_capacity = 6;
+  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  c = attach_cmd(0, 1);
+  c.layout.cq_offset = c.layout.sq_offset;  // rings overlap
+  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  c = attach_cmd(0, 1);
+  c.layout.heap_offset = 0x1000;  // heap over the rings
+  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  c = attach_cmd(0, 1);
+  c.layout.slot_size *= 2;
+  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  c = attach_cmd(0, 1);
+  c.slot = 9;
+  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadSlot);
+}
+
+FW_TEST(attach_then_nop_round_trip) {
+  g_a.open(0);
+  CHECK_EQ(lcp::slot_attach(g_t, attach_cmd(0, 1), g_now), abi::kCtrlOk);
+  EXPECT_EQ(lcp::header(g_t.slots[0]).nic.state, uint32_t(abi::SlotState::kActive));
+  EXPECT_EQ(lcp::slot_attach(g_t, attach_cmd(0, 2), g_now), abi::kCtrlBadSlot);  // already active
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  e.user_data = 77;
+  abi::CqEntry c = g_a.run(e);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.user_data, 77u);
+}
+
+FW_TEST(register_and_copy_within_a_slot) {
+  abi::CqEntry c = g_a.run(reg(0x10000, 0x10000, abi::kAccessLocal));
+  CHECK_EQ(c.status, abi::kCqOk);
+  g_key_a = c.result;
+  EXPECT(g_key_a != 0);
+  for (int i = 0; i < 4096; ++i) g_a.base[0x10000 + i] = uint8_t(i * 7);
+  c = g_a.run(copy(0, g_key_a, kVa, 0, g_key_a, kVa + 0x8003, 4096));
+  CHECK_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 4096u);
+  EXPECT(memcmp(g_a.base + 0x18003, g_a.base + 0x10000, 4096) == 0);
+}
+
+FW_TEST(bad_descriptors_get_error_statuses) {
+  EXPECT_EQ(g_a.run(copy(0, g_key_a ^ 0x100, kVa, 0, g_key_a, kVa, 8)).status, abi::kCqBadKey);
+  EXPECT_EQ(g_a.run(copy(0, 0, kVa, 0, g_key_a, kVa, 8)).status, abi::kCqBadKey);
+  EXPECT_EQ(g_a.run(copy(0, g_key_a, kVa + 0xfff0, 0, g_key_a, kVa, 32)).status, abi::kCqBadLength);
+  EXPECT_EQ(g_a.run(copy(0, g_key_a, kVa - 1, 0, g_key_a, kVa, 8)).status, abi::kCqBadLength);
+  EXPECT_EQ(g_a.run(copy(0, g_key_a, kVa, 0, g_key_a, kVa, 0)).status, abi::kCqBadLength);
+  EXPECT_EQ(g_a.run(copy(0, g_key_a, kVa, 5, 1, kVa, 8)).status, abi::kCqBadSlot);  // nobody there
+  EXPECT_EQ(g_a.run(copy(0, g_key_a, kVa, 200, 1, kVa, 8)).status, abi::kCqBadSlot);
+  EXPECT_EQ(g_a.run(reg(0, 4096, abi::kAccessLocal)).status, abi::kCqBadAddress);  // the header
+  EXPECT_EQ(g_a.run(reg(g_board.slots[0].size - 4096, 8192, abi::kAccessLocal)).status, abi::kCqBadAddress);
+  EXPECT_EQ(g_a.run(reg(0x10000, 0, abi::kAccessLocal)).status, abi::kCqBadLength);
+  EXPECT_EQ(g_a.run(reg(0x10000, 64, 0)).status, abi::kCqBadOpcode);
+  abi::SqEntry e{};
+  e.opcode = 9;
+  EXPECT_EQ(g_a.run(e).status, abi::kCqBadOpcode);
+  e.opcode = abi::kOpNop;
+  e.flags = 1;
+  EXPECT_EQ(g_a.run(e).status, abi::kCqBadOpcode);
+  e = abi::SqEntry{};
+  e.opcode = abi::kOpDeregister;
+  e.src_key = 0x12345600;
+  EXPECT_EQ(g_a.run(e).status, abi::kCqBadKey);
+}
+
+FW_TEST(cross_slot_copy_needs_remote_write) {
+  g_b.open(1);
+  CHECK_EQ(lcp::slot_attach(g_t, attach_cmd(1, 7), g_now), abi::kCtrlOk);
+  abi::CqEntry c = g_b.run(reg(0x20000, 0x1000, abi::kAccessLocal));
+  CHECK_EQ(c.status, abi::kCqOk);
+  uint32_t local_only = c.result;
+  EXPECT_EQ(g_a.run(copy(0, g_key_a, kVa, 1, local_only, kVa, 64)).status, abi::kCqProtection);
+  c = g_b.run(reg(0x30000, 0x1000, abi::kAccessLocal | abi::kAccessRemoteWrite, 0x9000'0000));
+  CHECK_EQ(c.status, abi::kCqOk);
+  g_key_b = c.result;
+  c = g_a.run(copy(0, g_key_a, kVa, 1, g_key_b, 0x9000'0010, 512));
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT(memcmp(g_b.base + 0x30010, g_a.base + 0x10000, 512) == 0);
+  // Reading B's memory needs RemoteRead, which it did not grant.
+  EXPECT_EQ(g_a.run(copy(1, g_key_b, 0x9000'0000, 0, g_key_a, kVa, 8)).status, abi::kCqProtection);
+}
+
+FW_TEST(large_copies_take_several_bounded_passes) {
+  for (int i = 0; i < 0x8000; ++i) g_a.base[0x10000 + i] = uint8_t(i ^ 0x5a);
+  uint32_t len = 0x8000;
+  CHECK_EQ(g_a.run(reg(0x40000, 0x30000, abi::kAccessLocal, 0x5000'0000)).status, abi::kCqOk);
+  uint32_t big = 0;
+  {
+    abi::CqEntry c = g_a.run(reg(0x100000, 0x100000, abi::kAccessLocal, 0x6000'0000));
+    CHECK_EQ(c.status, abi::kCqOk);
+    big = c.result;
+  }
+  g_a.post(copy(0, big, 0x6000'0000, 0, big, 0x6008'0000, 0x80000));  // 512 KiB = 8 chunks
+  abi::CqEntry c{};
+  int passes = 0;
+  while (!g_a.reap(c) && passes < 100) lcp::slots_service(g_t, g_now), ++passes;
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT(passes >= int(0x80000 / lcp::kCopyChunk));
+  (void)len;
+}
+
+FW_TEST(a_full_cq_stalls_the_slot_instead_of_overwriting) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  for (uint32_t i = 0; i < kSq; ++i) e.user_data = i, g_a.post(e);
+  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
+  abi::CqEntry c;
+  uint32_t got = 0;
+  while (g_a.reap(c)) EXPECT_EQ(c.user_data, got++);
+  EXPECT_EQ(got, kCq);  // only as many as the CQ holds
+  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
+  while (g_a.reap(c)) EXPECT_EQ(c.user_data, got++);
+  EXPECT_EQ(got, kSq);
+}
+
+FW_TEST(an_idle_slot_goes_dormant_and_a_doorbell_wakes_it) {
+  g_now += hal::clint::us_to_ticks(lcp::kSlotIdleUs) + 1;
+  lcp::slots_service(g_t, g_now);
+  EXPECT(g_t.slots[0].dormant);
+  EXPECT_EQ(lcp::header(g_t.slots[0]).nic.sq_dormant, 1u);
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  g_a.post(e);
+  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
+  abi::CqEntry c;
+  EXPECT(!g_a.reap(c));  // not polled while dormant: the host must ring
+  lcp::slot_wake(g_t, 0);
+  EXPECT_EQ(lcp::header(g_t.slots[0]).nic.sq_dormant, 0u);
+  lcp::slots_service(g_t, g_now);
+  EXPECT(g_a.reap(c));
+}
+
+FW_TEST(going_dormant_rechecks_the_tail) {
+  // Work that arrives while the flag goes up must not be stranded.
+  lcp::slot_wake(g_t, 1);
+  g_now += hal::clint::us_to_ticks(lcp::kSlotIdleUs) + 1;
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  g_b.post(e);
+  g_t.slots[1].last_work = 0;
+  lcp::slots_service(g_t, g_now);  // services the NOP: not dormant
+  abi::CqEntry c;
+  EXPECT(g_b.reap(c));
+  EXPECT(!g_t.slots[1].dormant);
+}
+
+FW_TEST(detach_flushes_outstanding_descriptors) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  for (int i = 0; i < 3; ++i) g_b.post(e);
+  EXPECT_EQ(lcp::slot_detach(g_t, 1), 3u);
+  abi::CqEntry c;
+  int flushed = 0;
+  while (g_b.reap(c)) flushed += c.status == abi::kCqFlushed;
+  EXPECT_EQ(flushed, 3);
+  EXPECT_EQ(reinterpret_cast<abi::SlotHeader*>(g_b.base)->nic.state, uint32_t(abi::SlotState::kFlushed));
+  // A copy into the detached slot is now refused.
+  lcp::slot_wake(g_t, 0);
+  EXPECT_EQ(g_a.run(copy(0, g_key_a, kVa, 1, g_key_b, 0x9000'0000, 8)).status, abi::kCqBadSlot);
+}
+
+FW_TEST(a_wild_sq_tail_cuts_the_slot_off_and_spares_the_others) {
+  g_b.open(1);
+  CHECK_EQ(lcp::slot_attach(g_t, attach_cmd(1, 8), g_now), abi::kCtrlOk);
+  auto* sqc = reinterpret_cast<abi::RingControl*>(g_b.base + abi::kSlotHeaderSize);
+  sqc->tail = 1000;  // more entries than the ring holds
+  lcp::slots_service(g_t, g_now);
+  EXPECT_EQ(g_t.slots[1].state, abi::SlotState::kCutOff);
+  EXPECT_EQ(lcp::header(g_t.slots[1]).nic.fault_code, uint32_t(abi::kFaultSqCorrupt));
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  EXPECT_EQ(g_a.run(e).status, abi::kCqOk);  // slot 0 unaffected
+}
+
+FW_TEST(a_wild_cq_head_cuts_the_slot_off) {
+  auto* cqc = reinterpret_cast<abi::RingControl*>(g_a.base + 0x2000);
+  cqc->head = cqc->head + 1000;
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  g_a.post(e);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, g_now);
+  EXPECT_EQ(g_t.slots[0].state, abi::SlotState::kCutOff);
+  EXPECT_EQ(lcp::header(g_t.slots[0]).nic.fault_code, uint32_t(abi::kFaultCqCorrupt));
+}
