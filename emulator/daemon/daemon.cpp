@@ -239,9 +239,16 @@ Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply
   return k;
 }
 
+// Accepting never waits for the request: a client that connects and says
+// nothing (or too little) must not stall the daemon for the others.
 void Daemon::accept_client() {
-  UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!conn) return;
+  if (pending_.size() >= 64) return;  // flood: drop the newcomer
+  pending_.push_back({std::move(conn), Clock::now() + std::chrono::seconds(2)});
+}
+
+void Daemon::serve_request(UniqueFd conn) {
   ucred cred{};
   socklen_t len = sizeof cred;
   ::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len);
@@ -250,9 +257,9 @@ void Daemon::accept_client() {
   abi::AttachReply reply{};
   reply.magic = abi::kAttachMagic;
   reply.node_id = opts_.node;
-  // A client gets a short while to say what it wants; silence, garbage or a
-  // hang-up mid-request costs it the connection, never the daemon.
-  auto got = recv_with_fds(conn.get(), &req, sizeof req, junk_fds, 0, 1000);
+  // Garbage, a short request or a hang-up mid-request costs the client its
+  // connection, never the daemon.
+  auto got = recv_with_fds(conn.get(), &req, sizeof req, junk_fds, 0, 0);
   if (!got || req.magic != abi::kAttachMagic) {
     reply.status = abi::kAttachBadRequest;
     std::snprintf(reply.message, sizeof reply.message, "bad attach request");
@@ -371,11 +378,13 @@ Result<void> Daemon::run(volatile const bool* stop) {
         fds.push_back({slots_[k].conn.get(), POLLIN, 0});
         owners.push_back(k);
       }
+    size_t first_pending = fds.size(), npending = pending_.size();
+    for (const Pending& p : pending_) fds.push_back({p.conn.get(), POLLIN, 0});
     bool draining = false;
     for (const auto& s : slots_) draining |= s.use == SlotUse::kDraining;
     // Wake up now and then to follow firmware reboots and, while a slot
     // drains, to see whether its last holder is gone.
-    int n = ::poll(fds.data(), fds.size(), draining ? 100 : 500);
+    int n = ::poll(fds.data(), fds.size(), draining || !pending_.empty() ? 100 : 500);
     if (n < 0 && errno != EINTR) return fail_errno("poll", errno);
     if (n > 0) {
       if (fds[0].revents) accept_client();
@@ -394,7 +403,15 @@ Result<void> Daemon::run(volatile const bool* stop) {
         ssize_t r = ::recv(fds[first_owner + i].fd, junk, sizeof junk, MSG_DONTWAIT);
         if (r <= 0 || (fds[first_owner + i].revents & (POLLHUP | POLLERR))) detach(owners[i]);
       }
+      std::vector<Pending> still;
+      for (size_t i = 0; i < pending_.size(); ++i) {  // entries past npending were accepted just now
+        if (i < npending && fds[first_pending + i].revents) serve_request(std::move(pending_[i].conn));
+        else still.push_back(std::move(pending_[i]));
+      }
+      pending_ = std::move(still);
     }
+    // Clients that connected and said nothing in time are dropped.
+    std::erase_if(pending_, [](const Pending& p) { return Clock::now() > p.deadline; });
     follow_reboots();
     if (draining) reclaim_drained();
   }

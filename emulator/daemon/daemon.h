@@ -59,6 +59,7 @@ class Daemon {
   Result<abi::CtrlResponse> ctrl_call(abi::CtrlCommand cmd);
   void ring_nic(uint32_t vector);
   void accept_client();
+  void serve_request(UniqueFd conn);
   Result<uint32_t> attach(int conn, pid_t pid, uid_t uid, abi::AttachReply& reply);
   void detach(uint32_t slot);
   void reclaim_drained();
@@ -83,6 +84,11 @@ class Daemon {
   std::vector<UniqueFd> nic_vectors_;  // write 1 to ring NIC vector v
   std::vector<UniqueFd> own_vectors_;  // slot k's completion eventfd (vector k)
   std::array<SlotRec, abi::kMaxSlots> slots_{};
+  struct Pending {
+    UniqueFd conn;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<Pending> pending_;  // accepted, request not yet received
   uint64_t generation_ = 0;
 };
 
