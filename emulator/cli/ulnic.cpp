@@ -397,6 +397,15 @@ int cmd_demo() {
   cmd_status(a);
   step("ulnic node log -c demo   (the NIC's serial console)");
   cmd_log(a);
+  step("copy_worker   (a host program: attach to a slot, register memory, 10000 verified copies by the NIC)");
+  {
+    ::setenv("ULNIC_CLUSTER", a.cluster.c_str(), 1);
+    auto pid = ulnic::spawn_child({board::tool_path("copy_worker"), "--ops", "10000", "--max-size", "8192"});
+    auto rc = pid ? ulnic::wait_child(*pid, std::chrono::seconds(120)) : ulnic::Result<int>(std::unexpected(pid.error()));
+    if (!rc || *rc != 0) std::printf("copy_worker failed%s\n", rc ? "" : (": " + rc.error().message).c_str());
+  }
+  step("ulnic node status -c demo   (counters: descriptors, completions, bytes copied, doorbells)");
+  cmd_status(a);
   step("ulnic node flash -c demo ulnic-fw-alt.elf   (reflash the running NIC: a different build)");
   a.positional = {alt};
   int rc = cmd_flash(a);
