@@ -197,6 +197,7 @@ Result<StartResult> start_node(const StartOptions& o) {
                 "); stop it first: ulnic node stop -c " + o.cluster + " -n " + std::to_string(o.board.node));
   if (fs::exists(p.dir)) {
     pid_t old = read_pid(p.pid);
+    stop_daemon(p);  // a daemon may outlive its crashed QEMU briefly
     remove_tree(p.dir);
     res.notes.push_back("removed stale runtime files of " + node_name(o.cluster, o.board.node) +
                         (old ? " (QEMU pid " + std::to_string(old) + " is gone)" : ""));
@@ -207,6 +208,7 @@ Result<StartResult> start_node(const StartOptions& o) {
     stop_daemon(p);
     if (pid_t pid = live_qemu(p)) terminate_process(pid, 2s);
     remove_tree(p.dir);
+    retire_cluster_if_empty(o.cluster);  // the fabric server we may have started
     return std::unexpected(std::move(e));
   };
 

@@ -414,6 +414,10 @@ Result<void> Daemon::run(volatile const bool* stop) {
     std::erase_if(pending_, [](const Pending& p) { return Clock::now() > p.deadline; });
     follow_reboots();
     if (draining) reclaim_drained();
+    if (qemu_pid_ && !process_alive(qemu_pid_)) {
+      log("the board's QEMU (pid " + std::to_string(qemu_pid_) + ") is gone; exiting");
+      break;
+    }
   }
   for (uint32_t k = 0; k < num_slots_; ++k)
     if (slots_[k].use == SlotUse::kAttached) detach(k);
