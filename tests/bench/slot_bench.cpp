@@ -1,23 +1,33 @@
 // slot_bench: what a slot costs, beside the host floors measured in the same run.
 //
 //   slot_bench [--json FILE] [--iters N] [--warmup N] [--wake-samples N] [--wake-sleep-ms MS]
-//              [--inflight K] [--bw-seconds S] [--no-counters]
+//              [--inflight K] [--bw-seconds S] [--skip-slots N] [--no-counters]
+//
+// --skip-slots N holds N other attachments open first, so the measured slot
+// is not the node's first free one (compare slots: the firmware serves them
+// all alike, so their figures should agree).
 //
 // Attaches to the node ($ULNIC_CLUSTER / $ULNIC_NODE / $ULNIC_RUNTIME_DIR, as
 // every libulnic program does) and measures, in one run:
 //   1. floors: a two-process shared-memory ping-pong (fork; both sides spin
-//      on atomics in a MAP_SHARED anonymous page) and host memcpy bandwidth;
+//      on atomics in a MAP_SHARED anonymous page), a two-process blocking
+//      eventfd ping-pong (the cost of waking a sleeping thread, back to back
+//      and after an idle pause) and host memcpy bandwidth;
 //   2. busy-path post -> completion latency (kOpNop and kOpCopy 8 B .. 64 KiB),
 //      one descriptor at a time, spin-polling with Nic::poll so the slot never
 //      goes dormant;
-//   3. copy bandwidth through the NIC with several copies in flight;
+//   3. copy bandwidth through the NIC with several copies in flight, and the
+//      NOP descriptor rate with as many in flight;
 //   4. wake-up latency: the slot dormant and the NIC asleep in WFI, then one
-//      NOP, completion reaped by spin-polling and by a blocking Nic::wait().
+//      NOP, completion reaped by spin-polling, by Nic::wait() with no spin
+//      (the completion eventfd path) and by Nic::wait() with its default spin.
 // Prints min/median/max tables and writes JSON. A program, not a test.
 #include <sched.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -244,6 +255,59 @@ PingPong pingpong_floor(int warmup, int iters) {
   return p;
 }
 
+struct EventfdPingPong {
+  Stats busy_rtt_us;  // back to back
+  Stats idle_rtt_us;  // after an idle pause (both processes asleep, CPUs idle)
+  int idle_ms = 0;
+};
+
+// Two processes that block in read() on eventfds: the floor for any path that
+// wakes a sleeping thread (the doorbell -> QEMU -> NIC and NIC -> completion
+// eventfd -> Nic::wait() hops each include at least one such wake-up).
+EventfdPingPong eventfd_floor(int iters, int idle_samples, int idle_ms) {
+  int to_child = ::eventfd(0, EFD_CLOEXEC), to_parent = ::eventfd(0, EFD_CLOEXEC);
+  if (to_child < 0 || to_parent < 0) die(std::string("eventfd: ") + std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) die(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(0);
+    for (;;) {
+      uint64_t v = 0;
+      if (::read(to_child, &v, sizeof v) != sizeof v || v != 1) ::_exit(0);
+      v = 1;
+      if (::write(to_parent, &v, sizeof v) != sizeof v) ::_exit(0);
+    }
+  }
+  auto round_trip = [&]() -> double {
+    uint64_t v = 1;
+    auto t0 = Clock::now();
+    if (::write(to_child, &v, sizeof v) != sizeof v || ::read(to_parent, &v, sizeof v) != sizeof v)
+      die(std::string("eventfd ping-pong: ") + std::strerror(errno));
+    return us_between(t0, Clock::now());
+  };
+  EventfdPingPong f;
+  f.idle_ms = idle_ms;
+  std::vector<double> busy, idle;
+  for (int i = 0; i < 200; ++i) round_trip();
+  for (int i = 0; i < iters; ++i) busy.push_back(round_trip());
+  for (int i = 0; i < idle_samples; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+    idle.push_back(round_trip());
+  }
+  uint64_t stop = 2;
+  ssize_t ignored = ::write(to_child, &stop, sizeof stop);
+  (void)ignored;
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  ::close(to_child);
+  ::close(to_parent);
+  f.busy_rtt_us = summarize(busy);
+  f.idle_rtt_us = summarize(idle);
+  return f;
+}
+
 struct MemcpyFloor {
   uint64_t size = 0;
   Stats gbps;          // GB/s (1e9 bytes per second) per sample
@@ -288,12 +352,12 @@ MemcpyFloor memcpy_floor(uint64_t size, int samples) {
 
 // The firmware's counters as `ulnic node status --json` prints them (the CLI
 // sits next to this program). Empty when unavailable.
-std::map<std::string, uint64_t> nic_counters(bool enabled) {
-  std::map<std::string, uint64_t> out;
-  if (!enabled) return out;
+// `ulnic node status --json` for our node (the CLI sits next to this program);
+// "" when unavailable.
+std::string node_status_json() {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return out;
+  if (n <= 0) return "";
   self[n] = '\0';
   std::string dir(self);
   dir = dir.substr(0, dir.rfind('/'));
@@ -302,11 +366,19 @@ std::map<std::string, uint64_t> nic_counters(bool enabled) {
   std::string cmd = "'" + dir + "/ulnic' node status -c '" + (cl && *cl ? cl : "default") + "' -n " +
                     std::to_string(nd && *nd ? std::atoi(nd) : 0) + " --json 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
+  if (!p) return "";
   std::string text;
   char buf[4096];
   for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
   ::pclose(p);
+  return text;
+}
+
+// The firmware's counters from the status JSON.
+std::map<std::string, uint64_t> nic_counters(bool enabled) {
+  std::map<std::string, uint64_t> out;
+  if (!enabled) return out;
+  std::string text = node_status_json();
   size_t at = text.find("\"counters\"");
   if (at == std::string::npos) return out;
   size_t end = text.find('}', at);
@@ -320,6 +392,72 @@ std::map<std::string, uint64_t> nic_counters(bool enabled) {
     if (q == std::string::npos || q >= end) break;
   }
   return out;
+}
+
+int qemu_pid() {
+  std::string text = node_status_json();
+  size_t at = text.find("\"pid\":");
+  return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 6);
+}
+
+// ----------------------------------------------- who else used the CPUs
+
+// CPU time over the run, to tell a quiet machine from a shared one: the
+// measurements assume this program and the node's QEMU have the CPUs.
+struct CpuSnap {
+  Clock::time_point when;
+  double busy = 0, steal = 0;  // all CPUs, seconds (/proc/stat)
+  double self = 0;             // this process and its reaped children
+  double qemu = 0;             // the node's QEMU
+};
+
+CpuSnap cpu_snap(int qemu) {
+  CpuSnap c;
+  c.when = Clock::now();
+  const double tck = double(::sysconf(_SC_CLK_TCK));
+  std::ifstream st("/proc/stat");
+  std::string cpu;
+  uint64_t user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  st >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal;
+  c.busy = double(user + nice + sys + irq + softirq) / tck;
+  c.steal = double(steal) / tck;
+  rusage ru{}, rc{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  ::getrusage(RUSAGE_CHILDREN, &rc);
+  auto sec = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  c.self = sec(ru.ru_utime) + sec(ru.ru_stime) + sec(rc.ru_utime) + sec(rc.ru_stime);
+  if (qemu > 0) {
+    std::ifstream q("/proc/" + std::to_string(qemu) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
+    size_t paren = text.rfind(')');
+    if (paren != std::string::npos) {
+      std::vector<std::string> f;
+      size_t i = paren + 2;
+      while (i < text.size() && f.size() < 15) {
+        size_t j = text.find(' ', i);
+        f.push_back(text.substr(i, j - i));
+        if (j == std::string::npos) break;
+        i = j + 1;
+      }
+      if (f.size() >= 13) c.qemu = double(std::strtoull(f[11].c_str(), nullptr, 10) + std::strtoull(f[12].c_str(), nullptr, 10)) / tck;
+    }
+  }
+  return c;
+}
+
+struct CpuShare {
+  double wall = 0, self = 0, qemu = 0, others = 0, steal = 0;  // % of one CPU
+};
+
+CpuShare cpu_share(const CpuSnap& a, const CpuSnap& b) {
+  CpuShare s;
+  s.wall = std::chrono::duration<double>(b.when - a.when).count();
+  if (s.wall <= 0) return s;
+  s.self = 100 * (b.self - a.self) / s.wall;
+  s.qemu = 100 * (b.qemu - a.qemu) / s.wall;
+  s.others = std::max(0.0, 100 * (b.busy - a.busy) / s.wall - s.self - s.qemu);
+  s.steal = 100 * (b.steal - a.steal) / s.wall;
+  return s;
 }
 
 std::map<std::string, uint64_t> counter_delta(const std::map<std::string, uint64_t>& a,
@@ -455,7 +593,7 @@ Latency busy_wait_latency(Bench& b, int warmup, int iters, double budget_s) {
 }
 
 struct Bandwidth {
-  uint32_t size = 0;
+  uint32_t size = 0;       // 0: NOPs (then the rates are in Gops/s)
   uint32_t inflight = 0;
   Stats gbps;            // per window
   double overall_gbps = 0;
@@ -468,8 +606,11 @@ Bandwidth nic_bandwidth(Bench& b, uint32_t len, uint32_t inflight, double budget
   Bandwidth r;
   r.size = len;
   r.inflight = inflight;
-  b.verify(len);
-  const uint64_t window = std::max<uint64_t>(2, (1u << 20) / len);  // completions per window (>= 1 MiB)
+  if (len) b.verify(len);
+  // Completions per window: >= 8 MiB of copies (or 1024 NOPs) and >= 8x the
+  // copies in flight, so a burst of completions reaped at once (the host was
+  // descheduled meanwhile) cannot make a window look short.
+  const uint64_t window = std::max<uint64_t>(8 * uint64_t(inflight), len ? (8u << 20) / len : 1024);
   const uint64_t warm = std::max<uint64_t>(inflight, window / 2);
   std::vector<double> gbps;
   uint64_t done = 0, in_window = 0, measured = 0;
@@ -492,7 +633,7 @@ Bandwidth nic_bandwidth(Bench& b, uint32_t len, uint32_t inflight, double budget
       ++measured;
       if (++in_window == window) {
         double sec = std::chrono::duration<double>(now - win_start).count();
-        gbps.push_back(double(window) * len / sec / 1e9);
+        gbps.push_back(double(window) * (len ? len : 1) / sec / 1e9);  // NOP: Gops/s
         win_start = now;
         in_window = 0;
         meas_end = now;
@@ -505,7 +646,7 @@ Bandwidth nic_bandwidth(Bench& b, uint32_t len, uint32_t inflight, double budget
   }
   r.gbps = summarize(gbps);
   double sec = std::chrono::duration<double>(meas_end - meas_start).count();
-  r.overall_gbps = sec > 0 ? double(r.copies) * len / sec / 1e9 : 0;
+  r.overall_gbps = sec > 0 ? double(r.copies) * (len ? len : 1) / sec / 1e9 : 0;
   return r;
 }
 
@@ -557,7 +698,7 @@ Wake wake_latency(Bench& b, int mode, int samples, int sleep_ms, bool counters) 
 void usage() {
   std::fprintf(stderr,
                "usage: slot_bench [--json FILE] [--iters N] [--warmup N] [--wake-samples N] [--wake-sleep-ms MS]\n"
-               "                  [--inflight K] [--bw-seconds S] [--no-counters]\n"
+               "                  [--inflight K] [--bw-seconds S] [--skip-slots N] [--no-counters]\n"
                "Attaches to the node named by $ULNIC_CLUSTER/$ULNIC_NODE ($ULNIC_RUNTIME_DIR);\n"
                "start one first: ulnic node start -c CLUSTER --slot-size 64\n");
   std::exit(2);
@@ -571,6 +712,7 @@ int main(int argc, char** argv) {
   uint32_t inflight = 8;
   double bw_seconds = 0.6;
   bool counters = true;
+  int skip_slots = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -585,13 +727,19 @@ int main(int argc, char** argv) {
     else if (a == "--inflight") inflight = uint32_t(std::clamp(std::atoi(next().c_str()), 1, 64));
     else if (a == "--bw-seconds") bw_seconds = std::max(0.05, std::atof(next().c_str()));
     else if (a == "--no-counters") counters = false;
+    else if (a == "--skip-slots") skip_slots = std::clamp(std::atoi(next().c_str()), 0, int(abi::kMaxSlots) - 1);
     else usage();
   }
   const auto run_start = Clock::now();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   // ---- attach first: a missing node should fail before any measuring.
+  std::vector<std::unique_ptr<ulnic::Nic>> held;  // --skip-slots: attachments we do not measure
   auto opened = ulnic::Nic::open();
+  for (int k = 0; k < skip_slots && opened; ++k) {
+    held.push_back(std::move(*opened));
+    opened = ulnic::Nic::open();
+  }
   if (!opened) {
     const char* cl = std::getenv("ULNIC_CLUSTER");
     die(opened.error().message + "\n  (cluster '" + (cl && *cl ? cl : "default") +
@@ -627,6 +775,8 @@ int main(int argc, char** argv) {
   b.dst_key = dst_mr->key;
 
   // ---- machine facts
+  const int qemu = qemu_pid();
+  const CpuSnap cpu0 = cpu_snap(qemu);
   Machine m = machine_facts();
   std::printf("slot_bench: node %u, slot %u of %s; SQ %u, CQ %u entries, heap %s\n", nic.node(), nic.slot(),
               size_name(nic.slot_size()).c_str(), lay.sq_capacity, lay.cq_capacity,
@@ -642,6 +792,7 @@ int main(int argc, char** argv) {
   // ---- 1. floors (the slot is idle; let it go dormant so the NIC sleeps)
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   PingPong pp = pingpong_floor(2000, 20000);
+  EventfdPingPong efd = eventfd_floor(2000, std::max(20, wake_samples / 2), wake_sleep_ms);
   std::vector<uint64_t> floor_sizes;
   for (uint32_t s : lat_sizes) floor_sizes.push_back(s);
   for (uint32_t s : bw_sizes) floor_sizes.push_back(s);
@@ -655,6 +806,12 @@ int main(int argc, char** argv) {
   std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
   std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
               pp.oneway_us.max);
+  std::printf("%-36s%10s%10s%10s\n", "blocking eventfd ping-pong RTT, us", "min", "median", "max");
+  std::printf("%-36s%10.1f%10.1f%10.1f\n", "  back to back", efd.busy_rtt_us.min, efd.busy_rtt_us.median,
+              efd.busy_rtt_us.max);
+  std::string idle_row = "  after " + std::to_string(efd.idle_ms) + " ms idle (n=" + std::to_string(efd.idle_rtt_us.n) + ")";
+  std::printf("%-36s%10.1f%10.1f%10.1f\n", idle_row.c_str(), efd.idle_rtt_us.min, efd.idle_rtt_us.median,
+              efd.idle_rtt_us.max);
   std::printf("%-12s%12s%10s%10s%14s\n", "memcpy", "GB/s min", "median", "max", "ns/copy med");
   for (auto& [s, f] : mc)
     std::printf("%-12s%12.2f%10.2f%10.2f%14.1f\n", size_name(s).c_str(), f.gbps.min, f.gbps.median, f.gbps.max,
@@ -682,6 +839,7 @@ int main(int argc, char** argv) {
   lat_row(bw_wait);
 
   // ---- 3. bandwidth
+  Bandwidth nop_rate = nic_bandwidth(b, 0, inflight, bw_seconds / 2);
   std::vector<Bandwidth> bw;
   for (uint32_t s : bw_sizes) {
     Bandwidth r = nic_bandwidth(b, s, inflight, bw_seconds);
@@ -689,13 +847,17 @@ int main(int argc, char** argv) {
     r.ratio = r.gbps.median / r.memcpy_gbps;
     bw.push_back(r);
   }
-  std::printf("\n== 3. copy bandwidth through the NIC, %u in flight (GB/s = 1e9 B/s, per >= 1 MiB window)\n",
+  std::printf("\n== 3. copy bandwidth through the NIC, %u in flight (GB/s = 1e9 B/s, per window of >= 8 MiB and >= 8x in flight)\n",
               inflight);
   std::printf("%-10s%8s%10s%10s%10s%10s%12s%12s\n", "size", "copies", "min", "median", "max", "overall",
               "memcpy med", "NIC/memcpy");
   for (const Bandwidth& r : bw)
     std::printf("%-10s%8" PRIu64 "%10.3f%10.3f%10.3f%10.3f%12.2f%12.4f\n", size_name(r.size).c_str(), r.copies,
                 r.gbps.min, r.gbps.median, r.gbps.max, r.overall_gbps, r.memcpy_gbps, r.ratio);
+  std::printf("descriptor rate, NOP, %u in flight (per >= 1024-op window): min %.3f, median %.3f, max %.3f Mops/s"
+              " (%.2f us/op at the median)\n",
+              inflight, nop_rate.gbps.min * 1e3, nop_rate.gbps.median * 1e3, nop_rate.gbps.max * 1e3,
+              nop_rate.gbps.median > 0 ? 1e-3 / nop_rate.gbps.median : 0.0);
 
   // ---- 4. wake-up from a dormant slot and a sleeping NIC
   std::vector<Wake> wk;
@@ -712,12 +874,17 @@ int main(int argc, char** argv) {
     if (w.not_dormant) std::printf("  (%" PRIu64 " samples skipped: slot not dormant after the pause)\n", w.not_dormant);
   }
   if (!busy_counters.empty())
-    std::printf("busy path (sections 2, incl. verification copies): NIC wfi %" PRIu64 ", slot wakeups %" PRIu64
+    std::printf("busy path (section 2, incl. verification copies): NIC wfi %" PRIu64 ", slot wakeups %" PRIu64
                 ", slot dormant %" PRIu64 "\n",
                 busy_counters["wfi"], busy_counters["slot_wakeups"], busy_counters["slot_dormant"]);
 
   const double runtime = seconds_since(run_start);
-  std::printf("\ntotal runtime %.1f s\n", runtime);
+  const CpuShare cs = cpu_share(cpu0, cpu_snap(qemu));
+  std::printf("\ntotal runtime %.1f s; CPU over the run, %% of one CPU (of %ld): slot_bench %.0f, node QEMU %.0f%s,"
+              " everything else %.0f, hypervisor steal %.1f\n",
+              runtime, m.nproc, cs.self, cs.qemu, qemu > 0 ? "" : " (pid unknown)", cs.others, cs.steal);
+  if (cs.others > 20)
+    std::printf("note: other processes used %.0f%% of a CPU during the run: the figures above are noisy\n", cs.others);
 
   // ---- JSON
   Json j;
@@ -731,6 +898,12 @@ int main(int argc, char** argv) {
       .str("kernel", m.kernel)
       .stats("clock_now_ns", m.clock_ns)
       .end_object();
+  j.begin_object("cpu_over_run_pct")
+      .num("slot_bench", cs.self)
+      .num("node_qemu", cs.qemu)
+      .num("everything_else", cs.others)
+      .num("steal", cs.steal)
+      .end_object();
   j.begin_object("slot")
       .num("node", nic.node())
       .num("slot", nic.slot())
@@ -738,6 +911,7 @@ int main(int argc, char** argv) {
       .num("heap_size", double(lay.heap_size))
       .num("sq_capacity", lay.sq_capacity)
       .num("cq_capacity", lay.cq_capacity)
+      .num("skipped_slots", skip_slots)
       .end_object();
   j.begin_object("params")
       .num("iters", iters)
@@ -749,6 +923,11 @@ int main(int argc, char** argv) {
       .end_object();
   j.begin_object("floors");
   j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
+  j.begin_object("eventfd_pingpong")
+      .stats("busy_rtt_us", efd.busy_rtt_us)
+      .stats("idle_rtt_us", efd.idle_rtt_us)
+      .num("idle_ms", efd.idle_ms)
+      .end_object();
   j.begin_array("memcpy");
   for (auto& [s, f] : mc)
     j.begin_object().num("size", double(s)).stats("gbps", f.gbps).stats("ns_per_copy", f.ns_per_copy).end_object();
@@ -771,6 +950,12 @@ int main(int argc, char** argv) {
   j.begin_object("busy_counters");
   for (auto& [k, v] : busy_counters) j.num(k.c_str(), double(v));
   j.end_object();
+  j.begin_object("nop_rate")
+      .num("inflight", nop_rate.inflight)
+      .num("ops", double(nop_rate.copies))
+      .stats("mops", Stats{nop_rate.gbps.min * 1e3, nop_rate.gbps.median * 1e3, nop_rate.gbps.max * 1e3,
+                           nop_rate.gbps.mean * 1e3, nop_rate.gbps.n})
+      .end_object();
   j.begin_array("bandwidth");
   for (const Bandwidth& r : bw)
     j.begin_object()
