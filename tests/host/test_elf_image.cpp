@@ -4,6 +4,8 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -30,11 +32,7 @@ using ulnic::board::parse_elf;
 const std::string kFwDir = ULNIC_TEST_FIRMWARE_DIR;
 
 // Succeeds if `needle` occurs in `hay`; either way the message shows both.
-::testing::AssertionResult Contains(const std::string& hay, const std::string& needle) {
-  if (hay.find(needle) != std::string::npos)
-    return ::testing::AssertionSuccess() << "\"" << hay << "\" contains \"" << needle << "\"";
-  return ::testing::AssertionFailure() << "\"" << hay << "\" does not contain \"" << needle << "\"";
-}
+using ulnic_test::Contains;
 
 // One program header of a synthetic ELF; `data` is placed in the file and
 // p_offset/p_filesz are filled in by build_elf().
@@ -118,23 +116,7 @@ bool is_hex(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ulnic-elf-test-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d ? d : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ulnic_test::TempDir;
 
 // ---------------------------------------------------------------- real firmware
 

@@ -1,6 +1,8 @@
 // Unit tests for the GDB remote-protocol client (emulator/board/gdb_remote.*)
 // against a fake gdbstub served on a UNIX socket by a std::thread.
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -27,23 +29,7 @@ namespace {
 
 constexpr int kGuardMs = 5000;  // failure guard only
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ulnic-gdb-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d ? d : "/tmp";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ulnic_test::TempDir;
 
 // Computed here independently of GdbRemote::frame.
 std::string checksum_hex(const std::string& payload) {

@@ -1,6 +1,8 @@
 // Unit tests for emulator/board/launcher (validate, qemu_command, find_qemu)
 // and emulator/board/runtime (runtime paths, cluster names).
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,11 +26,7 @@ using ulnic::board::BoardSpec;
 using ulnic::board::NodePaths;
 using Argv = std::vector<std::string>;
 
-::testing::AssertionResult Contains(const std::string& hay, const std::string& needle) {
-  if (hay.find(needle) != std::string::npos)
-    return ::testing::AssertionSuccess() << "\"" << hay << "\" contains \"" << needle << "\"";
-  return ::testing::AssertionFailure() << "\"" << hay << "\" does not contain \"" << needle << "\"";
-}
+using ulnic_test::Contains;
 
 std::string join(const Argv& a) {
   std::string s;
@@ -65,23 +63,7 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ulnic-launcher-test-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d ? d : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ulnic_test::TempDir;
 
 // Fixed paths so the command line does not depend on the environment.
 NodePaths fixed_paths() {

@@ -1,6 +1,8 @@
 // Unit tests for the QMP client (emulator/board/qmp.{h,cpp}) against a fake
 // QEMU monitor served on a UNIX socket by a std::thread.
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -27,23 +29,7 @@ namespace {
 
 constexpr int kGuardMs = 5000;  // failure guard only; never a pacing assumption
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ulnic-qmp-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d ? d : "/tmp";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ulnic_test::TempDir;
 
 // The server side of one QMP connection, as seen by a script.
 class Conn {

@@ -3,6 +3,8 @@
 // SramFile's own mapping.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,11 +29,7 @@ using ulnic::board::FirmwareImage;
 using ulnic::board::Segment;
 using ulnic::board::SramFile;
 
-::testing::AssertionResult Contains(const std::string& hay, const std::string& needle) {
-  if (hay.find(needle) != std::string::npos)
-    return ::testing::AssertionSuccess() << "\"" << hay << "\" contains \"" << needle << "\"";
-  return ::testing::AssertionFailure() << "\"" << hay << "\" does not contain \"" << needle << "\"";
-}
+using ulnic_test::Contains;
 
 class SramTest : public ::testing::Test {
  protected:
