@@ -60,7 +60,10 @@ Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t s
   }
   if (auto r = make_dirs(dir); !r) return r;
   auto spawned = spawn_daemon({tool_path("ulnic-fabricd"), "--dir", dir, "--size", std::to_string(size), "--vectors",
-                               std::to_string(vectors), "--nodes", std::to_string(abi::kMaxNodes)},
+                               std::to_string(vectors), "--nodes", std::to_string(abi::kMaxNodes),
+                               // NICs need only each other's fabric vector: keeps a QEMU's fd count
+                               // linear in the cluster size
+                               "--nic-peer-vectors", "1"},
                               fabric::Paths::log_file(dir));
   if (!spawned) return fail("cannot start the fabric server: " + spawned.error().message);
   for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;

@@ -92,7 +92,7 @@ Result<void> Daemon::init(const Options& opts) {
 // can hand a process the doorbell of its slot) and its own (one per slot,
 // rung by the NIC when that slot has completions for a waiting process).
 Result<void> Daemon::connect_fabric() {
-  std::string sock = fabric::Paths::host_socket(board::fabric_dir(opts_.cluster));
+  std::string sock = fabric::Paths::daemon_socket(board::fabric_dir(opts_.cluster), opts_.node);
   auto s = connect_unix(sock);
   if (!s) return fail("cannot reach the fabric server: " + s.error().message);
   fabric_ = std::move(*s);

@@ -34,6 +34,9 @@ Result<void> Server::init(const Options& opts) {
     auto l = listen_unix(Paths::nic_socket(opts.dir, k));
     if (!l) return std::unexpected(l.error());
     nic_listeners_.push_back(std::move(*l));
+    auto d = listen_unix(Paths::daemon_socket(opts.dir, k));
+    if (!d) return std::unexpected(d.error());
+    daemon_listeners_.push_back(std::move(*d));
   }
   auto h = listen_unix(Paths::host_socket(opts.dir));
   if (!h) return std::unexpected(h.error());
@@ -52,8 +55,21 @@ void Server::wake() {
   (void)ignored;
 }
 
+uint32_t Server::shared_vectors(int64_t receiver, int64_t peer) const {
+  auto is_nic = [](int64_t id) { return id < kDaemonIdBase; };
+  auto is_daemon = [](int64_t id) { return id >= kDaemonIdBase && id < kAnonymousIdBase; };
+  uint32_t all = opts_.vectors;
+  if (!is_nic(receiver) && !is_daemon(receiver)) return all;  // anonymous: everything
+  if (!is_nic(peer) && !is_daemon(peer)) return all;
+  if (is_nic(receiver) && is_nic(peer))
+    return opts_.nic_peer_vectors && opts_.nic_peer_vectors < all ? opts_.nic_peer_vectors : all;
+  int64_t rnode = is_nic(receiver) ? receiver : receiver - kDaemonIdBase;
+  int64_t pnode = is_nic(peer) ? peer : peer - kDaemonIdBase;
+  return rnode == pnode && is_nic(receiver) != is_nic(peer) ? all : 0;  // a node's NIC and its daemon
+}
+
 int64_t Server::free_host_id() const {
-  for (int64_t id = ulnic::abi::kMaxNodes; id <= kMaxPeerId; ++id)
+  for (int64_t id = kAnonymousIdBase; id <= kMaxPeerId; ++id)
     if (!peers_.count(id)) return id;
   return -1;
 }
@@ -105,8 +121,8 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
   // Step 4: everyone already here, and them about the newcomer.
   for (auto& [other_id, other] : peers_) {
     if (other_id == id) continue;
-    for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(id, other_id, other.vectors[v].get());
-    for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(other_id, id, me.vectors[v].get());
+    for (uint32_t v = 0; v < shared_vectors(id, other_id); ++v) send_or_mark(id, other_id, other.vectors[v].get());
+    for (uint32_t v = 0; v < shared_vectors(other_id, id); ++v) send_or_mark(other_id, id, me.vectors[v].get());
   }
   // Step 5: the newcomer's own vectors, for receiving.
   for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(id, id, me.vectors[v].get());
@@ -116,11 +132,15 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
 
 void Server::drop_peer(int64_t id) {
   peers_.erase(id);
-  for (auto& [other_id, other] : peers_) send_or_mark(other_id, id, -1);
+  for (auto& [other_id, other] : peers_)
+    if (shared_vectors(other_id, id) > 0) send_or_mark(other_id, id, -1);  // only those told of it
 }
 
 void Server::cleanup() {
-  for (uint32_t k = 0; k < nic_listeners_.size(); ++k) ::unlink(Paths::nic_socket(opts_.dir, k).c_str());
+  for (uint32_t k = 0; k < nic_listeners_.size(); ++k) {
+    ::unlink(Paths::nic_socket(opts_.dir, k).c_str());
+    ::unlink(Paths::daemon_socket(opts_.dir, k).c_str());
+  }
   ::unlink(Paths::host_socket(opts_.dir).c_str());
   ::unlink(Paths::pid_file(opts_.dir).c_str());
 }
@@ -128,10 +148,14 @@ void Server::cleanup() {
 Result<void> Server::run(volatile const bool* stop_flag) {
   while (!*stop_flag) {
     std::vector<pollfd> fds;
-    std::vector<int64_t> ids;  // per pollfd: >= 0 peer id, -1-k listener k, -1000 host listener
+    // Per pollfd: >= 0 peer id; -1-id a listener handing out that fixed id;
+    // -1000 the anonymous listener; -2000 the wake pipe.
+    std::vector<int64_t> ids;
     for (uint32_t k = 0; k < nic_listeners_.size(); ++k) {
       fds.push_back({nic_listeners_[k].get(), POLLIN, 0});
       ids.push_back(-1 - int64_t(k));
+      fds.push_back({daemon_listeners_[k].get(), POLLIN, 0});
+      ids.push_back(-1 - (kDaemonIdBase + int64_t(k)));
     }
     fds.push_back({host_listener_.get(), POLLIN, 0});
     ids.push_back(-1000);

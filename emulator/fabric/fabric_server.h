@@ -4,8 +4,15 @@
 //
 // Peer ids are fixed, not first-come: NIC k connects to <dir>/nic<k>.sock and
 // always gets id k, so NIC i can ring NIC j by id whatever the start order and
-// after restarts. Host processes that want to be rung (or to ring their NIC)
-// connect to <dir>/host.sock and get the lowest free id >= kMaxNodes.
+// after restarts. The daemon of node k connects to <dir>/daemon<k>.sock and
+// gets id kDaemonIdBase + k. Anything else (tools, tests) connects to
+// <dir>/host.sock and gets the lowest free id >= kAnonymousIdBase.
+//
+// Who learns whose eventfds is topology-aware, so fd counts stay small in
+// big clusters (a QEMU keeps every fd it is sent): a NIC gets the other NICs'
+// first `nic_peer_vectors` vectors (enough to ring their fabric vector) and
+// all of its own daemon's; a daemon gets all of its own NIC's and nobody
+// else's; anonymous peers get, and are given to, everyone in full.
 #pragma once
 
 #include <cstdint>
@@ -18,16 +25,23 @@
 
 namespace ulnic::fabric {
 
+constexpr int64_t kDaemonIdBase = 64;      // = abi::kMaxNodes
+constexpr int64_t kAnonymousIdBase = 128;  // = 2 * abi::kMaxNodes
+
 struct Options {
   std::string dir;               // sockets, memory file, pid and log live here
   uint64_t size = 64ull << 20;   // fabric memory; a power of two (it is a PCI BAR)
   uint32_t vectors = 4;          // eventfds per peer = MSI-X vectors per device
-  uint32_t max_nodes = 64;       // nic<k>.sock listeners for k < max_nodes
+  uint32_t max_nodes = 64;       // nic<k>.sock and daemon<k>.sock listeners for k < max_nodes
+  uint32_t nic_peer_vectors = 0; // vectors a NIC is given of another NIC (0 = all)
 };
 
 struct Paths {
   static std::string memory(const std::string& dir) { return dir + "/fabric.mem"; }
   static std::string nic_socket(const std::string& dir, uint32_t k) { return dir + "/nic" + std::to_string(k) + ".sock"; }
+  static std::string daemon_socket(const std::string& dir, uint32_t k) {
+    return dir + "/daemon" + std::to_string(k) + ".sock";
+  }
   static std::string host_socket(const std::string& dir) { return dir + "/host.sock"; }
   static std::string pid_file(const std::string& dir) { return dir + "/fabricd.pid"; }
   static std::string log_file(const std::string& dir) { return dir + "/fabricd.log"; }
@@ -49,6 +63,8 @@ class Server {
     UniqueFd sock;
     std::vector<UniqueFd> vectors;  // eventfds: ring vector v of this peer
   };
+  // How many of `peer`'s vectors `receiver` is given (0: not announced).
+  uint32_t shared_vectors(int64_t receiver, int64_t peer) const;
   Result<void> accept_peer(int listener, int64_t id);
   void drop_peer(int64_t id);
   bool hung_up(int64_t id);
@@ -61,7 +77,8 @@ class Server {
   Options opts_;
   UniqueFd mem_;
   UniqueFd wake_rd_, wake_wr_;  // self-pipe: run() sleeps without a timeout
-  std::vector<UniqueFd> nic_listeners_;  // index = node id
+  std::vector<UniqueFd> nic_listeners_;     // index = node id
+  std::vector<UniqueFd> daemon_listeners_;  // index = node id
   UniqueFd host_listener_;
   std::map<int64_t, Peer> peers_;
   std::vector<int64_t> stuck_;

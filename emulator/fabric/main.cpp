@@ -26,8 +26,9 @@ int main(int argc, char** argv) {
     else if (a == "--size") opts.size = std::stoull(next(), nullptr, 0);
     else if (a == "--vectors") opts.vectors = uint32_t(std::stoul(next()));
     else if (a == "--nodes") opts.max_nodes = uint32_t(std::stoul(next()));
+    else if (a == "--nic-peer-vectors") opts.nic_peer_vectors = uint32_t(std::stoul(next()));
     else {
-      std::fprintf(stderr, "usage: ulnic-fabricd --dir DIR [--size BYTES] [--vectors N] [--nodes N]\n");
+      std::fprintf(stderr, "usage: ulnic-fabricd --dir DIR [--size BYTES] [--vectors N] [--nodes N] [--nic-peer-vectors N]\n");
       return 2;
     }
   }

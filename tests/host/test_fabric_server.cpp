@@ -37,7 +37,7 @@ constexpr int kGuardMs = 5000;  // failure guard only
 constexpr uint64_t kSize = 1ull << 20;
 constexpr uint32_t kVectors = 2;
 constexpr uint32_t kNodes = 4;
-constexpr int64_t kFirstHostId = ulnic::abi::kMaxNodes;
+constexpr int64_t kFirstHostId = ulnic::fabric::kAnonymousIdBase;
 
 std::string make_temp_dir() {
   char tmpl[] = "/tmp/ulnic-fabric-XXXXXX";
@@ -536,4 +536,85 @@ TEST_F(FabricServer, StopRemovesSocketsAndPidFile) {
   for (uint32_t k = 0; k < kNodes; ++k) EXPECT_FALSE(exists(nic(k))) << nic(k);
   EXPECT_FALSE(exists(host()));
   EXPECT_FALSE(exists(Paths::pid_file(dir_)));
+}
+
+// ------------------------------------------------------------------ topology
+
+namespace {
+
+// Reads one greeting without judging it: how many eventfds came per peer id.
+std::map<int64_t, uint32_t> greeting_counts(int sock, int64_t& self) {
+  std::map<int64_t, uint32_t> counts;
+  Msg m;
+  EXPECT_EQ(recv_msg(sock, m), Got::kMsg);  // version
+  EXPECT_EQ(recv_msg(sock, m), Got::kMsg);  // id
+  self = m.value;
+  EXPECT_EQ(recv_msg(sock, m), Got::kMsg);  // memory
+  while (counts[self] < kVectors && recv_msg(sock, m) == Got::kMsg) counts[m.value] += m.nfds;
+  return counts;
+}
+
+// Nothing more arrives on `sock` for a while (the server sends in bursts).
+bool quiet(int sock) { return !readable(sock, 200); }
+
+class FabricTopology : public FabricServer {
+ protected:
+  void SetUp() override {
+    opts_.nic_peer_vectors = 1;
+    FabricServer::SetUp();
+  }
+  std::string daemon(uint32_t k) const { return Paths::daemon_socket(dir_, k); }
+  UniqueFd connect(const std::string& path) {
+    auto s = ulnic::connect_unix(path);
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? std::move(*s) : UniqueFd();
+  }
+};
+
+}  // namespace
+
+TEST_F(FabricTopology, NicsAreGivenOnlyEachOthersFabricVector) {
+  int64_t id0, id1;
+  UniqueFd n0 = connect(nic(0));
+  greeting_counts(n0.get(), id0);
+  UniqueFd n1 = connect(nic(1));
+  auto c1 = greeting_counts(n1.get(), id1);
+  EXPECT_EQ(id1, 1);
+  EXPECT_EQ(c1[0], 1u);  // NIC 0's vector 0 only
+  Msg m;
+  ASSERT_EQ(recv_msg(n0.get(), m), Got::kMsg);
+  EXPECT_EQ(m.value, 1);
+  EXPECT_EQ(m.nfds, 1);
+  EXPECT_TRUE(quiet(n0.get()));  // not the other vectors
+}
+
+TEST_F(FabricTopology, ADaemonAndItsNicShareEverythingAndNobodyElseSeesIt) {
+  int64_t id;
+  UniqueFd n0 = connect(nic(0));
+  greeting_counts(n0.get(), id);
+  UniqueFd n1 = connect(nic(1));
+  greeting_counts(n1.get(), id);
+  Msg m;
+  ASSERT_EQ(recv_msg(n0.get(), m), Got::kMsg);  // NIC 0 hears of NIC 1
+  UniqueFd d0 = connect(daemon(0));
+  auto c = greeting_counts(d0.get(), id);
+  EXPECT_EQ(id, ulnic::fabric::kDaemonIdBase);
+  EXPECT_EQ(c[0], kVectors);  // all of its NIC's vectors
+  EXPECT_EQ(c.count(1), 0u);  // nothing of the other NIC
+  uint32_t told = 0;
+  while (told < kVectors && recv_msg(n0.get(), m) == Got::kMsg) told += m.value == id && m.nfds == 1;
+  EXPECT_EQ(told, kVectors);  // NIC 0 can ring every vector of its daemon
+  EXPECT_TRUE(quiet(n1.get()));  // NIC 1 is not told about daemon 0
+  d0.reset();
+  ASSERT_EQ(recv_msg(n0.get(), m), Got::kMsg);  // departure goes to NIC 0 only
+  EXPECT_EQ(m.value, id);
+  EXPECT_EQ(m.nfds, 0);
+  EXPECT_TRUE(quiet(n1.get()));
+}
+
+TEST_F(FabricTopology, DaemonIdsAreFixedByNode) {
+  int64_t id;
+  UniqueFd d1 = connect(daemon(1));
+  greeting_counts(d1.get(), id);
+  EXPECT_EQ(id, ulnic::fabric::kDaemonIdBase + 1);
 }
