@@ -1,6 +1,7 @@
 #include "board/fabric_control.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <sys/file.h>
 
 #include <algorithm>
@@ -40,14 +41,36 @@ class ClusterLock {
 
 }  // namespace
 
-Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t size, uint32_t vectors,
-                           std::vector<std::string>& notes) {
+Result<abi::FabricHeader> fabric_geometry(const std::string& cluster) {
+  std::string mem = fabric::Paths::memory(fabric_dir(cluster));
+  UniqueFd fd(::open(mem.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return fail_errno("cannot read " + mem, errno);
+  abi::FabricHeader h{};
+  if (::pread(fd.get(), &h, sizeof h, 0) != ssize_t(sizeof h) || h.magic != abi::kFabricMagic)
+    return fail(mem + " has no fabric geometry");
+  return h;
+}
+
+namespace {
+Result<abi::FabricHeader> check_node_fits(const std::string& cluster, uint32_t node) {
+  auto g = fabric_geometry(cluster);
+  if (!g) return g;
+  uint32_t nodes = g->switch_port == abi::kNoSwitch ? g->ports : g->ports - 1;
+  if (node >= nodes)
+    return fail("node " + std::to_string(node) + " does not fit the fabric of cluster '" + cluster + "' (" +
+                std::to_string(nodes) + " nodes)");
+  return g;
+}
+}  // namespace
+
+Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t node, const FabricSpec& spec,
+                                        std::vector<std::string>& notes) {
   ClusterLock lock(cluster);
   std::string dir = fabric_dir(cluster);
   std::string pidfile = fabric::Paths::pid_file(dir);
   std::string sock = fabric::Paths::nic_socket(dir, node);
   pid_t pid = read_pid(pidfile);
-  if (is_our_fabricd(pid, dir)) return {};
+  if (is_our_fabricd(pid, dir)) return check_node_fits(cluster, node);
   if (pid || fs::exists(dir)) {
     std::vector<uint32_t> nodes = list_nodes(cluster);
     bool others = std::any_of(nodes.begin(), nodes.end(),
@@ -58,17 +81,19 @@ Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t s
     remove_tree(dir);
     if (pid) notes.push_back("removed stale fabric files (fabric server pid " + std::to_string(pid) + " is gone)");
   }
-  if (auto r = make_dirs(dir); !r) return r;
-  auto spawned = spawn_daemon({tool_path("ulnic-fabricd"), "--dir", dir, "--size", std::to_string(size), "--vectors",
-                               std::to_string(vectors), "--nodes", std::to_string(abi::kMaxNodes),
-                               // NICs need only each other's fabric vector: keeps a QEMU's fd count
-                               // linear in the cluster size
-                               "--nic-peer-vectors", "1"},
-                              fabric::Paths::log_file(dir));
+  if (auto r = make_dirs(dir); !r) return std::unexpected(r.error());
+  std::vector<std::string> argv = {tool_path("ulnic-fabricd"), "--dir", dir, "--size", "1048576", "--vectors",
+                                   std::to_string(spec.vectors), "--nodes", std::to_string(abi::kMaxNodes),
+                                   // NICs need only each other's fabric vector: keeps a QEMU's
+                                   // fd count linear in the cluster size
+                                   "--nic-peer-vectors", "1", "--ports", std::to_string(spec.ports),
+                                   "--ring-capacity", std::to_string(spec.ring_capacity)};
+  if (spec.with_switch) argv.push_back("--switch");
+  auto spawned = spawn_daemon(argv, fabric::Paths::log_file(dir));
   if (!spawned) return fail("cannot start the fabric server: " + spawned.error().message);
   for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;
        std::this_thread::sleep_for(10ms)) {
-    if (fs::exists(pidfile) && fs::exists(sock)) return {};
+    if (fs::exists(pidfile) && fs::exists(sock)) return check_node_fits(cluster, node);
     if (!process_alive(*spawned)) break;
   }
   return fail("the fabric server did not come up:\n" + tail_file(fabric::Paths::log_file(dir), 10));

@@ -5,14 +5,28 @@
 #include <string>
 #include <vector>
 
+#include "ulnic/abi/fabric.h"
 #include "util/result.h"
 
 namespace ulnic::board {
 
-// Makes sure the cluster's fabric server runs and listens for `node`;
-// cleans up after a dead one if no node of the cluster still uses it.
-Result<void> ensure_fabric(const std::string& cluster, uint32_t node, uint64_t size, uint32_t vectors,
-                           std::vector<std::string>& notes);
+namespace abi = ulnic::abi;
+
+struct FabricSpec {
+  uint32_t ports = 16;           // ring-matrix ports: nodes (+1 with a switch)
+  bool with_switch = false;
+  uint32_t ring_capacity = abi::kDefaultRingCapacity;
+  uint32_t vectors = 16;         // MSI-X vectors per device
+};
+
+// Makes sure the cluster's fabric server runs and listens for `node`, and
+// returns the fabric's geometry; cleans up after a dead server if no node of
+// the cluster still uses it. A running fabric keeps its geometry: a node
+// outside it is refused.
+Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t node, const FabricSpec& spec,
+                                        std::vector<std::string>& notes);
+// The geometry of the cluster's running fabric.
+Result<abi::FabricHeader> fabric_geometry(const std::string& cluster);
 void stop_fabric(const std::string& cluster);
 // Once no node of the cluster is left: stops its fabric server and removes
 // the cluster's directory. Returns whether it did.

@@ -14,7 +14,7 @@ struct FwTestOptions {
   std::string elf;
   BoardSpec board;                      // node, slots, extra args
   bool fabric = true;
-  uint64_t fabric_size = 16ull << 20;
+  uint32_t fabric_ports = 2;            // a small ring matrix
   std::chrono::milliseconds timeout{120'000};
 };
 

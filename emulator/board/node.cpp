@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "board/elf_image.h"
@@ -65,7 +66,7 @@ Result<void> create_sparse(const std::string& path, uint64_t size) {
   return {};
 }
 
-abi::BootConfig make_boot_config(const StartOptions& o, uint64_t flash_seq) {
+abi::BootConfig make_boot_config(const StartOptions& o, uint64_t flash_seq, const abi::FabricHeader* g) {
   abi::BootConfig c{};
   c.magic = abi::kBootConfigMagic;
   c.abi_version = ULNIC_ABI_VERSION;
@@ -77,7 +78,16 @@ abi::BootConfig make_boot_config(const StartOptions& o, uint64_t flash_seq) {
   c.slot_size = o.board.slot_size;
   c.num_slots = o.board.num_slots;
   c.heartbeat_us = o.heartbeat_us;
-  c.fabric_size = o.fabric ? o.fabric_size : 0;
+  if (g) {
+    c.fabric_size = abi::fabric_bar_size(g->ports, g->ring_capacity);
+    c.fabric_ports = g->ports;
+    c.switch_port = g->switch_port;
+    c.ring_capacity = g->ring_capacity;
+    c.ring_stride = g->ring_stride;
+    c.rings_offset = g->rings_offset;
+  } else {
+    c.switch_port = abi::kNoSwitch;
+  }
   std::snprintf(c.cluster, sizeof c.cluster, "%s", o.cluster.c_str());
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -214,8 +224,13 @@ Result<StartResult> start_node(const StartOptions& o) {
 
   BoardSpec spec = o.board;
   spec.qemu = *qemu;
+  std::optional<abi::FabricHeader> geometry;
   if (o.fabric) {
-    if (auto r = ensure_fabric(o.cluster, o.board.node, o.fabric_size, o.board.fabric_vectors, res.notes); !r) return cleanup_on_error(r.error());
+    FabricSpec fs_spec = o.fabric_spec;
+    fs_spec.vectors = o.board.fabric_vectors;
+    auto g = ensure_fabric(o.cluster, o.board.node, fs_spec, res.notes);
+    if (!g) return cleanup_on_error(g.error());
+    geometry = *g;
     spec.fabric_socket = fabric::Paths::nic_socket(fabric_dir(o.cluster), o.board.node);
   }
   auto sram = SramFile::create(p.sram);
@@ -224,7 +239,7 @@ Result<StartResult> start_node(const StartOptions& o) {
     if (auto r = create_sparse(p.slot(k), spec.slot_size); !r) return cleanup_on_error(r.error());
   // No translations exist before QEMU starts, so plain file writes suffice here.
   sram->write_image(*img);
-  sram->write_boot_config(make_boot_config(o, 1));
+  sram->write_boot_config(make_boot_config(o, 1, geometry ? &*geometry : nullptr));
   std::error_code ec;
   fs::copy_file(o.firmware, p.firmware, fs::copy_options::overwrite_existing, ec);
 

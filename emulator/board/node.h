@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "board/fabric_control.h"
 #include "board/launcher.h"
 #include "ulnic/abi/status.h"
 
@@ -21,7 +22,7 @@ struct StartOptions {
   uint32_t num_nodes = 1;               // for the boot config
   uint32_t heartbeat_us = 100'000;
   uint32_t boot_flags = 0;
-  uint64_t fabric_size = 64ull << 20;
+  FabricSpec fabric_spec;               // geometry if this start creates the fabric
   bool fabric = true;                   // attach the cluster fabric device
   bool daemon = true;                   // run ulnicd (needs the fabric)
   std::chrono::milliseconds boot_timeout{30'000};

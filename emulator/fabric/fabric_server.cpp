@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <fstream>
 
+#include "ulnic/abi/fabric.h"
 #include "ulnic/abi/sram.h"
 #include "util/unix_socket.h"
 
@@ -29,7 +30,27 @@ Result<void> Server::init(const Options& opts) {
   ::mkdir(opts.dir.c_str(), 0700);
   mem_.reset(::open(Paths::memory(opts.dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!mem_) return fail_errno("cannot create " + Paths::memory(opts.dir), errno);
-  if (::ftruncate(mem_.get(), off_t(opts.size)) != 0) return fail_errno("cannot size fabric memory", errno);
+  if (opts.ports) {
+    if (opts.ports > ulnic::abi::kMaxPorts || (opts.with_switch && opts.ports < 2))
+      return fail("fabric ports must be 1.." + std::to_string(ulnic::abi::kMaxPorts));
+    if (!ulnic::abi::is_ring_capacity(opts.ring_capacity)) return fail("ring capacity must be a power of two");
+    uint64_t need = ulnic::abi::fabric_bar_size(opts.ports, opts.ring_capacity);
+    if (opts_.size < need) opts_.size = need;
+  }
+  if (::ftruncate(mem_.get(), off_t(opts_.size)) != 0) return fail_errno("cannot size fabric memory", errno);
+  if (opts.ports) {
+    // The geometry, written once before any NIC connects (then read-only).
+    ulnic::abi::FabricHeader h{};
+    h.magic = ulnic::abi::kFabricMagic;
+    h.abi_version = ULNIC_ABI_VERSION;
+    h.ports = opts.ports;
+    h.switch_port = opts.with_switch ? opts.ports - 1 : ulnic::abi::kNoSwitch;
+    h.ring_capacity = opts.ring_capacity;
+    h.ring_stride = ulnic::abi::ring_stride(opts.ring_capacity);
+    h.rings_offset = ulnic::abi::rings_offset(opts.ports);
+    h.size = ulnic::abi::fabric_bytes(opts.ports, opts.ring_capacity);
+    if (::pwrite(mem_.get(), &h, sizeof h, 0) != ssize_t(sizeof h)) return fail_errno("cannot write fabric header", errno);
+  }
   for (uint32_t k = 0; k < opts.max_nodes; ++k) {
     auto l = listen_unix(Paths::nic_socket(opts.dir, k));
     if (!l) return std::unexpected(l.error());

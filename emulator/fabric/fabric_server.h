@@ -34,6 +34,9 @@ struct Options {
   uint32_t vectors = 4;          // eventfds per peer = MSI-X vectors per device
   uint32_t max_nodes = 64;       // nic<k>.sock and daemon<k>.sock listeners for k < max_nodes
   uint32_t nic_peer_vectors = 0; // vectors a NIC is given of another NIC (0 = all)
+  uint32_t ports = 0;            // ring-matrix ports (nodes, +1 with a switch); 0 = no rings
+  bool with_switch = false;      // the last port is the switch's
+  uint32_t ring_capacity = 16;   // packets per ring
 };
 
 struct Paths {

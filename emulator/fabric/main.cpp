@@ -27,8 +27,12 @@ int main(int argc, char** argv) {
     else if (a == "--vectors") opts.vectors = uint32_t(std::stoul(next()));
     else if (a == "--nodes") opts.max_nodes = uint32_t(std::stoul(next()));
     else if (a == "--nic-peer-vectors") opts.nic_peer_vectors = uint32_t(std::stoul(next()));
+    else if (a == "--ports") opts.ports = uint32_t(std::stoul(next()));
+    else if (a == "--switch") opts.with_switch = true;
+    else if (a == "--ring-capacity") opts.ring_capacity = uint32_t(std::stoul(next()));
     else {
-      std::fprintf(stderr, "usage: ulnic-fabricd --dir DIR [--size BYTES] [--vectors N] [--nodes N] [--nic-peer-vectors N]\n");
+      std::fprintf(stderr, "usage: ulnic-fabricd --dir DIR [--size BYTES] [--vectors N] [--nodes N] [--nic-peer-vectors N]\n"
+                   "                     [--ports P [--switch] [--ring-capacity C]]\n");
       return 2;
     }
   }

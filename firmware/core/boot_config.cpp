@@ -1,5 +1,7 @@
 #include "core/boot_config.h"
 
+#include "ulnic/abi/fabric.h"
+
 namespace core::boot_config {
 namespace abi = ulnic::abi;
 
@@ -7,6 +9,7 @@ namespace {
 
 void defaults(Config& c) {
   c = Config{};
+  c.switch_port = abi::kNoSwitch;
   c.heartbeat_us = kDefaultHeartbeatUs;
   c.cluster[0] = '\0';
 }
@@ -32,6 +35,21 @@ abi::BootConfigVerdict parse(const abi::BootConfig& raw, Config& out) {
   out.heartbeat_us = raw.heartbeat_us ? clamp(raw.heartbeat_us, kMinHeartbeatUs, kMaxHeartbeatUs) : kDefaultHeartbeatUs;
   for (size_t i = 0; i < sizeof out.cluster; ++i) out.cluster[i] = raw.cluster[i];
   out.cluster[sizeof out.cluster - 1] = '\0';
+  // The ring geometry must be self-consistent and fit the fabric BAR, or the
+  // NIC runs without a fabric rather than writing outside it.
+  bool geometry_ok = raw.fabric_ports >= 1 && raw.fabric_ports <= abi::kMaxPorts &&
+                     abi::is_ring_capacity(raw.ring_capacity) && raw.ring_capacity <= 1024 &&
+                     raw.ring_stride == abi::ring_stride(raw.ring_capacity) &&
+                     raw.rings_offset == abi::rings_offset(raw.fabric_ports) &&
+                     abi::fabric_bytes(raw.fabric_ports, raw.ring_capacity) <= raw.fabric_size &&
+                     (raw.switch_port == abi::kNoSwitch || raw.switch_port == raw.fabric_ports - 1);
+  if (geometry_ok) {
+    out.fabric_ports = raw.fabric_ports;
+    out.switch_port = raw.switch_port;
+    out.ring_capacity = raw.ring_capacity;
+    out.ring_stride = raw.ring_stride;
+    out.rings_offset = raw.rings_offset;
+  }
   return abi::kBootConfigOk;
 }
 

@@ -18,6 +18,11 @@ struct Config {
   uint64_t fabric_size;
   uint32_t heartbeat_us;
   char cluster[32];
+  uint32_t fabric_ports;     // 0: no ring matrix
+  uint32_t switch_port;      // abi::kNoSwitch: direct rings
+  uint32_t ring_capacity;
+  uint64_t ring_stride;
+  uint64_t rings_offset;
 };
 
 // Defaults when the block is missing: node 0, no expectations about slots.

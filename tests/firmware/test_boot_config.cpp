@@ -4,6 +4,7 @@
 
 #include "core/boot_config.h"
 #include "harness.h"
+#include "ulnic/abi/fabric.h"
 
 namespace abi = ulnic::abi;
 using core::boot_config::Config;
@@ -76,4 +77,41 @@ FW_TEST(out_of_range_fields_are_clamped) {
 FW_TEST(the_runner_wrote_a_valid_block_into_sram) {
   Config c;
   EXPECT_EQ(core::boot_config::load(c), abi::kBootConfigOk);
+}
+
+FW_TEST(a_consistent_fabric_geometry_is_taken) {
+  Config c;
+  abi::BootConfig b = good();
+  b.fabric_ports = 5;
+  b.switch_port = 4;
+  b.ring_capacity = 16;
+  b.ring_stride = abi::ring_stride(16);
+  b.rings_offset = abi::rings_offset(5);
+  b.fabric_size = abi::fabric_bar_size(5, 16);
+  CHECK_EQ(core::boot_config::parse(b, c), abi::kBootConfigOk);
+  EXPECT_EQ(c.fabric_ports, 5u);
+  EXPECT_EQ(c.switch_port, 4u);
+  EXPECT_EQ(c.ring_stride, abi::ring_stride(16));
+}
+
+FW_TEST(an_inconsistent_fabric_geometry_means_no_fabric) {
+  Config c;
+  abi::BootConfig b = good();
+  b.fabric_ports = 5;
+  b.switch_port = abi::kNoSwitch;
+  b.ring_capacity = 16;
+  b.ring_stride = abi::ring_stride(16) - 64;  // rings would overlap
+  b.rings_offset = abi::rings_offset(5);
+  b.fabric_size = abi::fabric_bar_size(5, 16);
+  core::boot_config::parse(b, c);
+  EXPECT_EQ(c.fabric_ports, 0u);
+  b.ring_stride = abi::ring_stride(16);
+  b.fabric_size = 1u << 20;  // rings past the end of the BAR
+  core::boot_config::parse(b, c);
+  EXPECT_EQ(c.fabric_ports, 0u);
+  b.fabric_size = abi::fabric_bar_size(5, 16);
+  b.switch_port = 2;  // the switch must be the last port
+  core::boot_config::parse(b, c);
+  EXPECT_EQ(c.fabric_ports, 0u);
+  EXPECT_EQ(c.switch_port, abi::kNoSwitch);
 }

@@ -6,6 +6,7 @@
 #include "hal/mmio.h"
 #include "hal/pcie.h"
 #include "harness.h"
+#include "ulnic/abi/fabric.h"
 #include "ulnic/abi/testbench.h"
 
 namespace abi = ulnic::abi;
@@ -89,7 +90,13 @@ FW_TEST(finds_the_fabric_doorbell_device) {
   CHECK(f.present);
   EXPECT_EQ(f.size, c.fabric_size);
   EXPECT_EQ(f.mem & (f.size - 1), 0u);
-  EXPECT(stamp_ok(f.mem, abi::kFabricStampMagic, 0));
+  EXPECT(stamp_ok(f.mem + abi::kPortAreaOffset - sizeof(abi::TestbenchStamp), abi::kFabricStampMagic, 0));
+  // The fabric server wrote the ring geometry the boot config describes.
+  const auto& g = *reinterpret_cast<const volatile abi::FabricHeader*>(f.mem);
+  EXPECT_EQ(g.magic, abi::kFabricMagic);
+  EXPECT_EQ(g.ports, c.fabric_ports);
+  EXPECT_EQ(g.rings_offset, c.rings_offset);
+  EXPECT_EQ(g.ring_stride, c.ring_stride);
   EXPECT_EQ(f.peer_id, c.node_id);  // the fabric server pins NIC k to peer id k
   EXPECT_EQ(f.vectors, 16u);
   // BAR0 (registers) and BAR1 (MSI-X) live in the 32-bit window.

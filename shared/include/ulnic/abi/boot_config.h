@@ -28,7 +28,14 @@ struct BootConfig {
   uint64_t fabric_size;     // bytes in the fabric BAR (0 = no fabric)
   char cluster[32];         // NUL-terminated cluster name
   uint64_t flashed_unix_ns; // wall clock of the flash, for humans
-  uint8_t reserved[160];
+  // Fabric geometry (shared/include/ulnic/abi/fabric.h); ports 0 = no rings.
+  uint32_t fabric_ports;
+  uint32_t switch_port;     // kNoSwitch: direct rings
+  uint32_t ring_capacity;
+  uint32_t pad0;
+  uint64_t ring_stride;
+  uint64_t rings_offset;
+  uint8_t reserved[128];
 };
 ULNIC_ABI_CHECK_SIZE(BootConfig, 256);
 ULNIC_ABI_CHECK_OFFSET(BootConfig, flash_seq, 24);
@@ -37,6 +44,8 @@ ULNIC_ABI_CHECK_OFFSET(BootConfig, num_slots, 40);
 ULNIC_ABI_CHECK_OFFSET(BootConfig, fabric_size, 48);
 ULNIC_ABI_CHECK_OFFSET(BootConfig, cluster, 56);
 ULNIC_ABI_CHECK_OFFSET(BootConfig, flashed_unix_ns, 88);
+ULNIC_ABI_CHECK_OFFSET(BootConfig, fabric_ports, 96);
+ULNIC_ABI_CHECK_OFFSET(BootConfig, ring_stride, 112);
 static_assert(sizeof(BootConfig) <= kBootConfigSize);
 
 }  // namespace ulnic::abi

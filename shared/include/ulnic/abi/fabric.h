@@ -1,0 +1,117 @@
+// The cluster fabric (DESIGN §6): one shared region mapped by every NIC as
+// the BAR of its ivshmem-doorbell device, created by the fabric server.
+//
+//   0                FabricHeader (geometry; written once by the fabric server)
+//   kPortAreaOffset  PortArea[ports]: one cache line per port, written only by
+//                    that port's owner (its NIC, or the switch)
+//   rings_offset     ring[src][dst] for src, dst < ports: RingControl + Packet[capacity]
+//
+// ring[i][j] is written only by port i and read only by port j (SPSC). With a
+// switch, the switch is port `switch_port` (= ports - 1): NIC i then sends
+// everything on ring[i][switch] and receives on ring[switch][i], and the
+// switch moves packets between them. A NIC learns the mode from its boot
+// config and cannot otherwise tell the difference.
+#pragma once
+
+#include "ulnic/abi/ring.h"
+
+namespace ulnic::abi {
+
+constexpr uint32_t kFabricMagic = fourcc('U', 'F', 'A', 'B');
+constexpr uint32_t kMtu = 4096;              // payload bytes per packet
+constexpr uint32_t kNoSwitch = 0xffffffff;
+
+// ---------------------------------------------------------------- the wire
+
+enum PacketType : uint8_t {
+  kPktData = 1,     // carries payload and an operation header
+  kPktAck = 2,      // cumulative acknowledgement only
+};
+
+// Fields every packet carries. The checksum covers the header (with the
+// checksum field zero) and the payload; a corrupted packet is dropped and
+// counted, and the link layer's retransmission repairs the loss.
+struct WireHeader {
+  uint32_t magic;        // kWireMagic
+  uint8_t type;          // PacketType
+  uint8_t flags;
+  uint16_t payload_len;  // <= kMtu
+  uint16_t src;          // sending NIC (node id)
+  uint16_t dst;          // receiving NIC
+  uint32_t seq;          // per (src, dst) data sequence number, from 1
+  uint32_t ack;          // cumulative: every data seq <= ack from dst arrived
+  uint32_t checksum;     // CRC-32C of header (this field 0) and payload
+  // Operation (data packets): where the payload goes at the receiver.
+  uint8_t op;            // WireOp
+  uint8_t status;        // kWireOpResult: the receiver's verdict
+  uint16_t dst_slot;
+  uint32_t dst_key;
+  uint64_t dst_addr;     // receiver-side virtual address of this packet's bytes
+  uint64_t op_id;        // sender's operation handle (echoed in results)
+  uint64_t reserved[2];
+};
+ULNIC_ABI_CHECK_SIZE(WireHeader, 64);
+constexpr uint32_t kWireMagic = fourcc('U', 'W', 'I', '1');
+
+enum WireOp : uint8_t {
+  kWireOpNone = 0,
+  kWireOpPut = 1,        // write payload at (dst_slot, dst_key, dst_addr)
+  kWireOpResult = 2,     // receiver -> sender: the put op_id failed with `status`
+};
+
+struct Packet {
+  WireHeader h;
+  uint8_t payload[kMtu];
+};
+ULNIC_ABI_CHECK_SIZE(Packet, 64 + kMtu);
+
+// --------------------------------------------------------------- geometry
+
+struct PortArea {
+  uint32_t rx_asleep;    // 1: this port sleeps; a sender rings its fabric vector
+  uint32_t pad0;
+  uint64_t heartbeat;    // bumped by the port's owner now and then
+  uint64_t pad1[6];
+};
+ULNIC_ABI_CHECK_SIZE(PortArea, 64);
+
+struct FabricHeader {
+  uint32_t magic;          // kFabricMagic
+  uint32_t abi_version;
+  uint32_t ports;          // nodes (+1 with a switch)
+  uint32_t switch_port;    // kNoSwitch, or the switch's port
+  uint32_t ring_capacity;  // packets per ring (power of two)
+  uint32_t pad;
+  uint64_t ring_stride;    // bytes from one ring to the next
+  uint64_t rings_offset;
+  uint64_t size;           // bytes the geometry needs
+  uint8_t reserved[4096 - 48];
+};
+ULNIC_ABI_CHECK_SIZE(FabricHeader, 4096);
+
+constexpr uint64_t kPortAreaOffset = 4096;
+constexpr uint32_t kMaxPorts = 65;  // 64 NICs and a switch
+constexpr uint32_t kDefaultRingCapacity = 16;
+
+constexpr uint64_t ring_stride(uint32_t capacity) {
+  // Not a power of two on purpose (DESIGN §7.3: QEMU's direct-mapped soft
+  // TLB punishes buffers at power-of-two distances).
+  return (sizeof(RingControl) + uint64_t(capacity) * sizeof(Packet) + 63) & ~uint64_t(63);
+}
+constexpr uint64_t rings_offset(uint32_t ports) {
+  return (kPortAreaOffset + uint64_t(ports) * sizeof(PortArea) + 4095) & ~uint64_t(4095);
+}
+constexpr uint64_t fabric_bytes(uint32_t ports, uint32_t capacity) {
+  return rings_offset(ports) + uint64_t(ports) * ports * ring_stride(capacity);
+}
+// The power-of-two BAR size that holds the geometry.
+constexpr uint64_t fabric_bar_size(uint32_t ports, uint32_t capacity) {
+  uint64_t need = fabric_bytes(ports, capacity), size = 1u << 20;
+  while (size < need) size <<= 1;
+  return size;
+}
+constexpr uint64_t ring_offset(uint32_t ports, uint32_t capacity, uint32_t src, uint32_t dst) {
+  return rings_offset(ports) + (uint64_t(src) * ports + dst) * ring_stride(capacity);
+}
+
+}  // namespace ulnic::abi
