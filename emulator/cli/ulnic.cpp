@@ -50,6 +50,11 @@ const char* kUsage = R"(usage: ulnic <command> ...
   node stop   [-c CLUSTER] [-n NODE]
                                   stop the board and remove its runtime files
   node list   [-c CLUSTER]        nodes of a cluster and their state
+  cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB]
+                                  start N nodes on one fabric (N <= 64)
+  cluster status [-c CLUSTER] [--json]
+                                  one line per node: QEMU, firmware state, build, heartbeat
+  cluster down [-c CLUSTER]       stop every node of the cluster
   fwtest ELF  [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--qemu-arg ARG]...
                                   run a firmware test image on a private board; exit = its status
   demo                            start a node, show status and boot log, reflash, stop
@@ -62,7 +67,8 @@ struct Args {
   std::vector<std::string> positional;
   std::string cluster;
   uint32_t node = 0;
-  bool json = false, follow = false, verbose_fw = false, no_fabric = false;
+  bool json = false, follow = false, verbose_fw = false, no_fabric = false, node_given = false;
+  uint32_t count = 0;  // cluster up -n
   std::string firmware;
   uint32_t slots = 8;
   uint64_t slot_size = 256ull << 20;
@@ -103,7 +109,7 @@ Args parse(int argc, char** argv, int first) {
       break;
     }
     if (s == "-c" || s == "--cluster") a.cluster = value();
-    else if (s == "-n" || s == "--node") a.node = uint32_t(number(s, value()));
+    else if (s == "-n" || s == "--node") a.node = uint32_t(number(s, value())), a.node_given = true;
     else if (s == "--json") a.json = true;
     else if (s == "-f" || s == "--follow") a.follow = true;
     else if (s == "--firmware") a.firmware = value();
@@ -383,6 +389,78 @@ int cmd_fwtest(const Args& a) {
   return *r;
 }
 
+int cmd_cluster_up(Args a) {
+  uint32_t n = a.node;  // "-n" means the node count here
+  if (!a.node_given || n == 0 || n > abi::kMaxNodes) die("usage: ulnic cluster up -n N (1..64) [-c CLUSTER]", 2);
+  if (!board::list_nodes(a.cluster).empty())
+    die("cluster '" + a.cluster + "' is already up (or was not shut down): ulnic cluster down -c " + a.cluster);
+  board::StartOptions o;
+  o.cluster = a.cluster;
+  o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
+  o.heartbeat_us = a.heartbeat_us;
+  o.num_nodes = n;
+  o.fabric_spec.ports = n;
+  o.board.num_slots = a.slots;
+  o.board.slot_size = a.slot_size;
+  o.board.extra_args = a.qemu_args;
+  for (uint32_t k = 0; k < n; ++k) {
+    o.board.node = k;
+    auto r = board::start_node(o);
+    if (!r) {
+      std::fprintf(stderr, "ulnic: node %u: %s\nstopping the nodes started so far\n", k, r.error().message.c_str());
+      for (uint32_t j = 0; j < k; ++j) (void)board::stop_node(a.cluster, j);
+      return 1;
+    }
+    for (const auto& note : r->notes) std::printf("note: %s\n", note.c_str());
+    std::printf("[%u/%u] node %u up: QEMU pid %d, firmware %s\n", k + 1, n, k, int(r->pid),
+                board::state_name(r->status.state));
+    std::fflush(stdout);
+  }
+  std::printf("cluster '%s': %u nodes up\n", a.cluster.c_str(), n);
+  return 0;
+}
+
+int cmd_cluster_status(const Args& a) {
+  auto nodes = board::list_nodes(a.cluster);
+  if (nodes.empty()) die("cluster '" + a.cluster + "' has no nodes");
+  int rc = 0;
+  if (a.json) std::printf("[");
+  bool first = true;
+  for (uint32_t n : nodes) {
+    auto r = board::query_node(a.cluster, n, true);
+    if (!r) {
+      rc = 1;
+      if (!a.json) std::printf("node %-3u %s\n", n, r.error().message.c_str());
+      continue;
+    }
+    if (!r->running || r->status.state != uint32_t(abi::FwState::kRunning)) rc = 4;
+    if (a.json) {
+      if (!first) std::printf(",\n");
+      print_status_json(a.cluster, *r);
+    } else {
+      std::printf("node %-3u qemu %-5s firmware %-8s build %.12s  uptime %8.1f s  heartbeat %s\n", n,
+                  r->running ? "up" : "DOWN", board::state_name(r->status.state), r->status.build_id,
+                  double(r->status.uptime_us) / 1e6,
+                  !r->heartbeat_checked ? "-" : r->heartbeat_advancing ? "advancing" : "STUCK");
+    }
+    first = false;
+  }
+  if (a.json) std::printf("]\n");
+  return rc;
+}
+
+int cmd_cluster_down(const Args& a) {
+  auto nodes = board::list_nodes(a.cluster);
+  if (nodes.empty()) die("cluster '" + a.cluster + "' has no nodes");
+  int rc = 0;
+  for (uint32_t n : nodes) {
+    auto r = board::stop_node(a.cluster, n);
+    if (!r) rc = 1, std::fprintf(stderr, "ulnic: node %u: %s\n", n, r.error().message.c_str());
+  }
+  std::printf("cluster '%s' down (%zu nodes stopped)\n", a.cluster.c_str(), nodes.size());
+  return rc;
+}
+
 void step(const char* what) { std::printf("\n\033[1m== %s\033[0m\n", what), std::fflush(stdout); }
 
 int cmd_demo() {
@@ -427,6 +505,14 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "demo") return cmd_demo();
   if (cmd == "fwtest") return cmd_fwtest(parse(argc, argv, 2));
+  if (cmd == "cluster" && argc >= 3) {
+    std::string sub = argv[2];
+    Args a = parse(argc, argv, 3);
+    if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
+    if (sub == "up") return cmd_cluster_up(a);
+    if (sub == "status") return cmd_cluster_status(a);
+    if (sub == "down") return cmd_cluster_down(a);
+  }
   if (cmd == "node" && argc >= 3) {
     std::string sub = argv[2];
     Args a = parse(argc, argv, 3);
