@@ -138,7 +138,9 @@ const char* counter_name(uint32_t i) {
       "loop_iterations", "wfi",           "timer_wakeups",   "ext_wakeups",     "pcie_devices",
       "pcie_ignored",    "bad_boot_config", "ctrl_commands", "sq_entries",      "cq_entries",
       "copy_bytes",      "bad_descriptors", "slot_cutoffs",  "host_rings",      "slot_wakeups",
-      "slot_dormant"};
+      "slot_dormant",    "link_tx_data",    "link_rx_data",  "link_retransmits", "link_duplicates",
+      "link_out_of_order", "link_bad_packets", "link_unreachable", "link_restarts", "puts_done",
+      "puts_refused"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

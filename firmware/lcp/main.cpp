@@ -9,6 +9,8 @@
 #include "hal/pcie.h"
 #include "hal/uart.h"
 #include "lcp/loop.h"
+#include "lcp/remote.h"
+#include "link/link.h"
 
 namespace abi = ulnic::abi;
 
@@ -98,6 +100,12 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
   wire_doorbells(g_board);
   lcp::slots_init(g_slots, g_board, hal::clint::now());
   lcp::control_init(g_control);
+  lcp::remote_init(g_slots);
+  link::Upcalls up{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid};
+  link::init(g_board, cfg, up, hal::clint::now());
+  if (link::enabled())
+    core::log("link: node %u of %u on the fabric%s\n", link::self(), link::nodes(),
+              cfg.switch_port == abi::kNoSwitch ? "" : " (through the switch)");
   lcp::LoopState loop{};
   lcp::loop_init(loop, cfg, hal::clint::now());
   loop.slots = &g_slots;

@@ -6,6 +6,7 @@
 #include "hal/clint.h"
 #include "hal/cpu.h"
 #include "hal/mmio.h"
+#include "lcp/remote.h"
 
 namespace lcp {
 namespace {
@@ -35,8 +36,6 @@ bool in_range(uint64_t off, uint64_t len, uint64_t lo, uint64_t size) {
   return off >= lo && len <= size && off - lo <= size - len;
 }
 
-// The NIC address of [addr, addr+len) in slot `s` through registration `key`,
-// or a CqStatus explaining why not.
 abi::CqStatus translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic) {
   const Registration& r = s.regs[key & 0xff];
   if (key == 0 || r.key != key) return abi::kCqBadKey;
@@ -171,6 +170,13 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       if (st != abi::kCqOk) complete(s, e, st, 0);
       return;
     }
+    case abi::kOpPut: {
+      abi::CqStatus st = put_start(t, s, e);
+      if (st != abi::kCqOk) return complete(s, e, st, 0);
+      s.put_active = true;
+      ++s.cq_reserved;  // its completion comes later: keep a CQ entry for it
+      return;
+    }
   }
 }
 
@@ -179,13 +185,19 @@ bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
   bool worked = false;
   uint64_t bytes = kCopyChunk;
   for (uint32_t n = 0; n < kSqBudget && bytes > 0;) {
+    if (s.put_active) {
+      if (!put_feed(t, s)) break;  // the link is full: later
+      s.put_active = false;
+      worked = true;
+      continue;
+    }
     if (s.copy.active) {
       if (s.cq.free_space() == 0) break;  // completion needs room: wait for the host
       bytes -= step_copy(t, s, bytes);
       worked = true;
       continue;
     }
-    if (s.cq.free_space() == 0) break;
+    if (s.cq.free_space() <= s.cq_reserved) break;
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
     abi::SqEntry e;  // copy once: the host may rewrite the entry under us
@@ -219,6 +231,20 @@ void go_dormant(Slot& s, uint64_t now) {
 }  // namespace
 
 abi::SlotHeader& header(const Slot& s) { return *reinterpret_cast<abi::SlotHeader*>(s.base); }
+
+abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic) {
+  return translate(s, key, addr, len, need, nic);
+}
+
+void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,
+                          abi::CqStatus status, uint32_t result) {
+  if (slot >= abi::kMaxSlots) return;
+  Slot& s = t.slots[slot];
+  if (s.state != abi::SlotState::kActive || s.generation != generation) return;
+  if (s.cq_reserved) --s.cq_reserved;
+  complete(s, e, status, result);
+  publish(s, t);
+}
 
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed) {
   memset(&t, 0, sizeof t);
@@ -301,7 +327,7 @@ bool slots_service(SlotTable& t, uint64_t now) {
     if (s.state != abi::SlotState::kActive || s.dormant) continue;
     if (service_slot(t, s, now)) {
       worked = true;
-    } else if (s.state == abi::SlotState::kActive && !s.copy.active &&
+    } else if (s.state == abi::SlotState::kActive && !s.copy.active && !s.put_active &&
                now - s.last_work >= hal::clint::us_to_ticks(kSlotIdleUs)) {
       go_dormant(s, now);
     }

@@ -51,6 +51,9 @@ struct Slot {
   uint32_t host_peer, host_vector;  // who to ring on completions
   uint64_t rung_seq;                // host wait_seq we last answered
   CopyState copy;
+  bool put_active;                  // feeding put_op to the link
+  uint32_t put_op;
+  uint32_t cq_reserved;             // CQ entries owed to puts in flight
   Registration regs[abi::kMaxRegistrations];
 };
 
@@ -74,5 +77,13 @@ bool slots_awake(const SlotTable& t);
 
 // The slot header as the firmware writes it (only its nic words).
 abi::SlotHeader& header(const Slot& s);
+
+// The NIC address of [addr, addr+len) in slot `s` through registration `key`
+// with access `need`, or why not.
+abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic);
+// A completion for work that finished outside the slot's own pass (remote
+// puts); dropped if the slot has changed hands since (generation).
+void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,
+                          abi::CqStatus status, uint32_t result);
 
 }  // namespace lcp

@@ -48,15 +48,22 @@ struct WireHeader {
   uint32_t dst_key;
   uint64_t dst_addr;     // receiver-side virtual address of this packet's bytes
   uint64_t op_id;        // sender's operation handle (echoed in results)
-  uint64_t reserved[2];
+  uint32_t src_incarnation;  // random per boot of the sender
+  uint32_t dst_incarnation;  // the receiver's, as the sender knows it (0: unknown)
+  uint32_t op_length;    // kWireOpPut: total bytes of the operation
+  uint32_t reserved;
 };
 ULNIC_ABI_CHECK_SIZE(WireHeader, 64);
 constexpr uint32_t kWireMagic = fourcc('U', 'W', 'I', '1');
 
 enum WireOp : uint8_t {
-  kWireOpNone = 0,
+  kWireOpNone = 0,       // sequence filler (a retransmission whose source is gone)
   kWireOpPut = 1,        // write payload at (dst_slot, dst_key, dst_addr)
-  kWireOpResult = 2,     // receiver -> sender: the put op_id failed with `status`
+  kWireOpResult = 2,     // receiver -> sender: put op_id finished with `status`
+};
+
+enum WireFlags : uint8_t {
+  kWireLast = 1u << 0,   // last packet of an operation: the receiver answers with a result
 };
 
 struct Packet {

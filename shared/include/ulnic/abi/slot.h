@@ -92,6 +92,8 @@ enum SqOpcode : uint8_t {
   kOpCopy = 1,        // registered -> registered, this slot or another on the node
   kOpRegister = 2,    // make [reg_offset, +length) of this slot's heap DMA-able
   kOpDeregister = 3,  // drop the registration src_key
+  kOpPut = 4,         // registered -> another node's registration (RemoteWrite);
+                      // completes once the receiving NIC has placed every byte
   kOpcodeCount,
 };
 
@@ -116,7 +118,8 @@ struct SqEntry {
   uint32_t src_slot;    // kOpCopy: slot holding the source (own slot unless
                         //          reading another slot's RemoteRead region)
   uint64_t reg_offset;  // kOpRegister: slot offset of the region
-  uint64_t reserved;
+  uint32_t dst_node;    // kOpPut: the receiving node
+  uint32_t reserved;
 };
 ULNIC_ABI_CHECK_SIZE(SqEntry, 64);
 ULNIC_ABI_CHECK_OFFSET(SqEntry, user_data, 8);
@@ -135,6 +138,10 @@ enum CqStatus : uint16_t {
   kCqBadSlot = 6,        // destination slot not attached
   kCqNoResources = 7,    // registration table full
   kCqFlushed = 8,        // slot detached before the work ran
+  kCqUnreachable = 9,    // the destination NIC stopped answering (or rebooted)
+  kCqRemoteBadKey = 10,  // the receiver refused: no such registration
+  kCqRemoteProtection = 11,  // the receiver refused: no RemoteWrite, or out of bounds
+  kCqRemoteBadSlot = 12, // the receiver refused: slot not attached
 };
 
 struct CqEntry {

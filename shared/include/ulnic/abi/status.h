@@ -43,6 +43,16 @@ enum Counter : uint32_t {
   kCtrHostRings,           // completion doorbells rung to hosts
   kCtrSlotWakeups,         // slot doorbell interrupts taken
   kCtrSlotDormant,         // times a slot stopped being polled
+  kCtrLinkTxData,          // data packets sent (first transmissions)
+  kCtrLinkRxData,          // data packets delivered in order
+  kCtrLinkRetransmits,     // data packets sent again
+  kCtrLinkDuplicates,      // data packets received twice (dropped)
+  kCtrLinkOutOfOrder,      // data packets ahead of a gap (dropped)
+  kCtrLinkBadPackets,      // bad magic/length/checksum/addressing (dropped)
+  kCtrLinkUnreachable,     // peers declared unreachable
+  kCtrLinkRestarts,        // peers seen rebooting
+  kCtrPutsDone,            // remote puts completed (any status)
+  kCtrPutsRefused,         // incoming puts refused (key, access, bounds, slot)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 32;

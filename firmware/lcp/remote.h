@@ -1,0 +1,34 @@
+// Remote puts over the reliable link: the first cross-node data path.
+//
+// Sender: a kOpPut descriptor becomes an operation in the put table; its
+// bytes go out in MTU-sized packets straight from host memory (the link
+// rereads them for retransmission); the last packet asks the receiving NIC
+// for a verdict, and the completion is written when that verdict arrives --
+// after the receiver placed every byte -- or when the peer is lost.
+// Receiver: every arriving packet is checked against the target slot's
+// registration (key, RemoteWrite, bounds) before a byte is written; refused
+// packets are counted and turn the verdict into an error.
+#pragma once
+
+#include "lcp/slots.h"
+#include "ulnic/abi/fabric.h"
+
+namespace lcp {
+
+constexpr uint32_t kMaxPuts = 64;          // operations in flight per NIC
+constexpr uint32_t kMaxPendingResults = 64;  // verdicts waiting for link room
+
+void remote_init(SlotTable& t);
+// Validates a put and starts it; kCqOk if the slot should now feed it.
+abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
+// Hands more of the slot's current put to the link; true once it is all sent.
+bool put_feed(SlotTable& t, Slot& s);
+// Sends verdicts that waited for room on the link. True if it did work.
+bool remote_poll(SlotTable& t);
+
+// Link upcalls.
+void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
+void remote_peer_lost(uint32_t peer);
+bool remote_payload_valid(uint32_t slot, uint64_t generation);
+
+}  // namespace lcp

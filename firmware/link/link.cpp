@@ -1,0 +1,380 @@
+#include "link/link.h"
+
+#include <string.h>
+
+#include "core/status.h"
+#include "hal/clint.h"
+#include "hal/mmio.h"
+#include "ulnic/abi/slot.h"
+#include "ulnic/crc32c.h"
+
+namespace link {
+namespace {
+
+inline void full_barrier() { __asm__ volatile("fence rw, rw" ::: "memory"); }
+
+constexpr uint32_t kRxBudget = 16;  // packets per poll: the other work sources must run too
+
+struct TxEntry {
+  abi::WireHeader h;     // operation fields and seq; addressing is filled in at each send
+  uint64_t payload;      // NIC address of the bytes in host memory
+  uint16_t len;
+  uint32_t owner;
+  uint64_t generation;
+};
+
+struct Peer {
+  // Transmit side.
+  uint32_t next_seq;       // next sequence number to assign
+  uint32_t acked;          // cumulative: every seq <= acked was received
+  uint32_t resend_next;    // go-back-N cursor (== next_seq: nothing to resend)
+  uint64_t rto_ticks;      // current retransmission timeout
+  uint64_t rto_deadline;   // 0: no timer
+  uint64_t last_progress;  // mtime of the last ACK progress
+  TxEntry win[kWindow];
+  // Receive side.
+  uint32_t their_session;  // the peer's incarnation (0: not heard from yet)
+  uint32_t expected;       // next in-order seq
+  uint32_t unacked_rx;     // packets since our last ACK
+  bool ack_owed;
+  uint64_t ack_deadline;
+};
+
+struct State {
+  bool enabled;
+  uint32_t incarnation;    // ours: random per boot, never 0
+  uint32_t self, nodes, ports, switch_port, capacity;
+  uint64_t fabric, regs;
+  Upcalls up;
+  Stats stats;
+  uint32_t rng;
+  uint32_t drop_per_65536;
+  uint32_t drop_rng;
+  Peer peers[abi::kMaxPorts];
+  abi::RingProducer<abi::Packet> tx[abi::kMaxPorts];  // by destination port
+  abi::RingConsumer<abi::Packet> rx[abi::kMaxPorts];  // by source port
+  uint32_t rx_next;                                   // round-robin start
+};
+State g;
+
+uint32_t random32() {
+  uint32_t x = g.rng;
+  x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+  g.rng = x;
+  return x;
+}
+
+
+bool seq_before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+
+abi::RingControl* ring(uint32_t src, uint32_t dst) {
+  return reinterpret_cast<abi::RingControl*>(g.fabric + abi::ring_offset(g.ports, g.capacity, src, dst));
+}
+abi::PortArea& port(uint32_t p) {
+  return reinterpret_cast<abi::PortArea*>(g.fabric + abi::kPortAreaOffset)[p];
+}
+// Where packets for `dst` go, and where packets from `src` come from.
+uint32_t tx_port(uint32_t dst) { return g.switch_port == abi::kNoSwitch ? dst : g.switch_port; }
+
+// Both directions start over: at boot, and when the peer rebooted (its new
+// incarnation has a fresh receive side, and nothing we had in flight counts).
+void reset_peer(Peer& p, uint32_t their_session, uint64_t now) {
+  memset(&p, 0, sizeof p);
+  p.next_seq = p.resend_next = 1;
+  p.expected = 1;
+  p.rto_ticks = hal::clint::us_to_ticks(kRtoInitialUs);
+  p.last_progress = now;
+  p.their_session = their_session;
+}
+
+void ring_doorbell(uint32_t dst_port) {
+  full_barrier();  // our tail before their rx_asleep: pairs with prepare_sleep()
+  if (__atomic_load_n(&port(dst_port).rx_asleep, __ATOMIC_RELAXED) && dst_port < abi::kMaxNodes && g.regs)
+    hal::mmio_write32(g.regs + core::board::kDoorbell, dst_port << 16 | abi::kVectorFabric);
+}
+
+uint32_t checksum(const abi::WireHeader& h, const uint8_t* payload, uint32_t len) {
+  abi::WireHeader copy = h;
+  copy.checksum = 0;
+  uint32_t c = ulnic::crc32c(0, &copy, sizeof copy);
+  return ulnic::crc32c(c, payload, len);
+}
+
+// Puts one packet on the wire toward `dst`; false if the ring is full.
+bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
+  abi::RingProducer<abi::Packet>& tx = g.tx[tx_port(dst)];
+  abi::Packet* pkt = tx.reserve();
+  if (!pkt) {
+    ++g.stats.ring_full;
+    return false;
+  }
+  Peer& p = g.peers[dst];
+  abi::WireHeader h = e ? e->h : abi::WireHeader{};
+  h.magic = abi::kWireMagic;
+  h.type = type;
+  h.src = uint16_t(g.self);
+  h.dst = uint16_t(dst);
+  h.ack = p.expected - 1;
+  h.src_incarnation = g.incarnation;
+  h.dst_incarnation = p.their_session;
+  h.payload_len = 0;
+  if (e && e->len) {
+    if (g.up.payload_valid && g.up.payload_valid(e->owner, e->generation)) {
+      memcpy(pkt->payload, reinterpret_cast<const void*>(e->payload), e->len);
+      h.payload_len = e->len;
+    } else {
+      h.op = abi::kWireOpNone;  // the source is gone: keep the sequence, drop the bytes
+      h.flags = 0;
+    }
+  }
+  h.checksum = 0;
+  h.checksum = checksum(h, pkt->payload, h.payload_len);
+  memcpy(&pkt->h, &h, sizeof h);
+  tx.push();
+  tx.publish();
+  ring_doorbell(tx_port(dst));
+  p.ack_owed = false;  // the ACK rode along
+  p.unacked_rx = 0;
+  p.ack_deadline = 0;
+  return true;
+}
+
+// The peer stopped answering: what was in flight to it completes with an
+// error now. The sequence state stays (a slow peer that comes back resyncs by
+// retransmission), but no retransmission reads host memory any more.
+void declare_unreachable(uint32_t peer, uint64_t now) {
+  Peer& p = g.peers[peer];
+  for (TxEntry& e : p.win) e.len = 0, e.h.op = abi::kWireOpNone, e.h.flags = 0;
+  p.last_progress = now;
+  ++g.stats.unreachable;
+  if (g.up.peer_lost) g.up.peer_lost(peer);
+}
+
+void take_ack(Peer& p, uint32_t ack, uint64_t now) {
+  if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
+  p.acked = ack;
+  if (seq_before(p.resend_next, ack + 1)) p.resend_next = ack + 1;
+  p.last_progress = now;
+  p.rto_ticks = hal::clint::us_to_ticks(kRtoInitialUs);
+  p.rto_deadline = seq_before(p.acked + 1, p.next_seq) ? now + p.rto_ticks : 0;
+}
+
+void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
+  abi::WireHeader h;
+  memcpy(&h, &shared->h, sizeof h);  // once: the ring is shared memory
+  uint32_t src = h.src;
+  bool addressed = h.magic == abi::kWireMagic && h.dst == g.self && src < g.nodes && src != g.self &&
+                   (g.switch_port != abi::kNoSwitch || from_port == src) && h.payload_len <= abi::kMtu &&
+                   (h.type == abi::kPktData || h.type == abi::kPktAck) && h.src_incarnation != 0;
+  if (!addressed || checksum(h, shared->payload, h.payload_len) != h.checksum) {
+    ++g.stats.bad_packets;
+    return;
+  }
+  Peer& p = g.peers[src];
+  if (h.src_incarnation != p.their_session) {
+    if (p.their_session == 0) {
+      p.their_session = h.src_incarnation;  // first word from this peer
+    } else {
+      // It rebooted: its receive side is fresh and nothing we had in flight counts.
+      reset_peer(p, h.src_incarnation, now);
+      ++g.stats.restarts;
+      if (g.up.peer_lost) g.up.peer_lost(src);
+    }
+  }
+  if (h.dst_incarnation != 0 && h.dst_incarnation != g.incarnation) {
+    // Meant for an earlier boot of ours: drop, and answer so the sender
+    // learns our new incarnation.
+    ++g.stats.duplicates;
+    p.ack_owed = true;
+    p.ack_deadline = now;
+    return;
+  }
+  // Acknowledgements count only once the peer knows who we are.
+  if (h.dst_incarnation == g.incarnation) take_ack(p, h.ack, now);
+  if (h.type == abi::kPktAck) {
+    ++g.stats.rx_acks;
+    return;
+  }
+  if (g.drop_per_65536 && (((g.drop_rng = g.drop_rng * 1103515245u + 12345u) >> 8) & 0xffff) < g.drop_per_65536)
+    return;  // injected loss (tests)
+  p.ack_owed = true;
+  if (!p.ack_deadline) p.ack_deadline = now + hal::clint::us_to_ticks(kAckDelayUs);
+  if (h.seq != p.expected) {
+    if (seq_before(h.seq, p.expected)) ++g.stats.duplicates;
+    else ++g.stats.out_of_order;
+    p.ack_deadline = now;  // tell the sender where we are, soon
+    return;
+  }
+  ++p.expected;
+  ++p.unacked_rx;
+  ++g.stats.rx_data;
+  if (h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, h, shared->payload);
+}
+
+}  // namespace
+
+void init(const core::board::Board& board, const core::boot_config::Config& cfg, const Upcalls& up, uint64_t now) {
+  memset(&g, 0, sizeof g);
+  g.up = up;
+  g.rng = (uint32_t(now ^ (now >> 29)) * 2654435761u) ^ (cfg.node_id * 40503u) ^ uint32_t(cfg.flash_seq << 7);
+  if (!g.rng) g.rng = 1;
+  while ((g.incarnation = random32()) == 0) {
+  }
+  if (!board.fabric.present || cfg.fabric_ports == 0) return;
+  g.ports = cfg.fabric_ports;
+  g.switch_port = cfg.switch_port;
+  g.nodes = g.switch_port == abi::kNoSwitch ? g.ports : g.ports - 1;
+  if (cfg.node_id >= g.nodes || abi::fabric_bytes(g.ports, cfg.ring_capacity) > board.fabric.size) return;
+  g.self = cfg.node_id;
+  g.capacity = cfg.ring_capacity;
+  g.fabric = board.fabric.mem;
+  g.regs = board.fabric.regs;
+  for (uint32_t p = 0; p < g.ports; ++p) {
+    if (p == g.self) continue;
+    // Our rings: we are the only producer of ring[self][p] and the only
+    // consumer of ring[p][self]; our previous boot's leftovers are attached
+    // as they are (the indices are in shared memory and stay consistent).
+    abi::RingControl* out = ring(g.self, p);
+    abi::RingControl* in = ring(p, g.self);
+    if (!g.tx[p].attach(out, reinterpret_cast<abi::Packet*>(out + 1), g.capacity)) ++g.stats.bad_packets;
+    if (!g.rx[p].attach(in, reinterpret_cast<abi::Packet*>(in + 1), g.capacity)) ++g.stats.bad_packets;
+  }
+  for (uint32_t n = 0; n < g.nodes; ++n) reset_peer(g.peers[n], 0, now);
+  __atomic_store_n(&port(g.self).rx_asleep, 0u, __ATOMIC_RELAXED);
+  g.enabled = true;
+}
+
+bool enabled() { return g.enabled; }
+uint32_t self() { return g.self; }
+uint32_t nodes() { return g.nodes; }
+const Stats& stats() { return g.stats; }
+
+void set_rx_drop(uint32_t per_65536, uint32_t seed) {
+  g.drop_per_65536 = per_65536;
+  g.drop_rng = seed | 1u;
+}
+
+bool can_send(uint32_t dst) {
+  if (!g.enabled || dst >= g.nodes || dst == g.self) return false;
+  const Peer& p = g.peers[dst];
+  return p.next_seq - p.acked - 1 < kWindow && p.resend_next == p.next_seq && g.tx[tx_port(dst)].free_space() > 0;
+}
+
+uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
+              uint64_t generation) {
+  if (!can_send(dst) || len > abi::kMtu) return 0;
+  Peer& p = g.peers[dst];
+  uint32_t seq = p.next_seq;
+  TxEntry& e = p.win[seq % kWindow];
+  e.h = h;
+  e.h.seq = seq;
+  e.payload = payload;
+  e.len = len;
+  e.owner = owner;
+  e.generation = generation;
+  if (!transmit(dst, abi::kPktData, &e)) return 0;
+  p.next_seq = p.resend_next = seq + 1;
+  ++g.stats.tx_data;
+  uint64_t now = hal::clint::now();
+  if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+  return seq;
+}
+
+bool poll_rx(uint64_t now) {
+  if (!g.enabled) return false;
+  bool worked = false;
+  uint32_t budget = kRxBudget;
+  for (uint32_t i = 0; i < g.ports && budget; ++i) {
+    uint32_t from = (g.rx_next + i) % g.ports;
+    if (from == g.self || (g.switch_port != abi::kNoSwitch && from != g.switch_port)) continue;
+    abi::RingConsumer<abi::Packet>& rx = g.rx[from];
+    bool took = false;
+    while (budget) {
+      const abi::Packet* pkt = rx.peek();
+      if (!pkt) break;
+      receive(from, pkt, now);
+      rx.pop();
+      --budget;
+      took = true;
+    }
+    if (took) rx.release(), worked = true;
+    if (rx.corrupt()) {
+      // A wild index from the other side: count it and start that ring over.
+      ++g.stats.bad_packets;
+      abi::RingControl* in = ring(from, g.self);
+      __atomic_store_n(&in->head, __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+      rx.attach(in, reinterpret_cast<abi::Packet*>(in + 1), g.capacity);
+    }
+  }
+  g.rx_next = (g.rx_next + 1) % (g.ports ? g.ports : 1);
+  return worked;
+}
+
+bool poll_timers(uint64_t now) {
+  if (!g.enabled) return false;
+  bool worked = false;
+  for (uint32_t n = 0; n < g.nodes; ++n) {
+    if (n == g.self) continue;
+    Peer& p = g.peers[n];
+    bool outstanding = seq_before(p.acked + 1, p.next_seq);
+    // Signed: send() stamps with a clock read after this pass's `now`.
+    if (outstanding && int64_t(now - p.last_progress) > int64_t(hal::clint::us_to_ticks(kUnreachableUs))) {
+      declare_unreachable(n, now);
+      worked = true;
+    }
+    if (outstanding && p.rto_deadline && now >= p.rto_deadline) {
+      p.resend_next = p.acked + 1;  // go back N
+      p.rto_ticks = p.rto_ticks * 2 < hal::clint::us_to_ticks(kRtoMaxUs) ? p.rto_ticks * 2
+                                                                         : hal::clint::us_to_ticks(kRtoMaxUs);
+      p.rto_deadline = now + p.rto_ticks;
+    }
+    while (seq_before(p.resend_next, p.next_seq)) {
+      if (!transmit(n, abi::kPktData, &p.win[p.resend_next % kWindow])) break;
+      ++p.resend_next;
+      ++g.stats.retransmits;
+      worked = true;
+    }
+    if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= kAckEvery)) {
+      if (transmit(n, abi::kPktAck, nullptr)) ++g.stats.tx_acks, worked = true;
+    }
+  }
+  return worked;
+}
+
+bool busy() {
+  if (!g.enabled) return false;
+  for (uint32_t n = 0; n < g.nodes; ++n) {
+    const Peer& p = g.peers[n];
+    if (n != g.self && (p.ack_owed || seq_before(p.acked + 1, p.next_seq))) return true;
+  }
+  return false;
+}
+
+uint64_t next_deadline() {
+  uint64_t d = ~0ull;
+  for (uint32_t n = 0; g.enabled && n < g.nodes; ++n) {
+    const Peer& p = g.peers[n];
+    if (n == g.self) continue;
+    if (p.ack_owed && p.ack_deadline < d) d = p.ack_deadline;
+    if (p.rto_deadline && p.rto_deadline < d) d = p.rto_deadline;
+  }
+  return d;
+}
+
+bool prepare_sleep() {
+  if (!g.enabled) return true;
+  __atomic_store_n(&port(g.self).rx_asleep, 1u, __ATOMIC_RELAXED);
+  full_barrier();  // our flag before their tails: pairs with ring_doorbell()
+  for (uint32_t from = 0; from < g.ports; ++from)
+    if (from != g.self && g.rx[from].available()) {
+      __atomic_store_n(&port(g.self).rx_asleep, 0u, __ATOMIC_RELAXED);
+      return false;
+    }
+  return true;
+}
+
+void woke() {
+  if (g.enabled) __atomic_store_n(&port(g.self).rx_asleep, 0u, __ATOMIC_RELAXED);
+}
+
+}  // namespace link
