@@ -89,6 +89,8 @@ abi::BootConfig make_boot_config(const StartOptions& o, uint64_t flash_seq, cons
     c.switch_port = abi::kNoSwitch;
   }
   std::snprintf(c.cluster, sizeof c.cluster, "%s", o.cluster.c_str());
+  c.test_rx_drop = uint32_t(std::clamp(o.test_rx_drop, 0.0, 0.99) * 65536);
+  c.test_seed = o.board.node * 7919 + 1;
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   c.flashed_unix_ns = uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);

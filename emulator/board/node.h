@@ -25,6 +25,7 @@ struct StartOptions {
   FabricSpec fabric_spec;               // geometry if this start creates the fabric
   bool fabric = true;                   // attach the cluster fabric device
   bool daemon = true;                   // run ulnicd (needs the fabric)
+  double test_rx_drop = 0;              // link test hook: fraction of data packets dropped
   std::chrono::milliseconds boot_timeout{30'000};
 };
 

@@ -50,8 +50,9 @@ const char* kUsage = R"(usage: ulnic <command> ...
   node stop   [-c CLUSTER] [-n NODE]
                                   stop the board and remove its runtime files
   node list   [-c CLUSTER]        nodes of a cluster and their state
-  cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB]
-                                  start N nodes on one fabric (N <= 64)
+  cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]
+                                  start N nodes on one fabric (N <= 64); --test-drop makes
+                                  each NIC drop fraction F of arriving data packets (tests)
   cluster status [-c CLUSTER] [--json]
                                   one line per node: QEMU, firmware state, build, heartbeat
   cluster down [-c CLUSTER]       stop every node of the cluster
@@ -69,6 +70,7 @@ struct Args {
   uint32_t node = 0;
   bool json = false, follow = false, verbose_fw = false, no_fabric = false, node_given = false;
   uint32_t count = 0;  // cluster up -n
+  double test_drop = 0;
   std::string firmware;
   uint32_t slots = 8;
   uint64_t slot_size = 256ull << 20;
@@ -118,6 +120,7 @@ Args parse(int argc, char** argv, int first) {
     else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value()));
     else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value()));
     else if (s == "--verbose-fw") a.verbose_fw = true;
+    else if (s == "--test-drop") a.test_drop = std::atof(value().c_str());
     else if (s == "--no-fabric") a.no_fabric = true;
     else if (s == "--qemu-arg") a.qemu_args.push_back(value());
     else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
@@ -262,6 +265,7 @@ int cmd_start(const Args& a) {
   o.heartbeat_us = a.heartbeat_us;
   o.boot_flags = a.verbose_fw ? uint32_t(abi::kBootFlagVerbose) : 0u;
   o.fabric = !a.no_fabric;
+  o.test_rx_drop = a.test_drop;
   auto r = board::start_node(o);
   if (!r) die(r.error().message);
   for (const auto& note : r->notes) std::printf("note: %s\n", note.c_str());
@@ -402,6 +406,7 @@ int cmd_cluster_up(Args a) {
   o.heartbeat_us = a.heartbeat_us;
   o.num_nodes = n;
   o.fabric_spec.ports = n;
+  o.test_rx_drop = a.test_drop;
   o.board.num_slots = a.slots;
   o.board.slot_size = a.slot_size;
   o.board.extra_args = a.qemu_args;

@@ -89,10 +89,9 @@ uint32_t Server::shared_vectors(int64_t receiver, int64_t peer) const {
   return rnode == pnode && is_nic(receiver) != is_nic(peer) ? all : 0;  // a node's NIC and its daemon
 }
 
-int64_t Server::free_host_id() const {
-  for (int64_t id = kAnonymousIdBase; id <= kMaxPeerId; ++id)
-    if (!peers_.count(id)) return id;
-  return -1;
+int64_t Server::free_host_id() {
+  // Never reused (see drop_peer).
+  return next_anonymous_ <= kMaxPeerId ? next_anonymous_++ : -1;
 }
 
 bool Server::hung_up(int64_t id) {
@@ -126,35 +125,53 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
   // A restarted NIC may connect before we noticed its old connection close.
   if (id >= 0 && peers_.count(id) && hung_up(id)) drop_peer(id);
   if (id < 0 || peers_.count(id)) return {};  // id really taken: refuse by closing
+  // A fixed id keeps its mailbox (eventfds) across reconnections; everyone
+  // who was given them once keeps ringing the right place.
+  bool fresh = !mailboxes_.count(id);
+  if (fresh) {
+    std::vector<UniqueFd> box;
+    for (uint32_t v = 0; v < opts_.vectors; ++v) {
+      UniqueFd e(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+      if (!e) return fail_errno("eventfd", errno);
+      box.push_back(std::move(e));
+    }
+    mailboxes_.emplace(id, std::move(box));
+  }
   Peer p;
   p.sock = std::move(s);
-  for (uint32_t v = 0; v < opts_.vectors; ++v) {
-    UniqueFd e(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!e) return fail_errno("eventfd", errno);
-    p.vectors.push_back(std::move(e));
-  }
   peers_.emplace(id, std::move(p));
-  Peer& me = peers_.at(id);
+  const std::vector<UniqueFd>& mine = mailboxes_.at(id);
   // Steps 1-3 of the protocol: version, id, shared memory.
   send_or_mark(id, kProtocolVersion, -1);
   send_or_mark(id, id, -1);
   send_or_mark(id, -1, mem_.get());
-  // Step 4: everyone already here, and them about the newcomer.
-  for (auto& [other_id, other] : peers_) {
-    if (other_id == id) continue;
-    for (uint32_t v = 0; v < shared_vectors(id, other_id); ++v) send_or_mark(id, other_id, other.vectors[v].get());
-    for (uint32_t v = 0; v < shared_vectors(other_id, id); ++v) send_or_mark(other_id, id, me.vectors[v].get());
+  // Step 4: every mailbox the newcomer may ring (fixed ids even while their
+  // owner is away), and -- on a first connection only -- the newcomer's
+  // mailbox to everyone connected.
+  for (auto& [other_id, box] : mailboxes_) {
+    if (other_id == id || (other_id >= kAnonymousIdBase && !peers_.count(other_id))) continue;
+    for (uint32_t v = 0; v < shared_vectors(id, other_id); ++v) send_or_mark(id, other_id, box[v].get());
+    if (fresh && peers_.count(other_id))
+      for (uint32_t v = 0; v < shared_vectors(other_id, id); ++v) send_or_mark(other_id, id, mine[v].get());
   }
   // Step 5: the newcomer's own vectors, for receiving.
-  for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(id, id, me.vectors[v].get());
+  for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(id, id, mine[v].get());
   drop_stuck();
   return {};
 }
 
+// QEMU 7.2's ivshmem frees a peer's eventfd array on a disconnect notice and
+// reuses the freed array if the same id connects again (heap corruption seen
+// here: a NIC crashed when its peer restarted). So: fixed ids are never
+// announced as gone (their mailboxes persist), and anonymous ids, which are
+// announced, are never reused.
 void Server::drop_peer(int64_t id) {
   peers_.erase(id);
+  if (id < kAnonymousIdBase) return;
+  auto box = mailboxes_.find(id);
   for (auto& [other_id, other] : peers_)
-    if (shared_vectors(other_id, id) > 0) send_or_mark(other_id, id, -1);  // only those told of it
+    if (box != mailboxes_.end() && shared_vectors(other_id, id) > 0) send_or_mark(other_id, id, -1);
+  if (box != mailboxes_.end()) mailboxes_.erase(box);
 }
 
 void Server::cleanup() {

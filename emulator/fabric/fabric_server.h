@@ -8,6 +8,12 @@
 // gets id kDaemonIdBase + k. Anything else (tools, tests) connects to
 // <dir>/host.sock and gets the lowest free id >= kAnonymousIdBase.
 //
+// A peer id's eventfds (its "mailbox") are created on its first connection.
+// For NICs and daemons they persist across reconnections and nobody is told
+// of a departure (QEMU 7.2 cannot take a peer id coming back, see
+// drop_peer()); anonymous peers are announced when they leave and their ids
+// are never handed out again.
+//
 // Who learns whose eventfds is topology-aware, so fd counts stay small in
 // big clusters (a QEMU keeps every fd it is sent): a NIC gets the other NICs'
 // first `nic_peer_vectors` vectors (enough to ring their fabric vector) and
@@ -64,7 +70,6 @@ class Server {
  private:
   struct Peer {
     UniqueFd sock;
-    std::vector<UniqueFd> vectors;  // eventfds: ring vector v of this peer
   };
   // How many of `peer`'s vectors `receiver` is given (0: not announced).
   uint32_t shared_vectors(int64_t receiver, int64_t peer) const;
@@ -74,7 +79,7 @@ class Server {
   // Sends one message; a peer whose socket is full or broken is marked stuck.
   void send_or_mark(int64_t to, int64_t value, int fd);
   void drop_stuck();
-  int64_t free_host_id() const;
+  int64_t free_host_id();
   void cleanup();
 
   Options opts_;
@@ -83,7 +88,9 @@ class Server {
   std::vector<UniqueFd> nic_listeners_;     // index = node id
   std::vector<UniqueFd> daemon_listeners_;  // index = node id
   UniqueFd host_listener_;
-  std::map<int64_t, Peer> peers_;
+  std::map<int64_t, Peer> peers_;                        // connected
+  std::map<int64_t, std::vector<UniqueFd>> mailboxes_;   // eventfds per id: ring vector v
+  int64_t next_anonymous_ = kAnonymousIdBase;
   std::vector<int64_t> stuck_;
 };
 

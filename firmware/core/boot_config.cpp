@@ -43,6 +43,8 @@ abi::BootConfigVerdict parse(const abi::BootConfig& raw, Config& out) {
                      raw.rings_offset == abi::rings_offset(raw.fabric_ports) &&
                      abi::fabric_bytes(raw.fabric_ports, raw.ring_capacity) <= raw.fabric_size &&
                      (raw.switch_port == abi::kNoSwitch || raw.switch_port == raw.fabric_ports - 1);
+  out.test_rx_drop = raw.test_rx_drop < 65536 ? raw.test_rx_drop : 65535;
+  out.test_seed = raw.test_seed;
   if (geometry_ok) {
     out.fabric_ports = raw.fabric_ports;
     out.switch_port = raw.switch_port;

@@ -23,6 +23,8 @@ struct Config {
   uint32_t ring_capacity;
   uint64_t ring_stride;
   uint64_t rings_offset;
+  uint32_t test_rx_drop;     // /65536 of arriving data packets dropped (tests)
+  uint32_t test_seed;
 };
 
 // Defaults when the block is missing: node 0, no expectations about slots.

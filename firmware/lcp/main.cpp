@@ -106,6 +106,10 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
   if (link::enabled())
     core::log("link: node %u of %u on the fabric%s\n", link::self(), link::nodes(),
               cfg.switch_port == abi::kNoSwitch ? "" : " (through the switch)");
+  if (cfg.test_rx_drop) {
+    link::set_rx_drop(cfg.test_rx_drop, cfg.test_seed);
+    core::log("link: TEST MODE: dropping %u/65536 of arriving data packets\n", cfg.test_rx_drop);
+  }
   lcp::LoopState loop{};
   lcp::loop_init(loop, cfg, hal::clint::now());
   loop.slots = &g_slots;

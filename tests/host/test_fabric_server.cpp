@@ -362,13 +362,25 @@ TEST_F(FabricServer, ArrivalIsAnnouncedToEarlierClients) {
   ASSERT_NO_FATAL_FAILURE(expect_arrival(*c1, 3));
 }
 
-TEST_F(FabricServer, DisconnectIsAnnouncedWithoutAnFd) {
+TEST_F(FabricServer, AnonymousDisconnectIsAnnouncedWithoutAnFd) {
+  auto h1 = join(host());
+  auto h2 = join(host());
+  ASSERT_TRUE(h1 && h2);
+  ASSERT_NO_FATAL_FAILURE(expect_arrival(*h1, h2->id));
+  h2->sock.reset();
+  ASSERT_NO_FATAL_FAILURE(expect_departure(*h1, h2->id));
+}
+
+// QEMU 7.2 corrupts its heap when a peer it was told had left comes back
+// under the same id, so a NIC's departure is never announced: its mailbox
+// (eventfds) stays valid for its next connection.
+TEST_F(FabricServer, NicDisconnectIsNotAnnounced) {
   auto c0 = join(nic(0));
   auto c1 = join(nic(1));
   ASSERT_TRUE(c0 && c1);
   ASSERT_NO_FATAL_FAILURE(expect_arrival(*c0, 1));
   c1->sock.reset();
-  ASSERT_NO_FATAL_FAILURE(expect_departure(*c0, 1));
+  EXPECT_FALSE(readable(c0->sock.get(), 300));
 }
 
 // ---------------------------------------------------------------- ringing
@@ -421,19 +433,24 @@ TEST_F(FabricServer, SecondConnectionOnAnOccupiedNicSocketIsClosed) {
   EXPECT_TRUE(readable(c0->own[0].get(), kGuardMs));
 }
 
-TEST_F(FabricServer, NicIdIsFreeAgainAfterDisconnect) {
+TEST_F(FabricServer, AReconnectingNicKeepsItsMailbox) {
   auto c0 = join(nic(0));
   auto c1 = join(nic(1));
   ASSERT_TRUE(c0 && c1);
   ASSERT_NO_FATAL_FAILURE(expect_arrival(*c0, 1));
   c1.reset();
-  ASSERT_NO_FATAL_FAILURE(expect_departure(*c0, 1));  // the server has dropped it
-  auto again = join(nic(1));
+  std::optional<Client> again;
+  for (int i = 0; i < 100 && !again; ++i) {  // until the server saw the hang-up
+    auto s = ulnic::connect_unix(nic(1));
+    ASSERT_TRUE(s);
+    if (!refused(s->get())) again = greet(std::move(*s), nic(1));
+  }
   ASSERT_TRUE(again);
   EXPECT_EQ(again->id, 1);
-  ASSERT_NO_FATAL_FAILURE(expect_arrival(*c0, 1));
-  ring(c0->peers[1][0].get());
+  EXPECT_FALSE(readable(c0->sock.get(), 300)) << "NIC 0 must not be told anything";
+  ring(c0->peers[1][0].get());  // the fd NIC 0 got at the first arrival still works
   EXPECT_TRUE(readable(again->own[0].get(), kGuardMs));
+  EXPECT_EQ(again->greeting_peers, (std::vector<int64_t>{0}));
 }
 
 TEST_F(FabricServer, HostClientsGetIdsFromMaxNodesUp) {
@@ -446,7 +463,7 @@ TEST_F(FabricServer, HostClientsGetIdsFromMaxNodesUp) {
   EXPECT_EQ(h3->id, kFirstHostId + 2);
 }
 
-TEST_F(FabricServer, FreedHostIdIsReused) {
+TEST_F(FabricServer, AnonymousIdsAreNeverReused) {
   auto h1 = join(host());
   auto h2 = join(host());
   ASSERT_TRUE(h1 && h2);
@@ -455,7 +472,7 @@ TEST_F(FabricServer, FreedHostIdIsReused) {
   ASSERT_NO_FATAL_FAILURE(expect_departure(*h2, kFirstHostId));  // the server has dropped it
   auto h3 = join(host());
   ASSERT_TRUE(h3);
-  EXPECT_EQ(h3->id, kFirstHostId);
+  EXPECT_EQ(h3->id, kFirstHostId + 2);
   EXPECT_EQ(h3->greeting_peers, (std::vector<int64_t>{kFirstHostId + 1}));
 }
 
@@ -474,16 +491,16 @@ TEST_F(FabricServer, NicReconnectingRightAfterItsDisconnectIsAccepted) {
     ASSERT_TRUE(s) << s.error().message;
     if (refused(s->get())) {
       ++refusals;
-      ASSERT_NO_FATAL_FAILURE(expect_departure(*watcher, 1));
       c = join(nic(1));  // the holder is dropped now: a retry gets in
     } else {
       c = greet(std::move(*s), nic(1));
-      ASSERT_NO_FATAL_FAILURE(expect_departure(*watcher, 1));
     }
     ASSERT_TRUE(c);
-    ASSERT_NO_FATAL_FAILURE(expect_arrival(*watcher, 1));
   }
   EXPECT_EQ(refusals, 0) << "of 200 immediate reconnections were refused";
+  EXPECT_FALSE(readable(watcher->sock.get(), 200));  // restarts are silent
+  ring(watcher->peers[1][kVectors - 1].get());
+  EXPECT_TRUE(readable(c->own[kVectors - 1].get(), kGuardMs));
 }
 
 // A client that stops reading its socket (a stuck host process, a wedged
@@ -495,17 +512,20 @@ TEST_F(FabricServer, ClientThatStopsReadingDoesNotStallTheOthers) {
   ASSERT_TRUE(lazy && watcher);
   const int64_t lazy_id = lazy->id;
   bool lazy_dropped = false;
-  for (int i = 0; i < 500; ++i) {  // a blocking server stalled after ~90 here
-    auto s = ulnic::connect_unix(nic(1));
+  // Fresh anonymous peers come and go; each is announced to the lazy client
+  // too, until its socket is full. A blocking server stalled after ~90.
+  for (int i = 0; i < 500; ++i) {
+    auto s = ulnic::connect_unix(host());
     ASSERT_TRUE(s) << s.error().message;
     Msg m;
-    int got_own = 0;
+    int64_t me = -1;
+    int got_own = 0, msgs = 0;
     Got g = Got::kMsg;
-    while (got_own < int(kVectors) && (g = recv_msg(s->get(), m)) == Got::kMsg)
-      if (m.value == 1 && m.nfds == 1) ++got_own;
+    while (got_own < int(kVectors) && (g = recv_msg(s->get(), m)) == Got::kMsg) {
+      if (++msgs == 2) me = m.value;
+      if (msgs > 3 && m.value == me && m.nfds == 1) ++got_own;
+    }
     ASSERT_EQ(g, Got::kMsg) << "server stopped serving after " << i << " joins while one client did not read";
-    // The watcher hears of newcomer 1 and of its departure; the notice that
-    // the lazy client was dropped may come in between anywhere.
     auto next = [&](Msg& w) {
       Got got;
       while ((got = recv_msg(watcher->sock.get(), w)) == Got::kMsg && w.value == lazy_id && w.nfds == 0)
@@ -515,12 +535,12 @@ TEST_F(FabricServer, ClientThatStopsReadingDoesNotStallTheOthers) {
     Msg w;
     for (uint32_t v = 0; v < kVectors; ++v) {
       ASSERT_EQ(next(w), Got::kMsg);
-      EXPECT_EQ(w.value, 1);
+      EXPECT_EQ(w.value, me);
       EXPECT_EQ(w.nfds, 1);
     }
     s->reset();
     ASSERT_EQ(next(w), Got::kMsg);
-    EXPECT_EQ(w.value, 1);
+    EXPECT_EQ(w.value, me);
     EXPECT_EQ(w.nfds, 0);
   }
   EXPECT_TRUE(lazy_dropped);
@@ -605,10 +625,8 @@ TEST_F(FabricTopology, ADaemonAndItsNicShareEverythingAndNobodyElseSeesIt) {
   while (told < kVectors && recv_msg(n0.get(), m) == Got::kMsg) told += m.value == id && m.nfds == 1;
   EXPECT_EQ(told, kVectors);  // NIC 0 can ring every vector of its daemon
   EXPECT_TRUE(quiet(n1.get()));  // NIC 1 is not told about daemon 0
-  d0.reset();
-  ASSERT_EQ(recv_msg(n0.get(), m), Got::kMsg);  // departure goes to NIC 0 only
-  EXPECT_EQ(m.value, id);
-  EXPECT_EQ(m.nfds, 0);
+  d0.reset();  // a daemon's departure is not announced (its mailbox persists)
+  EXPECT_TRUE(quiet(n0.get()));
   EXPECT_TRUE(quiet(n1.get()));
 }
 

@@ -5,8 +5,12 @@
 //       FILE, then wait for FILE.done and check the buffer against the
 //       pattern the writer left (see expected()); exit 0 if every byte matches.
 //   put_worker put --info FILE --dst-node N [--ops K] [--max-size B] [--batch Q] [--seed S]
-//       attach, put K payloads into the server's buffer, check completions,
-//       then create FILE.done with "ops seed max_size" in it.
+//                  [--expect-status N] [--slot S] [--key K] [--addr-offset BYTES]
+//       attach, put K payloads into the server's buffer, check completions
+//       (all kCqOk, or all N with --expect-status), then create FILE.done
+//       with "ops seed max_size" in it (not with --expect-status);
+//       --stop-on-error exits at the first unexpected status. --slot,
+//       --key and --addr-offset aim the puts elsewhere (protection tests).
 // Op i writes a region of the buffer chosen by i (regions cycle), so the
 // final content is known: the last round's pattern in every region.
 #include <unistd.h>
@@ -67,7 +71,15 @@ int serve(const std::string& info, uint64_t size) {
   return bad ? 1 : 0;
 }
 
-int put(const std::string& info, uint32_t dst_node, uint64_t ops, uint32_t max, uint32_t batch, uint64_t seed) {
+struct Aim {
+  int64_t slot = -1, key = -1;
+  uint64_t addr_offset = 0;
+  int expect = 0;  // CqStatus every put must end with
+  bool stop_on_error = false;
+};
+
+int put(const std::string& info, uint32_t dst_node, uint64_t ops, uint32_t max, uint32_t batch, uint64_t seed,
+        const Aim& aim) {
   uint32_t slot = 0, key = 0;
   uint64_t addr = 0, size = 0;
   for (int i = 0; i < 300; ++i) {
@@ -76,6 +88,9 @@ int put(const std::string& info, uint32_t dst_node, uint64_t ops, uint32_t max, 
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!size) return std::fprintf(stderr, "put_worker: no server info in %s\n", info.c_str()), 1;
+  if (aim.slot >= 0) slot = uint32_t(aim.slot);
+  if (aim.key >= 0) key = uint32_t(aim.key);
+  addr += aim.addr_offset;
   uint64_t region = size / kRegions;
   if (max > region) max = uint32_t(region);
   auto nic = ulnic::Nic::open();
@@ -116,16 +131,17 @@ int put(const std::string& info, uint32_t dst_node, uint64_t ops, uint32_t max, 
     auto c = n.wait(std::chrono::milliseconds(60000));
     if (!c) return std::fprintf(stderr, "put_worker: %s after %llu puts\n", c.error().message.c_str(),
                                 static_cast<unsigned long long>(done)), 1;
-    if (c->status != abi::kCqOk && failed++ < 5)
-      std::fprintf(stderr, "put_worker: put %llu failed with status %u\n",
-                   static_cast<unsigned long long>(op_of[c->user_data]), c->status);
+    if (c->status != aim.expect && failed++ < 5)
+      std::fprintf(stderr, "put_worker: put %llu ended with status %u, expected %d\n",
+                   static_cast<unsigned long long>(op_of[c->user_data]), c->status, aim.expect);
+    if (failed && aim.stop_on_error) return 1;
     ++done;
     if (issued < ops) {
       issue(uint32_t(c->user_data));
       n.submit();
     }
   }
-  std::ofstream(info + ".done") << ops << " " << seed << " " << max << "\n";
+  if (aim.expect == 0) std::ofstream(info + ".done") << ops << " " << seed << " " << max << "\n";
   std::printf("put_worker put: node %u -> node %u: %llu puts, %llu failed\n", n.node(), dst_node,
               static_cast<unsigned long long>(done), static_cast<unsigned long long>(failed));
   return failed ? 1 : 0;
@@ -138,6 +154,7 @@ int main(int argc, char** argv) {
   std::string mode = argv[1], info;
   uint64_t size = 4u << 20, ops = 1000, seed = 1;
   uint32_t max = 8192, batch = 8, dst = 1;
+  Aim aim;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -148,10 +165,15 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = uint32_t(std::stoul(next()));
     else if (a == "--seed") seed = std::stoull(next());
     else if (a == "--dst-node") dst = uint32_t(std::stoul(next()));
+    else if (a == "--expect-status") aim.expect = std::stoi(next());
+    else if (a == "--stop-on-error") aim.stop_on_error = true;
+    else if (a == "--slot") aim.slot = std::stoll(next());
+    else if (a == "--key") aim.key = std::stoll(next(), nullptr, 0);
+    else if (a == "--addr-offset") aim.addr_offset = std::stoull(next(), nullptr, 0);
     else return std::fprintf(stderr, "put_worker: unknown option %s\n", a.c_str()), 2;
   }
   if (info.empty()) return std::fprintf(stderr, "put_worker: --info FILE is required\n"), 2;
   if (mode == "serve") return serve(info, size);
-  if (mode == "put") return put(info, dst, ops, max, batch, seed);
+  if (mode == "put") return put(info, dst, ops, max, batch, seed, aim);
   return std::fprintf(stderr, "usage: put_worker serve|put ...\n"), 2;
 }

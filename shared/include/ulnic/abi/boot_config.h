@@ -35,7 +35,11 @@ struct BootConfig {
   uint32_t pad0;
   uint64_t ring_stride;
   uint64_t rings_offset;
-  uint8_t reserved[128];
+  // Test hook: the link drops this fraction (/65536) of arriving data
+  // packets, seeded (reproducible); 0 in production.
+  uint32_t test_rx_drop;
+  uint32_t test_seed;
+  uint8_t reserved[120];
 };
 ULNIC_ABI_CHECK_SIZE(BootConfig, 256);
 ULNIC_ABI_CHECK_OFFSET(BootConfig, flash_seq, 24);

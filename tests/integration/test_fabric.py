@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Clusters, the fabric and the reliable link, end to end.
+
+Real clusters of emulated NICs (`ulnic cluster up`), real host programs
+(put_worker) doing remote puts, data verified byte for byte by the receiver;
+a lossy link (the firmware's seeded test drop), a peer killed and restarted,
+protection refusals, and a 16-node cluster. Each class boots its cluster once.
+Needs ULNIC_BIN, ULNIC_PROGRAMS (the bin dir) in the environment.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
+BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
+PUT = os.path.join(BIN, "put_worker")
+
+# CqStatus values (shared/include/ulnic/abi/slot.h)
+BAD_SLOT, UNREACHABLE, REMOTE_BAD_KEY, REMOTE_PROTECTION, REMOTE_BAD_SLOT = 6, 9, 10, 11, 12
+
+
+def ulnic(*args, check=None, timeout=180):
+    p = subprocess.run([ULNIC, *args], capture_output=True, text=True, timeout=timeout)
+    if check is not None and p.returncode != check:
+        raise AssertionError(f"ulnic {' '.join(args)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def status(cluster, node):
+    return json.loads(ulnic("node", "status", "-c", cluster, "-n", str(node), "--json").stdout)
+
+
+class Cluster(unittest.TestCase):
+    nodes = 3
+    extra = []
+    cluster = "fab"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rundir = tempfile.mkdtemp(prefix="ulnic-fab-", dir="/tmp")
+        cls.work = tempfile.mkdtemp(prefix="ulnic-fab-work-", dir="/tmp")
+        os.environ["ULNIC_RUNTIME_DIR"] = cls.rundir
+        os.environ["ULNIC_CLUSTER"] = cls.cluster
+        ulnic("cluster", "up", "-n", str(cls.nodes), "-c", cls.cluster, "--slot-size", "16", *cls.extra, check=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        ulnic("cluster", "down", "-c", cls.cluster)
+        left = os.listdir(cls.rundir)
+        shutil.rmtree(cls.rundir, ignore_errors=True)
+        shutil.rmtree(cls.work, ignore_errors=True)
+        assert left == [], f"cluster down left {left}"
+
+    def serve(self, node, tag, size=4 << 20):
+        info = os.path.join(self.work, f"{tag}.info")
+        env = dict(os.environ, ULNIC_NODE=str(node))
+        p = subprocess.Popen([PUT, "serve", "--info", info, "--size", str(size)], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        for _ in range(300):
+            if os.path.exists(info) or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(info), p.stderr.read() if p.poll() is not None else "no info file")
+        return p, info
+
+    def put(self, node, info, dst, *args, timeout=240):
+        env = dict(os.environ, ULNIC_NODE=str(node))
+        return subprocess.run([PUT, "put", "--info", info, "--dst-node", str(dst), *args], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def finish(self, server):
+        out, err = server.communicate(timeout=120)
+        self.assertEqual(server.returncode, 0, out + err)
+        self.assertIn(" 0 bad bytes", out)
+        return out
+
+    def counter(self, node, name):
+        return status(self.cluster, node)["counters"][name]
+
+
+class Puts(Cluster):
+    def test_two_senders_into_one_node_land_byte_for_byte(self):
+        sa, ia = self.serve(1, "a")
+        sb, ib = self.serve(1, "b")
+        env0, env2 = dict(os.environ, ULNIC_NODE="0"), dict(os.environ, ULNIC_NODE="2")
+        pa = subprocess.Popen([PUT, "put", "--info", ia, "--dst-node", "1", "--ops", "5000", "--seed", "3"],
+                              env=env0, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pb = subprocess.Popen([PUT, "put", "--info", ib, "--dst-node", "1", "--ops", "5000", "--seed", "4",
+                               "--max-size", "20000"], env=env2, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+        for p in (pa, pb):
+            out, err = p.communicate(timeout=240)
+            self.assertEqual(p.returncode, 0, out + err)
+            self.assertIn("5000 puts, 0 failed", out)
+        self.assertIn("5000 puts checked", self.finish(sa))
+        self.assertIn("5000 puts checked", self.finish(sb))
+
+    def test_the_receiving_nic_refuses_bad_targets(self):
+        server, info = self.serve(1, "prot", size=1 << 20)
+        try:
+            for args, want in ((["--key", "0x1234500"], REMOTE_BAD_KEY),
+                               (["--slot", "7"], REMOTE_BAD_SLOT),
+                               (["--addr-offset", str(1 << 20)], REMOTE_PROTECTION)):
+                before = self.counter(1, "puts_refused")
+                p = self.put(0, info, 1, "--ops", "20", "--expect-status", str(want), *args)
+                self.assertEqual(p.returncode, 0, f"{args}: {p.stdout}{p.stderr}")
+                self.assertGreaterEqual(self.counter(1, "puts_refused"), before + 20)
+            # The sending NIC refuses a destination that is not another node.
+            for dst in ("0", "99"):
+                p = self.put(0, info, dst, "--ops", "5", "--expect-status", str(BAD_SLOT))
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        finally:
+            server.kill()
+            server.wait()
+        self.assertEqual(status(self.cluster, 1)["state"], "running")
+
+class PeerLoss(Cluster):
+    nodes = 2
+    cluster = "loss"
+
+    def test_a_killed_peer_fails_pending_puts_and_works_again_after_restart(self):
+        server, info = self.serve(1, "victim")
+        env = dict(os.environ, ULNIC_NODE="0")
+        sender = subprocess.Popen([PUT, "put", "--info", info, "--dst-node", "1", "--ops", "10000000",
+                                   "--stop-on-error"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while self.counter(0, "puts_done") < 200 and time.time() < deadline:
+            time.sleep(0.1)
+        qemu = status(self.cluster, 1)["pid"]
+        os.kill(qemu, signal.SIGKILL)
+        killed = time.time()
+        out, err = sender.communicate(timeout=60)
+        waited = time.time() - killed
+        server.kill()
+        server.wait()
+        self.assertNotEqual(sender.returncode, 0)
+        self.assertIn(f"status {UNREACHABLE}", err)
+        self.assertLess(waited, 15, "pending puts must error out within the link's deadline")
+        # Restart the node into the same fabric; the link resynchronises.
+        p = ulnic("node", "start", "-c", self.cluster, "-n", "1", "--slot-size", "16", check=0)
+        self.assertIn("stale", p.stdout)
+        server, info = self.serve(1, "reborn")
+        p = self.put(0, info, 1, "--ops", "2000")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.finish(server)
+        self.assertGreaterEqual(self.counter(0, "link_restarts"), 1)
+
+
+
+class LossyLink(Cluster):
+    nodes = 2
+    cluster = "lossy"
+    extra = ["--test-drop", "0.3"]
+
+    def test_every_put_arrives_exactly_once_in_order_under_30_percent_loss(self):
+        server, info = self.serve(1, "lossy")
+        p = self.put(0, info, 1, "--ops", "3000", "--max-size", "12000", "--seed", "9")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("3000 puts, 0 failed", p.stdout)
+        self.assertIn("3000 puts checked", self.finish(server))
+        self.assertGreater(self.counter(0, "link_retransmits"), 0)
+        self.assertEqual(self.counter(0, "link_unreachable"), 0)
+        self.assertEqual(self.counter(0, "puts_done"), 3000)
+
+
+class SixteenNodes(unittest.TestCase):
+    def test_sixteen_nodes_come_up_report_and_go_down_cleanly(self):
+        rundir = tempfile.mkdtemp(prefix="ulnic-16-", dir="/tmp")
+        os.environ["ULNIC_RUNTIME_DIR"] = rundir
+        try:
+            p = ulnic("cluster", "up", "-n", "16", "-c", "sixteen", "--slot-size", "16", check=0)
+            self.assertIn("[16/16]", p.stdout)
+            p = ulnic("cluster", "status", "-c", "sixteen", "--json", check=0)
+            nodes = json.loads(p.stdout)
+            self.assertEqual(len(nodes), 16)
+            self.assertTrue(all(n["state"] == "running" and n["heartbeat_advancing"] for n in nodes))
+            self.assertEqual(sorted(n["fabric"]["peer_id"] for n in nodes), list(range(16)))
+            self.assertIn("already up", ulnic("cluster", "up", "-n", "2", "-c", "sixteen", check=1).stderr)
+        finally:
+            ulnic("cluster", "down", "-c", "sixteen")
+            left = os.listdir(rundir)
+            shutil.rmtree(rundir, ignore_errors=True)
+        self.assertEqual(left, [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
