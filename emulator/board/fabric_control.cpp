@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "board/node.h"
@@ -99,9 +100,33 @@ Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t nod
   return fail("the fabric server did not come up:\n" + tail_file(fabric::Paths::log_file(dir), 10));
 }
 
+std::string switch_stats_path(const std::string& cluster) { return fabric_dir(cluster) + "/switch.json"; }
+
+Result<void> start_switch(const std::string& cluster, const std::string& faults, const std::string& pcap) {
+  std::string dir = fabric_dir(cluster);
+  std::vector<std::string> argv = {tool_path("ulnic-switch"), "--fabric", dir, "--stats", switch_stats_path(cluster)};
+  if (!faults.empty()) argv.insert(argv.end(), {"--faults", faults});
+  if (!pcap.empty()) argv.insert(argv.end(), {"--pcap", pcap});
+  auto pid = spawn_daemon(argv, dir + "/switch.log");
+  if (!pid) return fail("cannot start ulnic-switch: " + pid.error().message);
+  std::ofstream(dir + "/switch.pid") << *pid << "\n";
+  // Up once it published its peer id in its port area (or dead).
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(10ms)) {
+    if (!process_alive(*pid)) break;
+    if (fs::exists(switch_stats_path(cluster)) || std::ifstream(dir + "/switch.log").peek() != EOF) {
+      std::this_thread::sleep_for(20ms);
+      if (process_alive(*pid)) return {};
+    }
+  }
+  return fail("ulnic-switch did not come up:\n" + tail_file(dir + "/switch.log", 10));
+}
+
 void stop_fabric(const std::string& cluster) {
   ClusterLock lock(cluster);
   std::string dir = fabric_dir(cluster);
+  pid_t sw = read_pid(dir + "/switch.pid");
+  if (sw && process_cmdline(sw).find(dir) != std::string::npos) terminate_process(sw, 2s);
   pid_t pid = read_pid(fabric::Paths::pid_file(dir));
   if (is_our_fabricd(pid, dir)) terminate_process(pid, 2s);
   remove_tree(dir);

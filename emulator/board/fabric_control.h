@@ -28,6 +28,11 @@ Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t nod
 // The geometry of the cluster's running fabric.
 Result<abi::FabricHeader> fabric_geometry(const std::string& cluster);
 void stop_fabric(const std::string& cluster);
+// Starts ulnic-switch on the cluster's fabric (made with a switch port).
+// `faults` in ulnic-switch's syntax ("drop=0.3,corrupt=0.01,..."), `pcap` a
+// capture file or "".
+Result<void> start_switch(const std::string& cluster, const std::string& faults, const std::string& pcap);
+std::string switch_stats_path(const std::string& cluster);
 // Once no node of the cluster is left: stops its fabric server and removes
 // the cluster's directory. Returns whether it did.
 bool retire_cluster_if_empty(const std::string& cluster);

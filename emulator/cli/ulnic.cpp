@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "board/fabric_control.h"
 #include "board/fwtest.h"
 #include "board/node.h"
 #include "ulnic/abi/boot_config.h"
@@ -51,8 +52,12 @@ const char* kUsage = R"(usage: ulnic <command> ...
                                   stop the board and remove its runtime files
   node list   [-c CLUSTER]        nodes of a cluster and their state
   cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]
-                                  start N nodes on one fabric (N <= 64); --test-drop makes
-                                  each NIC drop fraction F of arriving data packets (tests)
+               [--switch] [--faults SPEC] [--pcap FILE]
+                                  start N nodes on one fabric (N <= 64). --switch: through
+                                  ulnic-switch, which applies SPEC per link, seeded
+                                  ("drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,delay=200us,seed=7")
+                                  and captures to FILE (pcap, DLT_USER0; emulator/switch/ulnic.lua).
+                                  --test-drop: each NIC drops fraction F of arriving data (tests)
   cluster status [-c CLUSTER] [--json]
                                   one line per node: QEMU, firmware state, build, heartbeat
   cluster down [-c CLUSTER]       stop every node of the cluster
@@ -71,6 +76,8 @@ struct Args {
   bool json = false, follow = false, verbose_fw = false, no_fabric = false, node_given = false;
   uint32_t count = 0;  // cluster up -n
   double test_drop = 0;
+  bool with_switch = false;
+  std::string faults, pcap;
   std::string firmware;
   uint32_t slots = 8;
   uint64_t slot_size = 256ull << 20;
@@ -121,6 +128,9 @@ Args parse(int argc, char** argv, int first) {
     else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value()));
     else if (s == "--verbose-fw") a.verbose_fw = true;
     else if (s == "--test-drop") a.test_drop = std::atof(value().c_str());
+    else if (s == "--switch") a.with_switch = true;
+    else if (s == "--faults") a.faults = value(), a.with_switch = true;
+    else if (s == "--pcap") a.pcap = value(), a.with_switch = true;
     else if (s == "--no-fabric") a.no_fabric = true;
     else if (s == "--qemu-arg") a.qemu_args.push_back(value());
     else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
@@ -405,8 +415,21 @@ int cmd_cluster_up(Args a) {
   o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
   o.heartbeat_us = a.heartbeat_us;
   o.num_nodes = n;
-  o.fabric_spec.ports = n;
+  o.fabric_spec.ports = a.with_switch ? n + 1 : n;
+  o.fabric_spec.with_switch = a.with_switch;
   o.test_rx_drop = a.test_drop;
+  if (a.with_switch) {
+    std::vector<std::string> notes;
+    board::FabricSpec spec = o.fabric_spec;
+    spec.vectors = o.board.fabric_vectors;
+    if (auto g = board::ensure_fabric(a.cluster, 0, spec, notes); !g) die(g.error().message);
+    if (auto r = board::start_switch(a.cluster, a.faults, a.pcap); !r) {
+      board::retire_cluster_if_empty(a.cluster);
+      die(r.error().message);
+    }
+    std::printf("switch up%s%s%s%s\n", a.faults.empty() ? "" : ", faults ", a.faults.c_str(),
+                a.pcap.empty() ? "" : ", capturing to ", a.pcap.c_str());
+  }
   o.board.num_slots = a.slots;
   o.board.slot_size = a.slot_size;
   o.board.extra_args = a.qemu_args;
@@ -453,6 +476,9 @@ int cmd_cluster_status(const Args& a) {
     first = false;
   }
   if (a.json) std::printf("]\n");
+  std::ifstream sw(board::switch_stats_path(a.cluster));
+  std::string stats((std::istreambuf_iterator<char>(sw)), std::istreambuf_iterator<char>());
+  if (!a.json && !stats.empty()) std::printf("switch   %s", stats.c_str());
   return rc;
 }
 

@@ -89,8 +89,11 @@ void reset_peer(Peer& p, uint32_t their_session, uint64_t now) {
 
 void ring_doorbell(uint32_t dst_port) {
   full_barrier();  // our tail before their rx_asleep: pairs with prepare_sleep()
-  if (__atomic_load_n(&port(dst_port).rx_asleep, __ATOMIC_RELAXED) && dst_port < abi::kMaxNodes && g.regs)
-    hal::mmio_write32(g.regs + core::board::kDoorbell, dst_port << 16 | abi::kVectorFabric);
+  if (!__atomic_load_n(&port(dst_port).rx_asleep, __ATOMIC_RELAXED) || !g.regs) return;
+  uint32_t peer = __atomic_load_n(&port(dst_port).peer_id, __ATOMIC_RELAXED);
+  if (peer == 0) peer = dst_port;  // NIC k is fabric peer k
+  if (peer > 0xffff) return;
+  hal::mmio_write32(g.regs + core::board::kDoorbell, peer << 16 | abi::kVectorFabric);
 }
 
 uint32_t checksum(const abi::WireHeader& h, const uint8_t* payload, uint32_t len) {

@@ -76,7 +76,8 @@ ULNIC_ABI_CHECK_SIZE(Packet, 64 + kMtu);
 
 struct PortArea {
   uint32_t rx_asleep;    // 1: this port sleeps; a sender rings its fabric vector
-  uint32_t pad0;
+  uint32_t peer_id;      // fabric peer id to ring (0: the port number; the
+                         // switch, an anonymous peer, publishes its own)
   uint64_t heartbeat;    // bumped by the port's owner now and then
   uint64_t pad1[6];
 };

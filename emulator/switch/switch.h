@@ -1,0 +1,74 @@
+// ulnic-switch (DESIGN §6): the fabric in switch mode. NIC i sends every
+// packet on its uplink ring[i][S] and receives on its downlink ring[S][i];
+// the switch moves packets from uplinks to downlinks, and on the way it can
+// drop, corrupt, duplicate, reorder and delay them (seeded, per link), write
+// a pcap capture, and count everything. It is a fabric peer like the NICs:
+// it rings a sleeping NIC after filling its downlink, and sleeps itself,
+// to be rung by the NICs, when there is nothing to move.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "switch/faults.h"
+#include "switch/pcap.h"
+#include "ulnic/abi/fabric.h"
+#include "util/fd.h"
+#include "util/mapping.h"
+#include "util/result.h"
+
+namespace ulnic::sw {
+
+struct Options {
+  std::string fabric_dir;   // the cluster's fabric directory
+  FaultSpec faults;
+  std::string pcap;         // "" = no capture
+  std::string stats_path;   // JSON counters, rewritten every second
+};
+
+struct LinkStats {
+  uint64_t forwarded = 0, dropped = 0, corrupted = 0, duplicated = 0, reordered = 0, delayed = 0;
+};
+
+class Switch {
+ public:
+  Result<void> init(const Options& opts);
+  Result<void> run(volatile const bool* stop);
+  void wake();
+
+ private:
+  struct Held {
+    abi::Packet pkt;
+    uint32_t len;            // bytes of pkt in use
+    uint64_t release_us;     // not before (delay)
+  };
+  bool pump_uplink(uint32_t src, uint64_t now_us);
+  void enqueue(uint32_t src, uint32_t dst, const abi::Packet& pkt, uint32_t len, uint64_t now_us);
+  bool drain(uint32_t dst, uint64_t now_us);
+  void ring_nic(uint32_t dst);
+  bool sleep_until(uint64_t deadline_us);
+  void write_stats();
+  abi::RingControl* ring(uint32_t src, uint32_t dst) const;
+  abi::PortArea& port(uint32_t p) const;
+
+  Options opts_;
+  UniqueFd fabric_sock_, mem_fd_, wake_rd_, wake_wr_;
+  Mapping mem_;
+  abi::FabricHeader geo_{};
+  uint32_t nodes_ = 0, self_ = 0;
+  int64_t peer_id_ = -1;
+  std::vector<UniqueFd> own_vectors_;
+  std::vector<std::vector<UniqueFd>> nic_vectors_;   // by node: its mailbox
+  std::vector<abi::RingConsumer<abi::Packet>> up_;   // by source NIC
+  std::vector<abi::RingProducer<abi::Packet>> down_; // by destination NIC
+  std::vector<std::deque<Held>> out_;                // by destination NIC
+  std::vector<std::vector<LinkFaults>> faults_;      // [src][dst]
+  std::vector<std::vector<LinkStats>> stats_;        // [src][dst]
+  std::vector<std::vector<bool>> reorder_pending_;   // [src][dst]: a packet is held for reorder
+  uint64_t bad_packets_ = 0;
+  PcapWriter pcap_;
+};
+
+}  // namespace ulnic::sw
