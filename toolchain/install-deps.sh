@@ -11,8 +11,8 @@ PACKAGES=(
   clang-16 lld-16 llvm-16
   # the emulated NIC board and its debugger
   qemu-system-misc qemu-system-data gdb-multiarch
-  # tools and tests
-  python3 procps
+  # tools and tests (tshark reads the switch's captures)
+  python3 procps tshark
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -297,11 +298,12 @@ void Daemon::detach(uint32_t k) {
   s.use = SlotUse::kDraining;
 }
 
-// Any process other than QEMU that still maps or holds the slot file.
+// Any process other than QEMU that still maps or holds the slot file. By
+// device and inode, never by path: the runtime directory may be spelled many
+// ways (a trailing slash, a symlink), the file is always the same.
 bool Daemon::slot_in_use_elsewhere(uint32_t k) const {
   struct stat want {};
   if (::stat(paths_.slot(k).c_str(), &want) != 0) return false;
-  std::string path = paths_.slot(k);
   DIR* proc = ::opendir("/proc");
   if (!proc) return false;
   bool found = false;
@@ -311,8 +313,14 @@ bool Daemon::slot_in_use_elsewhere(uint32_t k) const {
     long pid = std::strtol(e->d_name, &end, 10);
     if (*end || pid <= 0 || pid == qemu_pid_ || pid == ::getpid()) continue;
     std::ifstream maps("/proc/" + std::string(e->d_name) + "/maps");
-    for (std::string line; !found && std::getline(maps, line);)
-      if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0) found = true;
+    for (std::string line; !found && std::getline(maps, line);) {
+      // address perms offset dev(major:minor, hex) inode path
+      unsigned major = 0, minor = 0;
+      unsigned long long inode = 0;
+      if (std::sscanf(line.c_str(), "%*s %*s %*s %x:%x %llu", &major, &minor, &inode) == 3 && inode == want.st_ino &&
+          makedev(major, minor) == want.st_dev)
+        found = true;
+    }
     std::error_code ec;
     for (const auto& fd : fs::directory_iterator("/proc/" + std::string(e->d_name) + "/fd", ec)) {
       struct stat st {};
@@ -397,11 +405,13 @@ Result<void> Daemon::run(volatile const bool* stop) {
       if (fabric_ && fds[2].revents) read_fabric_notices();
       for (size_t i = 0; i < owners.size(); ++i) {
         if (!fds[first_owner + i].revents) continue;
-        // Owners never talk after attaching: readable means gone (or junk,
-        // which is treated the same way: the slot is detached).
+        // Owners never talk after attaching: readable means gone, or junk
+        // from a misbehaving owner, which costs it its attachment.
         char junk[64];
         ssize_t r = ::recv(fds[first_owner + i].fd, junk, sizeof junk, MSG_DONTWAIT);
-        if (r <= 0 || (fds[first_owner + i].revents & (POLLHUP | POLLERR))) detach(owners[i]);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (r > 0) log("slot " + std::to_string(owners[i]) + ": junk from its owner; detaching");
+        detach(owners[i]);
       }
       std::vector<Pending> still;
       for (size_t i = 0; i < pending_.size(); ++i) {  // entries past npending were accepted just now

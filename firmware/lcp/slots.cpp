@@ -54,7 +54,7 @@ void complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t res
   c->opcode = e.opcode;
   c->pad = 0;
   s.cq.push();
-  s.cq_pending = true;
+  ++s.cq_pending;
   count(ulnic::abi::kCtrCqEntries);
   if (status != abi::kCqOk) count(ulnic::abi::kCtrBadDescriptors);
 }
@@ -72,8 +72,8 @@ void ring_host(Slot& s, const SlotTable& t, bool force) {
 void publish(Slot& s, const SlotTable& t) {
   if (!s.cq_pending) return;
   s.cq.publish();
-  s.cq_pending = false;
-  put(header(s).nic.completions, header(s).nic.completions + 1);
+  put(header(s).nic.completions, header(s).nic.completions + s.cq_pending);
+  s.cq_pending = 0;
   ring_host(s, t, false);
 }
 
@@ -150,7 +150,7 @@ uint64_t step_copy(SlotTable& t, Slot& s, uint64_t budget) {
 }
 
 void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
-  if (e.flags != 0 || e.opcode >= abi::kOpcodeCount) return complete(s, e, abi::kCqBadOpcode, 0);
+  if (e.flags != 0 || e.reserved != 0 || e.opcode >= abi::kOpcodeCount) return complete(s, e, abi::kCqBadOpcode, 0);
   switch (e.opcode) {
     case abi::kOpNop:
       return complete(s, e, abi::kCqOk, 0);
@@ -163,6 +163,17 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       Registration& r = s.regs[e.src_key & 0xff];
       if (e.src_key == 0 || r.key != e.src_key) return complete(s, e, abi::kCqBadKey, 0);
       r = Registration{};
+      // A copy under way through this registration stops here: once the
+      // owner has it back, no other slot may write or read it any more.
+      for (Slot& other : t.slots) {
+        CopyState& c = other.copy;
+        bool uses = c.active && ((c.dst_slot == s.index && c.sqe.dst_key == e.src_key) ||
+                                 (c.src_slot == s.index && c.sqe.src_key == e.src_key));
+        if (!uses) continue;
+        c.active = false;
+        complete(other, c.sqe, abi::kCqBadKey, uint32_t(c.sqe.length - c.left));
+        if (&other != &s) publish(other, t);
+      }
       return complete(s, e, abi::kCqOk, 0);
     }
     case abi::kOpCopy: {

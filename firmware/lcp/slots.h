@@ -46,7 +46,7 @@ struct Slot {
   abi::RingConsumer<abi::SqEntry> sq;
   abi::RingProducer<abi::CqEntry> cq;
   bool dormant;
-  bool cq_pending;                  // CQEs pushed, not yet published
+  uint32_t cq_pending;              // CQEs pushed, not yet published
   uint64_t last_work;               // mtime
   uint32_t host_peer, host_vector;  // who to ring on completions
   uint64_t rung_seq;                // host wait_seq we last answered

@@ -166,6 +166,7 @@ bool Nic::in_slot(const void* p, size_t len) const {
 
 Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t access) {
   if (!addr || length == 0) return fail("register: empty region");
+  if (length > UINT32_MAX) return fail("register: at most 4 GiB per region");
   MemRegion r;
   r.addr = addr;
   r.length = length;
@@ -200,7 +201,6 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
   e.length = uint32_t(length);
   e.access = access;
   e.reg_offset = r.slot_offset;
-  if (length > UINT32_MAX) return fail("register: at most 4 GiB per region");
   auto c = run(e);
   if (!c || c->status != abi::kCqOk) {
     if (r.moved) {

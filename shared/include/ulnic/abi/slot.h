@@ -90,6 +90,7 @@ ULNIC_ABI_CHECK_SIZE(SlotHeader, kSlotHeaderSize);
 enum SqOpcode : uint8_t {
   kOpNop = 0,         // completes at once (doorbell and CQ round trip)
   kOpCopy = 1,        // registered -> registered, this slot or another on the node
+                      // (overlapping source and destination: undefined, as memcpy)
   kOpRegister = 2,    // make [reg_offset, +length) of this slot's heap DMA-able
   kOpDeregister = 3,  // drop the registration src_key
   kOpPut = 4,         // registered -> another node's registration (RemoteWrite);
