@@ -12,7 +12,7 @@ PACKAGES=(
   # the emulated NIC board and its debugger
   qemu-system-misc qemu-system-data gdb-multiarch
   # tools and tests (tshark reads the switch's captures)
-  python3 procps tshark
+  python3 procps tshark iproute2
 )
 
 missing=()

@@ -102,11 +102,13 @@ Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t nod
 
 std::string switch_stats_path(const std::string& cluster) { return fabric_dir(cluster) + "/switch.json"; }
 
-Result<void> start_switch(const std::string& cluster, const std::string& faults, const std::string& pcap) {
+Result<void> start_switch(const std::string& cluster, const std::string& faults, const std::string& pcap,
+                          const std::vector<std::string>& extra_args) {
   std::string dir = fabric_dir(cluster);
   std::vector<std::string> argv = {tool_path("ulnic-switch"), "--fabric", dir, "--stats", switch_stats_path(cluster)};
   if (!faults.empty()) argv.insert(argv.end(), {"--faults", faults});
   if (!pcap.empty()) argv.insert(argv.end(), {"--pcap", pcap});
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   auto pid = spawn_daemon(argv, dir + "/switch.log");
   if (!pid) return fail("cannot start ulnic-switch: " + pid.error().message);
   std::ofstream(dir + "/switch.pid") << *pid << "\n";

@@ -31,7 +31,8 @@ void stop_fabric(const std::string& cluster);
 // Starts ulnic-switch on the cluster's fabric (made with a switch port).
 // `faults` in ulnic-switch's syntax ("drop=0.3,corrupt=0.01,..."), `pcap` a
 // capture file or "".
-Result<void> start_switch(const std::string& cluster, const std::string& faults, const std::string& pcap);
+Result<void> start_switch(const std::string& cluster, const std::string& faults, const std::string& pcap,
+                          const std::vector<std::string>& extra_args = {});
 std::string switch_stats_path(const std::string& cluster);
 // Once no node of the cluster is left: stops its fabric server and removes
 // the cluster's directory. Returns whether it did.

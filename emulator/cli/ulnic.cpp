@@ -53,11 +53,14 @@ const char* kUsage = R"(usage: ulnic <command> ...
   node list   [-c CLUSTER]        nodes of a cluster and their state
   cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]
                [--switch] [--faults SPEC] [--pcap FILE]
+               [--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]
                                   start N nodes on one fabric (N <= 64). --switch: through
                                   ulnic-switch, which applies SPEC per link, seeded
                                   ("drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,delay=200us,seed=7")
                                   and captures to FILE (pcap, DLT_USER0; emulator/switch/ulnic.lua).
-                                  --test-drop: each NIC drops fraction F of arriving data (tests)
+                                  --test-drop: each NIC drops fraction F of arriving data (tests).
+                                  Across machines: this one runs nodes F..F+N-1 of T; the
+                                  switches bridge by UDP (nodes A..B are behind IP:PORT)
   cluster status [-c CLUSTER] [--json]
                                   one line per node: QEMU, firmware state, build, heartbeat
   cluster down [-c CLUSTER]       stop every node of the cluster
@@ -77,7 +80,9 @@ struct Args {
   uint32_t count = 0;  // cluster up -n
   double test_drop = 0;
   bool with_switch = false;
-  std::string faults, pcap;
+  std::string faults, pcap, bridge_listen;
+  std::vector<std::string> bridge_peers;
+  uint32_t first = 0, total = 0;  // cluster up across machines
   std::string firmware;
   uint32_t slots = 8;
   uint64_t slot_size = 256ull << 20;
@@ -131,6 +136,10 @@ Args parse(int argc, char** argv, int first) {
     else if (s == "--switch") a.with_switch = true;
     else if (s == "--faults") a.faults = value(), a.with_switch = true;
     else if (s == "--pcap") a.pcap = value(), a.with_switch = true;
+    else if (s == "--bridge-listen") a.bridge_listen = value(), a.with_switch = true;
+    else if (s == "--bridge-peer") a.bridge_peers.push_back(value()), a.with_switch = true;
+    else if (s == "--first") a.first = uint32_t(number(s, value()));
+    else if (s == "--total") a.total = uint32_t(number(s, value()));
     else if (s == "--no-fabric") a.no_fabric = true;
     else if (s == "--qemu-arg") a.qemu_args.push_back(value());
     else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
@@ -408,6 +417,10 @@ int cmd_fwtest(const Args& a) {
 int cmd_cluster_up(Args a) {
   uint32_t n = a.node;  // "-n" means the node count here
   if (!a.node_given || n == 0 || n > abi::kMaxNodes) die("usage: ulnic cluster up -n N (1..64) [-c CLUSTER]", 2);
+  // Across machines: this machine runs nodes first..first+n-1 of `total`.
+  uint32_t total = a.total ? a.total : a.first + n;
+  if (a.first + n > total || total > abi::kMaxNodes) die("--first/--total: nodes must fit in 0..total-1 (<= 64)", 2);
+  if (total > n && a.bridge_peers.empty()) die("nodes on other machines need --bridge-peer IP:PORT=FIRST-LAST", 2);
   if (!board::list_nodes(a.cluster).empty())
     die("cluster '" + a.cluster + "' is already up (or was not shut down): ulnic cluster down -c " + a.cluster);
   board::StartOptions o;
@@ -415,15 +428,19 @@ int cmd_cluster_up(Args a) {
   o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
   o.heartbeat_us = a.heartbeat_us;
   o.num_nodes = n;
-  o.fabric_spec.ports = a.with_switch ? n + 1 : n;
+  o.fabric_spec.ports = a.with_switch ? total + 1 : total;
+  o.num_nodes = total;
   o.fabric_spec.with_switch = a.with_switch;
   o.test_rx_drop = a.test_drop;
   if (a.with_switch) {
     std::vector<std::string> notes;
     board::FabricSpec spec = o.fabric_spec;
     spec.vectors = o.board.fabric_vectors;
-    if (auto g = board::ensure_fabric(a.cluster, 0, spec, notes); !g) die(g.error().message);
-    if (auto r = board::start_switch(a.cluster, a.faults, a.pcap); !r) {
+    std::vector<std::string> bridge;
+    if (!a.bridge_listen.empty()) bridge = {"--bridge-listen", a.bridge_listen};
+    for (const auto& p : a.bridge_peers) bridge.insert(bridge.end(), {"--bridge-peer", p});
+    if (auto g = board::ensure_fabric(a.cluster, a.first, spec, notes); !g) die(g.error().message);
+    if (auto r = board::start_switch(a.cluster, a.faults, a.pcap, bridge); !r) {
       board::retire_cluster_if_empty(a.cluster);
       die(r.error().message);
     }
@@ -433,16 +450,17 @@ int cmd_cluster_up(Args a) {
   o.board.num_slots = a.slots;
   o.board.slot_size = a.slot_size;
   o.board.extra_args = a.qemu_args;
-  for (uint32_t k = 0; k < n; ++k) {
+  for (uint32_t k = a.first; k < a.first + n; ++k) {
     o.board.node = k;
     auto r = board::start_node(o);
     if (!r) {
       std::fprintf(stderr, "ulnic: node %u: %s\nstopping the nodes started so far\n", k, r.error().message.c_str());
-      for (uint32_t j = 0; j < k; ++j) (void)board::stop_node(a.cluster, j);
+      for (uint32_t j = a.first; j < k; ++j) (void)board::stop_node(a.cluster, j);
+      board::retire_cluster_if_empty(a.cluster);
       return 1;
     }
     for (const auto& note : r->notes) std::printf("note: %s\n", note.c_str());
-    std::printf("[%u/%u] node %u up: QEMU pid %d, firmware %s\n", k + 1, n, k, int(r->pid),
+    std::printf("[%u/%u] node %u up: QEMU pid %d, firmware %s\n", k - a.first + 1, n, k, int(r->pid),
                 board::state_name(r->status.state));
     std::fflush(stdout);
   }

@@ -25,8 +25,19 @@ int main(int argc, char** argv) {
     else if (a == "--faults") faults = v, ++i;
     else if (a == "--pcap") o.pcap = v, ++i;
     else if (a == "--stats") o.stats_path = v, ++i;
+    else if (a == "--bridge-listen") o.bridge_listen = v, ++i;
+    else if (a == "--bridge-peer") {
+      auto p = ulnic::sw::parse_bridge_peer(v);
+      if (!p) {
+        std::fprintf(stderr, "ulnic-switch: %s\n", p.error().message.c_str());
+        return 2;
+      }
+      o.bridge_peers.push_back(*p);
+      ++i;
+    }
     else {
-      std::fprintf(stderr, "usage: ulnic-switch --fabric DIR [--faults SPEC] [--pcap FILE] [--stats FILE]\n");
+      std::fprintf(stderr, "usage: ulnic-switch --fabric DIR [--faults SPEC] [--pcap FILE] [--stats FILE]\n"
+                   "                    [--bridge-listen IP:PORT --bridge-peer IP:PORT=FIRST-LAST ...]\n");
       return 2;
     }
   }

@@ -1,7 +1,10 @@
 #include "switch/switch.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,6 +32,38 @@ uint64_t now_us() {
 inline void full_barrier() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 }  // namespace
+
+namespace {
+Result<sockaddr_in> parse_addr(const std::string& s) {
+  size_t colon = s.rfind(':');
+  if (colon == std::string::npos) return fail("'" + s + "': expected IP:PORT");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(std::stoul(s.substr(colon + 1))));
+  if (::inet_pton(AF_INET, s.substr(0, colon).c_str(), &a.sin_addr) != 1) return fail("'" + s + "': bad IPv4 address");
+  return a;
+}
+}  // namespace
+
+Result<BridgePeer> parse_bridge_peer(const std::string& spec) {
+  size_t eq = spec.find('='), dash = spec.find('-', eq == std::string::npos ? 0 : eq);
+  if (eq == std::string::npos || dash == std::string::npos) return fail("'" + spec + "': expected IP:PORT=FIRST-LAST");
+  auto a = parse_addr(spec.substr(0, eq));
+  if (!a) return std::unexpected(a.error());
+  BridgePeer p;
+  p.host = spec.substr(0, spec.rfind(':', eq));
+  p.port = ntohs(a->sin_port);
+  p.first = uint32_t(std::stoul(spec.substr(eq + 1, dash - eq - 1)));
+  p.last = uint32_t(std::stoul(spec.substr(dash + 1)));
+  if (p.last < p.first) return fail("'" + spec + "': empty node range");
+  return p;
+}
+
+int Switch::peer_for(uint32_t node) const {
+  for (size_t i = 0; i < opts_.bridge_peers.size(); ++i)
+    if (node >= opts_.bridge_peers[i].first && node <= opts_.bridge_peers[i].last) return int(i);
+  return -1;
+}
 
 abi::RingControl* Switch::ring(uint32_t src, uint32_t dst) const {
   return reinterpret_cast<abi::RingControl*>(mem_.data() +
@@ -79,6 +114,26 @@ Result<void> Switch::init(const Options& opts) {
   wake_wr_.reset(p[1]);
   if (!opts.pcap.empty())
     if (auto r = pcap_.open(opts.pcap); !r) return r;
+  if (!opts.bridge_listen.empty()) {
+    // UDP bridging: the link protocol above tolerates UDP's loss and
+    // reordering the same way it tolerates our fault injection.
+    auto a = parse_addr(opts.bridge_listen);
+    if (!a) return std::unexpected(a.error());
+    udp_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!udp_) return fail_errno("socket", errno);
+    int buf = 8 << 20;
+    ::setsockopt(udp_.get(), SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    ::setsockopt(udp_.get(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    if (::bind(udp_.get(), reinterpret_cast<sockaddr*>(&*a), sizeof *a) != 0)
+      return fail_errno("cannot bind " + opts.bridge_listen, errno);
+    for (const BridgePeer& p : opts.bridge_peers) {
+      auto pa = parse_addr(p.host + ":" + std::to_string(p.port));
+      if (!pa) return std::unexpected(pa.error());
+      std::vector<uint8_t> raw(sizeof(sockaddr_in));
+      std::memcpy(raw.data(), &*pa, sizeof *pa);
+      peer_addrs_.push_back(raw);
+    }
+  }
   __atomic_store_n(&port(self_).peer_id, uint32_t(peer_id_), __ATOMIC_RELAXED);
   return {};
 }
@@ -180,6 +235,17 @@ bool Switch::pump_uplink(uint32_t src, uint64_t now) {
 bool Switch::drain(uint32_t dst, uint64_t now) {
   std::deque<Held>& q = out_[dst];
   bool worked = false;
+  if (int peer = peer_for(dst); peer >= 0 && udp_) {
+    // A node on another machine: one datagram per packet.
+    while (!q.empty() && q.front().release_us <= now) {
+      const auto* to = reinterpret_cast<const sockaddr*>(peer_addrs_[size_t(peer)].data());
+      if (::sendto(udp_.get(), &q.front().pkt, q.front().len, 0, to, sizeof(sockaddr_in)) < 0 && errno == EAGAIN) break;
+      q.pop_front();
+      ++bridged_out_;
+      worked = true;
+    }
+    return worked;
+  }
   while (!q.empty() && q.front().release_us <= now) {
     abi::Packet* slot = down_[dst].reserve();
     if (!slot) break;  // the NIC is behind: link-level back-pressure
@@ -199,11 +265,12 @@ bool Switch::sleep_until(uint64_t deadline_us) {
   __atomic_store_n(&port(self_).rx_asleep, 1u, __ATOMIC_RELAXED);
   full_barrier();  // our flag before their tails
   for (uint32_t i = 0; i < nodes_; ++i)
-    if (up_[i].available()) {
+    if (peer_for(i) < 0 && up_[i].available()) {
       __atomic_store_n(&port(self_).rx_asleep, 0u, __ATOMIC_RELAXED);
       return false;
     }
   std::vector<pollfd> fds = {{fabric_sock_.get(), POLLIN, 0}, {wake_rd_.get(), POLLIN, 0}};
+  if (udp_) fds.push_back({udp_.get(), POLLIN, 0});
   if (!own_vectors_.empty()) fds.push_back({own_vectors_[abi::kVectorFabric].get(), POLLIN, 0});
   uint64_t now = now_us();
   int ms = deadline_us > now ? int(std::min<uint64_t>((deadline_us - now + 999) / 1000, 1000)) : 0;
@@ -220,10 +287,36 @@ bool Switch::sleep_until(uint64_t deadline_us) {
   return true;
 }
 
+bool Switch::receive_bridged() {
+  if (!udp_) return false;
+  bool worked = false;
+  for (int n = 0; n < 64; ++n) {
+    Held h;
+    ssize_t got = ::recv(udp_.get(), &h.pkt, sizeof h.pkt, 0);
+    if (got < 0) break;
+    // Untrusted input from the network: a packet must describe itself
+    // consistently and be for one of our nodes, or it is counted and dropped.
+    if (size_t(got) < sizeof(abi::WireHeader) || h.pkt.h.magic != abi::kWireMagic ||
+        size_t(got) != sizeof(abi::WireHeader) + h.pkt.h.payload_len || h.pkt.h.dst >= nodes_ ||
+        peer_for(h.pkt.h.dst) >= 0) {
+      ++bad_packets_;
+      continue;
+    }
+    if (out_[h.pkt.h.dst].size() >= kMaxQueued) continue;  // like a full link: the sender retransmits
+    h.len = uint32_t(got);
+    h.release_us = 0;
+    out_[h.pkt.h.dst].push_back(h);
+    ++bridged_in_;
+    worked = true;
+  }
+  return worked;
+}
+
 void Switch::write_stats() {
   if (opts_.stats_path.empty()) return;
   std::ofstream f(opts_.stats_path + ".tmp");
-  f << "{\"bad_packets\": " << bad_packets_ << ", \"links\": [";
+  f << "{\"bad_packets\": " << bad_packets_ << ", \"bridged_out\": " << bridged_out_ << ", \"bridged_in\": "
+    << bridged_in_ << ", \"links\": [";
   bool first = true;
   for (uint32_t i = 0; i < nodes_; ++i)
     for (uint32_t j = 0; j < nodes_; ++j) {
@@ -245,7 +338,9 @@ Result<void> Switch::run(volatile const bool* stop) {
     read_notices(fabric_sock_.get(), peer_id_, own_vectors_, nic_vectors_);
     uint64_t now = now_us();
     bool worked = false;
-    for (uint32_t i = 0; i < nodes_; ++i) worked |= pump_uplink(i, now);
+    for (uint32_t i = 0; i < nodes_; ++i)
+      if (peer_for(i) < 0) worked |= pump_uplink(i, now);
+    worked |= receive_bridged();
     uint64_t next_release = ~0ull;
     for (uint32_t d = 0; d < nodes_; ++d) {
       worked |= drain(d, now);

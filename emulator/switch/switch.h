@@ -21,12 +21,24 @@
 
 namespace ulnic::sw {
 
+// Another machine's switch: packets for nodes [first, last] go to it by UDP.
+struct BridgePeer {
+  std::string host;
+  uint16_t port = 0;
+  uint32_t first = 0, last = 0;
+};
+
 struct Options {
   std::string fabric_dir;   // the cluster's fabric directory
   FaultSpec faults;
   std::string pcap;         // "" = no capture
   std::string stats_path;   // JSON counters, rewritten every second
+  std::string bridge_listen;            // "IP:PORT" to receive bridged packets on
+  std::vector<BridgePeer> bridge_peers; // where remote nodes live
 };
+
+// "IP:PORT=FIRST-LAST"
+Result<BridgePeer> parse_bridge_peer(const std::string& spec);
 
 struct LinkStats {
   uint64_t forwarded = 0, dropped = 0, corrupted = 0, duplicated = 0, reordered = 0, delayed = 0;
@@ -47,6 +59,8 @@ class Switch {
   bool pump_uplink(uint32_t src, uint64_t now_us);
   void enqueue(uint32_t src, uint32_t dst, const abi::Packet& pkt, uint32_t len, uint64_t now_us);
   bool drain(uint32_t dst, uint64_t now_us);
+  bool receive_bridged();
+  int peer_for(uint32_t node) const;  // index into bridge addresses, -1 = local
   void ring_nic(uint32_t dst);
   bool sleep_until(uint64_t deadline_us);
   void write_stats();
@@ -68,6 +82,9 @@ class Switch {
   std::vector<std::vector<LinkStats>> stats_;        // [src][dst]
   std::vector<std::vector<bool>> reorder_pending_;   // [src][dst]: a packet is held for reorder
   uint64_t bad_packets_ = 0;
+  UniqueFd udp_;
+  std::vector<std::vector<uint8_t>> peer_addrs_;  // sockaddr_in per bridge peer
+  uint64_t bridged_out_ = 0, bridged_in_ = 0;
   PcapWriter pcap_;
 };
 

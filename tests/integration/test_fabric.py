@@ -248,6 +248,80 @@ class LossyLink(Cluster):
         self.assertEqual(self.counter(0, "puts_done"), 3000)
 
 
+class TwoMachines(unittest.TestCase):
+    """Two "machines" (network namespaces joined by a veth pair, addresses of
+    our own in 10.233.0.0/24), one node each, one cluster: the switches bridge
+    the fabric over UDP and remote puts cross it."""
+
+    ns = ("ulnic-a", "ulnic-b")
+    addr = ("10.233.0.1", "10.233.0.2")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.made = False
+        ip = shutil.which("ip")
+        if not ip or os.geteuid() != 0:
+            raise unittest.SkipTest("needs root and iproute2 for network namespaces")
+        for n in cls.ns:
+            subprocess.run([ip, "netns", "del", n], capture_output=True)
+        steps = [["netns", "add", cls.ns[0]], ["netns", "add", cls.ns[1]],
+                 ["link", "add", "ulnic-va", "type", "veth", "peer", "name", "ulnic-vb"],
+                 ["link", "set", "ulnic-va", "netns", cls.ns[0]], ["link", "set", "ulnic-vb", "netns", cls.ns[1]],
+                 ["-n", cls.ns[0], "addr", "add", cls.addr[0] + "/24", "dev", "ulnic-va"],
+                 ["-n", cls.ns[1], "addr", "add", cls.addr[1] + "/24", "dev", "ulnic-vb"],
+                 ["-n", cls.ns[0], "link", "set", "ulnic-va", "up"], ["-n", cls.ns[1], "link", "set", "ulnic-vb", "up"],
+                 ["-n", cls.ns[0], "link", "set", "lo", "up"], ["-n", cls.ns[1], "link", "set", "lo", "up"]]
+        for st in steps:
+            p = subprocess.run([ip, *st], capture_output=True, text=True)
+            if p.returncode != 0:
+                cls.tearDownClass()
+                raise unittest.SkipTest(f"cannot set up network namespaces: ip {' '.join(st)}: {p.stderr.strip()}")
+        cls.made = True
+        cls.rundirs = [tempfile.mkdtemp(prefix=f"ulnic-{n}-", dir="/tmp") for n in cls.ns]
+        cls.work = tempfile.mkdtemp(prefix="ulnic-2m-", dir="/tmp")
+        for me in (0, 1):
+            other = 1 - me
+            p = cls.run_in(me, ULNIC, "cluster", "up", "-c", "two", "-n", "1", "--first", str(me), "--total", "2",
+                           "--slot-size", "16", "--bridge-listen", f"{cls.addr[me]}:7700",
+                           "--bridge-peer", f"{cls.addr[other]}:7700={other}-{other}")
+            assert p.returncode == 0, p.stdout + p.stderr
+
+    @classmethod
+    def run_in(cls, me, *argv, background=False, extra_env=None):
+        env = dict(os.environ, ULNIC_RUNTIME_DIR=cls.rundirs[me], ULNIC_CLUSTER="two", ULNIC_NODE=str(me),
+                   **(extra_env or {}))
+        cmd = ["ip", "netns", "exec", cls.ns[me], *argv]
+        if background:
+            return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "made", False):
+            for me in (0, 1):
+                cls.run_in(me, ULNIC, "cluster", "down", "-c", "two")
+            for d in cls.rundirs + [cls.work]:
+                shutil.rmtree(d, ignore_errors=True)
+        for n in cls.ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+    def test_puts_cross_the_udp_bridge_byte_for_byte(self):
+        info = os.path.join(self.work, "bridge.info")
+        server = self.run_in(1, PUT, "serve", "--info", info, background=True)
+        for _ in range(200):
+            if os.path.exists(info):
+                break
+            time.sleep(0.05)
+        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "3000", "--max-size", "9000")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        out, err = server.communicate(timeout=120)
+        self.assertEqual(server.returncode, 0, out + err)
+        self.assertIn("3000 puts checked, 0 bad bytes", out)
+        time.sleep(1.2)
+        with open(os.path.join(self.rundirs[0], "two", "fabric", "switch.json")) as f:
+            self.assertGreater(json.load(f)["bridged_out"], 3000)
+
+
 class SixteenNodes(unittest.TestCase):
     def test_sixteen_nodes_come_up_report_and_go_down_cleanly(self):
         rundir = tempfile.mkdtemp(prefix="ulnic-16-", dir="/tmp")
