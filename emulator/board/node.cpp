@@ -323,6 +323,7 @@ Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool chec
   auto sram = SramFile::open(p.sram, false);
   if (!sram) return std::unexpected(sram.error());
   info.status = sram->read_status();
+  info.links = sram->read_links(sram->boot_config().num_nodes);
   if (info.running) {
     if (auto q = Qmp::connect(p.qmp, 2s))
       if (auto s = q->run_state()) info.vm_state = *s;

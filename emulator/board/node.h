@@ -50,6 +50,7 @@ struct NodeInfo {
   bool heartbeat_checked = false;
   bool heartbeat_advancing = false;
   std::string firmware_path;            // copy of the flashed ELF
+  std::vector<abi::LinkStatus> links;   // by peer node (the cluster's nodes)
 };
 
 Result<StartResult> start_node(const StartOptions& opts);

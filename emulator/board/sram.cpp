@@ -55,4 +55,11 @@ abi::StatusBlock SramFile::read_status() const {
   return copy;
 }
 
+std::vector<abi::LinkStatus> SramFile::read_links(uint32_t n) const {
+  if (n > abi::kMaxLinks) n = abi::kMaxLinks;
+  std::vector<abi::LinkStatus> links(n);
+  std::memcpy(links.data(), at(abi::kLinkStatusOffset), n * sizeof(abi::LinkStatus));
+  return links;
+}
+
 }  // namespace ulnic::board

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "board/elf_image.h"
 #include "ulnic/abi/boot_config.h"
@@ -24,6 +25,8 @@ class SramFile {
   // A copy of the status block, re-read until the heartbeat is stable so the
   // fields belong together (the firmware may be writing while we read).
   abi::StatusBlock read_status() const;
+  // Per-link state of the first `n` peers (shared/include/ulnic/abi/status.h).
+  std::vector<abi::LinkStatus> read_links(uint32_t n) const;
 
   uint8_t* at(uint64_t offset) const { return map_.data() + offset; }
 

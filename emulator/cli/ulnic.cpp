@@ -203,7 +203,16 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
               static_cast<unsigned long long>(s.trap_cause), static_cast<unsigned long long>(s.trap_pc),
               static_cast<unsigned long long>(s.trap_tval), static_cast<unsigned long long>(s.trap_ra),
               static_cast<unsigned long long>(s.trap_sp));
-  std::printf(" \"counters\": {");
+  std::printf(" \"links\": [");
+  for (size_t k = 0; k < n.links.size(); ++k) {
+    const abi::LinkStatus& l = n.links[k];
+    std::printf("%s{\"peer\": %zu, \"state\": %u, \"next_seq\": %u, \"acked\": %u, \"expected\": %u, "
+                "\"tx_data\": %llu, \"rx_data\": %llu, \"retransmits\": %llu, \"duplicates\": %llu}",
+                k ? ", " : "", k, l.state, l.next_seq, l.acked, l.expected, static_cast<unsigned long long>(l.tx_data),
+                static_cast<unsigned long long>(l.rx_data), static_cast<unsigned long long>(l.retransmits),
+                static_cast<unsigned long long>(l.duplicates));
+  }
+  std::printf("],\n \"counters\": {");
   for (uint32_t i = 0; i < abi::kCounterCount; ++i)
     std::printf("%s\"%s\": %llu", i ? ", " : "", counter_name(i), static_cast<unsigned long long>(s.counters[i]));
   std::printf("}}\n");
@@ -261,6 +270,17 @@ void print_status(const std::string& cluster, const board::NodeInfo& n) {
                 s.fabric_vectors);
   else
     std::printf("  fabric     none\n");
+  bool header = false;
+  for (size_t k = 0; k < n.links.size(); ++k) {
+    const abi::LinkStatus& l = n.links[k];
+    if (k == s.node_id || (l.state == 0 && !l.tx_data && !l.rx_data)) continue;
+    if (!header) std::printf("  links      peer  state            tx      rx  retransmits  dup/ooo dropped\n");
+    header = true;
+    static const char* const states[] = {"idle", "up", "UNREACHABLE"};
+    std::printf("             %4zu  %-11s %7llu %7llu %12llu %16llu\n", k, l.state < 3 ? states[l.state] : "?",
+                static_cast<unsigned long long>(l.tx_data), static_cast<unsigned long long>(l.rx_data),
+                static_cast<unsigned long long>(l.retransmits), static_cast<unsigned long long>(l.duplicates));
+  }
   std::printf("  counters  ");
   for (uint32_t i = 0; i < abi::kCounterCount; ++i)
     std::printf(" %s=%llu", counter_name(i), static_cast<unsigned long long>(s.counters[i]));

@@ -6,6 +6,7 @@
 #include "hal/clint.h"
 #include "hal/mmio.h"
 #include "ulnic/abi/slot.h"
+#include "ulnic/abi/status.h"
 #include "ulnic/crc32c.h"
 
 namespace link {
@@ -38,6 +39,9 @@ struct Peer {
   uint32_t unacked_rx;     // packets since our last ACK
   bool ack_owed;
   uint64_t ack_deadline;
+  // Per-link statistics (status block).
+  uint64_t tx_data, rx_data, retransmits, duplicates;
+  bool unreachable;
 };
 
 struct State {
@@ -149,6 +153,7 @@ void declare_unreachable(uint32_t peer, uint64_t now) {
   Peer& p = g.peers[peer];
   for (TxEntry& e : p.win) e.len = 0, e.h.op = abi::kWireOpNone, e.h.flags = 0;
   p.last_progress = now;
+  p.unreachable = true;
   ++g.stats.unreachable;
   if (g.up.peer_lost) g.up.peer_lost(peer);
 }
@@ -156,6 +161,7 @@ void declare_unreachable(uint32_t peer, uint64_t now) {
 void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
   p.acked = ack;
+  p.unreachable = false;
   if (seq_before(p.resend_next, ack + 1)) p.resend_next = ack + 1;
   p.last_progress = now;
   p.rto_ticks = hal::clint::us_to_ticks(kRtoInitialUs);
@@ -205,12 +211,14 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
   if (h.seq != p.expected) {
     if (seq_before(h.seq, p.expected)) ++g.stats.duplicates;
     else ++g.stats.out_of_order;
+    ++p.duplicates;
     p.ack_deadline = now;  // tell the sender where we are, soon
     return;
   }
   ++p.expected;
   ++p.unacked_rx;
   ++g.stats.rx_data;
+  ++p.rx_data;
   if (h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, h, shared->payload);
 }
 
@@ -247,6 +255,29 @@ void init(const core::board::Board& board, const core::boot_config::Config& cfg,
   g.enabled = true;
 }
 
+void publish_link_status() {
+  if (!g.enabled) return;
+  auto* out = reinterpret_cast<abi::LinkStatus*>(abi::kSramBase + abi::kLinkStatusOffset);
+  for (uint32_t n = 0; n < g.nodes && n < abi::kMaxLinks; ++n) {
+    const Peer& p = g.peers[n];
+    abi::LinkStatus l{};
+    l.state = uint32_t(p.unreachable ? abi::LinkState::kUnreachable
+                                     : p.their_session ? abi::LinkState::kUp : abi::LinkState::kIdle);
+    l.peer_incarnation = p.their_session;
+    l.next_seq = p.next_seq;
+    l.acked = p.acked;
+    l.expected = p.expected;
+    l.tx_data = p.tx_data;
+    l.rx_data = p.rx_data;
+    l.retransmits = p.retransmits;
+    l.duplicates = p.duplicates;
+    // Word by word: the tools read while we write (single writer per word).
+    const uint64_t* src = reinterpret_cast<const uint64_t*>(&l);
+    auto* dst = reinterpret_cast<uint64_t*>(&out[n]);
+    for (size_t i = 0; i < sizeof l / 8; ++i) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+  }
+}
+
 bool enabled() { return g.enabled; }
 uint32_t self() { return g.self; }
 uint32_t nodes() { return g.nodes; }
@@ -278,6 +309,7 @@ uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t
   if (!transmit(dst, abi::kPktData, &e)) return 0;
   p.next_seq = p.resend_next = seq + 1;
   ++g.stats.tx_data;
+  ++p.tx_data;
   uint64_t now = hal::clint::now();
   if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
   return seq;
@@ -335,6 +367,7 @@ bool poll_timers(uint64_t now) {
       if (!transmit(n, abi::kPktData, &p.win[p.resend_next % kWindow])) break;
       ++p.resend_next;
       ++g.stats.retransmits;
+      ++p.retransmits;
       worked = true;
     }
     if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= kAckEvery)) {

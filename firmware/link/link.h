@@ -75,6 +75,8 @@ bool prepare_sleep();
 void woke();
 
 const Stats& stats();
+// Writes every peer's LinkStatus into SRAM (the status refresh calls it).
+void publish_link_status();
 // Fault injection for tests (boot flag): drop this fraction (/65536) of
 // received data packets, seeded, reproducible.
 void set_rx_drop(uint32_t per_65536, uint32_t seed);

@@ -246,6 +246,11 @@ class LossyLink(Cluster):
         self.assertGreater(self.counter(0, "link_retransmits"), 0)
         self.assertEqual(self.counter(0, "link_unreachable"), 0)
         self.assertEqual(self.counter(0, "puts_done"), 3000)
+        # The per-link view in the status block agrees.
+        link = status(self.cluster, 0)["links"][1]
+        self.assertEqual(link["state"], 1)
+        self.assertGreater(link["retransmits"], 0)
+        self.assertEqual(link["acked"] + 1, link["next_seq"])  # all acknowledged
 
 
 class TwoMachines(unittest.TestCase):

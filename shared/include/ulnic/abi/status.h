@@ -103,4 +103,28 @@ ULNIC_ABI_CHECK_OFFSET(StatusBlock, counters, 344);
 ULNIC_ABI_CHECK_SIZE(StatusBlock, 2048);
 static_assert(sizeof(StatusBlock) <= kStatusSize);
 
+// Per-link state, one entry per peer NIC, in SRAM at kLinkStatusOffset;
+// written by the firmware at every status refresh.
+constexpr uint64_t kLinkStatusOffset = 0xFF'2000;
+constexpr uint32_t kMaxLinks = 64;
+
+enum class LinkState : uint32_t { kIdle = 0, kUp = 1, kUnreachable = 2 };
+
+struct LinkStatus {
+  uint32_t state;              // LinkState
+  uint32_t peer_incarnation;   // 0: never heard from
+  uint32_t next_seq;           // next sequence number we will send
+  uint32_t acked;              // cumulative ACK from the peer
+  uint32_t expected;           // next in-order sequence we expect
+  uint32_t pad;
+  uint64_t tx_data;            // first transmissions
+  uint64_t rx_data;            // in-order deliveries
+  uint64_t retransmits;
+  uint64_t duplicates;         // duplicates and out-of-order arrivals dropped
+  uint64_t pad1;
+};
+ULNIC_ABI_CHECK_SIZE(LinkStatus, 64);
+static_assert(kLinkStatusOffset >= kStatusOffset + kStatusSize &&
+              kLinkStatusOffset + kMaxLinks * sizeof(LinkStatus) <= kSramSize);
+
 }  // namespace ulnic::abi
