@@ -42,6 +42,7 @@ struct Peer {
   // Per-link statistics (status block).
   uint64_t tx_data, rx_data, retransmits, duplicates;
   bool unreachable;
+  uint32_t dup_acks;       // pure ACKs that did not advance while data is outstanding
 };
 
 struct State {
@@ -162,6 +163,7 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
   p.acked = ack;
   p.unreachable = false;
+  p.dup_acks = 0;
   if (seq_before(p.resend_next, ack + 1)) p.resend_next = ack + 1;
   p.last_progress = now;
   p.rto_ticks = hal::clint::us_to_ticks(kRtoInitialUs);
@@ -202,6 +204,15 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
   if (h.dst_incarnation == g.incarnation) take_ack(p, h.ack, now);
   if (h.type == abi::kPktAck) {
     ++g.stats.rx_acks;
+    // Fast retransmit: the receiver acks at once when something arrives out
+    // of order, so repeated ACKs that do not advance while data is
+    // outstanding mean a loss; go back now rather than at the timeout.
+    bool outstanding = seq_before(p.acked + 1, p.next_seq);
+    if (h.dst_incarnation == g.incarnation && h.ack == p.acked && outstanding && p.resend_next == p.next_seq &&
+        ++p.dup_acks >= kFastRetransmitAcks) {
+      p.dup_acks = 0;
+      p.resend_next = p.acked + 1;
+    }
     return;
   }
   if (g.drop_per_65536 && (((g.drop_rng = g.drop_rng * 1103515245u + 12345u) >> 8) & 0xffff) < g.drop_per_65536)

@@ -27,6 +27,7 @@ constexpr uint32_t kAckEvery = 8;            // ... or until this many packets a
 constexpr uint64_t kRtoInitialUs = 2'000;    // first retransmission timeout
 constexpr uint64_t kRtoMaxUs = 200'000;      // backoff cap
 constexpr uint64_t kUnreachableUs = 2'000'000;  // no progress for this long: peer unreachable
+constexpr uint32_t kFastRetransmitAcks = 2;      // duplicate ACKs that trigger go-back-N early
 
 // Upcalls into the protocol layer.
 struct Upcalls {
