@@ -441,8 +441,18 @@ int cmd_cluster_up(Args a) {
   uint32_t total = a.total ? a.total : a.first + n;
   if (a.first + n > total || total > abi::kMaxNodes) die("--first/--total: nodes must fit in 0..total-1 (<= 64)", 2);
   if (total > n && a.bridge_peers.empty()) die("nodes on other machines need --bridge-peer IP:PORT=FIRST-LAST", 2);
-  if (!board::list_nodes(a.cluster).empty())
-    die("cluster '" + a.cluster + "' is already up (or was not shut down): ulnic cluster down -c " + a.cluster);
+  if (auto old = board::list_nodes(a.cluster); !old.empty()) {
+    bool live = false;
+    for (uint32_t k : old) live |= board::live_qemu(board::node_paths(a.cluster, k)) != 0;
+    if (live) die("cluster '" + a.cluster + "' is already up: ulnic cluster down -c " + a.cluster + " first");
+    // Every board of a previous run is dead (a crash, a reboot of the
+    // machine's tmpfs survivors): clean up after it and start afresh.
+    std::printf("note: cluster '%s' has files of %zu dead nodes from a crashed run; cleaning up\n", a.cluster.c_str(),
+                old.size());
+    for (uint32_t k : old) (void)board::stop_node(a.cluster, k);
+    board::stop_fabric(a.cluster);
+    board::retire_cluster_if_empty(a.cluster);
+  }
   board::StartOptions o;
   o.cluster = a.cluster;
   o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;

@@ -357,6 +357,15 @@ class SixteenNodes(unittest.TestCase):
             self.assertTrue(all(n["state"] == "running" and n["heartbeat_advancing"] for n in nodes))
             self.assertEqual(sorted(n["fabric"]["peer_id"] for n in nodes), list(range(16)))
             self.assertIn("already up", ulnic("cluster", "up", "-n", "2", "-c", "sixteen", check=1).stderr)
+            # A crash: every board dies at once. The next `up` cleans up and starts afresh.
+            for n in nodes:
+                os.kill(n["pid"], signal.SIGKILL)
+            time.sleep(0.5)
+            p = ulnic("cluster", "up", "-n", "4", "-c", "sixteen", "--slot-size", "16", check=0)
+            self.assertIn("crashed run", p.stdout)
+            again = json.loads(ulnic("cluster", "status", "-c", "sixteen", "--json", check=0).stdout)
+            self.assertEqual(len(again), 4)
+            self.assertTrue(all(n["state"] == "running" for n in again))
         finally:
             ulnic("cluster", "down", "-c", "sixteen")
             left = os.listdir(rundir)
