@@ -303,9 +303,11 @@ class TwoMachines(unittest.TestCase):
         cls.work = tempfile.mkdtemp(prefix="ulnic-2m-", dir="/tmp")
         for me in (0, 1):
             other = 1 - me
+            # The same faults as SwitchFaults, on both machines' switches.
             p = cls.run_in(me, ULNIC, "cluster", "up", "-c", "two", "-n", "1", "--first", str(me), "--total", "2",
                            "--slot-size", "16", "--bridge-listen", f"{cls.addr[me]}:7700",
-                           "--bridge-peer", f"{cls.addr[other]}:7700={other}-{other}")
+                           "--bridge-peer", f"{cls.addr[other]}:7700={other}-{other}",
+                           "--faults", f"drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,seed={me + 1}")
             assert p.returncode == 0, p.stdout + p.stderr
 
     @classmethod
@@ -315,7 +317,7 @@ class TwoMachines(unittest.TestCase):
         cmd = ["ip", "netns", "exec", cls.ns[me], *argv]
         if background:
             return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
     @classmethod
     def tearDownClass(cls):
@@ -327,21 +329,25 @@ class TwoMachines(unittest.TestCase):
         for n in cls.ns:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
-    def test_puts_cross_the_udp_bridge_byte_for_byte(self):
+    def test_100000_puts_cross_a_faulty_udp_bridge_exactly_once(self):
         info = os.path.join(self.work, "bridge.info")
         server = self.run_in(1, PUT, "serve", "--info", info, background=True)
         for _ in range(200):
             if os.path.exists(info):
                 break
             time.sleep(0.05)
-        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "3000", "--max-size", "9000")
+        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "100000", "--max-size", "2000",
+                        "--batch", "16", "--seed", "8")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("100000 puts, 0 failed", p.stdout)
         out, err = server.communicate(timeout=120)
         self.assertEqual(server.returncode, 0, out + err)
-        self.assertIn("3000 puts checked, 0 bad bytes", out)
+        self.assertIn("100000 puts checked, 0 bad bytes", out)
         time.sleep(1.2)
         with open(os.path.join(self.rundirs[0], "two", "fabric", "switch.json")) as f:
-            self.assertGreater(json.load(f)["bridged_out"], 3000)
+            stats = json.load(f)
+        self.assertGreater(stats["bridged_out"], 100000)
+        self.assertGreater(sum(l["dropped"] for l in stats["links"]), 0)
 
 
 class SixteenNodes(unittest.TestCase):
