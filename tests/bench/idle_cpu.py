@@ -47,6 +47,8 @@ def main():
             st = json.loads(subprocess.run([args.ulnic, "node", "status", "-c", cluster, "-n", str(n), "--json"],
                                            env=env, capture_output=True, text=True).stdout)
             pids[f"qemu node{n}"] = st["pid"]
+            with open(os.path.join(env["ULNIC_RUNTIME_DIR"], cluster, f"node{n}", "ulnicd.pid")) as f:
+                pids[f"ulnicd node{n}"] = int(f.read())
         with open(os.path.join(env["ULNIC_RUNTIME_DIR"], cluster, "fabric", "fabricd.pid")) as f:
             pids["fabric server"] = int(f.read())
         time.sleep(1.0)  # let boot work drain
