@@ -154,7 +154,7 @@ class SwitchFaults(Cluster):
     nodes = 2
     cluster = "faulty"
     pcap = "/tmp/ulnic-faulty-test.pcap"
-    extra = ["--faults", "drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,seed=11", "--pcap", pcap]
+    extra = ["--faults", "drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,delay=50us,seed=11", "--pcap", pcap]
 
     @classmethod
     def tearDownClass(cls):
@@ -172,7 +172,7 @@ class SwitchFaults(Cluster):
         time.sleep(1.2)  # the switch rewrites its counters every second
         with open(os.path.join(self.rundir, self.cluster, "fabric", "switch.json")) as f:
             links = json.load(f)["links"]
-        total = {k: sum(l[k] for l in links) for k in ("dropped", "corrupted", "duplicated", "reordered")}
+        total = {k: sum(l[k] for l in links) for k in ("dropped", "corrupted", "duplicated", "reordered", "delayed")}
         self.assertTrue(all(v > 0 for v in total.values()), total)
         # Corrupted packets die at the receiver's checksum; duplicates and
         # reordered ones at its sequence check; nothing reaches the host twice.

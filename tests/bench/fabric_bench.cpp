@@ -1,0 +1,1176 @@
+// fabric_bench: what a remote put costs, beside host floors measured in the same run.
+//
+//   fabric_bench serve --info FILE [--size BYTES]
+//       (on the receiving node) attach, register a RemoteWrite buffer, write
+//       "slot key addr size" to FILE, then wait for FILE.done and check the
+//       verification puts it describes; the verdict goes to FILE.result
+//       ("ok BYTES" or "bad BYTES") and the exit status.
+//   fabric_bench client --info FILE --dst-node N [--json FILE] [--label TEXT]
+//       [--lat-sizes LIST] [--iters N] [--warmup N] [--lat-seconds S]
+//       [--bw-sizes LIST] [--inflight K] [--bw-seconds S]
+//       [--goodput-size B] [--goodput-puts N] [--goodput-seconds S]
+//       [--no-floors] [--no-counters]
+//       (on the sending node) measures, in one run:
+//   1. floors (host only): a two-process shared-memory ping-pong (fork; both
+//      sides spin on atomics in a MAP_SHARED page) and memcpy bandwidth;
+//   2. remote put latency: post -> completion (the completion comes once the
+//      receiving NIC placed every byte), one put at a time, spin-polling
+//      Nic::poll, for each size of --lat-sizes;
+//   3. remote put bandwidth with --inflight puts in flight, per window;
+//   4. goodput: --goodput-puts puts of --goodput-size bytes (or until
+//      --goodput-seconds), --inflight in flight: payload bytes of puts that
+//      completed with kCqOk per second (the figure the drop sweep plots);
+//   5. verification: one put per region of the server's buffer, lengths from
+//      every size class, checked byte for byte by the server.
+// LIST: comma-separated sizes with optional K/M suffix ("8,64,4K,1M"), or
+// "none". Both programs find their node as every libulnic program does
+// ($ULNIC_RUNTIME_DIR, $ULNIC_CLUSTER, $ULNIC_NODE). Prints min/median/max
+// tables and writes JSON. A program, not a test; tests/bench/fabric_bench.py
+// drives it over a direct fabric, a switch and a lossy switch.
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ulnic/nic.h"
+
+namespace abi = ulnic::abi;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ------------------------------------------------------------------ helpers
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+inline double us_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+double seconds_since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "fabric_bench: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+struct Stats {
+  double min = 0, median = 0, max = 0, mean = 0;
+  size_t n = 0;
+};
+
+Stats summarize(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.n = v.size();
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / double(v.size());
+  return s;
+}
+
+Stats scaled(Stats s, double k) {
+  s.min *= k;
+  s.median *= k;
+  s.max *= k;
+  s.mean *= k;
+  return s;
+}
+
+std::string size_name(uint64_t b) {
+  char buf[32];
+  if (b >= (1u << 20) && b % (1u << 20) == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 " MiB", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 " KiB", b >> 10);
+  else std::snprintf(buf, sizeof buf, "%" PRIu64 " B", b);
+  return buf;
+}
+
+// "8,64,4K,1M" -> sizes; "none" or "" -> none.
+std::vector<uint32_t> parse_sizes(const std::string& text) {
+  std::vector<uint32_t> out;
+  if (text.empty() || text == "none") return out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    uint64_t v = std::strtoull(item.c_str(), &end, 10);
+    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+    else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+    if (*end || v == 0 || v > abi::kMaxCopyBytes) die("bad size '" + item + "' in '" + text + "'");
+    out.push_back(uint32_t(v));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// A tiny JSON writer: enough for nested objects, arrays, numbers and strings.
+class Json {
+ public:
+  Json& begin_object(const char* key = nullptr) { return open(key, '{'); }
+  Json& begin_array(const char* key = nullptr) { return open(key, '['); }
+  Json& end_object() { return close('}'); }
+  Json& end_array() { return close(']'); }
+  Json& num(const char* key, double v) {
+    char buf[64];
+    if (v == double(int64_t(v)) && v < 1e15 && v > -1e15) std::snprintf(buf, sizeof buf, "%" PRId64, int64_t(v));
+    else std::snprintf(buf, sizeof buf, "%.6g", v);
+    return raw(key, buf);
+  }
+  Json& str(const char* key, const std::string& v) {
+    std::string q = "\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') q += '\\', q += c;
+      else if (uint8_t(c) < 0x20) q += ' ';
+      else q += c;
+    }
+    return raw(key, q + "\"");
+  }
+  Json& boolean(const char* key, bool v) { return raw(key, v ? "true" : "false"); }
+  Json& stats(const char* key, const Stats& s) {
+    begin_object(key);
+    num("min", s.min).num("median", s.median).num("max", s.max).num("mean", s.mean).num("n", double(s.n));
+    return end_object();
+  }
+  Json& counters(const char* key, const std::map<std::string, uint64_t>& c) {
+    begin_object(key);
+    for (auto& [k, v] : c) num(k.c_str(), double(v));
+    return end_object();
+  }
+  const std::string& text() const { return out_; }
+
+ private:
+  Json& open(const char* key, char c) {
+    prefix(key);
+    out_ += c;
+    first_.push_back(true);
+    return *this;
+  }
+  Json& close(char c) {
+    bool empty = first_.back();
+    first_.pop_back();
+    if (!empty) out_ += "\n" + std::string(2 * first_.size(), ' ');
+    out_ += c;
+    return *this;
+  }
+  Json& raw(const char* key, const std::string& v) {
+    prefix(key);
+    out_ += v;
+    return *this;
+  }
+  void prefix(const char* key) {
+    if (!first_.empty()) {
+      if (!first_.back()) out_ += ",";
+      first_.back() = false;
+      out_ += "\n" + std::string(2 * first_.size(), ' ');
+    }
+    if (key) out_ += "\"" + std::string(key) + "\": ";
+  }
+  std::string out_;
+  std::vector<bool> first_;
+};
+
+// ------------------------------------------------------------ machine facts
+
+struct Machine {
+  long nproc = 0;
+  int affinity = 0;
+  std::string cpu_model, kernel, hypervisor;
+};
+
+Machine machine_facts() {
+  Machine m;
+  m.nproc = ::sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) m.affinity = CPU_COUNT(&set);
+  std::ifstream ci("/proc/cpuinfo");
+  for (std::string line; std::getline(ci, line);) {
+    if (m.cpu_model.empty() && line.rfind("model name", 0) == 0) m.cpu_model = line.substr(line.find(':') + 2);
+    if (line.rfind("flags", 0) == 0) {
+      m.hypervisor = line.find(" hypervisor") != std::string::npos ? "yes" : "no";
+      break;
+    }
+  }
+  utsname u{};
+  if (::uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  return m;
+}
+
+// ------------------------------------------------------------------ floors
+// (the same method as slot_bench.cpp, copied: the two benchmarks stay separate programs)
+
+struct PingPong {
+  Stats rtt_us, oneway_us;
+};
+
+// Parent and child each own one cache line of a MAP_SHARED anonymous page;
+// the parent stores a sequence number, the child echoes it back.
+PingPong pingpong_floor(int warmup, int iters) {
+  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) die(std::string("mmap shared page: ") + std::strerror(errno));
+  auto* ping = reinterpret_cast<std::atomic<uint64_t>*>(page);
+  auto* pong = reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(page) + 64);
+  ping->store(0);
+  pong->store(0);
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) die(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(0);
+    uint64_t last = 0;
+    for (;;) {
+      uint64_t v;
+      while ((v = ping->load(std::memory_order_acquire)) == last) cpu_relax();
+      if (v == ~uint64_t(0)) ::_exit(0);
+      pong->store(v, std::memory_order_release);
+      last = v;
+    }
+  }
+  std::vector<double> rtt;
+  rtt.reserve(size_t(iters));
+  bool stuck = false;
+  for (int i = 1; i <= warmup + iters && !stuck; ++i) {
+    auto t0 = Clock::now();
+    ping->store(uint64_t(i), std::memory_order_release);
+    uint32_t spins = 0;
+    while (pong->load(std::memory_order_acquire) != uint64_t(i)) {
+      cpu_relax();
+      if ((++spins & 0xfffff) == 0 && seconds_since(t0) > 5) stuck = true;
+      if (stuck) break;
+    }
+    auto t1 = Clock::now();
+    if (i > warmup) rtt.push_back(us_between(t0, t1));
+  }
+  ping->store(~uint64_t(0), std::memory_order_release);
+  int st = 0;
+  if (stuck) ::kill(child, SIGKILL);
+  ::waitpid(child, &st, 0);
+  ::munmap(page, 4096);
+  if (stuck) die("ping-pong floor: the child process stopped answering");
+  PingPong p;
+  p.rtt_us = summarize(rtt);
+  for (double& x : rtt) x /= 2;
+  p.oneway_us = summarize(rtt);
+  return p;
+}
+
+struct MemcpyFloor {
+  uint64_t size = 0;
+  Stats gbps;          // GB/s (1e9 bytes per second) per sample
+  Stats ns_per_copy;   // time of one memcpy
+};
+
+// Buffers in private anonymous memory; dst sits size + 4416 bytes after src
+// (not a power-of-two distance, so no 4K aliasing between the streams).
+MemcpyFloor memcpy_floor(uint64_t size, int samples) {
+  const uint64_t distance = size + 4096 + 320;
+  const uint64_t map_len = ((192 + distance + size + 4095) / 4096) * 4096;
+  void* m = ::mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) die(std::string("mmap memcpy buffers: ") + std::strerror(errno));
+  auto* src = static_cast<uint8_t*>(m) + 192;
+  uint8_t* dst = src + distance;
+  for (uint64_t i = 0; i < size; ++i) src[i] = uint8_t(i * 7 + 1);
+  std::memset(dst, 0, size);
+  const uint64_t reps = std::clamp<uint64_t>((2u << 20) / size, 1, 20000);
+  std::vector<double> gbps, ns;
+  for (int s = -3; s < samples; ++s) {  // three warm-up samples
+    auto t0 = Clock::now();
+    for (uint64_t r = 0; r < reps; ++r) {
+      std::memcpy(dst, src, size);
+      __asm__ volatile("" : : "r"(dst), "r"(src) : "memory");
+    }
+    auto t1 = Clock::now();
+    if (s < 0) continue;
+    double sec = std::chrono::duration<double>(t1 - t0).count();
+    gbps.push_back(double(size * reps) / sec / 1e9);
+    ns.push_back(sec * 1e9 / double(reps));
+  }
+  if (std::memcmp(src, dst, size) != 0) die("memcpy floor: copy wrong (?)");
+  ::munmap(m, map_len);
+  MemcpyFloor f;
+  f.size = size;
+  f.gbps = summarize(gbps);
+  f.ns_per_copy = summarize(ns);
+  return f;
+}
+
+// ---------------------------------------------------- NIC firmware counters
+
+// `ulnic node status --json` for a node of our cluster (the CLI sits next to
+// this program); "" when unavailable.
+std::string node_status_json_once(uint32_t node, int& status) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));
+  const char* cl = std::getenv("ULNIC_CLUSTER");
+  std::string cmd = "'" + dir + "/ulnic' node status -c '" + (cl && *cl ? cl : "default") + "' -n " +
+                    std::to_string(node) + " --json 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return status = -1, "";
+  std::string text;
+  char buf[4096];
+  for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
+  status = ::pclose(p);
+  return text;
+}
+
+// Retried once; a failed query is reported on stderr (the figures then lack
+// that snapshot's counters).
+std::string node_status_json(uint32_t node) {
+  std::string text;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int status = 0;
+    text = node_status_json_once(node, status);
+    if (text.find("\"counters\"") != std::string::npos) return text;
+    std::fprintf(stderr, "fabric_bench: note: `ulnic node status -n %u --json` failed (wait status 0x%x, %zu bytes: %.120s)%s\n",
+                 node, unsigned(status), text.size(), text.c_str(), attempt ? "" : "; retrying");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return text;
+}
+
+std::map<std::string, uint64_t> parse_counters(const std::string& text) {
+  std::map<std::string, uint64_t> out;
+  size_t at = text.find("\"counters\"");
+  if (at == std::string::npos) return out;
+  size_t end = text.find('}', at);
+  for (size_t q = text.find('"', at + 10); q < end; q = text.find('"', q)) {
+    size_t q2 = text.find('"', q + 1);
+    if (q2 == std::string::npos || q2 > end) break;
+    std::string key = text.substr(q + 1, q2 - q - 1);
+    size_t colon = text.find(':', q2);
+    out[key] = std::strtoull(text.c_str() + colon + 1, nullptr, 10);
+    q = text.find_first_of(",}", colon);
+    if (q == std::string::npos || q >= end) break;
+  }
+  return out;
+}
+
+int parse_pid(const std::string& text) {
+  size_t at = text.find("\"pid\":");
+  return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 6);
+}
+
+std::map<std::string, uint64_t> counter_delta(const std::map<std::string, uint64_t>& a,
+                                              const std::map<std::string, uint64_t>& b) {
+  std::map<std::string, uint64_t> d;
+  for (auto& [k, v] : b)
+    if (a.count(k)) d[k] = v - a.at(k);
+  return d;
+}
+
+// The link and put counters of the sending and the receiving NIC.
+struct LinkCounters {
+  std::map<std::string, uint64_t> sender, receiver;
+};
+
+const char* const kLinkKeys[] = {"link_tx_data", "link_rx_data", "link_retransmits", "link_duplicates",
+                                 "link_out_of_order", "link_bad_packets", "link_unreachable", "link_restarts",
+                                 "puts_done", "puts_refused", "wfi", "slot_wakeups", "slot_dormant"};
+
+std::map<std::string, uint64_t> link_only(const std::map<std::string, uint64_t>& c) {
+  std::map<std::string, uint64_t> out;
+  for (const char* k : kLinkKeys)
+    if (c.count(k)) out[k] = c.at(k);
+  return out;
+}
+
+struct CounterProbe {
+  bool enabled = true;
+  uint32_t self = 0, peer = 0;
+  LinkCounters snap() const {
+    LinkCounters c;
+    if (!enabled) return c;
+    c.sender = link_only(parse_counters(node_status_json(self)));
+    c.receiver = link_only(parse_counters(node_status_json(peer)));
+    return c;
+  }
+  static LinkCounters delta(const LinkCounters& a, const LinkCounters& b) {
+    return {counter_delta(a.sender, b.sender), counter_delta(a.receiver, b.receiver)};
+  }
+};
+
+// ----------------------------------------------- who else used the CPUs
+
+// The cluster's ulnic-switch, if it runs one: the process whose argv[0] is
+// ulnic-switch and which names our fabric directory. 0 if none.
+int switch_pid() {
+  const char* cl = std::getenv("ULNIC_CLUSTER");
+  std::string sock = ulnic::daemon_socket_path(cl && *cl ? cl : "default", 0);  // <base>/<cluster>/node0/ulnicd.sock
+  std::string fabric = sock.substr(0, sock.rfind("/node0/")) + "/fabric";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    if (!f) continue;
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<std::string> argv;
+    for (size_t i = 0; i < text.size();) {
+      size_t j = text.find('\0', i);
+      if (j == std::string::npos) j = text.size();
+      argv.push_back(text.substr(i, j - i));
+      i = j + 1;
+    }
+    if (argv.empty() || argv[0].size() < 12 || argv[0].compare(argv[0].size() - 12, 12, "ulnic-switch") != 0) continue;
+    for (const std::string& a : argv)
+      if (a == fabric || a == fabric + "/") return std::atoi(name.c_str());
+  }
+  return 0;
+}
+
+struct CpuSnap {
+  Clock::time_point when;
+  double busy = 0, steal = 0;  // all CPUs, seconds (/proc/stat)
+  double self = 0;             // this process and its reaped children
+  double qemu[2] = {0, 0};     // the two nodes' QEMUs
+  double sw = 0;               // the cluster's switch, if any
+};
+
+double proc_cpu_seconds(int pid) {
+  if (pid <= 0) return 0;
+  std::ifstream q("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::vector<std::string> f;
+  size_t i = paren + 2;
+  while (i < text.size() && f.size() < 15) {
+    size_t j = text.find(' ', i);
+    f.push_back(text.substr(i, j - i));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  if (f.size() < 13) return 0;
+  return double(std::strtoull(f[11].c_str(), nullptr, 10) + std::strtoull(f[12].c_str(), nullptr, 10)) /
+         double(::sysconf(_SC_CLK_TCK));
+}
+
+CpuSnap cpu_snap(const int qemu[2], int sw) {
+  CpuSnap c;
+  c.when = Clock::now();
+  const double tck = double(::sysconf(_SC_CLK_TCK));
+  std::ifstream st("/proc/stat");
+  std::string cpu;
+  uint64_t user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  st >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal;
+  c.busy = double(user + nice + sys + irq + softirq) / tck;
+  c.steal = double(steal) / tck;
+  rusage ru{}, rc{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  ::getrusage(RUSAGE_CHILDREN, &rc);
+  auto sec = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  c.self = sec(ru.ru_utime) + sec(ru.ru_stime) + sec(rc.ru_utime) + sec(rc.ru_stime);
+  for (int k = 0; k < 2; ++k) c.qemu[k] = proc_cpu_seconds(qemu[k]);
+  c.sw = proc_cpu_seconds(sw);
+  return c;
+}
+
+struct CpuShare {
+  double wall = 0, self = 0, qemu[2] = {0, 0}, sw = 0, others = 0, steal = 0;  // % of one CPU
+};
+
+CpuShare cpu_share(const CpuSnap& a, const CpuSnap& b) {
+  CpuShare s;
+  s.wall = std::chrono::duration<double>(b.when - a.when).count();
+  if (s.wall <= 0) return s;
+  s.self = 100 * (b.self - a.self) / s.wall;
+  for (int k = 0; k < 2; ++k) s.qemu[k] = 100 * (b.qemu[k] - a.qemu[k]) / s.wall;
+  s.sw = 100 * (b.sw - a.sw) / s.wall;
+  s.others = std::max(0.0, 100 * (b.busy - a.busy) / s.wall - s.self - s.qemu[0] - s.qemu[1] - s.sw);
+  s.steal = 100 * (b.steal - a.steal) / s.wall;
+  return s;
+}
+
+// --------------------------------------------------------- the verification
+// Region r of the server's buffer gets one put of lengths[r] bytes of
+// pattern(seed, r, i); the server checks them after FILE.done appears.
+
+uint8_t pattern(uint64_t seed, uint64_t region, uint64_t byte) {
+  return uint8_t((seed * 131 + region * 7919 + byte * 31 + (byte >> 8) * 17) >> 2);
+}
+
+// ------------------------------------------------------------------ server
+
+int serve(const std::string& info, uint64_t size) {
+  auto nic = ulnic::Nic::open();
+  if (!nic) die(nic.error().message);
+  auto& n = **nic;
+  uint8_t* buf = nullptr;
+  while (size >= (1u << 20) && !(buf = static_cast<uint8_t*>(n.alloc(size, 4096)))) size -= 1u << 20;
+  if (!buf) die("slot heap too small for a 1 MiB buffer");
+  std::memset(buf, 0, size);
+  auto mr = n.register_memory(buf, size, abi::kAccessLocal | abi::kAccessRemoteWrite);
+  if (!mr) die("register: " + mr.error().message);
+  {
+    std::ofstream tmp(info + ".tmp");
+    tmp << n.slot() << " " << mr->key << " " << reinterpret_cast<uint64_t>(buf) << " " << size << "\n";
+  }
+  std::rename((info + ".tmp").c_str(), info.c_str());
+  std::printf("fabric_bench serve: node %u slot %u key 0x%x, %s buffer\n", n.node(), n.slot(), mr->key,
+              size_name(size).c_str());
+  std::fflush(stdout);
+  // FILE.done: "seed regions stride len0 len1 ..." (regions 0: nothing to check).
+  uint64_t seed = 0, regions = 0, stride = 0;
+  std::vector<uint64_t> lens;
+  bool got = false;
+  for (int i = 0; i < 60000 && !got; ++i) {  // up to 20 minutes
+    std::ifstream done(info + ".done");
+    if (done >> seed >> regions >> stride) {
+      lens.resize(regions);
+      got = true;
+      for (auto& l : lens)
+        if (!(done >> l)) got = false;
+    }
+    if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!got) die("serve: the client never finished");
+  uint64_t checked = 0, bad = 0;
+  for (uint64_t r = 0; r < regions; ++r) {
+    if (r * stride + lens[r] > size) {
+      ++bad;
+      continue;
+    }
+    for (uint64_t b = 0; b < lens[r]; ++b, ++checked)
+      if (buf[r * stride + b] != pattern(seed, r, b) && bad++ < 5)
+        std::fprintf(stderr, "fabric_bench serve: region %" PRIu64 " byte %" PRIu64 ": got %u want %u\n", r, b,
+                     buf[r * stride + b], pattern(seed, r, b));
+  }
+  {
+    std::ofstream tmp(info + ".result.tmp");
+    tmp << (bad ? "bad " : "ok ") << (bad ? bad : checked) << "\n";
+  }
+  std::rename((info + ".result.tmp").c_str(), (info + ".result").c_str());
+  std::printf("fabric_bench serve: %" PRIu64 " regions, %" PRIu64 " bytes checked, %" PRIu64 " bad\n", regions,
+              checked, bad);
+  return bad ? 1 : 0;
+}
+
+// ------------------------------------------------------------------ client
+
+struct Target {
+  uint32_t node = 1, slot = 0, key = 0;
+  uint64_t addr = 0, size = 0;
+};
+
+struct Client {
+  ulnic::Nic& nic;
+  Target dst;
+  uint8_t* src = nullptr;
+  uint32_t src_key = 0;
+  uint64_t stride = 0;  // between destination regions
+
+  uint32_t sq_dormant() const {
+    auto* h = reinterpret_cast<abi::SlotHeader*>(nic.slot_base());
+    return __atomic_load_n(&h->nic.sq_dormant, __ATOMIC_ACQUIRE);
+  }
+
+  void post(uint32_t len, uint32_t region, uint64_t user) {
+    abi::SqEntry* e = nic.next_sqe();
+    if (!e) die("send queue unexpectedly full");
+    e->opcode = abi::kOpPut;
+    e->length = len;
+    e->user_data = user;
+    e->src_key = src_key;
+    e->src_addr = reinterpret_cast<uint64_t>(src);
+    e->dst_node = dst.node;
+    e->dst_slot = uint16_t(dst.slot);
+    e->dst_key = dst.key;
+    e->dst_addr = dst.addr + stride * region;
+    nic.submit();
+  }
+
+  abi::CqEntry spin(const char* what) {
+    abi::CqEntry c;
+    uint32_t k = 0;
+    auto start = Clock::now();
+    while (!nic.poll(c)) {
+      cpu_relax();
+      if ((++k & 0xffff) == 0 && seconds_since(start) > 30)
+        die(std::string(what) + ": no completion after 30 s (slot state " + std::to_string(uint32_t(nic.state())) +
+            ", fault " + std::to_string(uint32_t(nic.fault())) + ")");
+    }
+    return c;
+  }
+};
+
+struct Latency {
+  uint32_t size = 0;
+  Stats us;
+  uint64_t failed = 0;        // completions with an error status (not in the samples)
+  uint64_t first_status = 0;  // the first error status seen
+  uint64_t dormant_hits = 0;  // samples posted while the slot was dormant
+  double ratio = 0;           // median / floor RTT median
+  LinkCounters counters;
+};
+
+Latency put_latency(Client& c, uint32_t len, int warmup, int iters, double budget_s, const CounterProbe& probe) {
+  Latency l;
+  l.size = len;
+  std::vector<double> v;
+  v.reserve(size_t(iters));
+  LinkCounters before = probe.snap();
+  auto start = Clock::now();
+  for (int i = 0; i < warmup + iters; ++i) {
+    bool dormant = c.sq_dormant() != 0;
+    auto t0 = Clock::now();
+    c.post(len, 0, uint64_t(i));
+    abi::CqEntry cq = c.spin("latency");
+    auto t1 = Clock::now();
+    if (cq.status != abi::kCqOk) {
+      if (!l.failed++) l.first_status = cq.status;
+      if (l.failed > 20 && v.empty()) die("latency: every put fails (status " + std::to_string(cq.status) + ")");
+      continue;
+    }
+    if (i < warmup) continue;
+    v.push_back(us_between(t0, t1));
+    if (dormant) ++l.dormant_hits;
+    if ((i & 15) == 0 && seconds_since(start) > budget_s) break;  // keep the run short on a slow link
+  }
+  l.counters = CounterProbe::delta(before, probe.snap());
+  l.us = summarize(v);
+  return l;
+}
+
+struct Bandwidth {
+  uint32_t size = 0;
+  uint32_t inflight = 0;
+  Stats bps;                 // bytes/s per window
+  double overall_bps = 0;    // over all measured windows
+  uint64_t puts = 0;         // measured puts
+  uint64_t failed = 0;
+  double memcpy_bps = 0;     // floor median
+  double ratio = 0;          // median / memcpy median
+  LinkCounters counters;
+};
+
+Bandwidth put_bandwidth(Client& c, uint32_t len, uint32_t inflight, double budget_s, const CounterProbe& probe) {
+  Bandwidth r;
+  r.size = len;
+  r.inflight = inflight;
+  // Completions per window: >= 4 MiB of puts and >= 2x the puts in flight;
+  // the first window's worth (at least `inflight`) is warm-up.
+  const uint64_t window = std::max<uint64_t>(2 * uint64_t(inflight), (4u << 20) / len);
+  const uint64_t warm = std::max<uint64_t>(inflight, window / 2);
+  std::vector<double> bps;
+  uint64_t done = 0, in_window = 0, measured = 0;
+  Clock::time_point win_start, meas_start, meas_end;
+  LinkCounters before = probe.snap();
+  for (uint32_t i = 0; i < inflight; ++i) c.post(len, i, i);
+  bool posting = true;
+  auto start = Clock::now();
+  while (c.nic.in_flight() > 0) {
+    abi::CqEntry cq = c.spin("bandwidth");
+    auto now = Clock::now();
+    if (cq.status != abi::kCqOk) ++r.failed;
+    ++done;
+    if (done == warm) win_start = meas_start = now;
+    else if (done > warm && posting) {
+      ++measured;
+      if (++in_window == window) {
+        double sec = std::chrono::duration<double>(now - win_start).count();
+        bps.push_back(double(window) * len / sec);
+        win_start = now;
+        in_window = 0;
+        meas_end = now;
+        r.puts = measured;
+        double el = std::chrono::duration<double>(now - start).count();
+        if ((el > budget_s && bps.size() >= 5) || bps.size() >= 200 || el > 3 * budget_s) posting = false;
+      }
+    }
+    if (posting) c.post(len, uint32_t(cq.user_data), cq.user_data);
+  }
+  r.counters = CounterProbe::delta(before, probe.snap());
+  r.bps = summarize(bps);
+  double sec = std::chrono::duration<double>(meas_end - meas_start).count();
+  r.overall_bps = sec > 0 ? double(r.puts) * len / sec : 0;
+  return r;
+}
+
+struct Goodput {
+  uint32_t size = 0, inflight = 0;
+  uint64_t target_puts = 0, ok = 0, failed = 0, first_status = 0;
+  double seconds = 0, budget_s = 0;
+  bool budget_hit = false;
+  double bps = 0;            // payload bytes of kCqOk puts / seconds
+  Stats window_bps;          // per window of `window` completions
+  uint64_t window = 0;
+  Stats put_us;              // post -> completion of each put, with `inflight` in flight
+  LinkCounters counters;
+};
+
+// `total` puts of `len` bytes, `inflight` in flight, timed from the first post
+// to the last completion (no warm-up: a lossy link's slow start is part of it).
+Goodput goodput(Client& c, uint32_t len, uint32_t inflight, uint64_t total, double budget_s,
+                const CounterProbe& probe) {
+  Goodput g;
+  g.size = len;
+  g.inflight = inflight;
+  g.target_puts = total;
+  g.budget_s = budget_s;
+  g.window = std::max<uint64_t>(4 * uint64_t(inflight), total / 20);
+  std::vector<double> win, put_us;
+  std::vector<Clock::time_point> posted(inflight);
+  LinkCounters before = probe.snap();
+  uint64_t issued = 0, in_window = 0, window_ok = 0;
+  auto start = Clock::now();
+  auto win_start = start;
+  for (uint32_t i = 0; i < inflight && issued < total; ++i, ++issued) {
+    posted[i] = Clock::now();
+    c.post(len, i, i);
+  }
+  bool posting = true;
+  auto last = start;
+  while (c.nic.in_flight() > 0) {
+    abi::CqEntry cq = c.spin("goodput");
+    auto now = last = Clock::now();
+    if (cq.status == abi::kCqOk) {
+      ++g.ok;
+      ++window_ok;
+      put_us.push_back(us_between(posted[cq.user_data], now));
+    } else if (!g.failed++) {
+      g.first_status = cq.status;
+    }
+    if (++in_window == g.window) {
+      win.push_back(double(window_ok) * len / std::chrono::duration<double>(now - win_start).count());
+      win_start = now;
+      in_window = window_ok = 0;
+    }
+    if (posting && std::chrono::duration<double>(now - start).count() > budget_s) {
+      posting = false;
+      g.budget_hit = true;
+    }
+    if (posting && issued < total) {
+      posted[cq.user_data] = Clock::now();
+      c.post(len, uint32_t(cq.user_data), cq.user_data);
+      ++issued;
+    }
+  }
+  g.counters = CounterProbe::delta(before, probe.snap());
+  g.seconds = std::chrono::duration<double>(last - start).count();
+  g.bps = g.seconds > 0 ? double(g.ok) * len / g.seconds : 0;
+  g.window_bps = summarize(win);
+  g.put_us = summarize(put_us);
+  return g;
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: fabric_bench serve --info FILE [--size BYTES]\n"
+               "       fabric_bench client --info FILE --dst-node N [--json FILE] [--label TEXT]\n"
+               "              [--lat-sizes LIST] [--iters N] [--warmup N] [--lat-seconds S]\n"
+               "              [--bw-sizes LIST] [--inflight K] [--bw-seconds S]\n"
+               "              [--goodput-size B] [--goodput-puts N] [--goodput-seconds S]\n"
+               "              [--no-floors] [--no-counters]\n"
+               "LIST: sizes with optional K/M suffix, comma-separated (\"8,64,4K\"), or none.\n"
+               "Both attach to $ULNIC_CLUSTER/$ULNIC_NODE ($ULNIC_RUNTIME_DIR); start a cluster first:\n"
+               "  ulnic cluster up -n 2 -c CLUSTER --slot-size 16 [--switch] [--faults drop=0.1,seed=1]\n");
+  std::exit(2);
+}
+
+std::string counter_text(const LinkCounters& c) {
+  auto get = [](const std::map<std::string, uint64_t>& m, const char* k) -> std::string {
+    return m.count(k) ? std::to_string(m.at(k)) : "-";
+  };
+  return "tx " + get(c.sender, "link_tx_data") + ", retx " + get(c.sender, "link_retransmits") + ", rx dup " +
+         get(c.receiver, "link_duplicates") + ", rx ooo " + get(c.receiver, "link_out_of_order") + ", rx bad " +
+         get(c.receiver, "link_bad_packets");
+}
+
+std::string retx_cell(const LinkCounters& c) {
+  if (!c.sender.count("link_retransmits")) return "-";
+  return std::to_string(c.sender.at("link_retransmits"));
+}
+
+int client(int argc, char** argv) {
+  std::string info, json_path = "fabric_bench.json", label;
+  Target dst;
+  std::vector<uint32_t> lat_sizes = {8, 64, 512, 4096, 16384, 65536};
+  std::vector<uint32_t> bw_sizes = {4096, 16384, 65536, 262144, 1u << 20};
+  int iters = 1000, warmup = 100;
+  double lat_seconds = 3, bw_seconds = 1, goodput_seconds = 20;
+  uint32_t inflight = 8, goodput_size = 16384;
+  uint64_t goodput_puts = 2000;
+  bool floors = true, counters = true;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage();
+      return argv[++i];
+    };
+    if (a == "--info") info = next();
+    else if (a == "--dst-node") dst.node = uint32_t(std::stoul(next()));
+    else if (a == "--json") json_path = next();
+    else if (a == "--label") label = next();
+    else if (a == "--lat-sizes") lat_sizes = parse_sizes(next());
+    else if (a == "--bw-sizes") bw_sizes = parse_sizes(next());
+    else if (a == "--iters") iters = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
+    else if (a == "--lat-seconds") lat_seconds = std::max(0.05, std::atof(next().c_str()));
+    else if (a == "--bw-seconds") bw_seconds = std::max(0.05, std::atof(next().c_str()));
+    else if (a == "--inflight") inflight = uint32_t(std::clamp(std::atoi(next().c_str()), 1, 64));
+    else if (a == "--goodput-size") goodput_size = parse_sizes(next()).at(0);
+    else if (a == "--goodput-puts") goodput_puts = std::stoull(next());
+    else if (a == "--goodput-seconds") goodput_seconds = std::max(0.1, std::atof(next().c_str()));
+    else if (a == "--no-floors") floors = false;
+    else if (a == "--no-counters") counters = false;
+    else usage();
+  }
+  if (info.empty()) usage();
+  const auto run_start = Clock::now();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  // ---- the server's buffer
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(info);
+    if (in >> dst.slot >> dst.key >> dst.addr >> dst.size) break;
+    dst.size = 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!dst.size) die("no server info in " + info + " (start: fabric_bench serve --info FILE on the other node)");
+
+  // ---- attach
+  auto opened = ulnic::Nic::open();
+  if (!opened) die(opened.error().message);
+  ulnic::Nic& nic = **opened;
+  const abi::SlotLayout& lay = nic.layout();
+  inflight = std::min<uint32_t>(inflight, std::min(lay.sq_capacity, lay.cq_capacity));
+
+  // Destination regions: `inflight` of them, stride not a power of two; drop
+  // the largest bandwidth sizes if the server's buffer cannot hold them.
+  auto stride_for = [](uint64_t max) { return max + 4096 + 320; };
+  auto largest = [&] {
+    uint64_t m = goodput_puts ? goodput_size : 0;
+    for (uint32_t s : lat_sizes) m = std::max<uint64_t>(m, s);
+    for (uint32_t s : bw_sizes) m = std::max<uint64_t>(m, s);
+    return m;
+  };
+  while (!bw_sizes.empty() && stride_for(largest()) * inflight > dst.size) {
+    std::printf("note: dropping %s: %u regions do not fit the server's %s buffer\n",
+                size_name(bw_sizes.back()).c_str(), inflight, size_name(dst.size).c_str());
+    bw_sizes.pop_back();
+  }
+  if (stride_for(largest()) * inflight > dst.size) die("the server's buffer is too small for these sizes");
+  Client c{nic, dst};
+  c.stride = stride_for(largest());
+  const uint64_t src_len = std::max<uint64_t>(largest(), 65536) + 64;
+  c.src = static_cast<uint8_t*>(nic.alloc(src_len, 4096));
+  if (!c.src) die("slot heap too small (" + size_name(lay.heap_size) + ") for a " + size_name(src_len) + " source");
+  for (uint64_t i = 0; i < src_len; ++i) c.src[i] = uint8_t(i * 13 + 5);
+  auto src_mr = nic.register_memory(c.src, src_len, abi::kAccessLocal);
+  if (!src_mr) die("register source buffer: " + src_mr.error().message);
+  c.src_key = src_mr->key;
+
+  CounterProbe probe;
+  probe.enabled = counters;
+  probe.self = nic.node();
+  probe.peer = dst.node;
+  int qemu[2] = {0, 0};
+  if (counters) {
+    qemu[0] = parse_pid(node_status_json(nic.node()));
+    qemu[1] = parse_pid(node_status_json(dst.node));
+  }
+  const int sw_pid = switch_pid();
+  const CpuSnap cpu0 = cpu_snap(qemu, sw_pid);
+  Machine m = machine_facts();
+  std::printf("fabric_bench%s%s: node %u slot %u -> node %u slot %u (%s buffer, %u regions of %s); SQ %u, CQ %u\n",
+              label.empty() ? "" : " ", label.c_str(), nic.node(), nic.slot(), dst.node, dst.slot,
+              size_name(dst.size).c_str(), inflight, size_name(c.stride).c_str(), lay.sq_capacity, lay.cq_capacity);
+  std::printf("machine: nproc %ld (affinity %d), %s, hypervisor %s, %s\n", m.nproc, m.affinity, m.cpu_model.c_str(),
+              m.hypervisor.c_str(), m.kernel.c_str());
+  if (m.nproc < 4)
+    std::printf("note: %ld CPUs: this spinning thread and the two NICs' vCPU threads (plus the switch, if any)\n"
+                "      compete for them\n",
+                m.nproc);
+
+  // ---- 1. floors
+  PingPong pp;
+  std::map<uint64_t, MemcpyFloor> mc;
+  if (floors) {
+    pp = pingpong_floor(2000, 20000);
+    std::vector<uint64_t> fs(lat_sizes.begin(), lat_sizes.end());
+    fs.insert(fs.end(), bw_sizes.begin(), bw_sizes.end());
+    std::sort(fs.begin(), fs.end());
+    fs.erase(std::unique(fs.begin(), fs.end()), fs.end());
+    for (uint64_t s : fs) mc[s] = memcpy_floor(s, 31);
+    std::printf("\n== 1. floors (host only)\n");
+    std::printf("%-36s%10s%10s%10s\n", "shared-memory ping-pong, us", "min", "median", "max");
+    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
+    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
+                pp.oneway_us.max);
+    std::printf("%-12s%12s%10s%10s%14s\n", "memcpy", "GB/s min", "median", "max", "ns/copy med");
+    for (auto& [s, f] : mc)
+      std::printf("%-12s%12.2f%10.2f%10.2f%14.1f\n", size_name(s).c_str(), f.gbps.min, f.gbps.median, f.gbps.max,
+                  f.ns_per_copy.median);
+  }
+
+  // ---- 2. latency
+  std::vector<Latency> lat;
+  for (uint32_t s : lat_sizes) {
+    lat.push_back(put_latency(c, s, warmup, iters, lat_seconds, probe));
+    if (floors && pp.rtt_us.median > 0) lat.back().ratio = lat.back().us.median / pp.rtt_us.median;
+  }
+  if (!lat.empty()) {
+    std::printf("\n== 2. remote put latency: post -> completion (receiver placed every byte), one at a time, "
+                "spin-polled (us)\n");
+    if (floors) std::printf("   floor: shared-memory ping-pong RTT median %.3f us\n", pp.rtt_us.median);
+    std::printf("%-10s%7s%10s%10s%10s%10s%8s%8s%8s%9s\n", "size", "n", "min", "median", "max", "med/RTT", "MB/s",
+                "failed", "retx", "dormant");
+    for (const Latency& l : lat)
+      std::printf("%-10s%7zu%10.1f%10.1f%10.1f%10s%8.1f%8" PRIu64 "%8s%9" PRIu64 "\n", size_name(l.size).c_str(),
+                  l.us.n, l.us.min, l.us.median, l.us.max, l.ratio > 0 ? std::to_string(int64_t(l.ratio + 0.5)).c_str() : "-",
+                  l.us.median > 0 ? l.size / l.us.median : 0.0, l.failed, retx_cell(l.counters).c_str(),
+                  l.dormant_hits);
+    std::printf("   (MB/s: size / median latency; retx: sender's link retransmissions during the row; dormant:\n"
+                "    samples posted while the slot was dormant, i.e. the post rang the doorbell)\n");
+  }
+
+  // ---- 3. bandwidth
+  std::vector<Bandwidth> bw;
+  for (uint32_t s : bw_sizes) {
+    Bandwidth r = put_bandwidth(c, s, inflight, bw_seconds, probe);
+    if (mc.count(s)) {
+      r.memcpy_bps = mc[s].gbps.median * 1e9;
+      r.ratio = r.bps.median / r.memcpy_bps;
+    }
+    bw.push_back(r);
+  }
+  if (!bw.empty()) {
+    std::printf("\n== 3. remote put bandwidth, %u in flight (MB/s = 1e6 B/s, per window of >= 4 MiB and >= %u puts)\n",
+                inflight, 2 * inflight);
+    std::printf("%-10s%7s%10s%10s%10s%10s%8s%8s%12s%12s\n", "size", "puts", "min", "median", "max", "overall",
+                "failed", "retx", "memcpy MB/s", "put/memcpy");
+    for (const Bandwidth& r : bw)
+      std::printf("%-10s%7" PRIu64 "%10.1f%10.1f%10.1f%10.1f%8" PRIu64 "%8s%12.0f%12.4f\n", size_name(r.size).c_str(),
+                  r.puts, r.bps.min / 1e6, r.bps.median / 1e6, r.bps.max / 1e6, r.overall_bps / 1e6, r.failed,
+                  retx_cell(r.counters).c_str(), r.memcpy_bps / 1e6, r.ratio);
+  }
+
+  // ---- 4. goodput
+  Goodput gp;
+  if (goodput_puts) {
+    gp = goodput(c, goodput_size, inflight, goodput_puts, goodput_seconds, probe);
+    std::printf("\n== 4. goodput: %" PRIu64 " puts of %s, %u in flight (payload of kCqOk puts per second)\n",
+                goodput_puts, size_name(goodput_size).c_str(), inflight);
+    std::printf("   %" PRIu64 " ok, %" PRIu64 " failed%s in %.3f s: %.2f MB/s (%.0f puts/s)%s\n", gp.ok, gp.failed,
+                gp.failed ? (" (first status " + std::to_string(gp.first_status) + ")").c_str() : "", gp.seconds,
+                gp.bps / 1e6, gp.seconds > 0 ? double(gp.ok) / gp.seconds : 0.0,
+                gp.budget_hit ? " -- stopped at the time budget" : "");
+    std::printf("   per window of %" PRIu64 " puts, MB/s: min %.2f, median %.2f, max %.2f\n", gp.window,
+                gp.window_bps.min / 1e6, gp.window_bps.median / 1e6, gp.window_bps.max / 1e6);
+    std::printf("   put post -> completion with %u in flight, us: min %.1f, median %.1f, max %.1f\n", inflight,
+                gp.put_us.min, gp.put_us.median, gp.put_us.max);
+    if (counters) std::printf("   link: %s\n", counter_text(gp.counters).c_str());
+  }
+
+  // ---- 5. verification: every region once, lengths from every size class
+  std::vector<uint32_t> classes(lat_sizes.begin(), lat_sizes.end());
+  classes.insert(classes.end(), bw_sizes.begin(), bw_sizes.end());
+  if (goodput_puts) classes.push_back(goodput_size);
+  std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  if (classes.empty()) classes.push_back(4096);
+  const uint64_t seed = uint64_t(::getpid());
+  std::vector<uint64_t> vlen(inflight);
+  uint64_t verify_failed = 0;
+  for (uint32_t r = 0; r < inflight; ++r) {
+    vlen[r] = classes[r % classes.size()] - (r % 3);  // odd lengths too
+    for (uint64_t i = 0; i < vlen[r]; ++i) c.src[i] = pattern(seed, r, i);
+    c.post(uint32_t(vlen[r]), r, r);
+    abi::CqEntry cq = c.spin("verify");
+    if (cq.status != abi::kCqOk) ++verify_failed;
+  }
+  {
+    std::ofstream tmp(info + ".done.tmp");
+    tmp << seed << " " << inflight << " " << c.stride;
+    for (uint64_t l : vlen) tmp << " " << l;
+    tmp << "\n";
+  }
+  std::rename((info + ".done.tmp").c_str(), (info + ".done").c_str());
+  std::string verdict = "no answer";
+  for (int i = 0; i < 500; ++i) {  // 10 s
+    std::ifstream in(info + ".result");
+    std::string word, count;
+    if (in >> word >> count) {
+      verdict = word + " " + count;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const bool verified = verify_failed == 0 && verdict.rfind("ok", 0) == 0;
+  std::printf("\nverification: %u puts (%s .. %s), %" PRIu64 " failed; server: %s\n", inflight,
+              size_name(*std::min_element(vlen.begin(), vlen.end())).c_str(),
+              size_name(*std::max_element(vlen.begin(), vlen.end())).c_str(), verify_failed, verdict.c_str());
+
+  const double runtime = seconds_since(run_start);
+  const CpuShare cs = cpu_share(cpu0, cpu_snap(qemu, sw_pid));
+  std::printf("total runtime %.1f s; CPU over the run, %% of one CPU (of %ld): fabric_bench %.0f, QEMU node %u %.0f,"
+              " QEMU node %u %.0f, switch %s, everything else %.0f, steal %.1f\n",
+              runtime, m.nproc, cs.self, nic.node(), cs.qemu[0], dst.node, cs.qemu[1],
+              sw_pid ? std::to_string(int(cs.sw + 0.5)).c_str() : "none", cs.others, cs.steal);
+
+  // ---- JSON
+  Json j;
+  j.begin_object();
+  j.str("benchmark", "fabric_bench").str("label", label).num("runtime_s", runtime).boolean("verified", verified);
+  j.begin_object("machine")
+      .num("nproc", double(m.nproc))
+      .num("affinity_cpus", m.affinity)
+      .str("cpu_model", m.cpu_model)
+      .str("hypervisor", m.hypervisor)
+      .str("kernel", m.kernel)
+      .end_object();
+  j.begin_object("cpu_over_run_pct")
+      .num("fabric_bench", cs.self)
+      .num("qemu_sender", cs.qemu[0])
+      .num("qemu_receiver", cs.qemu[1])
+      .num("switch", cs.sw)
+      .boolean("switch_found", sw_pid != 0)
+      .num("everything_else", cs.others)
+      .num("steal", cs.steal)
+      .end_object();
+  j.begin_object("path")
+      .num("node", nic.node())
+      .num("slot", nic.slot())
+      .num("dst_node", dst.node)
+      .num("dst_slot", dst.slot)
+      .num("dst_buffer", double(dst.size))
+      .num("region_stride", double(c.stride))
+      .end_object();
+  j.begin_object("params")
+      .num("iters", iters)
+      .num("warmup", warmup)
+      .num("lat_seconds", lat_seconds)
+      .num("bw_seconds", bw_seconds)
+      .num("inflight", inflight)
+      .num("goodput_size", goodput_size)
+      .num("goodput_puts", double(goodput_puts))
+      .num("goodput_seconds", goodput_seconds)
+      .end_object();
+  if (floors) {
+    j.begin_object("floors");
+    j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
+    j.begin_array("memcpy");
+    for (auto& [s, f] : mc)
+      j.begin_object()
+          .num("size", double(s))
+          .stats("gbps", f.gbps)
+          .stats("bytes_per_s", scaled(f.gbps, 1e9))
+          .stats("ns_per_copy", f.ns_per_copy)
+          .end_object();
+    j.end_array().end_object();
+  }
+  j.begin_array("latency");
+  for (const Latency& l : lat) {
+    j.begin_object()
+        .num("size", l.size)
+        .stats("us", l.us)
+        .num("failed", double(l.failed))
+        .num("first_failed_status", double(l.first_status))
+        .num("dormant_at_post", double(l.dormant_hits))
+        .num("ratio_median_to_floor_rtt", l.ratio);
+    j.begin_object("counters").counters("sender", l.counters.sender).counters("receiver", l.counters.receiver);
+    j.end_object().end_object();
+  }
+  j.end_array();
+  j.begin_array("bandwidth");
+  for (const Bandwidth& r : bw) {
+    j.begin_object()
+        .num("size", r.size)
+        .num("inflight", r.inflight)
+        .num("puts", double(r.puts))
+        .num("failed", double(r.failed))
+        .stats("bytes_per_s", r.bps)
+        .num("overall_bytes_per_s", r.overall_bps)
+        .num("memcpy_bytes_per_s_median", r.memcpy_bps)
+        .num("ratio_median_to_memcpy", r.ratio);
+    j.begin_object("counters").counters("sender", r.counters.sender).counters("receiver", r.counters.receiver);
+    j.end_object().end_object();
+  }
+  j.end_array();
+  if (goodput_puts) {
+    j.begin_object("goodput")
+        .num("size", gp.size)
+        .num("inflight", gp.inflight)
+        .num("target_puts", double(gp.target_puts))
+        .num("ok", double(gp.ok))
+        .num("failed", double(gp.failed))
+        .num("first_failed_status", double(gp.first_status))
+        .num("seconds", gp.seconds)
+        .num("budget_s", gp.budget_s)
+        .boolean("budget_hit", gp.budget_hit)
+        .num("bytes_per_s", gp.bps)
+        .num("window_puts", double(gp.window))
+        .stats("window_bytes_per_s", gp.window_bps)
+        .stats("put_us_inflight", gp.put_us);
+    j.begin_object("counters").counters("sender", gp.counters.sender).counters("receiver", gp.counters.receiver);
+    j.end_object().end_object();
+  }
+  j.begin_object("verification")
+      .num("puts", inflight)
+      .num("failed", double(verify_failed))
+      .str("server", verdict)
+      .end_object();
+  j.end_object();
+  std::ofstream out(json_path);
+  out << j.text() << "\n";
+  if (!out) die("cannot write " + json_path);
+  std::printf("wrote %s\n", json_path.c_str());
+  return verified ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) usage();
+  std::string mode = argv[1];
+  if (mode == "serve") {
+    std::string info;
+    uint64_t size = 10u << 20;
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--info" && i + 1 < argc) info = argv[++i];
+      else if (a == "--size" && i + 1 < argc) size = std::stoull(argv[++i], nullptr, 0);
+      else usage();
+    }
+    if (info.empty()) usage();
+    return serve(info, size);
+  }
+  if (mode == "client") return client(argc, argv);
+  usage();
+}
