@@ -13,6 +13,8 @@ PACKAGES=(
   qemu-system-misc qemu-system-data gdb-multiarch
   # tools and tests (tshark reads the switch's captures)
   python3 procps tshark iproute2
+  # benchmark plots
+  python3-matplotlib
 )
 
 missing=()

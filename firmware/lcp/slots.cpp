@@ -338,7 +338,7 @@ bool slots_service(SlotTable& t, uint64_t now) {
     if (s.state != abi::SlotState::kActive || s.dormant) continue;
     if (service_slot(t, s, now)) {
       worked = true;
-    } else if (s.state == abi::SlotState::kActive && !s.copy.active && !s.put_active &&
+    } else if (s.state == abi::SlotState::kActive && !s.copy.active && !s.put_active && s.cq_reserved == 0 &&
                now - s.last_work >= hal::clint::us_to_ticks(kSlotIdleUs)) {
       go_dormant(s, now);
     }

@@ -22,6 +22,8 @@ struct TxEntry {
   uint16_t len;
   uint32_t owner;
   uint64_t generation;
+  uint64_t sent_at;      // mtime of the first transmission (RTT samples)
+  bool retransmitted;    // Karn: no RTT sample from a packet sent twice
 };
 
 struct Peer {
@@ -43,6 +45,9 @@ struct Peer {
   uint64_t tx_data, rx_data, retransmits, duplicates;
   bool unreachable;
   uint32_t dup_acks;       // pure ACKs that did not advance while data is outstanding
+  uint32_t recover;        // fast retransmit again only once acked reaches this
+  uint64_t srtt, rttvar;   // smoothed round-trip time and its variation (ticks; 0: no sample)
+  uint64_t rto_base;       // the timeout the estimator suggests (before backoff)
 };
 
 struct State {
@@ -87,7 +92,7 @@ void reset_peer(Peer& p, uint32_t their_session, uint64_t now) {
   memset(&p, 0, sizeof p);
   p.next_seq = p.resend_next = 1;
   p.expected = 1;
-  p.rto_ticks = hal::clint::us_to_ticks(kRtoInitialUs);
+  p.rto_ticks = p.rto_base = hal::clint::us_to_ticks(kRtoInitialUs);
   p.last_progress = now;
   p.their_session = their_session;
 }
@@ -159,14 +164,34 @@ void declare_unreachable(uint32_t peer, uint64_t now) {
   if (g.up.peer_lost) g.up.peer_lost(peer);
 }
 
+// Jacobson/Karels: srtt += (r - srtt)/8, rttvar += (|r - srtt| - rttvar)/4,
+// RTO = srtt + 4 rttvar, clamped. A fixed timeout retransmitted needlessly
+// whenever a full window took longer than it to drain.
+void sample_rtt(Peer& p, const TxEntry& e, uint64_t now) {
+  if (e.retransmitted || int64_t(now - e.sent_at) <= 0) return;
+  uint64_t r = now - e.sent_at;
+  if (p.srtt == 0) {
+    p.srtt = r;
+    p.rttvar = r / 2;
+  } else {
+    uint64_t err = r > p.srtt ? r - p.srtt : p.srtt - r;
+    p.rttvar = (3 * p.rttvar + err) / 4;
+    p.srtt = (7 * p.srtt + r) / 8;
+  }
+  uint64_t rto = p.srtt + 4 * p.rttvar;
+  uint64_t lo = hal::clint::us_to_ticks(kRtoMinUs), hi = hal::clint::us_to_ticks(kRtoMaxUs);
+  p.rto_base = rto < lo ? lo : rto > hi ? hi : rto;
+}
+
 void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
+  sample_rtt(p, p.win[ack % kWindow], now);
   p.acked = ack;
   p.unreachable = false;
   p.dup_acks = 0;
   if (seq_before(p.resend_next, ack + 1)) p.resend_next = ack + 1;
   p.last_progress = now;
-  p.rto_ticks = hal::clint::us_to_ticks(kRtoInitialUs);
+  p.rto_ticks = p.rto_base;  // progress ends any backoff
   p.rto_deadline = seq_before(p.acked + 1, p.next_seq) ? now + p.rto_ticks : 0;
 }
 
@@ -207,10 +232,13 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
     // Fast retransmit: the receiver acks at once when something arrives out
     // of order, so repeated ACKs that do not advance while data is
     // outstanding mean a loss; go back now rather than at the timeout.
+    // Once per loss (NewReno's "recover" point): the duplicate ACKs that
+    // our own go-back-N provokes must not trigger it again.
     bool outstanding = seq_before(p.acked + 1, p.next_seq);
     if (h.dst_incarnation == g.incarnation && h.ack == p.acked && outstanding && p.resend_next == p.next_seq &&
-        ++p.dup_acks >= kFastRetransmitAcks) {
+        !seq_before(p.acked, p.recover) && ++p.dup_acks >= kFastRetransmitAcks) {
       p.dup_acks = 0;
+      p.recover = p.next_seq - 1;
       p.resend_next = p.acked + 1;
     }
     return;
@@ -220,10 +248,13 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
   p.ack_owed = true;
   if (!p.ack_deadline) p.ack_deadline = now + hal::clint::us_to_ticks(kAckDelayUs);
   if (h.seq != p.expected) {
-    if (seq_before(h.seq, p.expected)) ++g.stats.duplicates;
-    else ++g.stats.out_of_order;
     ++p.duplicates;
-    p.ack_deadline = now;  // tell the sender where we are, soon
+    if (seq_before(h.seq, p.expected)) {
+      ++g.stats.duplicates;  // the delayed ACK will do: an old packet says nothing new
+    } else {
+      ++g.stats.out_of_order;
+      p.ack_deadline = now;  // a gap: tell the sender at once (fast retransmit)
+    }
     return;
   }
   ++p.expected;
@@ -317,6 +348,8 @@ uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t
   e.len = len;
   e.owner = owner;
   e.generation = generation;
+  e.sent_at = hal::clint::now();
+  e.retransmitted = false;
   if (!transmit(dst, abi::kPktData, &e)) return 0;
   p.next_seq = p.resend_next = seq + 1;
   ++g.stats.tx_data;
@@ -375,7 +408,9 @@ bool poll_timers(uint64_t now) {
       p.rto_deadline = now + p.rto_ticks;
     }
     while (seq_before(p.resend_next, p.next_seq)) {
-      if (!transmit(n, abi::kPktData, &p.win[p.resend_next % kWindow])) break;
+      TxEntry& e = p.win[p.resend_next % kWindow];
+      if (!transmit(n, abi::kPktData, &e)) break;
+      e.retransmitted = true;
       ++p.resend_next;
       ++g.stats.retransmits;
       ++p.retransmits;
