@@ -151,12 +151,11 @@ static void read_notices(int sock, int64_t self, std::vector<UniqueFd>& own,
     UniqueFd fd;
     auto who = recv_i64_with_fd(sock, fd, 0);
     if (!who) return;
-    if (!fd) continue;  // a departure: their mailbox stays as it was
+    // NIC mailboxes persist across their restarts, so each arrives once and
+    // no departure is ever announced for them (fabric_server.h).
+    if (!fd) continue;
     if (*who == self) own.push_back(std::move(fd));
-    else if (*who >= 0 && size_t(*who) < nics.size()) {
-      if (nics[*who].size() >= 16) nics[*who].clear();  // a new set of fds after a restart
-      nics[*who].push_back(std::move(fd));
-    }
+    else if (*who >= 0 && size_t(*who) < nics.size()) nics[*who].push_back(std::move(fd));
   }
 }
 
