@@ -157,7 +157,12 @@ bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
 // retransmission), but no retransmission reads host memory any more.
 void declare_unreachable(uint32_t peer, uint64_t now) {
   Peer& p = g.peers[peer];
-  for (TxEntry& e : p.win) e.len = 0, e.h.op = abi::kWireOpNone, e.h.flags = 0;
+  // Packets that carry host memory become sequence fillers (their operation
+  // has failed; the memory may be reused). Packets without payload -- the
+  // verdicts we owe the peer -- stay as they are: dropping one would leave an
+  // operation on a live but slow peer waiting forever.
+  for (TxEntry& e : p.win)
+    if (e.len) e.len = 0, e.h.op = abi::kWireOpNone, e.h.flags = 0;
   p.last_progress = now;
   p.unreachable = true;
   ++g.stats.unreachable;
