@@ -27,7 +27,10 @@ constexpr uint32_t kAckEvery = 8;            // ... or until this many packets a
 constexpr uint64_t kRtoInitialUs = 2'000;    // retransmission timeout before the first RTT sample
 constexpr uint64_t kRtoMinUs = 1'000;        // floor of the estimated timeout
 constexpr uint64_t kRtoMaxUs = 200'000;      // backoff cap
-constexpr uint64_t kUnreachableUs = 2'000'000;  // no progress for this long: peer unreachable
+// No progress for this long: peer unreachable. At 30% loss each way a
+// retransmission round trip succeeds about half the time; with the backoff
+// capped at kRtoMaxUs, 5 s is ~30 rounds (a live peer is lost with p ~ 1e-9).
+constexpr uint64_t kUnreachableUs = 5'000'000;
 constexpr uint32_t kFastRetransmitAcks = 2;      // duplicate ACKs that trigger go-back-N early
 
 // Upcalls into the protocol layer.
