@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "hal/clint.h"
 #include "link/link.h"
 
 namespace lcp {
@@ -16,6 +17,7 @@ struct PutOp {
   uint64_t op_id;         // index | serial << 8: a late verdict cannot hit a reused entry
   uint64_t src;           // NIC address of the first byte
   uint32_t sent;          // bytes handed to the link
+  uint64_t stalled_since; // mtime the link first refused more of it (0: not stalled)
 };
 
 struct Pending {
@@ -117,7 +119,7 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   for (uint32_t i = 0; i < kMaxPuts; ++i) {
     PutOp& op = g.ops[i];
     if (op.used) continue;
-    op = PutOp{true, s.index, s.generation, e, i | (++g.serial << 8), src, 0};
+    op = PutOp{true, s.index, s.generation, e, i | (++g.serial << 8), src, 0, 0};
     s.put_op = i;
     (void)t;
     return abi::kCqOk;
@@ -131,7 +133,16 @@ bool put_feed(SlotTable& t, Slot& s) {
   if (!op.used || op.slot != s.index || op.generation != s.generation) return true;  // lost meanwhile
   while (op.sent < op.sqe.length) {
     uint32_t dst = op.sqe.dst_node;
-    if (!link::can_send(dst)) return false;
+    if (!link::can_send(dst)) {
+      // A link that takes nothing for the unreachable deadline fails the
+      // operation even when nothing of it was in flight to time out.
+      uint64_t now = hal::clint::now();
+      if (!op.stalled_since) op.stalled_since = now;
+      if (now - op.stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs)) return false;
+      finish(op, abi::kCqUnreachable);
+      return true;
+    }
+    op.stalled_since = 0;
     uint32_t len = op.sqe.length - op.sent < abi::kMtu ? op.sqe.length - op.sent : abi::kMtu;
     abi::WireHeader h{};
     h.op = abi::kWireOpPut;

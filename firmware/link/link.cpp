@@ -113,9 +113,24 @@ uint32_t checksum(const abi::WireHeader& h, const uint8_t* payload, uint32_t len
   return ulnic::crc32c(c, payload, len);
 }
 
+// A third party wrote our ring's indices (the consumer then resyncs its head
+// to whatever tail it saw). We own the tail: publish our real one again and
+// start over once the consumer's head is consistent with it; until then the
+// ring counts as full and the link's retransmission covers the gap.
+abi::RingProducer<abi::Packet>& tx_ring(uint32_t port) {
+  abi::RingProducer<abi::Packet>& tx = g.tx[port];
+  if (tx.corrupt()) {
+    abi::RingControl* out = ring(g.self, port);
+    __atomic_store_n(&out->tail, tx.tail(), __ATOMIC_RELEASE);
+    abi::RingProducer<abi::Packet> fresh;
+    if (fresh.attach(out, reinterpret_cast<abi::Packet*>(out + 1), g.capacity)) tx = fresh;
+  }
+  return tx;
+}
+
 // Puts one packet on the wire toward `dst`; false if the ring is full.
 bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
-  abi::RingProducer<abi::Packet>& tx = g.tx[tx_port(dst)];
+  abi::RingProducer<abi::Packet>& tx = tx_ring(tx_port(dst));
   abi::Packet* pkt = tx.reserve();
   if (!pkt) {
     ++g.stats.ring_full;
@@ -338,7 +353,7 @@ void set_rx_drop(uint32_t per_65536, uint32_t seed) {
 bool can_send(uint32_t dst) {
   if (!g.enabled || dst >= g.nodes || dst == g.self) return false;
   const Peer& p = g.peers[dst];
-  return p.next_seq - p.acked - 1 < kWindow && p.resend_next == p.next_seq && g.tx[tx_port(dst)].free_space() > 0;
+  return p.next_seq - p.acked - 1 < kWindow && p.resend_next == p.next_seq && tx_ring(tx_port(dst)).free_space() > 0;
 }
 
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
