@@ -162,7 +162,8 @@ const char* counter_name(uint32_t i) {
       "copy_bytes",      "bad_descriptors", "slot_cutoffs",  "host_rings",      "slot_wakeups",
       "slot_dormant",    "link_tx_data",    "link_rx_data",  "link_retransmits", "link_duplicates",
       "link_out_of_order", "link_bad_packets", "link_unreachable", "link_restarts", "puts_done",
-      "puts_refused"};
+      "puts_refused",    "vmmc_sends",      "vmmc_violations", "vmmc_notifications", "events_dropped",
+      "mail_out",        "mail_in",         "mail_dropped"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

@@ -28,7 +28,7 @@ std::string socket_path(const board::NodePaths& p) { return p.dir + "/ulnicd.soc
 std::string pid_path(const board::NodePaths& p) { return p.dir + "/ulnicd.pid"; }
 std::string log_path(const board::NodePaths& p) { return p.dir + "/ulnicd.log"; }
 
-abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t cq_capacity) {
+abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t cq_capacity, uint32_t eq_capacity) {
   abi::SlotLayout l{};
   l.sq_offset = abi::kSlotHeaderSize;
   l.sq_capacity = sq_capacity;
@@ -36,9 +36,12 @@ abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t c
   l.cq_offset = uint32_t((sq_end + 63) & ~63ull);
   l.cq_capacity = cq_capacity;
   uint64_t cq_end = l.cq_offset + sizeof(abi::RingControl) + uint64_t(cq_capacity) * sizeof(abi::CqEntry);
+  l.eq_offset = uint32_t((cq_end + 63) & ~63ull);
+  l.eq_capacity = eq_capacity;
+  uint64_t eq_end = l.eq_offset + sizeof(abi::RingControl) + uint64_t(eq_capacity) * sizeof(abi::EqEntry);
   // The heap starts on a 64 KiB boundary: DMA buffers are page aligned, and
   // keeping the rings on their own pages lets a process map them separately.
-  l.heap_offset = (cq_end + 0xffff) & ~0xffffull;
+  l.heap_offset = (eq_end + 0xffff) & ~0xffffull;
   l.heap_size = slot_size > l.heap_offset ? slot_size - l.heap_offset : 0;
   l.slot_size = slot_size;
   return l;
@@ -83,6 +86,7 @@ Result<void> Daemon::init(const Options& opts) {
   abi::CtrlCommand ping{};
   ping.opcode = abi::kCtrlPing;
   if (auto r = ctrl_call(ping); !r) return fail("the firmware does not answer its control queue: " + r.error().message);
+  if (auto r = init_mail(); !r) return fail("daemon mail: " + r.error().message);
   std::ofstream(pid_path(paths_)) << ::getpid() << "\n";
   log("serving " + std::to_string(num_slots_) + " slots of " + std::to_string(slot_size_ >> 20) +
       " MiB; fabric peer id " + std::to_string(peer_id_));
@@ -198,7 +202,7 @@ Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply
   }
   auto slot_map = Mapping::map_file(paths_.slot(k), abi::kSlotHeaderSize, true);
   if (!slot_map) return std::unexpected(slot_map.error());
-  abi::SlotLayout layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity);
+  abi::SlotLayout layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity, opts_.eq_capacity);
   auto* h = reinterpret_cast<abi::SlotHeader*>(slot_map->data());
   h->magic = abi::kSlotMagic;
   h->abi_version = ULNIC_ABI_VERSION;
@@ -236,6 +240,7 @@ Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply
   }
   slots_[k].use = SlotUse::kAttached;
   slots_[k].pid = pid;
+  slots_[k].uid = uid;
   slots_[k].generation = generation_;
   return k;
 }
@@ -288,6 +293,7 @@ void Daemon::serve_request(UniqueFd conn) {
 
 void Daemon::detach(uint32_t k) {
   SlotRec& s = slots_[k];
+  vmmc_detach(k);
   abi::CtrlCommand cmd{};
   cmd.opcode = abi::kCtrlDetachSlot;
   cmd.slot = k;
@@ -357,6 +363,8 @@ void Daemon::follow_reboots() {
   ctrl_.attach(&area->cmd_ring, area->cmds, abi::kCtrlCapacity);
   rsp_.attach(&area->rsp_ring, area->rsps, abi::kCtrlCapacity);
   log("firmware rebooted (boot #" + std::to_string(boot_count_) + "): reattaching slots");
+  vmmc_forget_all();
+  if (auto r = init_mail(); !r) log("daemon mail: " + r.error().message);
   for (uint32_t k = 0; k < num_slots_; ++k) {
     if (slots_[k].use != SlotUse::kAttached) continue;
     abi::CtrlCommand cmd{};
@@ -365,7 +373,7 @@ void Daemon::follow_reboots() {
     cmd.host_peer = uint32_t(peer_id_);
     cmd.host_vector = k;
     cmd.generation = slots_[k].generation;
-    cmd.layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity);
+    cmd.layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity, opts_.eq_capacity);
     (void)ctrl_call(cmd);
   }
 }
@@ -378,7 +386,9 @@ void Daemon::wake() {
 
 Result<void> Daemon::run(volatile const bool* stop) {
   while (!*stop) {
-    std::vector<pollfd> fds = {{listen_.get(), POLLIN, 0}, {wake_rd_.get(), POLLIN, 0}};
+    std::vector<pollfd> fds = {{listen_.get(), POLLIN, 0},
+                               {wake_rd_.get(), POLLIN, 0},
+                               {own_vectors_[abi::kDaemonMailVector].get(), POLLIN, 0}};
     if (fabric_) fds.push_back({fabric_.get(), POLLIN, 0});
     std::vector<uint32_t> owners;
     for (uint32_t k = 0; k < num_slots_; ++k)
@@ -392,7 +402,8 @@ Result<void> Daemon::run(volatile const bool* stop) {
     for (const auto& s : slots_) draining |= s.use == SlotUse::kDraining;
     // Wake up now and then to follow firmware reboots and, while a slot
     // drains, to see whether its last holder is gone.
-    int n = ::poll(fds.data(), fds.size(), draining || !pending_.empty() ? 100 : 500);
+    int n = ::poll(fds.data(), fds.size(),
+                   !pending_imports_.empty() ? 50 : draining || !pending_.empty() ? 100 : 500);
     if (n < 0 && errno != EINTR) return fail_errno("poll", errno);
     if (n > 0) {
       if (fds[0].revents) accept_client();
@@ -401,18 +412,15 @@ Result<void> Daemon::run(volatile const bool* stop) {
         while (::read(wake_rd_.get(), drain, sizeof drain) > 0) {
         }
       }
-      size_t first_owner = fabric_ ? 3 : 2;
-      if (fabric_ && fds[2].revents) read_fabric_notices();
-      for (size_t i = 0; i < owners.size(); ++i) {
-        if (!fds[first_owner + i].revents) continue;
-        // Owners never talk after attaching: readable means gone, or junk
-        // from a misbehaving owner, which costs it its attachment.
-        char junk[64];
-        ssize_t r = ::recv(fds[first_owner + i].fd, junk, sizeof junk, MSG_DONTWAIT);
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        if (r > 0) log("slot " + std::to_string(owners[i]) + ": junk from its owner; detaching");
-        detach(owners[i]);
+      if (fds[2].revents) {
+        uint64_t count;
+        ssize_t ignored = ::read(fds[2].fd, &count, sizeof count);
+        (void)ignored;
       }
+      size_t first_owner = fabric_ ? 4 : 3;
+      if (fabric_ && fds[3].revents) read_fabric_notices();
+      for (size_t i = 0; i < owners.size(); ++i)
+        if (fds[first_owner + i].revents) serve_owner(owners[i]);
       std::vector<Pending> still;
       for (size_t i = 0; i < pending_.size(); ++i) {  // entries past npending were accepted just now
         if (i < npending && fds[first_pending + i].revents) serve_request(std::move(pending_[i].conn));
@@ -422,6 +430,8 @@ Result<void> Daemon::run(volatile const bool* stop) {
     }
     // Clients that connected and said nothing in time are dropped.
     std::erase_if(pending_, [](const Pending& p) { return Clock::now() > p.deadline; });
+    read_mail();
+    if (!pending_imports_.empty()) retry_imports();
     follow_reboots();
     if (draining) reclaim_drained();
     if (qemu_pid_ && !process_alive(qemu_pid_)) {

@@ -18,6 +18,7 @@
 #include "board/sram.h"
 #include "ulnic/abi/attach.h"
 #include "ulnic/abi/ctrl.h"
+#include "ulnic/abi/vmmc.h"
 #include "util/fd.h"
 #include "util/result.h"
 
@@ -28,6 +29,7 @@ struct Options {
   uint32_t node = 0;
   uint32_t sq_capacity = 256;
   uint32_t cq_capacity = 512;
+  uint32_t eq_capacity = 256;
   std::chrono::milliseconds ctrl_timeout{5000};
 };
 
@@ -36,7 +38,7 @@ std::string pid_path(const board::NodePaths& p);
 std::string log_path(const board::NodePaths& p);
 
 // The slot layout the daemon gives every process (liburing style: offsets).
-abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t cq_capacity);
+abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t cq_capacity, uint32_t eq_capacity);
 
 class Daemon {
  public:
@@ -51,7 +53,29 @@ class Daemon {
     SlotUse use = SlotUse::kFree;
     UniqueFd conn;        // the owner's connection; closes when it dies
     pid_t pid = 0;
+    uid_t uid = 0;
     uint64_t generation = 0;
+    struct Import {
+      bool used = false;
+      uint32_t node = 0, handle = 0;
+    };
+    std::array<Import, abi::kMaxImports> imports{};  // mirrors the firmware's outgoing table
+  };
+  // An export of one of our slots (the firmware holds the incoming page table).
+  struct ExportRec {
+    std::string name;
+    uint32_t slot = 0;
+    uint64_t generation = 0;
+    uint32_t handle = 0;
+    uint64_t length = 0;
+    std::vector<abi::VmmcImporter> allowed;  // empty: anybody
+  };
+  // An import waiting for the exporter's daemon.
+  struct PendingImport {
+    uint64_t id = 0, owner_request = 0, generation = 0;
+    uint32_t slot = 0, index = 0, node = 0;
+    std::string name;
+    std::chrono::steady_clock::time_point next_try, deadline;
   };
 
   Result<void> connect_fabric();
@@ -66,6 +90,21 @@ class Daemon {
   bool slot_in_use_elsewhere(uint32_t slot) const;
   Result<void> wipe(uint32_t slot);
   void follow_reboots();
+  // VMMC (vmmc.cpp): owner requests, daemon mail, teardown.
+  Result<void> init_mail();
+  void serve_owner(uint32_t slot);
+  void owner_reply(uint32_t slot, const abi::OwnerReply& r);
+  abi::OwnerReply do_export(uint32_t slot, const abi::OwnerRequest& q);
+  abi::OwnerReply do_unexport(uint32_t slot, const abi::OwnerRequest& q);
+  void start_import(uint32_t slot, const abi::OwnerRequest& q);
+  abi::OwnerReply do_unimport(uint32_t slot, const abi::OwnerRequest& q);
+  void send_mail(uint32_t node, const abi::MailVmmc& m);
+  void read_mail();
+  void on_import_request(uint32_t src, const abi::MailVmmc& m);
+  void on_import_reply(uint32_t src, const abi::MailVmmc& m);
+  void retry_imports();
+  void vmmc_detach(uint32_t slot);
+  void vmmc_forget_all();
   void log(const std::string& line) const;
 
   Options opts_;
@@ -90,6 +129,11 @@ class Daemon {
   };
   std::vector<Pending> pending_;  // accepted, request not yet received
   uint64_t generation_ = 0;
+  abi::RingProducer<abi::MailMessage> mail_out_;
+  abi::RingConsumer<abi::MailMessage> mail_in_;
+  std::vector<ExportRec> exports_;
+  std::vector<PendingImport> pending_imports_;
+  uint64_t mail_seq_ = 0;
 };
 
 }  // namespace ulnic::daemon

@@ -4,6 +4,8 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "lcp/mail.h"
+#include "lcp/vmmc.h"
 
 namespace lcp {
 namespace {
@@ -44,7 +46,20 @@ bool control_poll(Control& c, SlotTable& slots, uint64_t now) {
       case abi::kCtrlDetachSlot:
         r.status = cmd.slot < abi::kMaxSlots ? abi::kCtrlOk : abi::kCtrlBadSlot;
         r.value = slot_detach(slots, cmd.slot);
+        vmmc_slot_detached(cmd.slot);
         core::log("ctrl: detach slot %u, %lu flushed\n", cmd.slot, r.value);
+        break;
+      case abi::kCtrlMailbox:
+        mail_set_doorbell(cmd.host_peer, cmd.host_vector);
+        r.status = abi::kCtrlOk;
+        break;
+      case abi::kCtrlExport:
+      case abi::kCtrlUnexport:
+      case abi::kCtrlGrant:
+      case abi::kCtrlRevoke:
+      case abi::kCtrlImport:
+      case abi::kCtrlUnimport:
+        r.status = vmmc_control(slots, cmd, r.value);
         break;
       default:
         r.status = abi::kCtrlBadCommand;

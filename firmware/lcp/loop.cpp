@@ -4,6 +4,7 @@
 #include "hal/clint.h"
 #include "hal/cpu.h"
 #include "hal/imsic.h"
+#include "lcp/mail.h"
 #include "lcp/remote.h"
 #include "link/link.h"
 
@@ -49,6 +50,7 @@ bool loop_pass(LoopState& s, uint64_t now) {
   core::status::count(abi::kCtrLoopIterations);
   bool worked = drain_interrupts(s);
   if (s.control) worked |= control_poll(*s.control, *s.slots, now);
+  if (s.control) worked |= mail_poll();
   worked |= link::poll_rx(now);
   if (s.slots) worked |= slots_service(*s.slots, now);
   if (s.slots) worked |= remote_poll(*s.slots);

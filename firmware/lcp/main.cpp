@@ -9,7 +9,9 @@
 #include "hal/pcie.h"
 #include "hal/uart.h"
 #include "lcp/loop.h"
+#include "lcp/mail.h"
 #include "lcp/remote.h"
+#include "lcp/vmmc.h"
 #include "link/link.h"
 
 namespace abi = ulnic::abi;
@@ -101,6 +103,8 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
   lcp::slots_init(g_slots, g_board, hal::clint::now());
   lcp::control_init(g_control);
   lcp::remote_init(g_slots);
+  lcp::vmmc_init(g_slots);
+  lcp::mail_init(g_board);
   link::Upcalls up{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid};
   link::init(g_board, cfg, up, hal::clint::now());
   if (link::enabled())

@@ -4,6 +4,8 @@
 
 #include "core/status.h"
 #include "hal/clint.h"
+#include "lcp/mail.h"
+#include "lcp/vmmc.h"
 #include "link/link.h"
 
 namespace lcp {
@@ -18,6 +20,13 @@ struct PutOp {
   uint64_t src;           // NIC address of the first byte
   uint32_t sent;          // bytes handed to the link
   uint64_t stalled_since; // mtime the link first refused more of it (0: not stalled)
+  // Where it goes (a put names it; a VMMC send has it from its import).
+  uint8_t wire_op;        // kWireOpPut or kWireOpSend
+  uint8_t wire_flags;     // kWireNotify on the last packet
+  uint16_t dst_slot;
+  uint32_t dst_node, dst_key;
+  uint64_t dst_addr;
+  uint8_t inline_data[abi::kMaxInline];  // short sends: the payload, ours now
 };
 
 struct Pending {
@@ -53,7 +62,7 @@ PutOp* find(uint64_t op_id) {
 
 void finish(PutOp& op, abi::CqStatus status) {
   slot_post_completion(*g.t, op.slot, op.generation, op.sqe, status, status == abi::kCqOk ? op.sqe.length : 0);
-  core::status::count(ulnic::abi::kCtrPutsDone);
+  core::status::count(op.wire_op == abi::kWireOpPut ? ulnic::abi::kCtrPutsDone : ulnic::abi::kCtrVmmcSends);
   op.used = false;
 }
 
@@ -81,7 +90,6 @@ uint8_t take_refusal(uint32_t src, uint64_t op_id) {
 }
 
 void note_refusal(uint32_t src, uint64_t op_id, uint8_t status) {
-  core::status::count(ulnic::abi::kCtrPutsRefused);
   for (Refusal& r : g.refusals)
     if (r.used && r.src == src && r.op_id == op_id) return;  // the first reason stands
   for (Refusal& r : g.refusals)
@@ -103,6 +111,23 @@ uint8_t place(const abi::WireHeader& h, const uint8_t* payload) {
   return abi::kCqOk;
 }
 
+PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
+  for (uint32_t i = 0; i < kMaxPuts; ++i) {
+    PutOp& op = g.ops[i];
+    if (op.used) continue;
+    memset(&op, 0, sizeof op);
+    op.used = true;
+    op.slot = s.index;
+    op.generation = s.generation;
+    op.sqe = e;
+    op.op_id = i | (++g.serial << 8);
+    op.src = src;
+    s.put_op = i;
+    return &op;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 void remote_init(SlotTable& t) {
@@ -116,15 +141,43 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   uint64_t src = 0;
   abi::CqStatus st = slot_translate(s, e.src_key, e.src_addr, e.length, abi::kAccessLocal, src);
   if (st != abi::kCqOk) return st;
-  for (uint32_t i = 0; i < kMaxPuts; ++i) {
-    PutOp& op = g.ops[i];
-    if (op.used) continue;
-    op = PutOp{true, s.index, s.generation, e, i | (++g.serial << 8), src, 0, 0};
-    s.put_op = i;
-    (void)t;
-    return abi::kCqOk;
+  (void)t;
+  PutOp* op = new_op(s, e, src);
+  if (!op) return abi::kCqNoResources;
+  op->wire_op = abi::kWireOpPut;
+  op->dst_node = e.dst_node;
+  op->dst_slot = e.dst_slot;
+  op->dst_key = e.dst_key;
+  op->dst_addr = e.dst_addr;
+  return abi::kCqOk;
+}
+
+abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload) {
+  (void)t;
+  if (e.length == 0 || e.length > abi::kMaxCopyBytes || (inline_payload && e.length > abi::kMaxInline))
+    return abi::kCqBadLength;
+  const Import* imp = nullptr;
+  uint64_t offset = 0, src = 0;
+  abi::CqStatus st = vmmc_translate_proxy(s, e.dst_addr, e.length, imp, offset);
+  if (st != abi::kCqOk) return st;
+  if (!link::enabled() || imp->node >= link::nodes() || imp->node == link::self()) return abi::kCqBadSlot;
+  if (!inline_payload) {
+    st = vmmc_translate_source(s, e.src_addr, e.length, src);
+    if (st != abi::kCqOk) return st;
   }
-  return abi::kCqNoResources;
+  PutOp* op = new_op(s, e, src);
+  if (!op) return abi::kCqNoResources;
+  if (inline_payload) {
+    memcpy(op->inline_data, inline_payload, e.length);
+    op->src = reinterpret_cast<uint64_t>(op->inline_data);
+  }
+  op->wire_op = abi::kWireOpSend;
+  op->wire_flags = (e.flags & abi::kSqNotify) ? abi::kWireNotify : 0;
+  op->dst_node = imp->node;
+  op->dst_slot = uint16_t(imp->slot);
+  op->dst_key = imp->handle;
+  op->dst_addr = offset;
+  return abi::kCqOk;
 }
 
 bool put_feed(SlotTable& t, Slot& s) {
@@ -132,7 +185,7 @@ bool put_feed(SlotTable& t, Slot& s) {
   PutOp& op = g.ops[s.put_op];
   if (!op.used || op.slot != s.index || op.generation != s.generation) return true;  // lost meanwhile
   while (op.sent < op.sqe.length) {
-    uint32_t dst = op.sqe.dst_node;
+    uint32_t dst = op.dst_node;
     if (!link::can_send(dst)) {
       // A link that takes nothing for the unreachable deadline fails the
       // operation even when nothing of it was in flight to time out.
@@ -145,13 +198,14 @@ bool put_feed(SlotTable& t, Slot& s) {
     op.stalled_since = 0;
     uint32_t len = op.sqe.length - op.sent < abi::kMtu ? op.sqe.length - op.sent : abi::kMtu;
     abi::WireHeader h{};
-    h.op = abi::kWireOpPut;
-    h.flags = op.sent + len == op.sqe.length ? abi::kWireLast : 0;
-    h.dst_slot = op.sqe.dst_slot;
-    h.dst_key = op.sqe.dst_key;
-    h.dst_addr = op.sqe.dst_addr + op.sent;
+    h.op = op.wire_op;
+    h.flags = op.sent + len == op.sqe.length ? uint8_t(abi::kWireLast | op.wire_flags) : 0;
+    h.dst_slot = op.dst_slot;
+    h.dst_key = op.dst_key;
+    h.dst_addr = op.dst_addr + op.sent;
     h.op_id = op.op_id;
     h.op_length = op.sqe.length;
+    h.src_slot = uint16_t(s.index);
     if (!link::send(dst, h, op.src + op.sent, uint16_t(len), s.index, s.generation)) return false;
     op.sent += len;
   }
@@ -172,19 +226,29 @@ bool remote_poll(SlotTable& t) {
 }
 
 void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
-  if (h.op == abi::kWireOpPut) {
-    uint8_t st = place(h, payload);
-    if (st != abi::kCqOk) note_refusal(src, h.op_id, st);
-    if (h.flags & abi::kWireLast) queue_result(src, h.op_id, take_refusal(src, h.op_id));
+  if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend) {
+    uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : vmmc_place(src, h, payload);
+    if (st != abi::kCqOk) {
+      if (h.op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsRefused);
+      note_refusal(src, h.op_id, st);
+    }
+    if (h.flags & abi::kWireLast) {
+      uint8_t verdict = take_refusal(src, h.op_id);
+      // The data is in place (in-order link): now the receiver may look.
+      if (verdict == abi::kCqOk && (h.flags & abi::kWireNotify)) vmmc_notify(src, h);
+      queue_result(src, h.op_id, verdict);
+    }
   } else if (h.op == abi::kWireOpResult) {
     PutOp* op = find(h.op_id);
-    if (op && op->sqe.dst_node == src) finish(*op, abi::CqStatus(h.status));
+    if (op && op->dst_node == src) finish(*op, abi::CqStatus(h.status));
+  } else if (h.op == abi::kWireOpMail) {
+    mail_deliver(src, h, payload);
   }
 }
 
 void remote_peer_lost(uint32_t peer) {
   for (PutOp& op : g.ops)
-    if (op.used && op.sqe.dst_node == peer) {
+    if (op.used && op.dst_node == peer) {
       // Stop feeding it; the slot moves on to its next descriptor.
       op.sent = op.sqe.length;
       finish(op, abi::kCqUnreachable);
@@ -194,6 +258,7 @@ void remote_peer_lost(uint32_t peer) {
 }
 
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {
+  if (slot == kMailOwner) return mail_payload_valid(generation);
   return slot < abi::kMaxSlots && g.t->slots[slot].state == abi::SlotState::kActive &&
          g.t->slots[slot].generation == generation;
 }

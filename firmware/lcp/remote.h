@@ -21,7 +21,10 @@ constexpr uint32_t kMaxPendingResults = 64;  // verdicts waiting for link room
 void remote_init(SlotTable& t);
 // Validates a put and starts it; kCqOk if the slot should now feed it.
 abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
-// Hands more of the slot's current put to the link; true once it is all sent.
+// Validates a VMMC send (kOpSend, or kOpSendInline with its payload) and
+// starts it; kCqOk if the slot should now feed it.
+abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload);
+// Hands more of the slot's current put or send to the link; true once it is all sent.
 bool put_feed(SlotTable& t, Slot& s);
 // Sends verdicts that waited for room on the link. True if it did work.
 bool remote_poll(SlotTable& t);

@@ -149,8 +149,39 @@ uint64_t step_copy(SlotTable& t, Slot& s, uint64_t budget) {
   return n;
 }
 
+bool is_send(const abi::SqEntry& e) { return e.opcode == abi::kOpSend || e.opcode == abi::kOpSendInline; }
+
+// VMMC sends name only a source and a proxy address: every other field is zero.
+bool send_fields_ok(const abi::SqEntry& e) {
+  return e.dst_slot == 0 && e.src_key == 0 && e.dst_key == 0 && e.access == 0 && e.src_slot == 0 &&
+         e.reg_offset == 0 && e.dst_node == 0 && (e.opcode == abi::kOpSend || e.src_addr == 0);
+}
+
+// A short send's payload follows it in the SQ; the host published it with
+// the descriptor. A payload the host did not publish fails the send (and
+// whatever it publishes later is read as descriptors).
+abi::CqStatus take_inline(Slot& s, const abi::SqEntry& e, uint8_t* out) {
+  if (e.length == 0 || e.length > abi::kMaxInline) return abi::kCqBadLength;
+  for (uint32_t off = 0; off < e.length; off += sizeof(abi::SqEntry)) {
+    const abi::SqEntry* c = s.sq.peek();
+    if (!c) return abi::kCqBadLength;
+    uint32_t n = e.length - off < sizeof(abi::SqEntry) ? e.length - off : uint32_t(sizeof(abi::SqEntry));
+    memcpy(out + off, c, n);
+    s.sq.pop();
+  }
+  return abi::kCqOk;
+}
+
+void start_remote(Slot& s, const abi::SqEntry& e, abi::CqStatus st) {
+  if (st != abi::kCqOk) return complete(s, e, st, 0);
+  s.put_active = true;
+  ++s.cq_reserved;  // its completion comes later: keep a CQ entry for it
+}
+
 void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
-  if (e.flags != 0 || e.reserved != 0 || e.opcode >= abi::kOpcodeCount) return complete(s, e, abi::kCqBadOpcode, 0);
+  uint8_t flags_ok = is_send(e) ? abi::kSqNotify : 0;
+  if ((e.flags & ~flags_ok) != 0 || e.reserved != 0 || e.opcode >= abi::kOpcodeCount)
+    return complete(s, e, abi::kCqBadOpcode, 0);
   switch (e.opcode) {
     case abi::kOpNop:
       return complete(s, e, abi::kCqOk, 0);
@@ -181,12 +212,17 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       if (st != abi::kCqOk) complete(s, e, st, 0);
       return;
     }
-    case abi::kOpPut: {
-      abi::CqStatus st = put_start(t, s, e);
+    case abi::kOpPut:
+      return start_remote(s, e, put_start(t, s, e));
+    case abi::kOpSend:
+      if (!send_fields_ok(e)) return complete(s, e, abi::kCqBadOpcode, 0);
+      return start_remote(s, e, send_start(t, s, e, nullptr));
+    case abi::kOpSendInline: {
+      uint8_t payload[abi::kMaxInline];
+      abi::CqStatus st = take_inline(s, e, payload);
+      if (st == abi::kCqOk && !send_fields_ok(e)) st = abi::kCqBadOpcode;
       if (st != abi::kCqOk) return complete(s, e, st, 0);
-      s.put_active = true;
-      ++s.cq_reserved;  // its completion comes later: keep a CQ entry for it
-      return;
+      return start_remote(s, e, send_start(t, s, e, payload));
     }
   }
 }
@@ -257,6 +293,22 @@ void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, cons
   publish(s, t);
 }
 
+void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev) {
+  if (slot >= abi::kMaxSlots) return;
+  Slot& s = t.slots[slot];
+  if (s.state != abi::SlotState::kActive) return;
+  abi::EqEntry* e = s.eq.reserve();
+  if (!e) {
+    put(header(s).nic.events_dropped, header(s).nic.events_dropped + 1);
+    count(ulnic::abi::kCtrEventsDropped);
+    return;
+  }
+  *e = ev;
+  s.eq.push();
+  s.eq.publish();
+  ring_host(s, t, false);
+}
+
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed) {
   memset(&t, 0, sizeof t);
   t.board = &board;
@@ -270,18 +322,26 @@ abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t 
   if (s.state == abi::SlotState::kActive) return abi::kCtrlBadSlot;
   const abi::SlotLayout& l = cmd.layout;
   uint64_t size = t.board->slots[cmd.slot].size;
-  uint64_t sq_bytes = sizeof(abi::RingControl) + uint64_t(l.sq_capacity) * sizeof(abi::SqEntry);
-  uint64_t cq_bytes = sizeof(abi::RingControl) + uint64_t(l.cq_capacity) * sizeof(abi::CqEntry);
+  // Three rings after the header, apart from each other, then the heap.
+  struct Area {
+    uint64_t off, bytes;
+  } areas[3] = {
+      {l.sq_offset, sizeof(abi::RingControl) + uint64_t(l.sq_capacity) * sizeof(abi::SqEntry)},
+      {l.cq_offset, sizeof(abi::RingControl) + uint64_t(l.cq_capacity) * sizeof(abi::CqEntry)},
+      {l.eq_offset, sizeof(abi::RingControl) + uint64_t(l.eq_capacity) * sizeof(abi::EqEntry)},
+  };
   if (l.slot_size != size || !abi::is_ring_capacity(l.sq_capacity) || !abi::is_ring_capacity(l.cq_capacity) ||
-      l.sq_offset < abi::kSlotHeaderSize || l.sq_offset % 64 || l.cq_offset % 64 ||
-      !in_range(l.sq_offset, sq_bytes, abi::kSlotHeaderSize, size) ||
-      !in_range(l.cq_offset, cq_bytes, abi::kSlotHeaderSize, size) ||
-      !(l.sq_offset + sq_bytes <= l.cq_offset || l.cq_offset + cq_bytes <= l.sq_offset) ||
-      !in_range(l.heap_offset, l.heap_size, l.cq_offset + cq_bytes > l.sq_offset + sq_bytes
-                                                ? l.cq_offset + cq_bytes
-                                                : l.sq_offset + sq_bytes,
-                size))
+      !abi::is_ring_capacity(l.eq_capacity))
     return abi::kCtrlBadLayout;
+  uint64_t rings_end = abi::kSlotHeaderSize;
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Area& a = areas[i];
+    if (a.off % 64 || !in_range(a.off, a.bytes, abi::kSlotHeaderSize, size)) return abi::kCtrlBadLayout;
+    for (uint32_t j = 0; j < i; ++j)
+      if (!(a.off + a.bytes <= areas[j].off || areas[j].off + areas[j].bytes <= a.off)) return abi::kCtrlBadLayout;
+    if (a.off + a.bytes > rings_end) rings_end = a.off + a.bytes;
+  }
+  if (!in_range(l.heap_offset, l.heap_size, rings_end, size)) return abi::kCtrlBadLayout;
   uint32_t index = s.index;
   memset(&s, 0, sizeof s);
   s.index = index;
@@ -293,8 +353,10 @@ abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t 
   s.host_vector = cmd.host_vector;
   auto* sq_ctl = reinterpret_cast<abi::RingControl*>(s.base + l.sq_offset);
   auto* cq_ctl = reinterpret_cast<abi::RingControl*>(s.base + l.cq_offset);
+  auto* eq_ctl = reinterpret_cast<abi::RingControl*>(s.base + l.eq_offset);
   s.sq.attach(sq_ctl, reinterpret_cast<abi::SqEntry*>(sq_ctl + 1), l.sq_capacity);
   s.cq.attach(cq_ctl, reinterpret_cast<abi::CqEntry*>(cq_ctl + 1), l.cq_capacity);
+  s.eq.attach(eq_ctl, reinterpret_cast<abi::EqEntry*>(eq_ctl + 1), l.eq_capacity);
   s.rung_seq = __atomic_load_n(&header(s).host.wait_seq, __ATOMIC_RELAXED);
   s.last_work = now;
   s.state = abi::SlotState::kActive;

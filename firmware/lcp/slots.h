@@ -7,6 +7,7 @@
 #include "core/board.h"
 #include "ulnic/abi/ctrl.h"
 #include "ulnic/abi/slot.h"
+#include "ulnic/abi/vmmc.h"
 
 namespace lcp {
 
@@ -37,6 +38,23 @@ struct CopyState {
   uint64_t dst_generation, src_generation;
 };
 
+// VMMC outgoing page table entry: proxy region -> an export on another node.
+struct Import {
+  bool used;
+  uint32_t node, slot;    // the exporter
+  uint32_t handle;        // its export handle
+  uint64_t length;
+};
+
+// Per-slot software TLB (direct mapped by virtual page): which registration
+// holds a send's source. Entries are hints, checked against the table.
+constexpr uint32_t kTlbEntries = 64;
+struct TlbEntry {
+  uint64_t vpage;
+  uint32_t reg;           // index into regs
+  uint32_t key;           // the registration's key when filled
+};
+
 struct Slot {
   abi::SlotState state;
   uint32_t index;
@@ -45,6 +63,7 @@ struct Slot {
   abi::SlotLayout layout;           // from the daemon, never from the slot
   abi::RingConsumer<abi::SqEntry> sq;
   abi::RingProducer<abi::CqEntry> cq;
+  abi::RingProducer<abi::EqEntry> eq;
   bool dormant;
   uint32_t cq_pending;              // CQEs pushed, not yet published
   uint64_t last_work;               // mtime
@@ -55,6 +74,9 @@ struct Slot {
   uint32_t put_op;
   uint32_t cq_reserved;             // CQ entries owed to puts in flight
   Registration regs[abi::kMaxRegistrations];
+  Import imports[abi::kMaxImports];
+  TlbEntry tlb[kTlbEntries];
+  uint64_t tlb_hits, tlb_misses;
 };
 
 struct SlotTable {
@@ -85,5 +107,8 @@ abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_
 // puts); dropped if the slot has changed hands since (generation).
 void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,
                           abi::CqStatus status, uint32_t result);
+// An event (notification) for slot `slot`'s process; counted and dropped if
+// its event queue is full. The process is rung if it waits.
+void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev);
 
 }  // namespace lcp

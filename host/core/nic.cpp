@@ -88,11 +88,32 @@ Result<void> Nic::attach(const std::string& socket) {
     return fail("attach: bad slot layout");
   auto* sq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.sq_offset);
   auto* cq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.cq_offset);
+  auto* eq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.eq_offset);
+  if (layout_.eq_offset + sizeof(abi::RingControl) + uint64_t(layout_.eq_capacity) * sizeof(abi::EqEntry) >
+      layout_.heap_offset)
+    return fail("attach: bad slot layout");
   if (!sq_.attach(sq_ctl, reinterpret_cast<abi::SqEntry*>(sq_ctl + 1), layout_.sq_capacity) ||
-      !cq_.attach(cq_ctl, reinterpret_cast<abi::CqEntry*>(cq_ctl + 1), layout_.cq_capacity))
+      !cq_.attach(cq_ctl, reinterpret_cast<abi::CqEntry*>(cq_ctl + 1), layout_.cq_capacity) ||
+      !eq_.attach(eq_ctl, reinterpret_cast<abi::EqEntry*>(eq_ctl + 1), layout_.eq_capacity))
     return fail("attach: bad ring capacities");
   free_[layout_.heap_offset] = layout_.heap_size;
   return {};
+}
+
+Result<abi::OwnerReply> Nic::call_daemon(abi::OwnerRequest q, std::chrono::milliseconds timeout) {
+  q.magic = abi::kOwnerMagic;
+  q.request_id = ++daemon_requests_;
+  if (auto r = send_with_fds(conn_.get(), &q, sizeof q, nullptr, 0); !r) return fail("daemon: " + r.error().message);
+  for (;;) {
+    abi::OwnerReply reply{};
+    std::vector<UniqueFd> fds;
+    if (auto r = recv_with_fds(conn_.get(), &reply, sizeof reply, fds, 0, int(timeout.count())); !r)
+      return fail("daemon: " + r.error().message);
+    reply.message[sizeof reply.message - 1] = '\0';
+    if (reply.magic != abi::kOwnerMagic) return fail("daemon: bad reply");
+    if (reply.request_id == q.request_id) return reply;
+    // An answer to a request we gave up on: skip it.
+  }
 }
 
 Nic::~Nic() {

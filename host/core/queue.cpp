@@ -27,6 +27,27 @@ abi::SqEntry* Nic::next_sqe() {
   return e;
 }
 
+abi::SqEntry* Nic::next_inline_sqe() {
+  abi::SqEntry* e = sq_.reserve();
+  if (!e) return nullptr;
+  std::memset(e, 0, sizeof *e);
+  sq_.push();
+  return e;
+}
+
+uint32_t Nic::sq_free() { return sq_.free_space(); }
+
+bool Nic::poll_event(abi::EqEntry& out) {
+  const abi::EqEntry* e = eq_.peek();
+  if (!e) return false;
+  out = *e;
+  eq_.pop();
+  eq_.release();
+  return true;
+}
+
+uint64_t Nic::events_dropped() const { return __atomic_load_n(&header().nic.events_dropped, __ATOMIC_RELAXED); }
+
 uint32_t Nic::submit() {
   if (taken_ == 0) return 0;
   sq_.publish();  // release: the NIC reads entries only after it sees the tail
@@ -52,25 +73,25 @@ bool Nic::poll(abi::CqEntry& out) {
   return true;
 }
 
-Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
-  abi::CqEntry out;
+Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
+                              std::chrono::microseconds spin) {
   auto start = Clock::now();
   while (Clock::now() - start < spin)
-    if (poll(out)) return out;
+    if (ready()) return {};
   for (;;) {
     // Announce that we are about to sleep, then look once more: the firmware
     // rings only if it sees a wait_seq it has not answered.
     uint64_t& seq = header().host.wait_seq;
     __atomic_store_n(&seq, __atomic_load_n(&seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
     full_barrier();
-    if (poll(out)) return out;
+    if (ready()) return {};
     if (state() != abi::SlotState::kActive)
       return fail("the NIC stopped serving this slot (state " + std::to_string(uint32_t(state())) + ", fault " +
                   std::to_string(uint32_t(fault())) + ")");
     int ms = -1;
     if (timeout.count() >= 0) {
       auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-      if (left.count() <= 0) return fail("timed out waiting for a completion");
+      if (left.count() <= 0) return fail("timed out waiting for the NIC");
       ms = int(std::min<int64_t>(left.count(), 1000));
     } else {
       ms = 1000;  // re-check the slot state now and then
@@ -81,8 +102,20 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
       ssize_t ignored = ::read(completion_fd_.get(), &count, sizeof count);
       (void)ignored;
     }
-    if (poll(out)) return out;
+    if (ready()) return {};
   }
+}
+
+Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+  abi::CqEntry out;
+  if (poll(out)) return out;
+  if (auto r = block_until([&] { return cq_.available() > 0; }, timeout, spin); !r) return std::unexpected(r.error());
+  if (!poll(out)) return fail("completion vanished");
+  return out;
+}
+
+Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+  return block_until([&] { return cq_.available() > 0 || eq_.available() > 0; }, timeout, spin);
 }
 
 Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, std::chrono::milliseconds timeout) {

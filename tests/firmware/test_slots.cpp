@@ -25,6 +25,8 @@ abi::SlotLayout layout_for(uint64_t slot_size, uint32_t sq, uint32_t cq) {
   l.sq_capacity = sq;
   l.cq_offset = 0x2000;
   l.cq_capacity = cq;
+  l.eq_offset = 0x3000;
+  l.eq_capacity = 4;
   l.heap_offset = 0x10000;
   l.heap_size = slot_size - 0x10000;
   l.slot_size = slot_size;

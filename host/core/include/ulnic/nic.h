@@ -19,12 +19,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ulnic/abi/slot.h"
+#include "ulnic/abi/vmmc.h"
 #include "util/fd.h"
 #include "util/result.h"
 
@@ -85,6 +87,10 @@ class Nic {
   // The next free send-queue entry (zeroed), or nullptr if the SQ is full or
   // as many descriptors are in flight as the CQ can hold.
   abi::SqEntry* next_sqe();
+  // A continuation entry for the descriptor just taken (kOpSendInline
+  // payload): no completion of its own. Check sq_free() first: all or none.
+  abi::SqEntry* next_inline_sqe();
+  uint32_t sq_free();
   // Publishes the entries taken since the last submit and rings the NIC's
   // doorbell if it stopped polling this slot. Returns how many were published.
   uint32_t submit();
@@ -96,6 +102,18 @@ class Nic {
                             std::chrono::microseconds spin = std::chrono::microseconds(20));
   uint32_t in_flight() const { return posted_ - reaped_; }
 
+  // ---- events (VMMC notifications), in the slot's event queue
+  bool poll_event(abi::EqEntry& out);
+  // Notifications lost because the event queue was full.
+  uint64_t events_dropped() const;
+  // Waits until a completion or an event is ready (neither is taken).
+  Result<void> wait_ready(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
+                          std::chrono::microseconds spin = std::chrono::microseconds(20));
+
+  // ---- requests to the node daemon (VMMC export/import): one at a time
+  Result<abi::OwnerReply> call_daemon(abi::OwnerRequest q,
+                                      std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+
   // ---- synchronous helpers (post one descriptor, wait for its completion)
   Result<abi::CqEntry> run(const abi::SqEntry& e, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
 
@@ -106,6 +124,8 @@ class Nic {
  private:
   Nic() = default;
   Result<void> attach(const std::string& socket);
+  Result<void> block_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
+                           std::chrono::microseconds spin);
   uint64_t heap_alloc(size_t bytes, size_t align);  // slot offset, 0 on failure
   void heap_free(uint64_t offset);
   abi::SlotHeader& header() const { return *reinterpret_cast<abi::SlotHeader*>(base_); }
@@ -117,6 +137,8 @@ class Nic {
   abi::SlotLayout layout_{};
   abi::RingProducer<abi::SqEntry> sq_;
   abi::RingConsumer<abi::CqEntry> cq_;
+  abi::RingConsumer<abi::EqEntry> eq_;
+  uint64_t daemon_requests_ = 0;
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   uint32_t posted_ = 0, reaped_ = 0;
   std::map<uint64_t, uint64_t> free_;        // heap: offset -> size

@@ -5,6 +5,7 @@
 
 #include "ulnic/abi/slot.h"
 #include "ulnic/abi/sram.h"
+#include "ulnic/abi/vmmc.h"
 
 namespace ulnic::abi {
 
@@ -12,6 +13,13 @@ enum CtrlOpcode : uint32_t {
   kCtrlPing = 0,
   kCtrlAttachSlot = 1,   // start serving slot k with `layout`
   kCtrlDetachSlot = 2,   // stop serving slot k; flush its outstanding work
+  kCtrlMailbox = 3,      // ring (host_peer, host_vector) when daemon mail arrives
+  kCtrlExport = 4,       // slot k exports vmmc.{key, va, length}: value = handle
+  kCtrlUnexport = 5,     // drop export vmmc.handle (its grants with it)
+  kCtrlGrant = 6,        // let (vmmc.node, vmmc.peer_slot) send into vmmc.handle
+  kCtrlRevoke = 7,       // take that back
+  kCtrlImport = 8,       // slot k: proxy region vmmc.index -> (node, peer_slot, handle, length)
+  kCtrlUnimport = 9,     // slot k: clear proxy region vmmc.index
 };
 
 struct CtrlCommand {
@@ -21,7 +29,10 @@ struct CtrlCommand {
   uint32_t host_peer;    // fabric peer id that receives slot k's completion doorbells
   uint32_t host_vector;  // vector of that peer to ring
   uint64_t generation;
-  SlotLayout layout;
+  union {
+    SlotLayout layout;     // kCtrlAttachSlot
+    CtrlVmmcArgs vmmc;     // kCtrlExport .. kCtrlUnimport
+  };
   uint8_t reserved[32];
 };
 ULNIC_ABI_CHECK_SIZE(CtrlCommand, 128);
@@ -31,13 +42,16 @@ enum CtrlStatus : uint32_t {
   kCtrlBadCommand = 1,
   kCtrlBadSlot = 2,      // no such slot device, or wrong state
   kCtrlBadLayout = 3,
+  kCtrlBadRegion = 4,    // kCtrlExport: not a registration with RemoteWrite covering it
+  kCtrlNoResources = 5,  // table full
+  kCtrlBadHandle = 6,    // no such export / import
 };
 
 struct CtrlResponse {
   uint64_t seq;
   uint32_t status;       // CtrlStatus
   uint32_t opcode;
-  uint64_t value;        // kCtrlDetachSlot: descriptors flushed
+  uint64_t value;        // kCtrlDetachSlot: descriptors flushed; kCtrlExport: handle
   uint64_t reserved;
 };
 ULNIC_ABI_CHECK_SIZE(CtrlResponse, 32);

@@ -50,8 +50,9 @@ struct WireHeader {
   uint64_t op_id;        // sender's operation handle (echoed in results)
   uint32_t src_incarnation;  // random per boot of the sender
   uint32_t dst_incarnation;  // the receiver's, as the sender knows it (0: unknown)
-  uint32_t op_length;    // kWireOpPut: total bytes of the operation
-  uint32_t reserved;
+  uint32_t op_length;    // kWireOpPut/Send: total bytes of the operation
+  uint16_t src_slot;     // kWireOpSend: the sending slot (importer)
+  uint16_t reserved;
 };
 ULNIC_ABI_CHECK_SIZE(WireHeader, 64);
 constexpr uint32_t kWireMagic = fourcc('U', 'W', 'I', '1');
@@ -60,10 +61,13 @@ enum WireOp : uint8_t {
   kWireOpNone = 0,       // sequence filler (a retransmission whose source is gone)
   kWireOpPut = 1,        // write payload at (dst_slot, dst_key, dst_addr)
   kWireOpResult = 2,     // receiver -> sender: put op_id finished with `status`
+  kWireOpSend = 3,       // VMMC: write payload at offset dst_addr of export dst_key
+  kWireOpMail = 4,       // daemon mail: payload is MailMessage.data for the daemon
 };
 
 enum WireFlags : uint8_t {
   kWireLast = 1u << 0,   // last packet of an operation: the receiver answers with a result
+  kWireNotify = 1u << 1, // kWireOpSend, last packet: notify the export's owner
 };
 
 struct Packet {

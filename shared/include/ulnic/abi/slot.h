@@ -7,6 +7,7 @@
 //   0            SlotHeader (one page)
 //   sq_offset    RingControl + SqEntry[sq_capacity]      host -> NIC
 //   cq_offset    RingControl + CqEntry[cq_capacity]      NIC -> host
+//   eq_offset    RingControl + EqEntry[eq_capacity]      NIC -> host (notifications)
 //   heap_offset  DMA-able heap up to the end of the slot
 //
 // The daemon picks the layout at attach and writes it into the header; the
@@ -30,7 +31,9 @@ struct SlotLayout {
   uint64_t heap_offset;      // page aligned
   uint64_t heap_size;
   uint64_t slot_size;        // bytes in the slot (its BAR size)
-  uint64_t reserved[3];
+  uint32_t eq_offset;        // RingControl, EqEntry[eq_capacity] follow at eq_offset + 128
+  uint32_t eq_capacity;      // power of two
+  uint64_t reserved[2];
 };
 ULNIC_ABI_CHECK_SIZE(SlotLayout, 64);
 
@@ -55,7 +58,8 @@ struct SlotNicWords {
   uint32_t fault_code;   // SlotFault when state == kCutOff
   uint32_t pad0;
   uint64_t completions;  // CQEs written (statistics)
-  uint64_t pad1[5];
+  uint64_t events_dropped;  // notifications lost to a full event queue
+  uint64_t pad1[4];
 };
 ULNIC_ABI_CHECK_SIZE(SlotNicWords, 64);
 
@@ -95,7 +99,16 @@ enum SqOpcode : uint8_t {
   kOpDeregister = 3,  // drop the registration src_key
   kOpPut = 4,         // registered -> another node's registration (RemoteWrite);
                       // completes once the receiving NIC has placed every byte
+  kOpSend = 5,        // VMMC SendMsg: `length` bytes at virtual address src_addr
+                      // (registered, found through the slot's TLB) to proxy
+                      // address dst_addr (an import); completes once placed
+  kOpSendInline = 6,  // VMMC short send (length <= kMaxInline): the payload
+                      // fills the next ceil(length / 64) SQ entries
   kOpcodeCount,
+};
+
+enum SqFlags : uint8_t {
+  kSqNotify = 1u << 0,   // kOpSend*: run the receiver's notification handler
 };
 
 enum MemAccess : uint32_t {
@@ -122,6 +135,8 @@ struct SqEntry {
   uint32_t dst_node;    // kOpPut: the receiving node
   uint32_t reserved;
 };
+// kOpSend* use opcode, flags, length, user_data, src_addr (kOpSend) and
+// dst_addr (the proxy address); every other field must be zero.
 ULNIC_ABI_CHECK_SIZE(SqEntry, 64);
 ULNIC_ABI_CHECK_OFFSET(SqEntry, user_data, 8);
 ULNIC_ABI_CHECK_OFFSET(SqEntry, src_key, 32);
@@ -143,6 +158,9 @@ enum CqStatus : uint16_t {
   kCqRemoteBadKey = 10,  // the receiver refused: no such registration
   kCqRemoteProtection = 11,  // the receiver refused: no RemoteWrite, or out of bounds
   kCqRemoteBadSlot = 12, // the receiver refused: slot not attached
+  kCqNotImported = 13,   // kOpSend*: no import covers [dst_addr, +length)
+  kCqUnregistered = 14,  // kOpSend: the source is not registered memory
+  kCqRemoteRevoked = 15, // the receiver refused: export gone, or not granted to us
 };
 
 struct CqEntry {

@@ -53,9 +53,16 @@ enum Counter : uint32_t {
   kCtrLinkRestarts,        // peers seen rebooting
   kCtrPutsDone,            // remote puts completed (any status)
   kCtrPutsRefused,         // incoming puts refused (key, access, bounds, slot)
+  kCtrVmmcSends,           // VMMC sends completed (any status)
+  kCtrVmmcViolations,      // arriving VMMC chunks the incoming page table refused
+  kCtrVmmcNotifications,   // notifications queued to a receiving process
+  kCtrEventsDropped,       // notifications lost to a full event queue
+  kCtrMailOut,             // daemon mail sent
+  kCtrMailIn,              // daemon mail delivered to our daemon
+  kCtrMailDropped,         // daemon mail dropped (bad, inbox full, no route)
   kCounterCount,
 };
-constexpr uint32_t kMaxCounters = 32;
+constexpr uint32_t kMaxCounters = 64;
 static_assert(kCounterCount <= kMaxCounters);
 
 struct SlotInfo {
@@ -90,7 +97,7 @@ struct StatusBlock {
   uint32_t fabric_peer_id;     // IVPosition: our id at the fabric server
   uint32_t fabric_vectors;     // MSI-X table size of the fabric device
   uint64_t counters[kMaxCounters];
-  uint8_t reserved[1448];
+  uint8_t reserved[1192];
 };
 ULNIC_ABI_CHECK_OFFSET(StatusBlock, build_id, 16);
 ULNIC_ABI_CHECK_OFFSET(StatusBlock, version, 64);

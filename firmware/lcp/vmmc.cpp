@@ -1,0 +1,234 @@
+#include "lcp/vmmc.h"
+
+#include <string.h>
+
+#include "core/status.h"
+
+namespace lcp {
+namespace {
+
+struct Grant {
+  bool used;
+  uint32_t node, slot;
+};
+
+// Incoming page table entry: an exported region of one slot.
+struct Export {
+  bool used;
+  bool notify;
+  uint32_t handle;        // index | tag << 8
+  uint32_t slot;
+  uint64_t generation;    // of the owning slot's attachment
+  uint32_t key;           // the registration behind it
+  uint64_t va, length;
+  Grant grants[abi::kMaxGrants];
+};
+
+struct State {
+  SlotTable* t;
+  Export exports[abi::kMaxExports];
+  uint32_t rng;
+};
+State g;
+
+uint32_t new_handle(uint32_t index) {
+  uint32_t x = g.rng;
+  do {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+  } while ((x >> 8) == 0);
+  g.rng = x;
+  return (x & ~0xffu) | index;
+}
+
+Export* find_export(uint32_t handle) {
+  uint32_t index = handle & 0xff;
+  if (index >= abi::kMaxExports) return nullptr;
+  Export& x = g.exports[index];
+  return x.used && x.handle == handle ? &x : nullptr;
+}
+
+bool granted(const Export& x, uint32_t node, uint32_t slot) {
+  for (const Grant& gr : x.grants)
+    if (gr.used && gr.node == node && gr.slot == slot) return true;
+  return false;
+}
+
+abi::CtrlStatus do_export(const abi::CtrlCommand& cmd, uint64_t& value) {
+  if (cmd.slot >= abi::kMaxSlots) return abi::kCtrlBadSlot;
+  Slot& s = g.t->slots[cmd.slot];
+  if (s.state != abi::SlotState::kActive) return abi::kCtrlBadSlot;
+  const abi::CtrlVmmcArgs& a = cmd.vmmc;
+  uint64_t nic = 0;
+  if (a.length == 0 || slot_translate(s, a.key, a.va, a.length, abi::kAccessRemoteWrite, nic) != abi::kCqOk)
+    return abi::kCtrlBadRegion;
+  for (uint32_t i = 0; i < abi::kMaxExports; ++i) {
+    Export& x = g.exports[i];
+    if (x.used) continue;
+    memset(&x, 0, sizeof x);
+    x.used = true;
+    x.notify = a.notify != 0;
+    x.handle = new_handle(i);
+    x.slot = cmd.slot;
+    x.generation = s.generation;
+    x.key = a.key;
+    x.va = a.va;
+    x.length = a.length;
+    value = x.handle;
+    return abi::kCtrlOk;
+  }
+  return abi::kCtrlNoResources;
+}
+
+abi::CtrlStatus do_grant(const abi::CtrlCommand& cmd, bool grant) {
+  Export* x = find_export(cmd.vmmc.handle);
+  if (!x) return abi::kCtrlBadHandle;
+  const uint32_t node = cmd.vmmc.node, slot = cmd.vmmc.peer_slot;
+  for (Grant& gr : x->grants)
+    if (gr.used && gr.node == node && gr.slot == slot) {
+      if (!grant) gr.used = false;
+      return abi::kCtrlOk;
+    }
+  if (!grant) return abi::kCtrlOk;  // revoking what was never granted: nothing to do
+  for (Grant& gr : x->grants)
+    if (!gr.used) {
+      gr = Grant{true, node, slot};
+      return abi::kCtrlOk;
+    }
+  return abi::kCtrlNoResources;
+}
+
+abi::CtrlStatus do_import(const abi::CtrlCommand& cmd, bool set) {
+  if (cmd.slot >= abi::kMaxSlots) return abi::kCtrlBadSlot;
+  Slot& s = g.t->slots[cmd.slot];
+  if (s.state != abi::SlotState::kActive) return abi::kCtrlBadSlot;
+  const abi::CtrlVmmcArgs& a = cmd.vmmc;
+  if (a.index >= abi::kMaxImports) return abi::kCtrlBadHandle;
+  Import& imp = s.imports[a.index];
+  if (!set) {
+    if (!imp.used) return abi::kCtrlBadHandle;
+    imp = Import{};
+    return abi::kCtrlOk;
+  }
+  if (a.length == 0 || a.length > (uint64_t(1) << abi::kProxyShift)) return abi::kCtrlBadRegion;
+  imp = Import{true, a.node, a.peer_slot, a.handle, a.length};
+  return abi::kCtrlOk;
+}
+
+bool contains(const Registration& r, uint64_t va, uint64_t len) {
+  return r.key && (r.access & abi::kAccessLocal) && va >= r.va && len <= r.length && va - r.va <= r.length - len;
+}
+
+}  // namespace
+
+void vmmc_init(SlotTable& t) {
+  memset(&g, 0, sizeof g);
+  g.t = &t;
+  g.rng = (t.rng * 2654435761u) | 1u;
+}
+
+abi::CtrlStatus vmmc_control(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t& value) {
+  (void)t;
+  switch (cmd.opcode) {
+    case abi::kCtrlExport:
+      return do_export(cmd, value);
+    case abi::kCtrlUnexport: {
+      Export* x = find_export(cmd.vmmc.handle);
+      if (!x) return abi::kCtrlBadHandle;
+      x->used = false;
+      return abi::kCtrlOk;
+    }
+    case abi::kCtrlGrant:
+      return do_grant(cmd, true);
+    case abi::kCtrlRevoke:
+      return do_grant(cmd, false);
+    case abi::kCtrlImport:
+      return do_import(cmd, true);
+    case abi::kCtrlUnimport:
+      return do_import(cmd, false);
+    default:
+      return abi::kCtrlBadCommand;
+  }
+}
+
+void vmmc_slot_detached(uint32_t slot) {
+  for (Export& x : g.exports)
+    if (x.used && x.slot == slot) x.used = false;
+}
+
+abi::CqStatus vmmc_translate_source(Slot& s, uint64_t va, uint64_t len, uint64_t& nic) {
+  if (len == 0 || va + len < va) return abi::kCqBadLength;
+  uint64_t vpage = va >> 12;
+  TlbEntry& e = s.tlb[vpage % kTlbEntries];
+  uint32_t reg = ~0u;
+  if (e.key && e.vpage == vpage && e.reg < abi::kMaxRegistrations && s.regs[e.reg].key == e.key &&
+      contains(s.regs[e.reg], va, len)) {
+    reg = e.reg;
+    ++s.tlb_hits;
+  } else {
+    ++s.tlb_misses;
+    for (uint32_t i = 0; i < abi::kMaxRegistrations; ++i)
+      if (contains(s.regs[i], va, len)) {
+        reg = i;
+        break;
+      }
+    if (reg == ~0u) return abi::kCqUnregistered;
+    e = TlbEntry{vpage, reg, s.regs[reg].key};
+  }
+  const Registration& r = s.regs[reg];
+  nic = s.base + r.offset + (va - r.va);
+  return abi::kCqOk;
+}
+
+abi::CqStatus vmmc_translate_proxy(const Slot& s, uint64_t proxy, uint64_t len, const Import*& imp,
+                                   uint64_t& offset) {
+  uint64_t region = proxy >> abi::kProxyShift;
+  if (region == 0 || region > abi::kMaxImports) return abi::kCqNotImported;
+  const Import& i = s.imports[region - 1];
+  offset = proxy & ((uint64_t(1) << abi::kProxyShift) - 1);
+  if (!i.used || len > i.length || offset > i.length - len) return abi::kCqNotImported;
+  imp = &i;
+  return abi::kCqOk;
+}
+
+uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  uint8_t st = abi::kCqOk;
+  Export* x = find_export(h.dst_key);
+  uint64_t nic = 0;
+  if (!x || !granted(*x, src, h.src_slot)) {
+    st = abi::kCqRemoteRevoked;
+  } else {
+    Slot& s = g.t->slots[x->slot];
+    if (s.state != abi::SlotState::kActive || s.generation != x->generation) {
+      st = abi::kCqRemoteRevoked;
+    } else if (h.dst_addr > x->length || h.payload_len > x->length - h.dst_addr) {
+      st = abi::kCqRemoteProtection;
+    } else if (slot_translate(s, x->key, x->va + h.dst_addr, h.payload_len, abi::kAccessRemoteWrite, nic) !=
+               abi::kCqOk) {
+      st = abi::kCqRemoteRevoked;  // the registration under the export is gone
+    }
+  }
+  if (st != abi::kCqOk) {
+    core::status::count(ulnic::abi::kCtrVmmcViolations);
+    return st;
+  }
+  memcpy(reinterpret_cast<void*>(nic), payload, h.payload_len);
+  return abi::kCqOk;
+}
+
+void vmmc_notify(uint32_t src, const abi::WireHeader& h) {
+  Export* x = find_export(h.dst_key);
+  if (!x || !x->notify) return;
+  abi::EqEntry ev{};
+  ev.type = abi::kEqNotification;
+  ev.export_handle = x->handle;
+  ev.src_node = uint16_t(src);
+  ev.src_slot = h.src_slot;
+  ev.length = h.op_length;
+  // The send's first byte: this (last) chunk's offset minus what came before.
+  uint64_t before = h.op_length - h.payload_len;
+  ev.offset = h.dst_addr >= before ? h.dst_addr - before : 0;
+  core::status::count(ulnic::abi::kCtrVmmcNotifications);
+  slot_post_event(*g.t, x->slot, ev);
+}
+
+}  // namespace lcp

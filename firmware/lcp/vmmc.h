@@ -1,0 +1,39 @@
+// VMMC in the firmware (DESIGN §8): the incoming page table (exports of this
+// NIC's slots, with the importers each export was granted to), the per-slot
+// outgoing page tables (proxy regions -> exports on other nodes, in Slot),
+// the per-slot software TLB that finds the registration behind a send's
+// virtual address, receiver-side checks of every arriving chunk, and
+// notifications into the receiving slot's event queue.
+//
+// Only the node daemon changes the tables (control queue); a process can
+// reach only the proxy regions its daemon imported for it.
+#pragma once
+
+#include "lcp/slots.h"
+#include "ulnic/abi/fabric.h"
+#include "ulnic/abi/vmmc.h"
+
+namespace lcp {
+
+void vmmc_init(SlotTable& t);
+
+// Control commands (kCtrlExport .. kCtrlUnimport). `value` gets the export
+// handle for kCtrlExport.
+abi::CtrlStatus vmmc_control(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t& value);
+// Slot k lost its process: its exports go (its imports go with the Slot).
+void vmmc_slot_detached(uint32_t slot);
+
+// Sender: the NIC address of a send's source through the slot's TLB
+// (registrations with local access, found by virtual address).
+abi::CqStatus vmmc_translate_source(Slot& s, uint64_t va, uint64_t len, uint64_t& nic);
+// Sender: the import behind [proxy, proxy + len), or why not.
+abi::CqStatus vmmc_translate_proxy(const Slot& s, uint64_t proxy, uint64_t len, const Import*& imp,
+                                   uint64_t& offset);
+
+// Receiver: checks one arriving chunk against the incoming page table and
+// places it; returns a CqStatus (kCqOk when placed).
+uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
+// Receiver: the last chunk of a notifying send was placed.
+void vmmc_notify(uint32_t src, const abi::WireHeader& h);
+
+}  // namespace lcp

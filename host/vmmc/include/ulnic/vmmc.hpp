@@ -1,0 +1,67 @@
+// VMMC, C++ API (the C API in ulnic/vmmc.h wraps it). See vmmc.h for the model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ulnic/nic.h"
+#include "ulnic/vmmc.h"
+
+namespace ulnic::vmmc {
+
+class Endpoint {
+ public:
+  static Result<std::unique_ptr<Endpoint>> open(const NicOptions& opts = {});
+  ~Endpoint();
+
+  Nic& nic() { return *nic_; }
+  uint32_t node() const { return nic_->node(); }
+
+  // Each returns VMMC_OK or a vmmc_status; `error()` has the words.
+  int export_buffer(const std::string& name, void* buffer, size_t length, const std::vector<vmmc_importer>& allowed,
+                    vmmc_notify_fn handler, void* arg);
+  int unexport(const std::string& name);
+  int import(uint32_t node, const std::string& name, int timeout_ms, vmmc_proxy_t& proxy, size_t& length);
+  int unimport(vmmc_proxy_t proxy);
+  int send(const void* src, vmmc_proxy_t dst, size_t n, int flags);
+  int send_async(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
+  int send_done(vmmc_send_id id);
+  int send_wait(vmmc_send_id id);
+  int poll();
+  int wait(int timeout_ms);
+  const std::string& error() const { return error_; }
+
+  // Statistics of the user-managed TLB (host side).
+  uint64_t tlb_misses() const { return tlb_misses_; }
+
+ private:
+  Endpoint() = default;
+  int fail(int status, std::string why);
+  int translate(const void* src, size_t n);   // user-managed TLB: register on a miss
+  void reap();                                // completions -> done_
+  int post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
+
+  struct Export {
+    std::string name;
+    uint32_t handle = 0;
+    MemRegion region;
+    vmmc_notify_fn handler = nullptr;
+    void* arg = nullptr;
+  };
+  std::unique_ptr<Nic> nic_;
+  std::vector<Export> exports_;
+  std::vector<MemRegion> tlb_;                // registered send sources
+  std::map<vmmc_send_id, int> done_;          // finished sends not yet asked about
+  std::map<vmmc_send_id, bool> outstanding_;
+  vmmc_send_id next_id_ = 1;
+  uint64_t tlb_misses_ = 0;
+  std::string error_;
+};
+
+// The vmmc_status for a completion status.
+int status_of(uint16_t cq_status);
+
+}  // namespace ulnic::vmmc

@@ -1,0 +1,333 @@
+#include "ulnic/vmmc.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+namespace ulnic::vmmc {
+
+namespace {
+constexpr uintptr_t kPage = 4096;
+
+int from_daemon(uint32_t st) {
+  switch (st) {
+    case abi::kVmmcOk: return VMMC_OK;
+    case abi::kVmmcNoSuchExport: return VMMC_ERR_NO_EXPORT;
+    case abi::kVmmcDenied: return VMMC_ERR_DENIED;
+    case abi::kVmmcNameTaken: return VMMC_ERR_NAME_TAKEN;
+    case abi::kVmmcBadRegion: return VMMC_ERR_BAD_REGION;
+    case abi::kVmmcNoResources: return VMMC_ERR_NO_RESOURCES;
+    case abi::kVmmcUnreachable: return VMMC_ERR_UNREACHABLE;
+    case abi::kVmmcNotImported: return VMMC_ERR_NOT_IMPORTED;
+    default: return VMMC_ERR_BAD_REQUEST;
+  }
+}
+}  // namespace
+
+int status_of(uint16_t cq) {
+  switch (cq) {
+    case abi::kCqOk: return VMMC_OK;
+    case abi::kCqNotImported: return VMMC_ERR_NOT_IMPORTED;
+    case abi::kCqUnregistered: return VMMC_ERR_NOT_REGISTERED;
+    case abi::kCqRemoteRevoked: return VMMC_ERR_REVOKED;
+    case abi::kCqRemoteProtection: return VMMC_ERR_PROTECTION;
+    case abi::kCqUnreachable: return VMMC_ERR_UNREACHABLE;
+    case abi::kCqNoResources: return VMMC_ERR_NO_RESOURCES;
+    case abi::kCqBadLength: case abi::kCqBadOpcode: return VMMC_ERR_BAD_REQUEST;
+    default: return VMMC_ERR_IO;
+  }
+}
+
+Result<std::unique_ptr<Endpoint>> Endpoint::open(const NicOptions& opts) {
+  auto nic = Nic::open(opts);
+  if (!nic) return std::unexpected(nic.error());
+  std::unique_ptr<Endpoint> ep(new Endpoint());
+  ep->nic_ = std::move(*nic);
+  return ep;
+}
+
+Endpoint::~Endpoint() = default;  // the daemon tears exports and imports down when the slot goes
+
+int Endpoint::fail(int status, std::string why) {
+  error_ = std::move(why);
+  return status;
+}
+
+int Endpoint::export_buffer(const std::string& name, void* buffer, size_t length,
+                            const std::vector<vmmc_importer>& allowed, vmmc_notify_fn handler, void* arg) {
+  abi::OwnerRequest q{};
+  if (name.empty() || name.size() >= sizeof q.name) return fail(VMMC_ERR_BAD_REQUEST, "bad export name");
+  if (!buffer || length == 0) return fail(VMMC_ERR_BAD_REQUEST, "empty buffer");
+  if (allowed.size() > std::size(q.allowed)) return fail(VMMC_ERR_BAD_REQUEST, "at most 8 importers");
+  auto region = nic_->register_memory(buffer, length, abi::kAccessLocal | abi::kAccessRemoteWrite);
+  if (!region) return fail(VMMC_ERR_BAD_REGION, region.error().message);
+  q.type = abi::kReqExport;
+  q.key = region->key;
+  q.va = reinterpret_cast<uint64_t>(buffer);
+  q.length = length;
+  q.notify = handler ? 1 : 0;
+  q.num_allowed = uint32_t(allowed.size());
+  for (size_t i = 0; i < allowed.size(); ++i) q.allowed[i] = {allowed[i].node, allowed[i].pid};
+  std::snprintf(q.name, sizeof q.name, "%s", name.c_str());
+  auto r = nic_->call_daemon(q);
+  int st = !r ? VMMC_ERR_IO : from_daemon(r->status);
+  if (st != VMMC_OK) {
+    (void)nic_->deregister(*region);
+    return fail(st, r ? r->message : r.error().message);
+  }
+  exports_.push_back(Export{name, r->handle, *region, handler, arg});
+  return VMMC_OK;
+}
+
+int Endpoint::unexport(const std::string& name) {
+  auto it = std::find_if(exports_.begin(), exports_.end(), [&](const Export& e) { return e.name == name; });
+  if (it == exports_.end()) return fail(VMMC_ERR_NO_EXPORT, "not exported here: " + name);
+  abi::OwnerRequest q{};
+  q.type = abi::kReqUnexport;
+  std::snprintf(q.name, sizeof q.name, "%s", name.c_str());
+  auto r = nic_->call_daemon(q);
+  int st = !r ? VMMC_ERR_IO : from_daemon(r->status);
+  // Only now may the memory stop being remotely writable.
+  (void)nic_->deregister(it->region);
+  exports_.erase(it);
+  return st == VMMC_OK ? VMMC_OK : fail(st, r ? r->message : r.error().message);
+}
+
+int Endpoint::import(uint32_t node, const std::string& name, int timeout_ms, vmmc_proxy_t& proxy, size_t& length) {
+  abi::OwnerRequest q{};
+  if (name.empty() || name.size() >= sizeof q.name) return fail(VMMC_ERR_BAD_REQUEST, "bad export name");
+  q.type = abi::kReqImport;
+  q.node = node;
+  std::snprintf(q.name, sizeof q.name, "%s", name.c_str());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 30000 : timeout_ms);
+  for (;;) {
+    auto r = nic_->call_daemon(q);
+    if (!r) return fail(VMMC_ERR_IO, r.error().message);
+    int st = from_daemon(r->status);
+    if (st == VMMC_OK) {
+      proxy = r->proxy;
+      length = r->length;
+      return VMMC_OK;
+    }
+    // The exporter may not have exported yet: VMMC's import waits for it.
+    if (st != VMMC_ERR_NO_EXPORT || std::chrono::steady_clock::now() >= deadline) return fail(st, r->message);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+int Endpoint::unimport(vmmc_proxy_t proxy) {
+  abi::OwnerRequest q{};
+  q.type = abi::kReqUnimport;
+  q.va = proxy;
+  auto r = nic_->call_daemon(q);
+  if (!r) return fail(VMMC_ERR_IO, r.error().message);
+  int st = from_daemon(r->status);
+  return st == VMMC_OK ? VMMC_OK : fail(st, r->message);
+}
+
+// User-managed TLB: the NIC finds registrations by virtual address; a
+// source the library has not registered yet is registered now (pages
+// outside the slot move into it), so a miss costs time, never the send.
+int Endpoint::translate(const void* src, size_t n) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  for (const MemRegion& r : tlb_) {
+    uintptr_t ra = reinterpret_cast<uintptr_t>(r.addr);
+    if (a >= ra && n <= r.length && a - ra <= r.length - n) return VMMC_OK;
+  }
+  ++tlb_misses_;
+  uintptr_t start = a & ~(kPage - 1), end = (a + n + kPage - 1) & ~(kPage - 1);
+  auto region = nic_->register_memory(reinterpret_cast<void*>(start), end - start, abi::kAccessLocal);
+  if (!region) return fail(VMMC_ERR_NOT_REGISTERED, "cannot register the source: " + region.error().message);
+  tlb_.push_back(*region);
+  return VMMC_OK;
+}
+
+void Endpoint::reap() {
+  abi::CqEntry c;
+  while (nic_->poll(c)) {
+    outstanding_.erase(c.user_data);
+    done_[c.user_data] = status_of(c.status);
+  }
+}
+
+int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id) {
+  if (n == 0 || n > abi::kMaxCopyBytes) return fail(VMMC_ERR_BAD_REQUEST, "send size must be 1 .. 64 MiB");
+  if (flags & ~VMMC_NOTIFY) return fail(VMMC_ERR_BAD_REQUEST, "unknown flags");
+  bool inline_send = n <= abi::kMaxInline;
+  if (!inline_send)
+    if (int st = translate(src, n); st != VMMC_OK) return st;
+  uint32_t need = inline_send ? 1 + uint32_t((n + sizeof(abi::SqEntry) - 1) / sizeof(abi::SqEntry)) : 1;
+  // Room for the descriptor (and its inline payload) and for its completion.
+  for (;;) {
+    reap();
+    if (nic_->sq_free() >= need && nic_->in_flight() < nic_->layout().cq_capacity) break;
+    auto c = nic_->wait(std::chrono::milliseconds(30000));
+    if (!c) return fail(VMMC_ERR_IO, c.error().message);
+    outstanding_.erase(c->user_data);
+    done_[c->user_data] = status_of(c->status);
+  }
+  abi::SqEntry* e = nic_->next_sqe();
+  if (!e) return fail(VMMC_ERR_NO_RESOURCES, "send queue full");
+  id = next_id_++;
+  e->opcode = inline_send ? abi::kOpSendInline : abi::kOpSend;
+  e->flags = (flags & VMMC_NOTIFY) ? abi::kSqNotify : 0;
+  e->length = uint32_t(n);
+  e->user_data = id;
+  e->dst_addr = dst;
+  if (inline_send) {
+    const uint8_t* p = static_cast<const uint8_t*>(src);
+    for (size_t off = 0; off < n; off += sizeof(abi::SqEntry)) {
+      abi::SqEntry* c = nic_->next_inline_sqe();
+      std::memcpy(c, p + off, std::min(n - off, sizeof(abi::SqEntry)));
+    }
+  } else {
+    e->src_addr = reinterpret_cast<uint64_t>(src);
+  }
+  nic_->submit();
+  outstanding_[id] = true;
+  return VMMC_OK;
+}
+
+int Endpoint::send_async(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id) {
+  return post(src, dst, n, flags, id);
+}
+
+int Endpoint::send_done(vmmc_send_id id) {
+  reap();
+  auto it = done_.find(id);
+  if (it == done_.end()) return outstanding_.count(id) ? VMMC_PENDING : fail(VMMC_ERR_BAD_REQUEST, "no such send");
+  int st = it->second;
+  done_.erase(it);
+  return st;
+}
+
+int Endpoint::send_wait(vmmc_send_id id) {
+  for (;;) {
+    int st = send_done(id);
+    if (st != VMMC_PENDING) return st;
+    auto c = nic_->wait(std::chrono::milliseconds(30000));
+    if (!c) return fail(VMMC_ERR_IO, c.error().message);
+    outstanding_.erase(c->user_data);
+    done_[c->user_data] = status_of(c->status);
+  }
+}
+
+int Endpoint::send(const void* src, vmmc_proxy_t dst, size_t n, int flags) {
+  vmmc_send_id id = 0;
+  if (int st = post(src, dst, n, flags, id); st != VMMC_OK) return st;
+  int st = send_wait(id);
+  if (st != VMMC_OK && error_.empty()) error_ = vmmc_strerror(st);
+  return st;
+}
+
+int Endpoint::poll() {
+  int ran = 0;
+  abi::EqEntry ev;
+  while (nic_->poll_event(ev)) {
+    if (ev.type != abi::kEqNotification) continue;
+    auto it = std::find_if(exports_.begin(), exports_.end(), [&](const Export& e) { return e.handle == ev.export_handle; });
+    if (it == exports_.end() || !it->handler) continue;  // unexported meanwhile
+    if (ev.offset > it->region.length || ev.length > it->region.length - ev.offset) continue;
+    it->handler(it->arg, it->region.addr, size_t(ev.offset), ev.length, ev.src_node);
+    ++ran;
+  }
+  return ran;
+}
+
+int Endpoint::wait(int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    reap();
+    if (int n = poll(); n > 0) return n;
+    auto left = std::chrono::milliseconds(-1);
+    if (timeout_ms >= 0) {
+      left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return -VMMC_ERR_TIMEOUT;
+    }
+    if (auto r = nic_->wait_ready(left); !r) {
+      if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return -VMMC_ERR_TIMEOUT;
+      error_ = r.error().message;
+      return -VMMC_ERR_IO;
+    }
+  }
+}
+
+}  // namespace ulnic::vmmc
+
+// ------------------------------------------------------------------- C API
+
+using ulnic::vmmc::Endpoint;
+struct vmmc_endpoint {
+  std::unique_ptr<Endpoint> ep;
+};
+
+extern "C" {
+
+int vmmc_open(const char* cluster, int node, vmmc_endpoint** out) {
+  if (!out) return VMMC_ERR_BAD_REQUEST;
+  ulnic::NicOptions o;
+  if (cluster) o.cluster = cluster;
+  o.node = node;
+  auto ep = Endpoint::open(o);
+  if (!ep) {
+    std::fprintf(stderr, "vmmc_open: %s\n", ep.error().message.c_str());
+    return VMMC_ERR_UNREACHABLE;
+  }
+  *out = new vmmc_endpoint{std::move(*ep)};
+  return VMMC_OK;
+}
+
+void vmmc_close(vmmc_endpoint* ep) { delete ep; }
+int vmmc_node(const vmmc_endpoint* ep) { return int(ep->ep->node()); }
+void* vmmc_alloc(vmmc_endpoint* ep, size_t bytes) { return ep->ep->nic().alloc(bytes, 4096); }
+void vmmc_free(vmmc_endpoint* ep, void* p) { ep->ep->nic().free(p); }
+
+int vmmc_export(vmmc_endpoint* ep, const char* name, void* buffer, size_t length, const vmmc_importer* allowed,
+                size_t num_allowed, vmmc_notify_fn handler, void* arg) {
+  if (!name || (num_allowed && !allowed)) return VMMC_ERR_BAD_REQUEST;
+  std::vector<vmmc_importer> list(allowed, allowed + num_allowed);
+  return ep->ep->export_buffer(name, buffer, length, list, handler, arg);
+}
+int vmmc_unexport(vmmc_endpoint* ep, const char* name) { return name ? ep->ep->unexport(name) : VMMC_ERR_BAD_REQUEST; }
+int vmmc_import(vmmc_endpoint* ep, int node, const char* name, int timeout_ms, vmmc_proxy_t* proxy, size_t* length) {
+  if (!name || !proxy || node < 0) return VMMC_ERR_BAD_REQUEST;
+  size_t len = 0;
+  int st = ep->ep->import(uint32_t(node), name, timeout_ms, *proxy, len);
+  if (length) *length = len;
+  return st;
+}
+int vmmc_unimport(vmmc_endpoint* ep, vmmc_proxy_t proxy) { return ep->ep->unimport(proxy); }
+int vmmc_send(vmmc_endpoint* ep, const void* src, vmmc_proxy_t dst, size_t nbytes, int flags) {
+  return ep->ep->send(src, dst, nbytes, flags);
+}
+int vmmc_send_async(vmmc_endpoint* ep, const void* src, vmmc_proxy_t dst, size_t nbytes, int flags, vmmc_send_id* id) {
+  if (!id) return VMMC_ERR_BAD_REQUEST;
+  return ep->ep->send_async(src, dst, nbytes, flags, *id);
+}
+int vmmc_send_done(vmmc_endpoint* ep, vmmc_send_id id) { return ep->ep->send_done(id); }
+int vmmc_send_wait(vmmc_endpoint* ep, vmmc_send_id id) { return ep->ep->send_wait(id); }
+int vmmc_poll(vmmc_endpoint* ep) { return ep->ep->poll(); }
+int vmmc_wait(vmmc_endpoint* ep, int timeout_ms) { return ep->ep->wait(timeout_ms); }
+
+const char* vmmc_strerror(int st) {
+  switch (st < 0 ? -st : st) {
+    case VMMC_OK: return "ok";
+    case VMMC_ERR_NO_EXPORT: return "no such export";
+    case VMMC_ERR_DENIED: return "import denied by the exporter";
+    case VMMC_ERR_NAME_TAKEN: return "export name taken";
+    case VMMC_ERR_BAD_REGION: return "buffer cannot be exported";
+    case VMMC_ERR_NO_RESOURCES: return "out of resources";
+    case VMMC_ERR_UNREACHABLE: return "node unreachable";
+    case VMMC_ERR_BAD_REQUEST: return "bad request";
+    case VMMC_ERR_NOT_IMPORTED: return "destination outside every import";
+    case VMMC_ERR_REVOKED: return "export revoked";
+    case VMMC_ERR_PROTECTION: return "receiver refused the bytes";
+    case VMMC_ERR_NOT_REGISTERED: return "source not registered";
+    case VMMC_ERR_IO: return "NIC or daemon failure";
+    case VMMC_ERR_TIMEOUT: return "timed out";
+    case VMMC_PENDING: return "pending";
+    default: return "unknown status";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,235 @@
+// vmmc_worker: a VMMC process the integration tests drive line by line on
+// stdin; one JSON line answers each command on stdout.
+//
+//   export NAME SIZE [notify] [malloc] [allow=NODE:PID,...]   -> {"ok":1,"handle":H} | {"status":S,...}
+//   unexport NAME
+//   import NODE NAME [TIMEOUT_MS]                             -> {"ok":1,"import":I,"length":L}
+//   unimport I
+//   send I OFF LEN SEED [notify] [malloc] [async=K]           K sends in flight, LEN bytes each, consecutive
+//                                                              offsets; data = pattern(SEED, byte offset)
+//   fill NAME SEED                                            our export := pattern(SEED, offset)
+//   verify NAME OFF LEN SEED                                  -> {"ok":1} | {"ok":0,"first_bad":X}
+//   notes K TIMEOUT_MS                                        wait until K notifications ran in all
+//   raw I OFF LEN unregistered|proxy=ADDR                     a descriptor past the library (NIC checks)
+//   quit
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ulnic/vmmc.hpp"
+
+namespace abi = ulnic::abi;
+using ulnic::vmmc::Endpoint;
+
+namespace {
+
+uint8_t pattern(uint64_t seed, uint64_t byte) { return uint8_t((seed * 131 + byte * 31 + (byte >> 9) * 7) >> 2); }
+
+struct Buffer {
+  uint8_t* p = nullptr;
+  size_t size = 0;
+};
+
+struct Note {
+  std::string export_name;
+  size_t offset, length;
+  uint32_t src;
+};
+
+std::unique_ptr<Endpoint> g_ep;
+std::map<std::string, Buffer> g_exports;
+std::vector<Note> g_notes;
+std::vector<std::pair<vmmc_proxy_t, size_t>> g_imports;
+
+void on_note(void* arg, void* buffer, size_t offset, size_t length, uint32_t src) {
+  (void)buffer;
+  g_notes.push_back(Note{*static_cast<std::string*>(arg), offset, length, src});
+}
+
+void status(int st) {
+  if (st == VMMC_OK) std::printf("{\"ok\":1}\n");
+  else std::printf("{\"ok\":0,\"status\":%d,\"error\":\"%s\",\"why\":\"%s\"}\n", st, vmmc_strerror(st), g_ep->error().c_str());
+}
+
+uint8_t* memory(size_t n, bool use_malloc) {
+  if (use_malloc) return static_cast<uint8_t*>(std::aligned_alloc(4096, (n + 4095) & ~size_t(4095)));
+  return static_cast<uint8_t*>(g_ep->nic().alloc(n, 4096));
+}
+
+void cmd_export(std::istringstream& in) {
+  std::string name, opt;
+  size_t size = 0;
+  in >> name >> size;
+  bool notify = false, use_malloc = false;
+  std::vector<vmmc_importer> allowed;
+  while (in >> opt) {
+    if (opt == "notify") notify = true;
+    else if (opt == "malloc") use_malloc = true;
+    else if (opt.rfind("allow=", 0) == 0) {
+      std::istringstream list(opt.substr(6));
+      for (std::string item; std::getline(list, item, ',');) {
+        vmmc_importer imp{};
+        std::sscanf(item.c_str(), "%u:%u", &imp.node, &imp.pid);
+        allowed.push_back(imp);
+      }
+    }
+  }
+  uint8_t* p = memory(size, use_malloc);
+  if (!p) return status(VMMC_ERR_NO_RESOURCES);
+  std::memset(p, 0, size);
+  auto* name_copy = new std::string(name);  // lives as long as the process
+  int st = g_ep->export_buffer(name, p, size, allowed, notify ? on_note : nullptr, name_copy);
+  if (st != VMMC_OK) return status(st);
+  g_exports[name] = Buffer{p, size};
+  std::printf("{\"ok\":1,\"pid\":%d}\n", int(::getpid()));
+}
+
+void cmd_send(std::istringstream& in) {
+  size_t index = 0, off = 0, len = 0;
+  uint64_t seed = 0;
+  in >> index >> off >> len >> seed;
+  int flags = 0, async = 0;
+  bool use_malloc = false;
+  for (std::string opt; in >> opt;) {
+    if (opt == "notify") flags |= VMMC_NOTIFY;
+    else if (opt == "malloc") use_malloc = true;
+    else if (opt.rfind("async=", 0) == 0) async = std::atoi(opt.c_str() + 6);
+  }
+  if (index >= g_imports.size()) return status(VMMC_ERR_BAD_REQUEST);
+  int count = async > 0 ? async : 1;
+  size_t total = len * size_t(count);
+  uint8_t* src = memory(total, use_malloc);
+  if (!src) return status(VMMC_ERR_NO_RESOURCES);
+  for (size_t i = 0; i < total; ++i) src[i] = pattern(seed, off + i);
+  vmmc_proxy_t dst = g_imports[index].first + off;
+  int st = VMMC_OK;
+  if (!async) {
+    st = g_ep->send(src, dst, len, flags);
+  } else {
+    std::vector<vmmc_send_id> ids;
+    for (int k = 0; k < count && st == VMMC_OK; ++k) {
+      vmmc_send_id id = 0;
+      st = g_ep->send_async(src + k * len, dst + k * len, len, k == count - 1 ? flags : 0, id);
+      if (st == VMMC_OK) ids.push_back(id);
+    }
+    for (vmmc_send_id id : ids) {
+      int s = g_ep->send_wait(id);
+      if (st == VMMC_OK) st = s;
+    }
+  }
+  // Sources from the slot heap go back; malloc'ed ones stay registered (the
+  // library's TLB keeps them) and are leaked on purpose.
+  if (!use_malloc) g_ep->nic().free(src);
+  status(st);
+}
+
+void cmd_raw(std::istringstream& in) {
+  size_t index = 0, off = 0, len = 0;
+  std::string what;
+  in >> index >> off >> len >> what;
+  abi::SqEntry e{};
+  e.opcode = abi::kOpSend;
+  e.length = uint32_t(len);
+  e.user_data = 0xabc;
+  static uint8_t unregistered[1 << 16];  // never registered: the NIC must refuse it
+  e.src_addr = reinterpret_cast<uint64_t>(unregistered);
+  e.dst_addr = index < g_imports.size() ? g_imports[index].first + off : 0;
+  if (what.rfind("proxy=", 0) == 0) {
+    e.dst_addr = std::strtoull(what.c_str() + 6, nullptr, 0);
+    uint8_t* src = memory(len, false);
+    auto mr = g_ep->nic().register_memory(src, len, abi::kAccessLocal);
+    if (!mr) return status(VMMC_ERR_NO_RESOURCES);
+    e.src_addr = reinterpret_cast<uint64_t>(src);
+  }
+  auto c = g_ep->nic().run(e);
+  if (!c) return std::printf("{\"ok\":0,\"error\":\"%s\"}\n", c.error().message.c_str()), void();
+  std::printf("{\"ok\":%d,\"cq_status\":%u,\"status\":%d}\n", c->status == 0, c->status,
+              ulnic::vmmc::status_of(c->status));
+}
+
+}  // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  auto ep = Endpoint::open();
+  if (!ep) return std::fprintf(stderr, "vmmc_worker: %s\n", ep.error().message.c_str()), 1;
+  g_ep = std::move(*ep);
+  std::printf("{\"ok\":1,\"node\":%u,\"slot\":%u,\"pid\":%d}\n", g_ep->node(), g_ep->nic().slot(), int(::getpid()));
+  for (std::string line; std::getline(std::cin, line);) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    if (cmd == "quit") break;
+    if (cmd == "export") cmd_export(in);
+    else if (cmd == "unexport") {
+      std::string name;
+      in >> name;
+      status(g_ep->unexport(name));
+    } else if (cmd == "import") {
+      uint32_t node = 0;
+      std::string name;
+      int timeout = 10000;
+      in >> node >> name >> timeout;
+      vmmc_proxy_t proxy = 0;
+      size_t len = 0;
+      int st = g_ep->import(node, name, timeout, proxy, len);
+      if (st != VMMC_OK) status(st);
+      else {
+        g_imports.emplace_back(proxy, len);
+        std::printf("{\"ok\":1,\"import\":%zu,\"length\":%zu,\"proxy\":%llu}\n", g_imports.size() - 1, len,
+                    static_cast<unsigned long long>(proxy));
+      }
+    } else if (cmd == "unimport") {
+      size_t i = 0;
+      in >> i;
+      status(i < g_imports.size() ? g_ep->unimport(g_imports[i].first) : VMMC_ERR_BAD_REQUEST);
+    } else if (cmd == "send") cmd_send(in);
+    else if (cmd == "raw") cmd_raw(in);
+    else if (cmd == "fill" || cmd == "verify") {
+      std::string name;
+      size_t off = 0, len = 0;
+      uint64_t seed = 0;
+      in >> name;
+      if (cmd == "verify") in >> off >> len;
+      in >> seed;
+      auto it = g_exports.find(name);
+      if (it == g_exports.end()) { status(VMMC_ERR_NO_EXPORT); continue; }
+      if (cmd == "fill") {
+        for (size_t i = 0; i < it->second.size; ++i) it->second.p[i] = pattern(seed, i);
+        status(VMMC_OK);
+        continue;
+      }
+      long bad = -1;
+      for (size_t i = off; i < off + len && i < it->second.size; ++i)
+        if (it->second.p[i] != pattern(seed, i)) { bad = long(i); break; }
+      if (off + len > it->second.size) bad = long(it->second.size);
+      std::printf("{\"ok\":%d,\"first_bad\":%ld}\n", bad < 0, bad);
+    } else if (cmd == "notes") {
+      size_t want = 0;
+      int timeout = 10000;
+      in >> want >> timeout;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+      while (g_notes.size() < want && std::chrono::steady_clock::now() < deadline) {
+        g_ep->poll();
+        if (g_notes.size() < want) g_ep->wait(int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count()) + 1);
+      }
+      g_ep->poll();
+      std::printf("{\"ok\":%d,\"notes\":[", g_notes.size() >= want);
+      for (size_t i = 0; i < g_notes.size(); ++i)
+        std::printf("%s{\"export\":\"%s\",\"offset\":%zu,\"length\":%zu,\"src\":%u}", i ? "," : "",
+                    g_notes[i].export_name.c_str(), g_notes[i].offset, g_notes[i].length, g_notes[i].src);
+      std::printf("],\"dropped\":%llu}\n", static_cast<unsigned long long>(g_ep->nic().events_dropped()));
+      g_notes.clear();
+    } else {
+      std::printf("{\"ok\":0,\"error\":\"unknown command\"}\n");
+    }
+  }
+  return 0;
+}
