@@ -35,7 +35,7 @@ abi::SqEntry* Nic::next_inline_sqe() {
   return e;
 }
 
-uint32_t Nic::sq_free() { return sq_.free_space(); }
+uint32_t Nic::sq_free() { return sq_.free_space(sq_.capacity()); }  // always a fresh look
 
 bool Nic::poll_event(abi::EqEntry& out) {
   const abi::EqEntry* e = eq_.peek();

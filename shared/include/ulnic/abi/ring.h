@@ -60,11 +60,12 @@ class RingProducer {
   bool corrupt() const { return corrupt_; }
   uint32_t capacity() const { return capacity_; }
 
-  // Free entries, refreshing the consumer's head if the cached value says full.
-  uint32_t free_space() {
+  // Free entries, refreshing the consumer's head if the cached value shows
+  // fewer than `want` (the default refreshes only when the ring looks full).
+  uint32_t free_space(uint32_t want = 1) {
     if (corrupt_ || !shared_ctl_) return 0;
     uint32_t used = tail_ - head_cache_;
-    if (used == capacity_) {
+    if (capacity_ - used < want) {
       // Pairs with the consumer's release of head after it finished reading.
       uint32_t head = ring_detail::load_acquire(&shared_ctl_->head);
       if (tail_ - head > capacity_) {  // head ahead of tail or too far behind
