@@ -9,7 +9,9 @@
 
 #include <array>
 #include <chrono>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,7 @@ class Daemon {
     struct Import {
       bool used = false;
       uint32_t node = 0, handle = 0;
+      uint64_t id = 0;    // the import request's id: the exporter keys its grant on it
     };
     std::array<Import, abi::kMaxImports> imports{};  // mirrors the firmware's outgoing table
   };
@@ -69,6 +72,9 @@ class Daemon {
     uint32_t handle = 0;
     uint64_t length = 0;
     std::vector<abi::VmmcImporter> allowed;  // empty: anybody
+    // Importer (node, slot) -> its imports (request ids). The NIC holds one
+    // grant per (node, slot), revoked when the last import of it goes.
+    std::map<std::pair<uint32_t, uint32_t>, std::set<uint64_t>> importers;
   };
   // An import waiting for the exporter's daemon.
   struct PendingImport {

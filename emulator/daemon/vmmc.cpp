@@ -170,6 +170,7 @@ abi::OwnerReply Daemon::do_unimport(uint32_t k, const abi::OwnerRequest& q) {
   abi::MailVmmc m{};
   m.type = abi::kMailUnimport;
   m.handle = imp.handle;
+  m.request_id = imp.id;
   m.importer_slot = k;
   send_mail(imp.node, m);
   imp = {};
@@ -207,6 +208,11 @@ void Daemon::read_mail() {
     else if (m.type == abi::kMailUnimport) {
       auto it = std::find_if(exports_.begin(), exports_.end(), [&](const ExportRec& e) { return e.handle == m.handle; });
       if (it == exports_.end()) continue;
+      auto who = it->importers.find({copy.peer, m.importer_slot});
+      if (who == it->importers.end()) continue;
+      who->second.erase(m.request_id);
+      if (!who->second.empty()) continue;  // the same process still holds another import of it
+      it->importers.erase(who);
       abi::CtrlCommand cmd{};
       cmd.opcode = abi::kCtrlRevoke;
       cmd.vmmc.handle = m.handle;
@@ -230,6 +236,7 @@ void Daemon::on_import_request(uint32_t src, const abi::MailVmmc& m) {
     r.status = abi::kVmmcDenied;
     log("node " + std::to_string(src) + " pid " + std::to_string(m.importer_pid) + " may not import '" + name + "'");
   } else {
+    // Granting is idempotent (a retried request grants nothing new).
     abi::CtrlCommand cmd{};
     cmd.opcode = abi::kCtrlGrant;
     cmd.vmmc.handle = it->handle;
@@ -237,6 +244,7 @@ void Daemon::on_import_request(uint32_t src, const abi::MailVmmc& m) {
     cmd.vmmc.peer_slot = m.importer_slot;
     auto g = ctrl_call(cmd);
     r.status = !g ? abi::kVmmcUnreachable : g->status == abi::kCtrlOk ? abi::kVmmcOk : abi::kVmmcNoResources;
+    if (r.status == abi::kVmmcOk) it->importers[{src, m.importer_slot}].insert(m.request_id);
     r.handle = it->handle;
     r.length = it->length;
     r.exporter_slot = it->slot;
@@ -270,7 +278,7 @@ void Daemon::on_import_reply(uint32_t src, const abi::MailVmmc& m) {
   cmd.vmmc.length = m.length;
   auto r = ctrl_call(cmd);
   if (!r || r->status != abi::kCtrlOk) return owner_reply(p.slot, reply_for(q, abi::kVmmcBadRequest, "refused by the NIC"));
-  s.imports[p.index] = {true, src, m.handle};
+  s.imports[p.index] = {true, src, m.handle, p.id};
   abi::OwnerReply ok = reply_for(q, abi::kVmmcOk);
   ok.proxy = abi::proxy_base(p.index);
   ok.length = m.length;
@@ -316,6 +324,7 @@ void Daemon::vmmc_detach(uint32_t k) {
     abi::MailVmmc m{};
     m.type = abi::kMailUnimport;
     m.handle = imp.handle;
+    m.request_id = imp.id;
     m.importer_slot = k;
     send_mail(imp.node, m);
     imp = {};

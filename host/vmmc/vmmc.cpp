@@ -59,6 +59,7 @@ int Endpoint::export_buffer(const std::string& name, void* buffer, size_t length
   if (name.empty() || name.size() >= sizeof q.name) return fail(VMMC_ERR_BAD_REQUEST, "bad export name");
   if (!buffer || length == 0) return fail(VMMC_ERR_BAD_REQUEST, "empty buffer");
   if (allowed.size() > std::size(q.allowed)) return fail(VMMC_ERR_BAD_REQUEST, "at most 8 importers");
+  drain();
   auto region = nic_->register_memory(buffer, length, abi::kAccessLocal | abi::kAccessRemoteWrite);
   if (!region) return fail(VMMC_ERR_BAD_REGION, region.error().message);
   q.type = abi::kReqExport;
@@ -88,6 +89,7 @@ int Endpoint::unexport(const std::string& name) {
   auto r = nic_->call_daemon(q);
   int st = !r ? VMMC_ERR_IO : from_daemon(r->status);
   // Only now may the memory stop being remotely writable.
+  drain();
   (void)nic_->deregister(it->region);
   exports_.erase(it);
   return st == VMMC_OK ? VMMC_OK : fail(st, r ? r->message : r.error().message);
@@ -135,11 +137,22 @@ int Endpoint::translate(const void* src, size_t n) {
     if (a >= ra && n <= r.length && a - ra <= r.length - n) return VMMC_OK;
   }
   ++tlb_misses_;
+  drain();  // registering takes the queue to itself (Nic::run)
   uintptr_t start = a & ~(kPage - 1), end = (a + n + kPage - 1) & ~(kPage - 1);
   auto region = nic_->register_memory(reinterpret_cast<void*>(start), end - start, abi::kAccessLocal);
   if (!region) return fail(VMMC_ERR_NOT_REGISTERED, "cannot register the source: " + region.error().message);
   tlb_.push_back(*region);
   return VMMC_OK;
+}
+
+// Waits until no send is in flight (their verdicts go to done_).
+void Endpoint::drain() {
+  while (nic_->in_flight() > 0) {
+    auto c = nic_->wait(std::chrono::milliseconds(30000));
+    if (!c) return;
+    outstanding_.erase(c->user_data);
+    done_[c->user_data] = status_of(c->status);
+  }
 }
 
 void Endpoint::reap() {

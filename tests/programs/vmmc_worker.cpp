@@ -5,7 +5,8 @@
 //   unexport NAME
 //   import NODE NAME [TIMEOUT_MS]                             -> {"ok":1,"import":I,"length":L}
 //   unimport I
-//   send I OFF LEN SEED [notify] [malloc] [async=K]           K sends in flight, LEN bytes each, consecutive
+//   send I OFF LEN SEED [notify] [malloc] [async=K]           K sends in flight (each notifying if
+//                                                              notify), LEN bytes each, consecutive
 //                                                              offsets; data = pattern(SEED, byte offset)
 //   fill NAME SEED                                            our export := pattern(SEED, offset)
 //   verify NAME OFF LEN SEED                                  -> {"ok":1} | {"ok":0,"first_bad":X}
@@ -116,7 +117,7 @@ void cmd_send(std::istringstream& in) {
     std::vector<vmmc_send_id> ids;
     for (int k = 0; k < count && st == VMMC_OK; ++k) {
       vmmc_send_id id = 0;
-      st = g_ep->send_async(src + k * len, dst + k * len, len, k == count - 1 ? flags : 0, id);
+      st = g_ep->send_async(src + k * len, dst + k * len, len, flags, id);
       if (st == VMMC_OK) ids.push_back(id);
     }
     for (vmmc_send_id id : ids) {

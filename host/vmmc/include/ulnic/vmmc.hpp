@@ -42,6 +42,7 @@ class Endpoint {
   int fail(int status, std::string why);
   int translate(const void* src, size_t n);   // user-managed TLB: register on a miss
   void reap();                                // completions -> done_
+  void drain();                               // every send in flight -> done_
   int post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
 
   struct Export {
