@@ -106,6 +106,7 @@ class Daemon {
   abi::OwnerReply do_unimport(uint32_t slot, const abi::OwnerRequest& q);
   void send_mail(uint32_t node, const abi::MailVmmc& m);
   void read_mail();
+  void handle_mail(uint32_t src, const abi::MailVmmc& m);
   void on_import_request(uint32_t src, const abi::MailVmmc& m);
   void on_import_reply(uint32_t src, const abi::MailVmmc& m);
   void retry_imports();

@@ -130,8 +130,6 @@ void Daemon::start_import(uint32_t k, const abi::OwnerRequest& q) {
   std::string name = bounded(q.name, sizeof q.name);
   uint32_t nodes = sram_->boot_config().num_nodes;
   if (name.empty() || name.size() == sizeof q.name) return owner_reply(k, reply_for(q, abi::kVmmcBadRequest, "bad name"));
-  if (q.node == opts_.node)
-    return owner_reply(k, reply_for(q, abi::kVmmcBadRequest, "imports from the own node are not supported"));
   if (nodes && q.node >= nodes)
     return owner_reply(k, reply_for(q, abi::kVmmcBadRequest, "no node " + std::to_string(q.node) + " in this cluster"));
   // A free proxy region: neither imported nor promised to a pending import.
@@ -178,6 +176,11 @@ abi::OwnerReply Daemon::do_unimport(uint32_t k, const abi::OwnerRequest& q) {
 }
 
 void Daemon::send_mail(uint32_t node, const abi::MailVmmc& m) {
+  if (node == opts_.node) {  // an import between two slots of this node: no NIC involved
+    abi::MailVmmc copy = m;
+    copy.magic = abi::kMailMagic;
+    return handle_mail(node, copy);
+  }
   abi::MailMessage* out = mail_out_.reserve();
   if (!out) {
     log("mail outbox full: dropped a message to node " + std::to_string(node));
@@ -202,26 +205,31 @@ void Daemon::read_mail() {
     abi::MailVmmc m{};
     if (copy.length != sizeof m) continue;
     std::memcpy(&m, copy.data, sizeof m);
-    if (m.magic != abi::kMailMagic) continue;
-    if (m.type == abi::kMailImportRequest) on_import_request(copy.peer, m);
-    else if (m.type == abi::kMailImportReply) on_import_reply(copy.peer, m);
-    else if (m.type == abi::kMailUnimport) {
-      auto it = std::find_if(exports_.begin(), exports_.end(), [&](const ExportRec& e) { return e.handle == m.handle; });
-      if (it == exports_.end()) continue;
-      auto who = it->importers.find({copy.peer, m.importer_slot});
-      if (who == it->importers.end()) continue;
-      who->second.erase(m.request_id);
-      if (!who->second.empty()) continue;  // the same process still holds another import of it
-      it->importers.erase(who);
-      abi::CtrlCommand cmd{};
-      cmd.opcode = abi::kCtrlRevoke;
-      cmd.vmmc.handle = m.handle;
-      cmd.vmmc.node = copy.peer;
-      cmd.vmmc.peer_slot = m.importer_slot;
-      (void)ctrl_call(cmd);
-    }
+    handle_mail(copy.peer, m);
   }
   if (any) mail_in_.release();
+}
+
+void Daemon::handle_mail(uint32_t src, const abi::MailVmmc& m) {
+  if (m.magic != abi::kMailMagic) return;
+  if (m.type == abi::kMailImportRequest) return on_import_request(src, m);
+  if (m.type == abi::kMailImportReply) return on_import_reply(src, m);
+  if (m.type != abi::kMailUnimport) return;
+  auto it = std::find_if(exports_.begin(), exports_.end(), [&](const ExportRec& e) { return e.handle == m.handle; });
+  if (it == exports_.end()) return;
+  auto who = it->importers.find({src, m.importer_slot});
+  if (who == it->importers.end()) return;
+  who->second.erase(m.request_id);
+  if (!who->second.empty()) return;  // the same process still holds another import of it
+  it->importers.erase(who);
+  abi::CtrlCommand cmd{};
+  cmd.opcode = abi::kCtrlRevoke;
+  cmd.vmmc.handle = m.handle;
+  cmd.vmmc.node = src;
+  cmd.vmmc.peer_slot = m.importer_slot;
+  (void)ctrl_call(cmd);
+  log("'" + it->name + "': grant of node " + std::to_string(src) + " slot " + std::to_string(m.importer_slot) +
+      " revoked (its last import went)");
 }
 
 void Daemon::on_import_request(uint32_t src, const abi::MailVmmc& m) {
@@ -289,6 +297,7 @@ void Daemon::on_import_reply(uint32_t src, const abi::MailVmmc& m) {
 void Daemon::retry_imports() {
   auto now = Clock::now();
   std::vector<PendingImport> still;
+  std::vector<std::pair<uint32_t, abi::MailVmmc>> requests;
   for (PendingImport& p : pending_imports_) {
     SlotRec& s = slots_[p.slot];
     if (s.use != SlotUse::kAttached || s.generation != p.generation) continue;
@@ -306,12 +315,14 @@ void Daemon::retry_imports() {
       m.importer_pid = uint32_t(s.pid);
       m.importer_uid = uint32_t(s.uid);
       std::snprintf(m.name, sizeof m.name, "%s", p.name.c_str());
-      send_mail(p.node, m);
+      requests.emplace_back(p.node, m);
       p.next_try = now + kImportRetry;
     }
     still.push_back(std::move(p));
   }
   pending_imports_ = std::move(still);
+  // After the table is settled: a local import is answered right here.
+  for (const auto& [node, m] : requests) send_mail(node, m);
 }
 
 // The slot's process is gone: its exports vanish (the firmware dropped them

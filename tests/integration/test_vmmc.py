@@ -179,6 +179,18 @@ class Vmmc(unittest.TestCase):
         notes = self.ok(rx("notes", 200, 10000))["notes"]  # the event queue holds 256
         self.assertEqual(sorted(n["src"] for n in notes), [0] * 100 + [2] * 100)
 
+    def test_sends_between_two_processes_of_one_node(self):
+        rx, tx = self.pair("local", 1 << 20, "notify", sender_node=2, receiver_node=2)
+        for i, (off, n) in enumerate([(0, 100), (4095, 5000), (12345, 300000)]):
+            self.ok(tx("send", 0, off, n, 60 + i, "notify"))
+            self.ok(rx("verify", "local", off, n, 60 + i))
+        notes = self.ok(rx("notes", 3, 5000))["notes"]
+        self.assertEqual([(n["offset"], n["length"], n["src"]) for n in notes],
+                         [(0, 100, 2), (4095, 5000, 2), (12345, 300000, 2)])
+        self.assertEqual(tx("send", 0, (1 << 20) - 10, 11, 1)["status"], NOT_IMPORTED)
+        self.ok(rx("unexport", "local"))
+        self.assertEqual(tx("send", 0, 0, 1000, 1)["status"], REVOKED)
+
     def test_the_c_example_runs(self):
         env1 = dict(os.environ, ULNIC_NODE="1")
         server = subprocess.Popen([EXAMPLE, "serve", "2"], env=env1, stdout=subprocess.PIPE,
@@ -226,7 +238,7 @@ class Vmmc(unittest.TestCase):
         t0 = time.monotonic()
         self.assertEqual(w("import", 1, "nobody-exports-this", 300)["status"], NO_EXPORT)
         self.assertLess(time.monotonic() - t0, 30)
-        self.assertEqual(w("import", 0, "own-node")["status"], BAD_REQUEST)
+        self.assertEqual(w("import", 0, "own-node", 200)["status"], NO_EXPORT)
         self.assertEqual(w("import", 7, "no-such-node")["status"], BAD_REQUEST)
         rx = self.worker(1)
         self.ok(rx("export", "taken", 4096))
@@ -288,12 +300,23 @@ class Vmmc(unittest.TestCase):
         self.ok(rx("export", "grants", 4096))
         # Far more importers over time than an export has grant entries (16):
         # each one's exit must give its grant back.
+        log = os.path.join(self.rundir, CLUSTER, "node1", "ulnicd.log")
         for i in range(20):
             tx = Worker(0)
             self.ok(tx("import", 1, "grants"))
             self.ok(tx("send", 0, 0, 16, i))
             tx.quit()
         self.ok(rx("verify", "grants", 0, 16, 19))
+        # The exporter's daemon took every grant back (the last one perhaps
+        # a moment after its importer exited).
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                revoked = sum("'grants': grant of node 0" in line for line in f)
+            if revoked == 20:
+                break
+            time.sleep(0.1)
+        self.assertEqual(revoked, 20)
 
 
 if __name__ == "__main__":
