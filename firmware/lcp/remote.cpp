@@ -198,13 +198,14 @@ bool local_feed(PutOp& op, Slot& s) {
     uint32_t len = op.sqe.length - op.sent < abi::kMtu ? op.sqe.length - op.sent : abi::kMtu;
     h.payload_len = uint16_t(len);
     h.dst_addr = op.dst_addr + op.sent;
+    h.flags = uint8_t((op.sent == 0 ? abi::kWireFirst : 0) | (op.sent + len == op.sqe.length ? op.wire_flags : 0));
     uint8_t st = vmmc_place(op.dst_node, h, reinterpret_cast<const uint8_t*>(op.src + op.sent));
     if (st != abi::kCqOk && op.local_verdict == abi::kCqOk) op.local_verdict = st;
     op.sent += len;
     budget -= len < budget ? len : budget;
   }
   if (op.sent < op.sqe.length) return false;  // more next pass
-  if (op.local_verdict == abi::kCqOk && op.wire_flags) vmmc_notify(op.dst_node, h);
+  vmmc_last(op.dst_node, h, op.local_verdict == abi::kCqOk);
   finish(op, abi::CqStatus(op.local_verdict));
   return true;
 }
@@ -230,6 +231,7 @@ bool put_feed(SlotTable& t, Slot& s) {
     abi::WireHeader h{};
     h.op = op.wire_op;
     h.flags = op.sent + len == op.sqe.length ? uint8_t(abi::kWireLast | op.wire_flags) : 0;
+    if (op.sent == 0 && op.wire_op == abi::kWireOpSend) h.flags |= abi::kWireFirst;
     h.dst_slot = op.dst_slot;
     h.dst_key = op.dst_key;
     h.dst_addr = op.dst_addr + op.sent;
@@ -265,7 +267,7 @@ void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* paylo
     if (h.flags & abi::kWireLast) {
       uint8_t verdict = take_refusal(src, h.op_id);
       // The data is in place (in-order link): now the receiver may look.
-      if (verdict == abi::kCqOk && (h.flags & abi::kWireNotify)) vmmc_notify(src, h);
+      if (h.op == abi::kWireOpSend) vmmc_last(src, h, verdict == abi::kCqOk);
       queue_result(src, h.op_id, verdict);
     }
   } else if (h.op == abi::kWireOpResult) {
@@ -285,6 +287,7 @@ void remote_peer_lost(uint32_t peer) {
     }
   for (Refusal& r : g.refusals)
     if (r.used && r.src == peer) r.used = false;
+  vmmc_peer_lost(peer);
 }
 
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {

@@ -7,6 +7,7 @@
 #include "hal/cpu.h"
 #include "hal/mmio.h"
 #include "lcp/remote.h"
+#include "lcp/vmmc.h"
 
 namespace lcp {
 namespace {
@@ -217,6 +218,12 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
     case abi::kOpSend:
       if (!send_fields_ok(e)) return complete(s, e, abi::kCqBadOpcode, 0);
       return start_remote(s, e, send_start(t, s, e, nullptr));
+    case abi::kOpRedirect: {
+      uint32_t result = 0;
+      bool fields_ok = e.dst_slot == 0 && e.access == 0 && e.src_slot == 0 && e.reg_offset == 0 && e.dst_node == 0;
+      abi::CqStatus st = fields_ok ? vmmc_redirect(s, e, result) : abi::kCqBadOpcode;
+      return complete(s, e, st, result);
+    }
     case abi::kOpSendInline: {
       uint8_t payload[abi::kMaxInline];
       abi::CqStatus st = take_inline(s, e, payload);

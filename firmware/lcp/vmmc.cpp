@@ -22,11 +22,28 @@ struct Export {
   uint32_t key;           // the registration behind it
   uint64_t va, length;
   Grant grants[abi::kMaxGrants];
+  // VMMC-2 transfer redirection posted by the owner (one shot).
+  bool redirect;
+  uint64_t redirect_offset, redirect_length;
+  uint64_t redirect_nic;  // where redirect_offset lands instead
+  uint32_t redirect_id;
+};
+
+// A send being redirected: decided at its first chunk, followed to its last.
+struct Redirected {
+  bool used;
+  uint32_t src;
+  uint64_t op_id;
+  uint32_t handle;
+  uint64_t offset, length;  // the export range it may cover
+  uint64_t nic;             // where `offset` lands
+  uint32_t id;
 };
 
 struct State {
   SlotTable* t;
   Export exports[abi::kMaxExports];
+  Redirected redirected[abi::kMaxRedirected];
   uint32_t rng;
 };
 State g;
@@ -114,6 +131,27 @@ abi::CtrlStatus do_import(const abi::CtrlCommand& cmd, bool set) {
   return abi::kCtrlOk;
 }
 
+Redirected* find_redirected(uint32_t src, uint64_t op_id) {
+  for (Redirected& r : g.redirected)
+    if (r.used && r.src == src && r.op_id == op_id) return &r;
+  return nullptr;
+}
+
+// At a send's first chunk: does a redirection take the whole send?
+Redirected* start_redirect(Export& x, uint32_t src, const abi::WireHeader& h) {
+  if (!x.redirect || !(h.flags & abi::kWireFirst)) return nullptr;
+  if (h.dst_addr < x.redirect_offset || h.op_length > x.redirect_length ||
+      h.dst_addr - x.redirect_offset > x.redirect_length - h.op_length)
+    return nullptr;
+  for (Redirected& r : g.redirected)
+    if (!r.used) {
+      r = Redirected{true, src, h.op_id, x.handle, x.redirect_offset, x.redirect_length, x.redirect_nic, x.redirect_id};
+      x.redirect = false;  // one shot
+      return &r;
+    }
+  return nullptr;  // table full: the send lands in the export as usual
+}
+
 bool contains(const Registration& r, uint64_t va, uint64_t len) {
   return r.key && (r.access & abi::kAccessLocal) && va >= r.va && len <= r.length && va - r.va <= r.length - len;
 }
@@ -153,6 +191,32 @@ abi::CtrlStatus vmmc_control(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t
 void vmmc_slot_detached(uint32_t slot) {
   for (Export& x : g.exports)
     if (x.used && x.slot == slot) x.used = false;
+}
+
+void vmmc_peer_lost(uint32_t peer) {
+  for (Redirected& r : g.redirected)
+    if (r.used && r.src == peer) r.used = false;
+}
+
+abi::CqStatus vmmc_redirect(Slot& s, const abi::SqEntry& e, uint32_t& result) {
+  Export* x = find_export(e.dst_key);
+  if (!x || x->slot != s.index || x->generation != s.generation) return abi::kCqBadKey;
+  result = 0;
+  if (e.length == 0) {  // cancel
+    result = x->redirect ? 1 : 0;
+    x->redirect = false;
+    return abi::kCqOk;
+  }
+  if (e.dst_addr > x->length || e.length > x->length - e.dst_addr) return abi::kCqBadLength;
+  uint64_t nic = 0;
+  abi::CqStatus st = vmmc_translate_source(s, e.src_addr, e.length, nic);
+  if (st != abi::kCqOk) return st;
+  x->redirect = true;
+  x->redirect_offset = e.dst_addr;
+  x->redirect_length = e.length;
+  x->redirect_nic = nic;
+  x->redirect_id = e.src_key;
+  return abi::kCqOk;
 }
 
 abi::CqStatus vmmc_translate_source(Slot& s, uint64_t va, uint64_t len, uint64_t& nic) {
@@ -211,14 +275,27 @@ uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payloa
     core::status::count(ulnic::abi::kCtrVmmcViolations);
     return st;
   }
+  Redirected* r = find_redirected(src, h.op_id);
+  if (!r) r = start_redirect(*x, src, h);
+  if (r && r->handle == x->handle && h.dst_addr >= r->offset && h.payload_len <= r->length &&
+      h.dst_addr - r->offset <= r->length - h.payload_len)
+    nic = r->nic + (h.dst_addr - r->offset);
   memcpy(reinterpret_cast<void*>(nic), payload, h.payload_len);
   return abi::kCqOk;
 }
 
-void vmmc_notify(uint32_t src, const abi::WireHeader& h) {
-  Export* x = find_export(h.dst_key);
-  if (!x || !x->notify) return;
+void vmmc_last(uint32_t src, const abi::WireHeader& h, bool placed) {
+  Redirected* r = find_redirected(src, h.op_id);
   abi::EqEntry ev{};
+  if (r) {
+    ev.flags = abi::kEqRedirected;
+    ev.redirect_id = r->id;
+    r->used = false;
+  }
+  Export* x = find_export(h.dst_key);
+  // A redirected send always tells the owner (its library waits for the
+  // buffer); others only when asked to.
+  if (!placed || !x || (!x->notify && !r) || (!r && !(h.flags & abi::kWireNotify))) return;
   ev.type = abi::kEqNotification;
   ev.export_handle = x->handle;
   ev.src_node = uint16_t(src);

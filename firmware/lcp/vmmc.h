@@ -33,7 +33,13 @@ abi::CqStatus vmmc_translate_proxy(const Slot& s, uint64_t proxy, uint64_t len, 
 // Receiver: checks one arriving chunk against the incoming page table and
 // places it; returns a CqStatus (kCqOk when placed).
 uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
-// Receiver: the last chunk of a notifying send was placed.
-void vmmc_notify(uint32_t src, const abi::WireHeader& h);
+// Receiver: the last chunk of a send arrived (`placed`: all of it was
+// accepted). Ends a redirection and posts the owner's event: for a send
+// with kWireNotify, and for every redirected send.
+void vmmc_last(uint32_t src, const abi::WireHeader& h, bool placed);
+// Redirections in progress from a lost peer end.
+void vmmc_peer_lost(uint32_t peer);
+// kOpRedirect from the export's owner; `result` as slot.h says.
+abi::CqStatus vmmc_redirect(Slot& s, const abi::SqEntry& e, uint32_t& result);
 
 }  // namespace lcp

@@ -76,7 +76,7 @@ int Endpoint::export_buffer(const std::string& name, void* buffer, size_t length
     (void)nic_->deregister(*region);
     return fail(st, r ? r->message : r.error().message);
   }
-  exports_.push_back(Export{name, r->handle, *region, handler, arg});
+  exports_.push_back(Export{name, r->handle, *region, handler, arg, {}});
   return VMMC_OK;
 }
 
@@ -233,6 +233,55 @@ int Endpoint::send(const void* src, vmmc_proxy_t dst, size_t n, int flags) {
   return st;
 }
 
+int Endpoint::redirect(const std::string& name, size_t offset, size_t length, void* buffer) {
+  auto it = std::find_if(exports_.begin(), exports_.end(), [&](const Export& e) { return e.name == name; });
+  if (it == exports_.end()) return fail(VMMC_ERR_NO_EXPORT, "not exported here: " + name);
+  if (!it->handler) return fail(VMMC_ERR_BAD_REQUEST, "redirection needs an export with a handler");
+  if (it->redirect.pending) return fail(VMMC_ERR_BAD_REQUEST, "a redirection is pending on " + name);
+  if (!buffer || length == 0 || offset > it->region.length || length > it->region.length - offset)
+    return fail(VMMC_ERR_BAD_REQUEST, "redirection outside the export");
+  if (int st = translate(buffer, length); st != VMMC_OK) return st;
+  drain();
+  abi::SqEntry e{};
+  e.opcode = abi::kOpRedirect;
+  e.dst_key = it->handle;
+  e.dst_addr = offset;
+  e.length = uint32_t(length);
+  e.src_addr = reinterpret_cast<uint64_t>(buffer);
+  e.src_key = ++redirect_ids_;
+  auto c = nic_->run(e);
+  if (!c) return fail(VMMC_ERR_IO, c.error().message);
+  if (c->status != abi::kCqOk) return fail(status_of(c->status), "the NIC refused the redirection");
+  it->redirect = Redirect{true, e.src_key, offset, length, static_cast<uint8_t*>(buffer)};
+  return VMMC_OK;
+}
+
+// Where an event's bytes are now; nullptr if nowhere we know of.
+void* Endpoint::land(Export& x, const abi::EqEntry& ev) {
+  Redirect& r = x.redirect;
+  uint8_t* in_export = static_cast<uint8_t*>(x.region.addr) + ev.offset;
+  if (ev.flags & abi::kEqRedirected) {
+    if (!r.pending || r.id != ev.redirect_id) return nullptr;
+    r.pending = false;
+    ++redirect_hits_;
+    return r.buffer + (ev.offset - r.offset);
+  }
+  bool covered = r.pending && ev.offset >= r.offset && ev.length <= r.length && ev.offset - r.offset <= r.length - ev.length;
+  if (!covered) return in_export;
+  // The send beat the redirection: take the redirection back and copy --
+  // unless a later send has used it meanwhile (its own event will say so).
+  drain();
+  abi::SqEntry e{};
+  e.opcode = abi::kOpRedirect;
+  e.dst_key = x.handle;
+  auto c = nic_->run(e);
+  if (!c || c->status != abi::kCqOk || c->result != 1) return in_export;
+  r.pending = false;
+  ++redirect_copies_;
+  std::memcpy(r.buffer + (ev.offset - r.offset), in_export, ev.length);
+  return r.buffer + (ev.offset - r.offset);
+}
+
 int Endpoint::poll() {
   int ran = 0;
   abi::EqEntry ev;
@@ -241,7 +290,9 @@ int Endpoint::poll() {
     auto it = std::find_if(exports_.begin(), exports_.end(), [&](const Export& e) { return e.handle == ev.export_handle; });
     if (it == exports_.end() || !it->handler) continue;  // unexported meanwhile
     if (ev.offset > it->region.length || ev.length > it->region.length - ev.offset) continue;
-    it->handler(it->arg, it->region.addr, size_t(ev.offset), ev.length, ev.src_node);
+    void* data = land(*it, ev);
+    if (!data) continue;
+    it->handler(it->arg, data, size_t(ev.offset), ev.length, ev.src_node);
     ++ran;
   }
   return ran;
@@ -319,6 +370,9 @@ int vmmc_send_async(vmmc_endpoint* ep, const void* src, vmmc_proxy_t dst, size_t
 }
 int vmmc_send_done(vmmc_endpoint* ep, vmmc_send_id id) { return ep->ep->send_done(id); }
 int vmmc_send_wait(vmmc_endpoint* ep, vmmc_send_id id) { return ep->ep->send_wait(id); }
+int vmmc_redirect(vmmc_endpoint* ep, const char* name, size_t offset, size_t length, void* buffer) {
+  return name ? ep->ep->redirect(name, offset, length, buffer) : VMMC_ERR_BAD_REQUEST;
+}
 int vmmc_poll(vmmc_endpoint* ep) { return ep->ep->poll(); }
 int vmmc_wait(vmmc_endpoint* ep, int timeout_ms) { return ep->ep->wait(timeout_ms); }
 

@@ -231,6 +231,57 @@ class Vmmc(unittest.TestCase):
         self.assertGreater(reply["dropped"], 0)
         self.assertGreater(counters(1)["events_dropped"], 0)
 
+    # ------------------------------------------- VMMC-2 transfer redirection
+
+    def test_redirection_places_the_next_send_in_the_user_buffer(self):
+        rx, tx = self.pair("redir", 1 << 20, "notify")
+        self.ok(rx("redirect", "redir", 4096, 100000))
+        self.ok(tx("send", 0, 4106, 50000, 71, "notify"))
+        reply = self.ok(rx("notes", 1, 10000))
+        self.assertEqual(reply["notes"], [{"export": "redir", "offset": 4106, "length": 50000, "src": 0,
+                                           "in": "redirect"}])
+        self.assertEqual((reply["redirect_hits"], reply["redirect_copies"]), (1, 0))
+        self.ok(rx("verify-redirect", 4106, 50000, 71))
+        self.assertEqual(rx("verify", "redir", 4106, 50000, 71)["ok"], 0, "the export got the bytes too")
+        # One shot: the next send lands in the export.
+        self.ok(tx("send", 0, 4106, 50000, 72, "notify"))
+        self.assertEqual(self.ok(rx("notes", 1, 10000))["notes"][0].get("in"), None)
+        self.ok(rx("verify", "redir", 4106, 50000, 72))
+        self.ok(rx("verify-redirect", 4106, 50000, 71))
+        # A send not wholly inside the range passes it by; the next one inside takes it.
+        self.ok(rx("redirect", "redir", 0, 4096))
+        self.ok(tx("send", 0, 4000, 200, 73, "notify"))
+        self.ok(tx("send", 0, 100, 60, 74, "notify"))   # short (inline) sends redirect too
+        notes = self.ok(rx("notes", 2, 10000))["notes"]
+        self.assertEqual([n.get("in") for n in notes], [None, "redirect"])
+        self.ok(rx("verify", "redir", 4000, 200, 73))
+        self.ok(rx("verify-redirect", 100, 60, 74))
+
+    def test_a_send_that_beats_its_redirection_is_copied_by_the_library(self):
+        rx, tx = self.pair("late", 1 << 20, "notify")
+        self.ok(tx("send", 0, 8192, 30000, 81, "notify"))   # arrives before the redirection is posted
+        self.ok(rx("redirect", "late", 8192, 30000))
+        reply = self.ok(rx("notes", 1, 10000))
+        self.assertEqual(reply["notes"][0].get("in"), "redirect")
+        self.assertEqual((reply["redirect_hits"], reply["redirect_copies"]), (0, 1))
+        self.ok(rx("verify-redirect", 8192, 30000, 81))
+        # The redirection was taken back: the next send lands in the export.
+        self.ok(tx("send", 0, 8192, 30000, 82, "notify"))
+        self.assertEqual(self.ok(rx("notes", 1, 10000))["notes"][0].get("in"), None)
+        self.ok(rx("verify", "late", 8192, 30000, 82))
+
+    def test_redirection_refusals(self):
+        rx = self.worker(1)
+        self.ok(rx("export", "rr", 65536, "notify"))
+        self.ok(rx("export", "quiet", 65536))
+        self.assertEqual(rx("redirect", "nope", 0, 10)["status"], NO_EXPORT)
+        self.assertEqual(rx("redirect", "rr", 60000, 10000)["status"], BAD_REQUEST)   # past the export
+        self.assertEqual(rx("redirect", "quiet", 0, 100)["status"], BAD_REQUEST)      # no handler
+        self.ok(rx("redirect", "rr", 0, 100))
+        self.assertEqual(rx("redirect", "rr", 0, 100)["status"], BAD_REQUEST)         # one at a time
+        reply = rx("raw", 0, 0, 100, "redirect=0x12345")                              # not our export
+        self.assertEqual(reply["cq_status"], 4, reply)
+
     # ----------------------------------------------------------- protection
 
     def test_import_refusals(self):

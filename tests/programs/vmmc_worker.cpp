@@ -11,7 +11,10 @@
 //   fill NAME SEED                                            our export := pattern(SEED, offset)
 //   verify NAME OFF LEN SEED                                  -> {"ok":1} | {"ok":0,"first_bad":X}
 //   notes K TIMEOUT_MS                                        wait until K notifications ran in all
-//   raw I OFF LEN unregistered|proxy=ADDR                     a descriptor past the library (NIC checks)
+//   raw I OFF LEN unregistered|proxy=ADDR|redirect=HANDLE                    a descriptor past the library (NIC checks)
+//   redirect NAME OFF LEN                                     VMMC-2: the next send into that range goes
+//                                                              to a fresh buffer (notes then say "redirect")
+//   verify-redirect OFF LEN SEED                              check that buffer (OFF: export offset)
 //   quit
 #include <unistd.h>
 
@@ -42,16 +45,25 @@ struct Note {
   std::string export_name;
   size_t offset, length;
   uint32_t src;
+  bool in_export;  // false: the data is in the redirection buffer
 };
+
+struct RedirectBuffer {
+  uint8_t* p = nullptr;
+  size_t offset = 0, length = 0;
+} g_redirect;
 
 std::unique_ptr<Endpoint> g_ep;
 std::map<std::string, Buffer> g_exports;
 std::vector<Note> g_notes;
 std::vector<std::pair<vmmc_proxy_t, size_t>> g_imports;
 
-void on_note(void* arg, void* buffer, size_t offset, size_t length, uint32_t src) {
-  (void)buffer;
-  g_notes.push_back(Note{*static_cast<std::string*>(arg), offset, length, src});
+void on_note(void* arg, void* data, size_t offset, size_t length, uint32_t src) {
+  const std::string& name = *static_cast<std::string*>(arg);
+  bool in_export = g_exports.count(name) && data == g_exports[name].p + offset;
+  bool in_redirect = g_redirect.p && data == g_redirect.p + (offset - g_redirect.offset);
+  if (!in_export && !in_redirect) std::fprintf(stderr, "vmmc_worker: a note points nowhere we know\n");
+  g_notes.push_back(Note{name, offset, length, src, in_export});
 }
 
 void status(int st) {
@@ -142,7 +154,13 @@ void cmd_raw(std::istringstream& in) {
   static uint8_t unregistered[1 << 16];  // never registered: the NIC must refuse it
   e.src_addr = reinterpret_cast<uint64_t>(unregistered);
   e.dst_addr = index < g_imports.size() ? g_imports[index].first + off : 0;
-  if (what.rfind("proxy=", 0) == 0) {
+  if (what.rfind("redirect=", 0) == 0) {  // a redirection on somebody else's export handle
+    e = abi::SqEntry{};
+    e.opcode = abi::kOpRedirect;
+    e.dst_key = uint32_t(std::strtoul(what.c_str() + 9, nullptr, 0));
+    e.length = uint32_t(len);
+    e.src_addr = reinterpret_cast<uint64_t>(unregistered);
+  } else if (what.rfind("proxy=", 0) == 0) {
     e.dst_addr = std::strtoull(what.c_str() + 6, nullptr, 0);
     uint8_t* src = memory(len, false);
     auto mr = g_ep->nic().register_memory(src, len, abi::kAccessLocal);
@@ -191,6 +209,24 @@ int main() {
       size_t i = 0;
       in >> i;
       status(i < g_imports.size() ? g_ep->unimport(g_imports[i].first) : VMMC_ERR_BAD_REQUEST);
+    } else if (cmd == "redirect") {
+      std::string name;
+      size_t off = 0, len = 0;
+      in >> name >> off >> len;
+      if (g_redirect.p) g_ep->nic().free(g_redirect.p);
+      g_redirect = RedirectBuffer{memory(len, false), off, len};
+      if (!g_redirect.p) { status(VMMC_ERR_NO_RESOURCES); continue; }
+      std::memset(g_redirect.p, 0, len);
+      status(g_ep->redirect(name, off, len, g_redirect.p));
+    } else if (cmd == "verify-redirect") {
+      size_t off = 0, len = 0;
+      uint64_t seed = 0;
+      in >> off >> len >> seed;
+      long bad = -1;
+      if (!g_redirect.p || off < g_redirect.offset || off + len > g_redirect.offset + g_redirect.length) bad = 0;
+      for (size_t i = off; bad < 0 && i < off + len; ++i)
+        if (g_redirect.p[i - g_redirect.offset] != pattern(seed, i)) bad = long(i);
+      std::printf("{\"ok\":%d,\"first_bad\":%ld}\n", bad < 0, bad);
     } else if (cmd == "send") cmd_send(in);
     else if (cmd == "raw") cmd_raw(in);
     else if (cmd == "fill" || cmd == "verify") {
@@ -224,9 +260,13 @@ int main() {
       g_ep->poll();
       std::printf("{\"ok\":%d,\"notes\":[", g_notes.size() >= want);
       for (size_t i = 0; i < g_notes.size(); ++i)
-        std::printf("%s{\"export\":\"%s\",\"offset\":%zu,\"length\":%zu,\"src\":%u}", i ? "," : "",
-                    g_notes[i].export_name.c_str(), g_notes[i].offset, g_notes[i].length, g_notes[i].src);
-      std::printf("],\"dropped\":%llu}\n", static_cast<unsigned long long>(g_ep->nic().events_dropped()));
+        std::printf("%s{\"export\":\"%s\",\"offset\":%zu,\"length\":%zu,\"src\":%u%s}", i ? "," : "",
+                    g_notes[i].export_name.c_str(), g_notes[i].offset, g_notes[i].length, g_notes[i].src,
+                    g_notes[i].in_export ? "" : ",\"in\":\"redirect\"");
+      std::printf("],\"dropped\":%llu,\"redirect_hits\":%llu,\"redirect_copies\":%llu}\n",
+                  static_cast<unsigned long long>(g_ep->nic().events_dropped()),
+                  static_cast<unsigned long long>(g_ep->redirect_hits()),
+                  static_cast<unsigned long long>(g_ep->redirect_copies()));
       g_notes.clear();
     } else {
       std::printf("{\"ok\":0,\"error\":\"unknown command\"}\n");

@@ -22,8 +22,8 @@ static vmmc_proxy_t peer;     /* the other side's export */
 static int notified;
 static size_t last_offset, last_length;
 
-static void on_note(void* arg, void* buffer, size_t offset, size_t length, uint32_t src_node) {
-  (void)arg, (void)buffer, (void)src_node;
+static void on_note(void* arg, void* data, size_t offset, size_t length, uint32_t src_node) {
+  (void)arg, (void)data, (void)src_node;
   last_offset = offset;
   last_length = length;
   ++notified;

@@ -41,9 +41,10 @@ typedef struct {
 } vmmc_importer;
 
 /* Runs in the receiving process (from vmmc_poll / vmmc_wait) once a send
- * with VMMC_NOTIFY has placed all its bytes: [offset, offset + length) of
- * the export whose buffer is `buffer`. */
-typedef void (*vmmc_notify_fn)(void* arg, void* buffer, size_t offset, size_t length, uint32_t src_node);
+ * with VMMC_NOTIFY has placed all its bytes. The send was aimed at
+ * [offset, offset + length) of the export; `data` is where its first byte
+ * is now: inside the export, or inside a redirection buffer. */
+typedef void (*vmmc_notify_fn)(void* arg, void* data, size_t offset, size_t length, uint32_t src_node);
 
 enum vmmc_status {
   VMMC_OK = 0,
@@ -89,6 +90,16 @@ int vmmc_send_async(vmmc_endpoint* ep, const void* src, vmmc_proxy_t dst, size_t
                     vmmc_send_id* id);
 int vmmc_send_done(vmmc_endpoint* ep, vmmc_send_id id); /* VMMC_OK, VMMC_PENDING or the error */
 int vmmc_send_wait(vmmc_endpoint* ep, vmmc_send_id id);
+
+/* VMMC-2 transfer redirection. The next send that lands wholly inside
+ * [offset, offset + length) of our export `name` is placed by the NIC
+ * straight into `buffer` (at buffer + its offset - offset) instead: no copy.
+ * A send that had already begun to arrive when the redirection was posted
+ * lands in the export; the library then copies it into `buffer` before the
+ * handler runs. Either way the handler gets `data` inside `buffer`. One
+ * redirection per export at a time; it is used up by one send. The export
+ * needs a handler (that is how the receiver learns the data is there). */
+int vmmc_redirect(vmmc_endpoint* ep, const char* name, size_t offset, size_t length, void* buffer);
 
 /* Notifications: vmmc_poll runs the handlers of what arrived and returns how
  * many ran; vmmc_wait blocks until at least one ran (or timeout_ms, -1 =

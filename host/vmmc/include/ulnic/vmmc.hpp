@@ -30,12 +30,17 @@ class Endpoint {
   int send_async(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
   int send_done(vmmc_send_id id);
   int send_wait(vmmc_send_id id);
+  int redirect(const std::string& name, size_t offset, size_t length, void* buffer);
   int poll();
   int wait(int timeout_ms);
   const std::string& error() const { return error_; }
 
   // Statistics of the user-managed TLB (host side).
   uint64_t tlb_misses() const { return tlb_misses_; }
+  // Redirections: sends the NIC placed straight into the buffer, and sends
+  // that beat their redirection and were copied by the library.
+  uint64_t redirect_hits() const { return redirect_hits_; }
+  uint64_t redirect_copies() const { return redirect_copies_; }
 
  private:
   Endpoint() = default;
@@ -45,20 +50,29 @@ class Endpoint {
   void drain();                               // every send in flight -> done_
   int post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
 
+  struct Redirect {
+    bool pending = false;
+    uint32_t id = 0;
+    size_t offset = 0, length = 0;
+    uint8_t* buffer = nullptr;
+  };
   struct Export {
     std::string name;
     uint32_t handle = 0;
     MemRegion region;
     vmmc_notify_fn handler = nullptr;
     void* arg = nullptr;
+    Redirect redirect;
   };
+  void* land(Export& x, const abi::EqEntry& ev);  // where an event's bytes are
   std::unique_ptr<Nic> nic_;
   std::vector<Export> exports_;
   std::vector<MemRegion> tlb_;                // registered send sources
   std::map<vmmc_send_id, int> done_;          // finished sends not yet asked about
   std::map<vmmc_send_id, bool> outstanding_;
   vmmc_send_id next_id_ = 1;
-  uint64_t tlb_misses_ = 0;
+  uint64_t tlb_misses_ = 0, redirect_hits_ = 0, redirect_copies_ = 0;
+  uint32_t redirect_ids_ = 0;
   std::string error_;
 };
 

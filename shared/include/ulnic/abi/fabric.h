@@ -68,6 +68,7 @@ enum WireOp : uint8_t {
 enum WireFlags : uint8_t {
   kWireLast = 1u << 0,   // last packet of an operation: the receiver answers with a result
   kWireNotify = 1u << 1, // kWireOpSend, last packet: notify the export's owner
+  kWireFirst = 1u << 2,  // kWireOpSend: first packet of the send (redirection decides here)
 };
 
 struct Packet {

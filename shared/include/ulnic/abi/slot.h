@@ -104,6 +104,11 @@ enum SqOpcode : uint8_t {
                       // address dst_addr (an import); completes once placed
   kOpSendInline = 6,  // VMMC short send (length <= kMaxInline): the payload
                       // fills the next ceil(length / 64) SQ entries
+  kOpRedirect = 7,    // VMMC-2 transfer redirection on our export dst_key: the
+                      // next send landing wholly in [dst_addr, +length) of it
+                      // goes to virtual address src_addr instead (registered,
+                      // ours); src_key = an id for the events. length 0 cancels:
+                      // result 1 if an unused redirection was cancelled
   kOpcodeCount,
 };
 

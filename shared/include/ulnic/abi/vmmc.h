@@ -29,12 +29,17 @@ constexpr uint32_t kMaxImports = 64;     // per slot (outgoing page table)
 constexpr uint32_t kMaxExports = 64;     // per NIC (incoming page table)
 constexpr uint32_t kMaxGrants = 16;      // importers per export
 constexpr uint32_t kMaxInline = 128;     // short sends: payload in the SQ
+constexpr uint32_t kMaxRedirected = 16;  // redirected sends in progress per NIC
 constexpr uint64_t proxy_base(uint32_t import_index) { return uint64_t(import_index + 1) << kProxyShift; }
 
 // ------------------------------------------------------------ event queue
 
 enum EqType : uint32_t {
   kEqNotification = 1,   // a send with kSqNotify finished landing in an export
+};
+
+enum EqFlags : uint32_t {
+  kEqRedirected = 1u << 0,  // the bytes went to redirection redirect_id, not the export
 };
 
 // Firmware -> owning process, in the slot's event queue (SlotLayout.eq_*).
@@ -44,8 +49,9 @@ struct EqEntry {
   uint16_t src_node;
   uint16_t src_slot;
   uint32_t length;       // bytes of the send that carried the notification
-  uint64_t offset;       // where it landed, from the start of the export
-  uint64_t reserved;
+  uint64_t offset;       // where it was aimed, from the start of the export
+  uint32_t flags;        // EqFlags
+  uint32_t redirect_id;  // kEqRedirected: the kOpRedirect's src_key
 };
 ULNIC_ABI_CHECK_SIZE(EqEntry, 32);
 
