@@ -105,6 +105,7 @@ class Daemon {
   void start_import(uint32_t slot, const abi::OwnerRequest& q);
   abi::OwnerReply do_unimport(uint32_t slot, const abi::OwnerRequest& q);
   void send_mail(uint32_t node, const abi::MailVmmc& m);
+  void give_back(uint32_t slot, SlotRec::Import& imp);
   void read_mail();
   void handle_mail(uint32_t src, const abi::MailVmmc& m);
   void on_import_request(uint32_t src, const abi::MailVmmc& m);

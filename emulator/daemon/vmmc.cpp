@@ -165,6 +165,12 @@ abi::OwnerReply Daemon::do_unimport(uint32_t k, const abi::OwnerRequest& q) {
   cmd.slot = k;
   cmd.vmmc.index = uint32_t(region - 1);
   (void)ctrl_call(cmd);
+  give_back(k, imp);
+  return reply_for(q, abi::kVmmcOk);
+}
+
+// Tells the exporter's daemon that slot k dropped this import, and forgets it.
+void Daemon::give_back(uint32_t k, SlotRec::Import& imp) {
   abi::MailVmmc m{};
   m.type = abi::kMailUnimport;
   m.handle = imp.handle;
@@ -172,7 +178,6 @@ abi::OwnerReply Daemon::do_unimport(uint32_t k, const abi::OwnerRequest& q) {
   m.importer_slot = k;
   send_mail(imp.node, m);
   imp = {};
-  return reply_for(q, abi::kVmmcOk);
 }
 
 void Daemon::send_mail(uint32_t node, const abi::MailVmmc& m) {
@@ -330,16 +335,8 @@ void Daemon::retry_imports() {
 void Daemon::vmmc_detach(uint32_t k) {
   std::erase_if(exports_, [&](const ExportRec& e) { return e.slot == k; });
   std::erase_if(pending_imports_, [&](const PendingImport& p) { return p.slot == k; });
-  for (auto& imp : slots_[k].imports) {
-    if (!imp.used) continue;
-    abi::MailVmmc m{};
-    m.type = abi::kMailUnimport;
-    m.handle = imp.handle;
-    m.request_id = imp.id;
-    m.importer_slot = k;
-    send_mail(imp.node, m);
-    imp = {};
-  }
+  for (auto& imp : slots_[k].imports)
+    if (imp.used) give_back(k, imp);
 }
 
 // A firmware reboot forgot every table: so do we (registrations are gone too).

@@ -23,16 +23,6 @@ void put(T& field, T v) {
   __atomic_store_n(&field, v, __ATOMIC_RELAXED);
 }
 
-uint32_t next_key(SlotTable& t, uint32_t index) {
-  // xorshift32; the top 24 bits make keys hard to guess across slots.
-  uint32_t x = t.rng;
-  do {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-  } while ((x >> 8) == 0);
-  t.rng = x;
-  return (x & ~0xffu) | index;
-}
-
 bool in_range(uint64_t off, uint64_t len, uint64_t lo, uint64_t size) {
   return off >= lo && len <= size && off - lo <= size - len;
 }
@@ -99,7 +89,7 @@ abi::CqStatus do_register(SlotTable& t, Slot& s, const abi::SqEntry& e, uint32_t
   for (uint32_t i = 0; i < abi::kMaxRegistrations; ++i) {
     Registration& r = s.regs[i];
     if (r.key) continue;
-    r = Registration{e.src_addr, e.reg_offset, e.length, e.access, next_key(t, i)};
+    r = Registration{e.src_addr, e.reg_offset, e.length, e.access, tagged_index(t.rng, i)};
     key = r.key;
     return abi::kCqOk;
   }
@@ -283,6 +273,16 @@ void go_dormant(Slot& s, uint64_t now) {
 }
 
 }  // namespace
+
+uint32_t tagged_index(uint32_t& rng, uint32_t index) {
+  // xorshift32; the top 24 bits make keys hard to guess across slots.
+  uint32_t x = rng;
+  do {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+  } while ((x >> 8) == 0);
+  rng = x;
+  return (x & ~0xffu) | index;
+}
 
 abi::SlotHeader& header(const Slot& s) { return *reinterpret_cast<abi::SlotHeader*>(s.base); }
 

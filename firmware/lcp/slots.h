@@ -97,6 +97,10 @@ void slot_wake(SlotTable& t, uint32_t slot);
 // True while some attached slot is still polled (not dormant).
 bool slots_awake(const SlotTable& t);
 
+// A table index with a random 24-bit tag above it (memory keys, export
+// handles): hard to guess, and a stale one does not match a reused entry.
+uint32_t tagged_index(uint32_t& rng, uint32_t index);
+
 // The slot header as the firmware writes it (only its nic words).
 abi::SlotHeader& header(const Slot& s);
 

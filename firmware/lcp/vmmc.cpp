@@ -48,15 +48,6 @@ struct State {
 };
 State g;
 
-uint32_t new_handle(uint32_t index) {
-  uint32_t x = g.rng;
-  do {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-  } while ((x >> 8) == 0);
-  g.rng = x;
-  return (x & ~0xffu) | index;
-}
-
 Export* find_export(uint32_t handle) {
   uint32_t index = handle & 0xff;
   if (index >= abi::kMaxExports) return nullptr;
@@ -84,7 +75,7 @@ abi::CtrlStatus do_export(const abi::CtrlCommand& cmd, uint64_t& value) {
     memset(&x, 0, sizeof x);
     x.used = true;
     x.notify = a.notify != 0;
-    x.handle = new_handle(i);
+    x.handle = tagged_index(g.rng, i);
     x.slot = cmd.slot;
     x.generation = s.generation;
     x.key = a.key;

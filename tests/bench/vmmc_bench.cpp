@@ -1,0 +1,1362 @@
+// vmmc_bench: the figures of Princeton's VMMC papers (latency, bandwidth,
+// send overhead, the short/long crossover) on ulnic's VMMC, beside floors
+// measured in the same run.
+//
+//   vmmc_bench serve --peer N [--bulk BYTES] [--idle-timeout S]
+//       (on the receiving node) exports "vmmcb.<node>" (control area, ping
+//       areas, a bulk area of BYTES, default 8 MiB + 4 KiB), imports the
+//       client's export and obeys the commands the client sends it through
+//       VMMC itself (a notifying send into the control area; one notifying
+//       reply each). Echoes every notifying send into its ping area from the
+//       notification handler. Exits on the client's "quit" (or after
+//       --idle-timeout seconds without a command, default 900).
+//   vmmc_bench client --peer N [--out DIR | --json FILE] [--quick]
+//       [--lat-sizes LIST] [--iters N] [--warmup N] [--lat-seconds S]
+//       [--bw-sizes LIST] [--inflight K] [--win-ms MS] [--windows N]
+//       [--ovh-sizes LIST] [--ovh-samples N] [--poll-yield N]
+//       [--no-floors] [--no-counters] [--skip SECTIONS]
+//       (on the sending node) measures, in one run:
+//   0. floors (host only): a two-process shared-memory ping-pong and memcpy
+//      bandwidth per size (bench_common.h), and the NIC's own node-local copy
+//      bandwidth per size: kOpCopy through a second ulnic::Nic on this node
+//      (its own slot), --inflight copies in flight, reaped with Nic::wait;
+//   1. one-way latency = RTT/2 of a ping-pong, per size:
+//        notify: vmmc_send_async(VMMC_NOTIFY) into the server's ping area;
+//                the server's notification handler answers with a notifying
+//                send of the same bytes; the client's vmmc_wait runs its
+//                handler (the ping's completion is reaped after the pong);
+//        poll:   VMMC's deliberate-update ping-pong: no notifications; the
+//                last word of each message is a sequence number and each
+//                side spins on the last word of the message in its own
+//                buffer (sched_yield after --poll-yield spins: 2 cores);
+//   2. bandwidth per size, --inflight vmmc_send_async in flight (fewer for
+//      sizes above 4 MiB: at most 32 MiB in flight), completion by
+//      vmmc_send_wait in posting order: one-way (client -> server) and
+//      bidirectional (both at once, from a start time both processes read on
+//      the same CLOCK_MONOTONIC). Bytes are counted per fixed time window
+//      (cumulative completed bytes, interpolated between completions, at
+//      window boundaries), after a warm-up window; MB/s = 1e6 B/s. Each row
+//      is verified: one send of a pattern into a zeroed area, checked by the
+//      receiver byte for byte (and the bytes after it still zero);
+//   3. send overhead per call: time inside vmmc_send (synchronous: returns
+//      once the receiving NIC placed every byte) and inside vmmc_send_async
+//      (posting only; bursts of --inflight, reaped outside the timing);
+//   4. the short/long crossover: 128 B (inline in the send queue) against
+//      129 B (fetched by the NIC from registered memory) in 1 and 3.
+// LIST: comma-separated sizes with optional K/M suffix ("4,64,4K,1M") or
+// "none"; SECTIONS: comma-separated of lat,poll,bw,bidir,ovh,nic.
+// Both processes find their node as every libulnic program does
+// ($ULNIC_RUNTIME_DIR, $ULNIC_CLUSTER, $ULNIC_NODE). Prints min/median/max
+// tables and writes JSON (DIR/vmmc_bench.json). A program, not a test;
+// tests/bench/vmmc_bench.py starts a private cluster, runs it and plots.
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.h"
+#include "ulnic/nic.h"
+#include "ulnic/vmmc.h"
+
+namespace abi = ulnic::abi;
+
+namespace {
+
+using namespace bench;
+
+// ------------------------------------------------------- the export layout
+
+// Each side exports one buffer laid out alike:
+constexpr uint64_t kCtrl = 0;                    // server: commands; client: replies
+constexpr uint64_t kCtrlBytes = 4096;
+constexpr uint64_t kLatMax = 64u << 10;          // largest ping-pong message
+constexpr uint64_t kNote = kCtrlBytes;           // notification ping-pong
+constexpr uint64_t kPoll = kNote + kLatMax;      // polling ping-pong
+constexpr uint64_t kBulk = kPoll + kLatMax;      // bandwidth, verification, overhead
+constexpr uint64_t kGuard = 64;                  // checked-zero bytes after a verified send
+constexpr uint32_t kMaxWindows = 64;
+constexpr uint32_t kMagic = 0x564d4342;          // "VMCB"
+constexpr uint32_t kStop = 0x80000000u;          // poll ping-pong: the last message
+
+enum Op : uint32_t { kOpHello = 1, kOpPoll, kOpPrep, kOpVerify, kOpBidir, kOpQuit };
+
+// Client -> server, into the server's control area (inline: <= 128 bytes).
+struct Cmd {
+  uint32_t magic = 0, seq = 0, op = 0, size = 0;
+  uint32_t inflight = 0, nwin = 0;  // kOpPoll: inflight = spins before sched_yield
+  uint64_t arg = 0;    // kOpPoll: first sequence number; kOpVerify: pattern seed
+  int64_t t0_ns = 0;   // kOpBidir: start, steady_clock nanoseconds (one machine, one clock)
+  int64_t win_ns = 0;  // kOpBidir: window length
+};
+static_assert(sizeof(Cmd) <= VMMC_SHORT_MAX);
+
+// Server -> client, into the client's control area.
+struct Reply {
+  uint32_t magic, seq, status, nbound;  // status 0 = ok
+  uint64_t a, b;                        // per op (see the server)
+  double bound[kMaxWindows + 1];        // kOpBidir: completed bytes at the window boundaries
+};
+
+uint8_t pattern(uint64_t seed, uint64_t i) { return uint8_t(((i * 2654435761u) >> 11) ^ (i >> 7) ^ seed); }
+
+std::vector<uint32_t> parse_sizes(const std::string& text) {
+  std::vector<uint32_t> out;
+  if (text.empty() || text == "none") return out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    uint64_t v = std::strtoull(item.c_str(), &end, 10);
+    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+    else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+    if (*end || v == 0 || v > abi::kMaxCopyBytes) die("bad size '" + item + "' in '" + text + "'");
+    out.push_back(uint32_t(v));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+Clock::time_point tp_of(int64_t ns) { return Clock::time_point(std::chrono::nanoseconds(ns)); }
+
+// ------------------------------------------------------------ this process
+
+struct Side {
+  bool serving = false;
+  vmmc_endpoint* ep = nullptr;
+  uint32_t node = 0, peer_node = 0;
+  uint8_t* inbox = nullptr;       // our export
+  size_t inbox_len = 0;
+  vmmc_proxy_t peer = 0;          // the peer's export
+  size_t peer_len = 0;
+  uint8_t* src = nullptr;         // bulk source: pattern(seed)
+  size_t src_len = 0;
+  uint64_t seed = 0;
+  uint8_t* msg = nullptr;         // ping messages and replies (slot heap)
+  // What the notification handler saw.
+  uint64_t ctrl_notes = 0, pongs = 0, other_notes = 0, echoes = 0;
+  std::deque<vmmc_send_id> pending;  // asynchronous sends not yet reaped
+  uint64_t wait_io_as_timeout = 0;   // see wait_events
+};
+Side g;
+
+void vcheck(int st, const char* what) {
+  if (st != VMMC_OK) die(std::string(what) + ": " + vmmc_strerror(st));
+}
+
+// Reaps finished asynchronous sends from the front of `pending` (no waiting).
+void reap_pending() {
+  while (!g.pending.empty()) {
+    int st = vmmc_send_done(g.ep, g.pending.front());
+    if (st == VMMC_PENDING) return;
+    vcheck(st, "asynchronous send");
+    g.pending.pop_front();
+  }
+}
+
+void drain_pending() {
+  while (!g.pending.empty()) {
+    vcheck(vmmc_send_wait(g.ep, g.pending.front()), "asynchronous send");
+    g.pending.pop_front();
+  }
+}
+
+// Runs inside vmmc_poll / vmmc_wait.
+void on_note(void*, void*, size_t offset, size_t length, uint32_t) {
+  if (offset == kCtrl) {
+    ++g.ctrl_notes;
+  } else if (offset >= kNote && offset < kPoll) {
+    if (g.serving) {
+      // The notification ping-pong: the handler answers at once.
+      vmmc_send_id id = 0;
+      vcheck(vmmc_send_async(g.ep, g.inbox + offset, g.peer + offset, length, VMMC_NOTIFY, &id), "echo");
+      g.pending.push_back(id);
+      ++g.echoes;
+    } else {
+      ++g.pongs;
+    }
+  } else {
+    ++g.other_notes;
+  }
+}
+
+// vmmc_wait, except that a wait that ends in -VMMC_ERR_IO at (within 2 ms
+// of) its timeout counts as -VMMC_ERR_TIMEOUT: Endpoint::wait truncates the
+// time left to whole milliseconds, Nic::wait_ready then gives up before the
+// deadline and vmmc_wait reports that as an I/O error (a library bug).
+int wait_events(int timeout_ms) {
+  auto start = Clock::now();
+  int r = vmmc_wait(g.ep, timeout_ms);
+  if (r == -VMMC_ERR_IO && timeout_ms >= 0 && seconds_since(start) * 1000 >= timeout_ms - 2) {
+    ++g.wait_io_as_timeout;
+    return -VMMC_ERR_TIMEOUT;
+  }
+  return r;
+}
+
+// Spins until pred() holds: cpu_relax, then sched_yield after `yield_after`
+// spins (two cores, two QEMUs and two host processes). False after `limit_s`.
+template <class Pred>
+bool spin_until(Pred pred, uint32_t yield_after, double limit_s) {
+  uint32_t k = 0;
+  auto start = Clock::now();
+  while (!pred()) {
+    if (++k > yield_after) ::sched_yield();
+    else cpu_relax();
+    if ((k & 0x3ff) == 0 && seconds_since(start) > limit_s) return pred();
+  }
+  return true;
+}
+
+uint32_t load32(const uint8_t* p) { return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE); }
+
+void open_endpoint(uint64_t bulk) {
+  vcheck(vmmc_open(nullptr, -1, &g.ep), "vmmc_open");
+  g.node = uint32_t(vmmc_node(g.ep));
+  g.inbox_len = kBulk + bulk;
+  g.inbox = static_cast<uint8_t*>(vmmc_alloc(g.ep, g.inbox_len));
+  if (!g.inbox) die("slot heap too small for a " + size_name(g.inbox_len) + " export (cluster up --slot-size 64)");
+  std::memset(g.inbox, 0, g.inbox_len);
+  g.src_len = bulk;
+  g.src = static_cast<uint8_t*>(vmmc_alloc(g.ep, g.src_len));
+  g.msg = static_cast<uint8_t*>(vmmc_alloc(g.ep, kLatMax + sizeof(Reply) + 4096));
+  if (!g.src || !g.msg) die("slot heap too small for a " + size_name(g.src_len) + " source");
+  g.seed = 0x40 + g.node;
+  for (size_t i = 0; i < g.src_len; ++i) g.src[i] = pattern(g.seed, i);
+  std::memset(g.msg, 0, kLatMax + sizeof(Reply) + 4096);
+  std::string mine = "vmmcb." + std::to_string(g.node), theirs = "vmmcb." + std::to_string(g.peer_node);
+  vcheck(vmmc_export(g.ep, mine.c_str(), g.inbox, g.inbox_len, nullptr, 0, on_note, nullptr), "export");
+  vcheck(vmmc_import(g.ep, int(g.peer_node), theirs.c_str(), 60000, &g.peer, &g.peer_len),
+         ("import " + theirs + " from node " + std::to_string(g.peer_node)).c_str());
+  if (g.peer_len < kBulk + 4096) die("the peer's export is too small");
+  // Warm the user-managed TLB with the whole source first (later sends of
+  // any size hit this registration) and check the path end to end.
+  vcheck(vmmc_send(g.ep, g.src, g.peer + kBulk, std::min(g.src_len, g.peer_len - kBulk), 0), "warm-up send");
+}
+
+// ------------------------------------------------ bandwidth: windows of time
+
+// Completed bytes as a function of time, linear between completions, read at
+// the window boundaries t0 + win * (k + 1), k = 0 .. nwin.
+struct Meter {
+  Clock::time_point t0;
+  double win = 0;
+  uint32_t nwin = 0;
+  std::vector<double> bound;
+  Clock::time_point t_prev;
+  double b_prev = 0;
+
+  Meter(Clock::time_point start, double win_s, uint32_t n, Clock::time_point prev, double prev_bytes)
+      : t0(start), win(win_s), nwin(n), t_prev(prev), b_prev(prev_bytes) {}
+  Clock::time_point boundary(uint32_t k) const {
+    return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(win * (k + 1)));
+  }
+  Clock::time_point end() const { return boundary(nwin); }
+  void add(Clock::time_point t, double bytes) {
+    while (bound.size() <= nwin && boundary(uint32_t(bound.size())) <= t) {
+      Clock::time_point b = boundary(uint32_t(bound.size()));
+      double span = std::chrono::duration<double>(t - t_prev).count();
+      double frac = span > 0 ? std::chrono::duration<double>(b - t_prev).count() / span : 1;
+      bound.push_back(b_prev + (bytes - b_prev) * std::clamp(frac, 0.0, 1.0));
+    }
+    t_prev = t;
+    b_prev = bytes;
+  }
+};
+
+// How a stream cuts time into windows.
+struct Windows {
+  double win = 0.1;        // seconds; adaptive: the shortest window
+  uint32_t nwin = 8;       // adaptive: the most windows
+  double measure_s = 0.8;  // adaptive: aim for about this much measured time
+  bool fixed = false;      // fixed: boundaries at start + win * (k + 1), k = 0 .. nwin
+};
+
+struct StreamResult {
+  std::vector<double> bound;  // completed bytes at the window boundaries
+  double win = 0;             // the window used
+  uint64_t posted = 0, done = 0, failed = 0;
+  int first_status = 0;
+  double warm_s = 0;          // start -> first boundary
+  double drain_s = 0;         // last boundary -> last completion
+};
+
+// `inflight` operations of `size` bytes kept in flight from `start` until the
+// last window boundary, then drained. post() posts one; reap() waits for the
+// oldest and returns its status (0 = ok).
+// Adaptive windows: warm-up lasts at least w.win and K + 1 completions; the
+// window is then max(w.win, 4 x the mean time between completions so far) and
+// there are measure_s / window of them (3 .. w.nwin), so a window always
+// spans several completions. Fixed windows: as given (both sides of a
+// bidirectional run use the same boundaries).
+StreamResult stream(uint32_t size, uint32_t inflight, Clock::time_point start, const Windows& w,
+                    const std::function<void()>& post, const std::function<int()>& reap) {
+  std::this_thread::sleep_until(start);
+  StreamResult r;
+  for (uint32_t i = 0; i < inflight; ++i, ++r.posted) post();
+  double bytes = 0;
+  auto take = [&] {
+    int st = reap();
+    ++r.done;
+    if (st != 0) {
+      if (!r.failed++) r.first_status = st;
+    } else {
+      bytes += size;
+    }
+  };
+  std::unique_ptr<Meter> m;
+  if (w.fixed) {
+    m = std::make_unique<Meter>(start, w.win, w.nwin, start, 0.0);
+  } else {
+    Clock::time_point first{}, now{};
+    uint64_t done_first = 0;
+    for (;;) {
+      take();
+      now = Clock::now();
+      if (r.done == 1) first = now, done_first = 1;
+      if (r.done > inflight && std::chrono::duration<double>(now - start).count() >= w.win) break;
+      post();
+      ++r.posted;
+    }
+    double per_op = std::chrono::duration<double>(now - first).count() / double(r.done - done_first);
+    double win = std::max(w.win, 4 * per_op);
+    uint32_t nwin = std::clamp<uint32_t>(uint32_t(w.measure_s / win), 3, std::max<uint32_t>(3, w.nwin));
+    // Boundary 0 is now (a completion): t0 = now - win.
+    m = std::make_unique<Meter>(now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(win)),
+                                win, nwin, now, bytes);
+    m->add(now, bytes);
+    post();
+    ++r.posted;
+  }
+  bool posting = true;
+  while (r.done < r.posted) {
+    take();
+    auto now = Clock::now();
+    m->add(now, bytes);
+    if (posting && now >= m->end()) posting = false;
+    if (posting) {
+      post();
+      ++r.posted;
+    }
+    if (!posting && r.done == r.posted) r.drain_s = std::chrono::duration<double>(now - m->end()).count();
+  }
+  while (m->bound.size() <= m->nwin) m->bound.push_back(bytes);  // (cannot happen: operations outlive the end)
+  r.bound = m->bound;
+  r.win = m->win;
+  r.warm_s = std::chrono::duration<double>(m->boundary(0) - start).count();
+  return r;
+}
+
+// Per-window rates (bytes/s) from boundary values.
+std::vector<double> window_rates(const std::vector<double>& bound, double win) {
+  std::vector<double> v;
+  for (size_t k = 0; k + 1 < bound.size(); ++k) v.push_back((bound[k + 1] - bound[k]) / win);
+  return v;
+}
+
+uint32_t inflight_for(uint32_t size, uint32_t inflight) {
+  return std::clamp<uint32_t>(uint32_t((32ull << 20) / size), 2, inflight);
+}
+
+StreamResult vmmc_stream(uint32_t size, uint32_t inflight, Clock::time_point start, const Windows& w) {
+  std::deque<vmmc_send_id> ids;
+  const uint8_t* src = size <= VMMC_SHORT_MAX ? g.msg : g.src;
+  if (src == g.msg) std::memcpy(g.msg, g.src, size);
+  auto post = [&] {
+    vmmc_send_id id = 0;
+    vcheck(vmmc_send_async(g.ep, src, g.peer + kBulk, size, 0, &id), "vmmc_send_async");
+    ids.push_back(id);
+  };
+  auto reap = [&] {
+    int st = vmmc_send_wait(g.ep, ids.front());
+    ids.pop_front();
+    return st;
+  };
+  return stream(size, inflight, start, w, post, reap);
+}
+
+// ---------------------------------------------------------------- the server
+
+void reply(const Cmd& c, uint32_t status, uint64_t a = 0, uint64_t b = 0, const std::vector<double>& bound = {}) {
+  auto* r = reinterpret_cast<Reply*>(g.msg + kLatMax);
+  std::memset(r, 0, sizeof *r);
+  r->magic = kMagic;
+  r->seq = c.seq;
+  r->status = status;
+  r->a = a;
+  r->b = b;
+  r->nbound = uint32_t(std::min<size_t>(bound.size(), kMaxWindows + 1));
+  for (uint32_t k = 0; k < r->nbound; ++k) r->bound[k] = bound[k];
+  size_t n = offsetof(Reply, bound) + sizeof(double) * r->nbound;
+  vcheck(vmmc_send(g.ep, r, g.peer + kCtrl, n, VMMC_NOTIFY), "reply");
+}
+
+// Checks [kBulk, kBulk + size) == pattern(seed) and the guard bytes after it
+// still zero. Returns the number of bad bytes; `first` the first bad offset.
+uint64_t verify_bulk(uint32_t size, uint64_t seed, uint64_t& first) {
+  uint64_t bad = 0;
+  first = ~0ull;
+  const uint8_t* p = g.inbox + kBulk;
+  for (uint64_t i = 0; i < size; ++i)
+    if (p[i] != pattern(seed, i) && !bad++) first = i;
+  for (uint64_t i = size; i < size + kGuard && kBulk + i < g.inbox_len; ++i)
+    if (p[i] != 0 && !bad++) first = i;
+  return bad;
+}
+
+void zero_bulk(uint32_t size) {
+  std::memset(g.inbox + kBulk, 0, std::min<uint64_t>(uint64_t(size) + kGuard, g.inbox_len - kBulk));
+}
+
+int serve(uint32_t peer, uint64_t bulk, double idle_timeout) {
+  g.serving = true;
+  g.peer_node = peer;
+  open_endpoint(bulk);
+  std::printf("vmmc_bench serve: node %d, export vmmcb.%u (%s), imported vmmcb.%u from node %u\n", vmmc_node(g.ep),
+              g.node, size_name(g.inbox_len).c_str(), peer, peer);
+  std::fflush(stdout);
+  const auto* cmd = reinterpret_cast<const Cmd*>(g.inbox + kCtrl);
+  uint64_t consumed = 0;
+  for (;;) {
+    auto idle_since = Clock::now();
+    while (g.ctrl_notes == consumed) {
+      int r = wait_events(500);
+      reap_pending();
+      if (r == -VMMC_ERR_TIMEOUT && seconds_since(idle_since) > idle_timeout) die("no command for too long");
+      if (r < 0 && r != -VMMC_ERR_TIMEOUT) die(std::string("vmmc_wait: ") + vmmc_strerror(r));
+    }
+    ++consumed;
+    Cmd c;
+    std::memcpy(&c, cmd, sizeof c);
+    if (c.magic != kMagic) die("bad command in the control area");
+    drain_pending();
+    switch (c.op) {
+      case kOpHello:
+        reply(c, 0, uint64_t(::getpid()), g.inbox_len);
+        break;
+      case kOpPoll: {
+        // Deliberate-update ping-pong: spin on the last word of the message.
+        const uint8_t* flag = g.inbox + kPoll + c.size - 4;
+        uint32_t expected = uint32_t(c.arg);
+        uint64_t answered = 0, status = 0;
+        for (;;) {
+          if (!spin_until([&] { return (load32(flag) & ~kStop) == expected; }, uint32_t(c.inflight), 10)) {
+            status = 1;  // the client went quiet
+            break;
+          }
+          if (load32(flag) & kStop) break;
+          vmmc_send_id id = 0;
+          vcheck(vmmc_send_async(g.ep, g.inbox + kPoll, g.peer + kPoll, c.size, 0, &id), "poll pong");
+          g.pending.push_back(id);
+          reap_pending();
+          ++answered;
+          ++expected;
+        }
+        drain_pending();
+        reply(c, uint32_t(status), answered);
+        break;
+      }
+      case kOpPrep:
+        zero_bulk(c.size);
+        reply(c, 0);
+        break;
+      case kOpVerify: {
+        uint64_t first = 0, bad = verify_bulk(c.size, c.arg, first);
+        reply(c, bad ? 1 : 0, bad, first);
+        break;
+      }
+      case kOpBidir: {
+        zero_bulk(c.size);
+        Windows w;
+        w.fixed = true;
+        w.win = double(c.win_ns) * 1e-9;
+        w.nwin = c.nwin;
+        StreamResult s = vmmc_stream(c.size, c.inflight, tp_of(c.t0_ns), w);
+        reply(c, s.failed ? 2 : 0, s.done, s.failed, s.bound);
+        break;
+      }
+      case kOpQuit:
+        reply(c, 0, g.wait_io_as_timeout);
+        std::printf("vmmc_bench serve: done (%" PRIu64 " notified echoes)\n", g.echoes);
+        vmmc_close(g.ep);
+        return 0;
+      default:
+        die("unknown command " + std::to_string(c.op));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the client
+
+uint32_t g_cmd_seq = 0;
+
+uint32_t post_cmd(Cmd c) {
+  c.magic = kMagic;
+  c.seq = ++g_cmd_seq;
+  vcheck(vmmc_send(g.ep, &c, g.peer + kCtrl, sizeof c, VMMC_NOTIFY), "command");
+  return c.seq;
+}
+
+Reply await_reply(uint32_t seq, double limit_s = 120) {
+  const auto* r = reinterpret_cast<const Reply*>(g.inbox + kCtrl);
+  auto start = Clock::now();
+  for (;;) {
+    // One reply (one notification) per command, in order: once the seq-th
+    // notification ran, every byte of reply `seq` is in place.
+    if (g.ctrl_notes >= seq && load32(reinterpret_cast<const uint8_t*>(&r->seq)) == seq) {
+      Reply out;
+      std::memcpy(&out, r, sizeof out);
+      if (out.magic != kMagic) die("bad reply in the control area");
+      return out;
+    }
+    int w = wait_events(500);
+    if (w < 0 && w != -VMMC_ERR_TIMEOUT) die(std::string("vmmc_wait: ") + vmmc_strerror(w));
+    if (seconds_since(start) > limit_s) die("the server did not answer command " + std::to_string(seq));
+  }
+}
+
+Reply call(Cmd c, double limit_s = 120) { return await_reply(post_cmd(c), limit_s); }
+
+// ---- NIC firmware counters (`ulnic node status --json`, both nodes at once)
+
+const char* const kCounterKeys[] = {"link_tx_data", "link_retransmits", "link_duplicates", "link_out_of_order",
+                                    "vmmc_sends", "vmmc_notifications", "events_dropped", "wfi", "ext_wakeups",
+                                    "timer_wakeups", "slot_wakeups", "host_rings", "copy_bytes"};
+
+std::map<std::string, uint64_t> parse_counters(const std::string& text) {
+  std::map<std::string, uint64_t> out;
+  size_t at = text.find("\"counters\"");
+  if (at == std::string::npos) return out;
+  for (const char* k : kCounterKeys) {
+    size_t q = text.find("\"" + std::string(k) + "\":", at);
+    if (q != std::string::npos) out[k] = std::strtoull(text.c_str() + q + std::strlen(k) + 3, nullptr, 10);
+  }
+  return out;
+}
+
+struct Counters {
+  std::map<std::string, uint64_t> self, peer;
+};
+
+struct Probe {
+  bool enabled = true;
+  std::string cli;
+  int qemu_pid[2] = {0, 0};
+
+  Probe() {
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+      self[n] = '\0';
+      std::string dir(self);
+      cli = dir.substr(0, dir.rfind('/')) + "/ulnic";
+    }
+  }
+  // Both nodes' status at once (each call waits up to a heartbeat period).
+  std::pair<std::string, std::string> status() const {
+    const char* cl = std::getenv("ULNIC_CLUSTER");
+    std::string base = "'" + cli + "' node status -c '" + (cl && *cl ? cl : "default") + "' --json 2>/dev/null -n ";
+    FILE* a = ::popen((base + std::to_string(g.node)).c_str(), "r");
+    FILE* b = ::popen((base + std::to_string(g.peer_node)).c_str(), "r");
+    auto slurp = [](FILE* p) {
+      std::string text;
+      if (!p) return text;
+      char buf[4096];
+      for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
+      ::pclose(p);
+      return text;
+    };
+    std::string ta = slurp(a), tb = slurp(b);
+    return {ta, tb};
+  }
+  Counters snap() const {
+    Counters c;
+    if (!enabled) return c;
+    auto [a, b] = status();
+    c.self = parse_counters(a);
+    c.peer = parse_counters(b);
+    return c;
+  }
+  static std::map<std::string, uint64_t> delta(const std::map<std::string, uint64_t>& a,
+                                               const std::map<std::string, uint64_t>& b) {
+    std::map<std::string, uint64_t> d;
+    for (auto& [k, v] : b)
+      if (a.count(k)) d[k] = v - a.at(k);
+    return d;
+  }
+  static Counters delta(const Counters& a, const Counters& b) { return {delta(a.self, b.self), delta(a.peer, b.peer)}; }
+};
+
+uint64_t ctr(const std::map<std::string, uint64_t>& m, const char* k) { return m.count(k) ? m.at(k) : 0; }
+std::string retx_cell(const Counters& c) {
+  if (!c.self.count("link_retransmits")) return "-";
+  return std::to_string(ctr(c.self, "link_retransmits") + ctr(c.peer, "link_retransmits"));
+}
+
+// ---- CPU use over the run (the machine has 2 cores; who had them?)
+
+double proc_cpu_seconds(int pid) {
+  if (pid <= 0) return 0;
+  std::ifstream q("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(paren + 2));
+  std::string f;
+  uint64_t ut = 0, st = 0;
+  for (int i = 0; i < 13 && rest >> f; ++i) {
+    if (i == 11) ut = std::strtoull(f.c_str(), nullptr, 10);
+    if (i == 12) st = std::strtoull(f.c_str(), nullptr, 10);
+  }
+  return double(ut + st) / double(::sysconf(_SC_CLK_TCK));
+}
+
+struct CpuSnap {
+  Clock::time_point when;
+  double busy = 0, self = 0, server = 0, qemu[2] = {0, 0};
+};
+
+CpuSnap cpu_snap(const int qemu[2], int server) {
+  CpuSnap c;
+  c.when = Clock::now();
+  std::ifstream st("/proc/stat");
+  std::string cpu;
+  uint64_t user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  st >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq;
+  c.busy = double(user + nice + sys + irq + softirq) / double(::sysconf(_SC_CLK_TCK));
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  c.self = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  c.server = proc_cpu_seconds(server);
+  for (int k = 0; k < 2; ++k) c.qemu[k] = proc_cpu_seconds(qemu[k]);
+  return c;
+}
+
+int json_pid(const std::string& text) {
+  size_t at = text.find("\"pid\":");
+  return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 6);
+}
+
+// ---- results
+
+struct Lat {
+  std::string mode;  // "notify" or "poll"
+  uint32_t size = 0;
+  Stats oneway_us, rtt_us;
+  uint64_t bad = 0;  // pongs whose bytes differed from the ping
+  double ratio = 0;  // median one-way / floor one-way median
+  Counters counters;
+};
+
+struct Bw {
+  std::string mode;  // "oneway", "bidir", "nic_copy"
+  uint32_t size = 0, inflight = 0;
+  Stats bps;                 // per window (bidir: both directions together)
+  double overall_bps = 0;    // over all measured windows
+  Stats fwd_bps, rev_bps;    // bidir: client -> server, server -> client
+  uint64_t ops = 0, failed = 0;
+  double drain_s = 0, warm_s = 0;
+  double win_s = 0;          // the window used
+  uint32_t nwin = 0;
+  bool verified = true;
+  std::string verify_note;
+  Counters counters;
+};
+
+struct Ovh {
+  uint32_t size = 0;
+  Stats sync_us, async_us;
+};
+
+Stats stats_of_bound(const std::vector<double>& bound, double win) { return summarize(window_rates(bound, win)); }
+
+double overall_of(const std::vector<double>& bound, double win) {
+  return bound.size() > 1 ? (bound.back() - bound.front()) / (win * double(bound.size() - 1)) : 0;
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: vmmc_bench serve --peer N [--bulk BYTES] [--idle-timeout S]\n"
+               "       vmmc_bench client --peer N [--out DIR | --json FILE] [--quick]\n"
+               "              [--lat-sizes LIST] [--iters N] [--warmup N] [--lat-seconds S]\n"
+               "              [--bw-sizes LIST] [--inflight K] [--win-ms MS] [--windows N]\n"
+               "              [--ovh-sizes LIST] [--ovh-samples N] [--poll-yield N]\n"
+               "              [--no-floors] [--no-counters] [--skip lat,poll,bw,bidir,ovh,nic]\n"
+               "LIST: sizes with optional K/M suffix, comma-separated (\"4,64,4K\"), or none.\n"
+               "Both attach to $ULNIC_CLUSTER/$ULNIC_NODE ($ULNIC_RUNTIME_DIR); start a cluster first:\n"
+               "  ulnic cluster up -n 2 -c CLUSTER --slot-size 64\n"
+               "then: ULNIC_NODE=1 vmmc_bench serve --peer 0 &  ULNIC_NODE=0 vmmc_bench client --peer 1\n");
+  std::exit(2);
+}
+
+int client(int argc, char** argv) {
+  std::string json_path, out_dir;
+  std::vector<uint32_t> lat_sizes = {4, 16, 64, 128, 129, 256, 1024, 4096, 8192};
+  std::vector<uint32_t> bw_sizes = {4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1u << 20, 4u << 20, 8u << 20};
+  std::vector<uint32_t> ovh_sizes = {4, 16, 64, 128, 129, 256, 1024, 4096, 8192, 65536, 1u << 20};
+  int iters = 400, warmup = 40, ovh_samples = 400;
+  double lat_seconds = 3, win_ms = 100, measure_ms = 800;
+  uint32_t inflight = 8, windows = 8, poll_yield = 200;
+  bool floors = true, counters = true, quick = false;
+  bool lat_sizes_set = false, bw_sizes_set = false, ovh_sizes_set = false;
+  std::string skip;
+  uint32_t peer = 1;
+  bool have_peer = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage();
+      return argv[++i];
+    };
+    if (a == "--peer") peer = uint32_t(std::stoul(next())), have_peer = true;
+    else if (a == "--json") json_path = next();
+    else if (a == "--out") out_dir = next();
+    else if (a == "--quick") quick = true;
+    else if (a == "--lat-sizes") lat_sizes = parse_sizes(next()), lat_sizes_set = true;
+    else if (a == "--bw-sizes") bw_sizes = parse_sizes(next()), bw_sizes_set = true;
+    else if (a == "--ovh-sizes") ovh_sizes = parse_sizes(next()), ovh_sizes_set = true;
+    else if (a == "--iters") iters = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
+    else if (a == "--lat-seconds") lat_seconds = std::max(0.05, std::atof(next().c_str()));
+    else if (a == "--inflight") inflight = uint32_t(std::clamp(std::atoi(next().c_str()), 1, 64));
+    else if (a == "--win-ms") win_ms = std::clamp(std::atof(next().c_str()), 5.0, 5000.0);
+    else if (a == "--measure-ms") measure_ms = std::clamp(std::atof(next().c_str()), 10.0, 60000.0);
+    else if (a == "--windows") windows = uint32_t(std::clamp(std::atoi(next().c_str()), 1, int(kMaxWindows)));
+    else if (a == "--ovh-samples") ovh_samples = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--poll-yield") poll_yield = uint32_t(std::max(0, std::atoi(next().c_str())));
+    else if (a == "--no-floors") floors = false;
+    else if (a == "--no-counters") counters = false;
+    else if (a == "--skip") skip = "," + next() + ",";
+    else usage();
+  }
+  if (!have_peer) usage();
+  if (quick) {
+    // A smoke run: a few seconds, every section, fewer sizes and samples.
+    if (!lat_sizes_set) lat_sizes = {4, 128, 129, 4096};
+    if (!bw_sizes_set) bw_sizes = {64, 4096, 65536, 1u << 20};
+    if (!ovh_sizes_set) ovh_sizes = {4, 128, 129, 4096, 65536};
+    iters = std::min(iters, 60);
+    warmup = std::min(warmup, 10);
+    ovh_samples = std::min(ovh_samples, 60);
+    lat_seconds = std::min(lat_seconds, 0.5);
+    win_ms = std::min(win_ms, 30.0);
+    measure_ms = std::min(measure_ms, 120.0);
+    windows = std::min<uint32_t>(windows, 4);
+  }
+  auto run = [&](const char* s) { return skip.find("," + std::string(s) + ",") == std::string::npos; };
+  for (uint32_t s : lat_sizes)
+    if (s < 4 || s > kLatMax) die("latency sizes must be 4 B .. 64 KiB");
+  if (json_path.empty()) json_path = out_dir.empty() ? "vmmc_bench.json" : out_dir + "/vmmc_bench.json";
+  if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
+  const double win = win_ms / 1000;
+  Windows adaptive;
+  adaptive.win = win;
+  adaptive.nwin = windows;
+  adaptive.measure_s = measure_ms / 1000;
+  const auto run_start = Clock::now();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  // ---- attach, export, import; the server answers hello
+  uint64_t bw_max = 4096;
+  for (uint32_t s : bw_sizes) bw_max = std::max<uint64_t>(bw_max, s);
+  for (uint32_t s : ovh_sizes) bw_max = std::max<uint64_t>(bw_max, s);
+  g.peer_node = peer;
+  open_endpoint(bw_max + 4096);
+  Reply hello = call(Cmd{.op = kOpHello});
+  const int server_pid = int(hello.a);
+  const uint64_t server_bulk = hello.b - kBulk;
+  while (!bw_sizes.empty() && bw_sizes.back() + kGuard > server_bulk) {
+    std::printf("note: dropping %s: the server's bulk area is %s (vmmc_bench serve --bulk)\n",
+                size_name(bw_sizes.back()).c_str(), size_name(server_bulk).c_str());
+    bw_sizes.pop_back();
+  }
+  while (!ovh_sizes.empty() && ovh_sizes.back() > server_bulk) ovh_sizes.pop_back();
+
+  // The NIC's own copy limit: a second attachment (its own slot) on this node.
+  std::unique_ptr<ulnic::Nic> cnic;
+  uint8_t* csrc = nullptr;
+  uint32_t ckey = 0;
+  uint64_t cdist = 0;
+  if (floors && run("nic")) {
+    auto opened = ulnic::Nic::open();
+    if (!opened) die("second attachment for the NIC copy floor: " + opened.error().message);
+    cnic = std::move(*opened);
+    cdist = bw_max + 4096 + 320;  // destination after the source, not a power-of-two distance
+    const uint64_t len = cdist + bw_max + 4096;
+    csrc = static_cast<uint8_t*>(cnic->alloc(len, 4096));
+    if (!csrc) die("slot heap too small for the NIC copy floor (" + size_name(len) + ")");
+    for (uint64_t i = 0; i < len; ++i) csrc[i] = uint8_t(i * 13 + 5);
+    auto mr = cnic->register_memory(csrc, len, abi::kAccessLocal);
+    if (!mr) die("register the NIC copy buffers: " + mr.error().message);
+    ckey = mr->key;
+  }
+
+  Probe probe;
+  probe.enabled = counters;
+  if (counters) {
+    auto [a, b] = probe.status();
+    probe.qemu_pid[0] = json_pid(a);
+    probe.qemu_pid[1] = json_pid(b);
+  }
+  const CpuSnap cpu0 = cpu_snap(probe.qemu_pid, server_pid);
+  Machine m = machine_facts();
+  std::printf("vmmc_bench: node %u -> node %u (server pid %d, export %s), %u in flight, windows >= %.0f ms,"
+              " ~%.0f ms measured per row%s\n",
+              g.node, peer, server_pid, size_name(hello.b).c_str(), inflight, win_ms, measure_ms,
+              quick ? " (quick)" : "");
+  std::printf("machine: nproc %ld (affinity %d), %s, hypervisor %s, %s\n", m.nproc, m.affinity, m.cpu_model.c_str(),
+              m.hypervisor.c_str(), m.kernel.c_str());
+  if (m.nproc < 4)
+    std::printf("note: %ld CPUs for two host processes and two NICs' vCPU threads: every figure sits beside a floor\n"
+                "      from this run; the NIC copy floor and the VMMC figures see the same machine\n",
+                m.nproc);
+
+  // ---- 0. floors
+  PingPong pp;
+  std::map<uint64_t, MemcpyFloor> mc;
+  std::map<uint32_t, Bw> ncopy;
+  if (floors) {
+    pp = pingpong_floor(2000, quick ? 5000 : 20000);
+    std::vector<uint64_t> fs(lat_sizes.begin(), lat_sizes.end());
+    fs.insert(fs.end(), bw_sizes.begin(), bw_sizes.end());
+    std::sort(fs.begin(), fs.end());
+    fs.erase(std::unique(fs.begin(), fs.end()), fs.end());
+    for (uint64_t s : fs) mc[s] = memcpy_floor(s, quick ? 9 : 31);
+    std::printf("\n== 0. floors, host only\n");
+    std::printf("%-36s%10s%10s%10s\n", "shared-memory ping-pong, us", "min", "median", "max");
+    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
+    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
+                pp.oneway_us.max);
+    if (cnic) {
+      // kOpCopy, this node, `inflight` in flight, one destination.
+      for (uint32_t s : bw_sizes) {
+        // One verified copy first.
+        std::memset(csrc + cdist, 0, s + kGuard);
+        abi::SqEntry e{};
+        e.opcode = abi::kOpCopy;
+        e.length = s;
+        e.src_slot = cnic->slot();
+        e.dst_slot = uint16_t(cnic->slot());
+        e.src_key = e.dst_key = ckey;
+        e.src_addr = reinterpret_cast<uint64_t>(csrc);
+        e.dst_addr = reinterpret_cast<uint64_t>(csrc + cdist);
+        auto c = cnic->run(e);
+        if (!c || c->status != abi::kCqOk) die("NIC copy of " + size_name(s) + " failed");
+        Bw r;
+        r.mode = "nic_copy";
+        r.size = s;
+        r.inflight = inflight_for(s, inflight);
+        bool zero_after = true;
+        for (uint32_t i = 0; i < kGuard; ++i) zero_after &= csrc[cdist + s + i] == 0;
+        r.verified = std::memcmp(csrc, csrc + cdist, s) == 0 && zero_after;
+        auto post = [&] {
+          abi::SqEntry* q = cnic->next_sqe();
+          if (!q) die("NIC copy: send queue full");
+          *q = e;
+          cnic->submit();
+        };
+        auto reap = [&] {
+          auto cq = cnic->wait(std::chrono::milliseconds(30000));
+          if (!cq) die("NIC copy: " + cq.error().message);
+          return int(cq->status);
+        };
+        auto t0 = Clock::now() + std::chrono::milliseconds(2);
+        StreamResult sr = stream(s, r.inflight, t0, adaptive, post, reap);
+        r.bps = stats_of_bound(sr.bound, sr.win);
+        r.overall_bps = overall_of(sr.bound, sr.win);
+        r.win_s = sr.win;
+        r.nwin = uint32_t(sr.bound.size() - 1);
+        r.warm_s = sr.warm_s;
+        r.ops = sr.done;
+        r.failed = sr.failed;
+        r.drain_s = sr.drain_s;
+        ncopy[s] = r;
+      }
+    }
+    std::printf("%-10s%12s%10s%10s%6s%12s%10s%10s%6s%10s\n", "size", "memcpy MB/s", "median", "max", "", "NIC copy min",
+                "median", "max", "K", "win");
+    for (auto& [s, f] : mc) {
+      std::printf("%-10s%12.0f%10.0f%10.0f%6s", size_name(s).c_str(), f.gbps.min * 1e3, f.gbps.median * 1e3,
+                  f.gbps.max * 1e3, "");
+      if (ncopy.count(uint32_t(s))) {
+        const Bw& r = ncopy[uint32_t(s)];
+        std::printf("%12.1f%10.1f%10.1f%6u%10s%s", r.bps.min / 1e6, r.bps.median / 1e6, r.bps.max / 1e6, r.inflight,
+                    (fmt("%.0f", r.win_s * 1e3) + "x" + std::to_string(r.nwin)).c_str(), r.verified ? "" : "  DATA WRONG");
+      }
+      std::printf("\n");
+    }
+    if (cnic) std::printf("   (NIC copy: kOpCopy slot -> same slot on node %u, reaped with Nic::wait; MB/s = 1e6 B/s)\n",
+                          g.node);
+  }
+  auto ncopy_median = [&](uint32_t s) { return ncopy.count(s) ? ncopy[s].bps.median : 0.0; };
+  auto memcpy_median = [&](uint32_t s) { return mc.count(s) ? mc[s].gbps.median * 1e9 : 0.0; };
+
+  // ---- 1. latency
+  std::vector<Lat> lat;
+  uint32_t poll_seq = 0;
+  auto fill_msg = [&](uint32_t size, uint32_t i) {
+    for (uint32_t k = 0; k < size; ++k) g.msg[k] = pattern(i, k);
+  };
+  for (uint32_t s : lat_sizes) {
+    for (int mode = 0; mode < 2; ++mode) {
+      if (!run(mode == 0 ? "lat" : "poll")) continue;
+      Lat l;
+      l.mode = mode == 0 ? "notify" : "poll";
+      l.size = s;
+      Counters before = probe.snap();
+      std::vector<double> rtt;
+      auto start = Clock::now();
+      if (mode == 0) {
+        for (int i = 0; i < warmup + iters; ++i) {
+          fill_msg(s, uint32_t(i));
+          const uint64_t base = g.pongs;
+          vmmc_send_id id = 0;
+          auto t0 = Clock::now();
+          vcheck(vmmc_send_async(g.ep, g.msg, g.peer + kNote, s, VMMC_NOTIFY, &id), "ping");
+          while (g.pongs == base) {
+            int w = wait_events(10000);
+            if (w < 0) die(std::string("notification ping-pong: no pong: ") + vmmc_strerror(w));
+          }
+          auto t1 = Clock::now();
+          vcheck(vmmc_send_wait(g.ep, id), "ping completion");
+          if (std::memcmp(g.inbox + kNote, g.msg, s) != 0) ++l.bad;
+          if (i >= warmup) rtt.push_back(us_between(t0, t1));
+          if (i >= warmup && seconds_since(start) > lat_seconds) break;
+        }
+      } else {
+        const uint32_t first = poll_seq + 1;
+        uint32_t seq_cmd = post_cmd(Cmd{.op = kOpPoll, .size = s, .inflight = poll_yield, .arg = first});
+        const uint8_t* flag = g.inbox + kPoll + s - 4;
+        auto set_flag = [&](uint32_t v) { std::memcpy(g.msg + s - 4, &v, 4); };
+        for (int i = 0; i < warmup + iters; ++i) {
+          fill_msg(s, uint32_t(i));
+          const uint32_t seq = ++poll_seq;
+          set_flag(seq);
+          vmmc_send_id id = 0;
+          auto t0 = Clock::now();
+          vcheck(vmmc_send_async(g.ep, g.msg, g.peer + kPoll, s, 0, &id), "poll ping");
+          if (!spin_until([&] { return load32(flag) == seq; }, poll_yield, 10))
+            die("polling ping-pong: no pong within 10 s (size " + size_name(s) + ")");
+          auto t1 = Clock::now();
+          vcheck(vmmc_send_wait(g.ep, id), "poll ping completion");
+          if (std::memcmp(g.inbox + kPoll, g.msg, s) != 0) ++l.bad;
+          if (i >= warmup) rtt.push_back(us_between(t0, t1));
+          if (i >= warmup && seconds_since(start) > lat_seconds) break;
+        }
+        set_flag(++poll_seq | kStop);
+        vcheck(vmmc_send(g.ep, g.msg, g.peer + kPoll, s, 0), "poll stop");
+        Reply r = await_reply(seq_cmd);
+        if (r.status) die("polling ping-pong: the server saw no ping for 10 s");
+      }
+      l.counters = Probe::delta(before, probe.snap());
+      l.rtt_us = summarize(rtt);
+      for (double& x : rtt) x /= 2;
+      l.oneway_us = summarize(rtt);
+      if (floors && pp.oneway_us.median > 0) l.ratio = l.oneway_us.median / pp.oneway_us.median;
+      lat.push_back(l);
+    }
+  }
+  if (!lat.empty()) {
+    std::printf("\n== 1. one-way latency = ping-pong RTT / 2, us (notify: the receiver's handler answers; poll: each\n"
+                "      side spins on the last word of the message in its own buffer)\n");
+    if (floors) std::printf("   floor: shared-memory ping-pong one-way median %.3f us\n", pp.oneway_us.median);
+    std::printf("%-10s%-8s%7s%10s%10s%10s%12s%7s%6s%8s\n", "size", "mode", "n", "min", "median", "max", "med/floor",
+                "path", "bad", "retx");
+    for (const Lat& l : lat)
+      std::printf("%-10s%-8s%7zu%10.1f%10.1f%10.1f%12.0f%7s%6" PRIu64 "%8s\n", size_name(l.size).c_str(),
+                  l.mode.c_str(), l.oneway_us.n, l.oneway_us.min, l.oneway_us.median, l.oneway_us.max, l.ratio,
+                  l.size <= VMMC_SHORT_MAX ? "inline" : "DMA", l.bad, retx_cell(l.counters).c_str());
+    std::printf("   (bad: pongs whose bytes differed from the ping; retx: link retransmissions, both NICs, during"
+                " the row)\n");
+  }
+
+  // ---- 2. bandwidth
+  std::vector<Bw> bw;
+  uint64_t verify_failed = 0;
+  for (uint32_t s : bw_sizes) {
+    for (int mode = 0; mode < 2; ++mode) {
+      if (!run(mode == 0 ? "bw" : "bidir")) continue;
+      Bw r;
+      r.mode = mode == 0 ? "oneway" : "bidir";
+      r.size = s;
+      r.inflight = inflight_for(s, inflight);
+      Counters before = probe.snap();
+      if (mode == 0) {
+        StreamResult sr = vmmc_stream(s, r.inflight, Clock::now() + std::chrono::milliseconds(1), adaptive);
+        r.bps = stats_of_bound(sr.bound, sr.win);
+        r.overall_bps = overall_of(sr.bound, sr.win);
+        r.win_s = sr.win;
+        r.nwin = uint32_t(sr.bound.size() - 1);
+        r.warm_s = sr.warm_s;
+        r.fwd_bps = r.bps;
+        r.ops = sr.done;
+        r.failed = sr.failed;
+        r.drain_s = sr.drain_s;
+      } else {
+        zero_bulk(s);
+        auto t0 = Clock::now() + std::chrono::milliseconds(30);  // time for the server to wake and zero its area
+        // Fixed windows, the same on both sides: long enough for several
+        // sends per direction at the one-way rate.
+        Windows w;
+        w.fixed = true;
+        w.win = win;
+        for (const Bw& o : bw)
+          if (o.mode == "oneway" && o.size == s && o.bps.median > 0) w.win = std::max(win, 8.0 * s / o.bps.median);
+        w.nwin = std::clamp<uint32_t>(uint32_t(adaptive.measure_s / w.win), 3, std::max<uint32_t>(3, windows));
+        uint32_t seq = post_cmd(Cmd{.op = kOpBidir, .size = s, .inflight = r.inflight, .nwin = w.nwin,
+                                    .t0_ns = ns_of(t0), .win_ns = int64_t(w.win * 1e9)});
+        StreamResult sr = vmmc_stream(s, r.inflight, t0, w);
+        const double win = w.win;
+        r.win_s = w.win;
+        r.nwin = w.nwin;
+        r.warm_s = w.win;
+        Reply rep = await_reply(seq);
+        std::vector<double> sb(rep.bound, rep.bound + rep.nbound);
+        if (sb.size() != sr.bound.size()) die("bidirectional: the server measured another number of windows");
+        std::vector<double> both(sb.size());
+        for (size_t k = 0; k < sb.size(); ++k) both[k] = sb[k] + sr.bound[k];
+        r.bps = stats_of_bound(both, win);
+        r.overall_bps = overall_of(both, win);
+        r.fwd_bps = stats_of_bound(sr.bound, win);
+        r.rev_bps = stats_of_bound(sb, win);
+        r.ops = sr.done + rep.a;
+        r.failed = sr.failed + rep.b;
+        r.drain_s = sr.drain_s;
+        // Server -> client: the server drained before it answered.
+        uint64_t first = 0, bad = verify_bulk(s, 0x40 + peer, first);
+        if (bad) {
+          r.verified = false;
+          r.verify_note = "server->client: " + std::to_string(bad) + " bad bytes, first at " + std::to_string(first);
+        }
+      }
+      // Client -> server: one send into a zeroed area, checked by the server.
+      call(Cmd{.op = kOpPrep, .size = s});
+      vcheck(vmmc_send(g.ep, s <= VMMC_SHORT_MAX ? g.msg : g.src, g.peer + kBulk, s, 0), "verification send");
+      Reply v = call(Cmd{.op = kOpVerify, .size = s, .arg = g.seed});
+      if (v.status) {
+        r.verified = false;
+        r.verify_note += (r.verify_note.empty() ? "" : "; ") + std::string("client->server: ") +
+                         std::to_string(v.a) + " bad bytes, first at " + std::to_string(v.b);
+      }
+      if (!r.verified) ++verify_failed;
+      r.counters = Probe::delta(before, probe.snap());
+      bw.push_back(r);
+    }
+  }
+  if (!bw.empty()) {
+    std::printf("\n== 2. bandwidth, MB/s (1e6 B/s) per window (win: its length x count, after a warm-up);\n"
+                "      vmmc_send_async with K in flight, vmmc_send_wait in order; bidir: both directions at once,\n"
+                "      summed per window (the same windows on both sides)\n");
+    std::printf("%-10s%-7s%3s%10s%9s%9s%9s%9s%9s%9s%11s%7s\n", "size", "mode", "K", "win", "min", "median",
+                "max", "c->s", "s->c", "/memcpy", "/NIC copy", "retx");
+    for (const Bw& r : bw) {
+      double mcb = memcpy_median(r.size), ncb = ncopy_median(r.size);
+      std::printf("%-10s%-7s%3u%10s%9.2f%9.2f%9.2f%9.2f%9s%9.4f%11s%7s%s\n", size_name(r.size).c_str(),
+                  r.mode.c_str(), r.inflight, (fmt("%.0f", r.win_s * 1e3) + "x" + std::to_string(r.nwin)).c_str(),
+                  r.bps.min / 1e6, r.bps.median / 1e6, r.bps.max / 1e6, r.fwd_bps.median / 1e6,
+                  r.mode == "bidir" ? fmt("%.2f", r.rev_bps.median / 1e6).c_str() : "-",
+                  mcb > 0 ? r.bps.median / mcb : 0.0, ncb > 0 ? fmt("%.4f", r.bps.median / ncb).c_str() : "-",
+                  retx_cell(r.counters).c_str(), r.verified ? "" : ("  NOT VERIFIED: " + r.verify_note).c_str());
+    }
+    std::printf("   (win: window ms x windows; c->s, s->c: medians per direction; /memcpy, /NIC copy: median over the\n"
+                "    same size's floor median; bidir over one NIC's local copy rate; retx: link retransmissions, both\n"
+                "    NICs, during the row; every row verified unless it says otherwise)\n");
+  }
+
+  // ---- 3. send overhead
+  std::vector<Ovh> ovh;
+  if (run("ovh")) {
+    for (uint32_t s : ovh_sizes) {
+      Ovh o;
+      o.size = s;
+      const uint8_t* src = s <= VMMC_SHORT_MAX ? g.msg : g.src;
+      std::vector<double> sync, async;
+      auto start = Clock::now();
+      for (int i = 0; i < ovh_samples + 10; ++i) {
+        auto t0 = Clock::now();
+        vcheck(vmmc_send(g.ep, src, g.peer + kBulk, s, 0), "vmmc_send");
+        auto t1 = Clock::now();
+        if (i >= 10) sync.push_back(us_between(t0, t1));
+        if (i >= 20 && seconds_since(start) > lat_seconds) break;
+      }
+      const uint32_t k = inflight_for(s, inflight);
+      start = Clock::now();
+      for (int i = 0; int(async.size()) < ovh_samples;) {
+        std::vector<vmmc_send_id> ids(k);
+        for (uint32_t j = 0; j < k; ++j, ++i) {
+          auto t0 = Clock::now();
+          vcheck(vmmc_send_async(g.ep, src, g.peer + kBulk, s, 0, &ids[j]), "vmmc_send_async");
+          auto t1 = Clock::now();
+          if (i >= int(k)) async.push_back(us_between(t0, t1));  // the first burst warms up
+        }
+        for (vmmc_send_id id : ids) vcheck(vmmc_send_wait(g.ep, id), "vmmc_send_async completion");
+        if (async.size() >= 20 && seconds_since(start) > lat_seconds) break;
+      }
+      o.sync_us = summarize(sync);
+      o.async_us = summarize(async);
+      ovh.push_back(o);
+    }
+    std::printf("\n== 3. send overhead: time inside the call, us (sync: vmmc_send, returns once the receiver's NIC\n"
+                "      placed every byte; async: vmmc_send_async, posting only, bursts of K, reaped outside)\n");
+    std::printf("%-10s%7s%10s%10s%10s%7s%10s%10s%10s%7s\n", "size", "n", "sync min", "median", "max", "n",
+                "async min", "median", "max", "path");
+    for (const Ovh& o : ovh)
+      std::printf("%-10s%7zu%10.1f%10.1f%10.1f%7zu%10.2f%10.2f%10.2f%7s\n", size_name(o.size).c_str(), o.sync_us.n,
+                  o.sync_us.min, o.sync_us.median, o.sync_us.max, o.async_us.n, o.async_us.min, o.async_us.median,
+                  o.async_us.max, o.size <= VMMC_SHORT_MAX ? "inline" : "DMA");
+  }
+
+  // ---- 4. crossover: 128 B inline vs 129 B DMA
+  struct Cross {
+    std::string what;
+    double a = 0, b = 0;  // medians at 128 and 129
+    double amin = 0, bmin = 0;
+  };
+  std::vector<Cross> cross;
+  for (const char* mode : {"notify", "poll"}) {
+    const Lat *a = nullptr, *b = nullptr;
+    for (const Lat& l : lat)
+      if (l.mode == mode) {
+        if (l.size == 128) a = &l;
+        if (l.size == 129) b = &l;
+      }
+    if (a && b)
+      cross.push_back({std::string("one-way latency, ") + mode, a->oneway_us.median, b->oneway_us.median,
+                       a->oneway_us.min, b->oneway_us.min});
+  }
+  {
+    const Ovh *a = nullptr, *b = nullptr;
+    for (const Ovh& o : ovh) {
+      if (o.size == 128) a = &o;
+      if (o.size == 129) b = &o;
+    }
+    if (a && b) {
+      cross.push_back({"vmmc_send (sync)", a->sync_us.median, b->sync_us.median, a->sync_us.min, b->sync_us.min});
+      cross.push_back({"vmmc_send_async (post)", a->async_us.median, b->async_us.median, a->async_us.min,
+                       b->async_us.min});
+    }
+  }
+  if (!cross.empty()) {
+    std::printf("\n== 4. short/long crossover: 128 B (inline in the send queue) vs 129 B (NIC fetches it by DMA), us\n");
+    std::printf("%-28s%12s%12s%12s%12s%10s\n", "", "128 B min", "median", "129 B min", "median", "med diff");
+    for (const Cross& c : cross)
+      std::printf("%-28s%12.2f%12.2f%12.2f%12.2f%+10.2f\n", c.what.c_str(), c.amin, c.a, c.bmin, c.b, c.b - c.a);
+  }
+
+  // ---- the end: the server quits
+  const uint64_t server_wait_io = call(Cmd{.op = kOpQuit}).a;
+  const double runtime = seconds_since(run_start);
+  const CpuSnap cpu1 = cpu_snap(probe.qemu_pid, server_pid);
+  const double wall = std::chrono::duration<double>(cpu1.when - cpu0.when).count();
+  auto pct = [&](double a, double b) { return wall > 0 ? 100 * (b - a) / wall : 0.0; };
+  const double cpu_self = pct(cpu0.self, cpu1.self), cpu_srv = pct(cpu0.server, cpu1.server),
+               cpu_q0 = pct(cpu0.qemu[0], cpu1.qemu[0]), cpu_q1 = pct(cpu0.qemu[1], cpu1.qemu[1]);
+  const double cpu_other = std::max(0.0, pct(cpu0.busy, cpu1.busy) - cpu_self - cpu_srv - cpu_q0 - cpu_q1);
+  const bool verified = verify_failed == 0 &&
+                        std::all_of(lat.begin(), lat.end(), [](const Lat& l) { return l.bad == 0; }) &&
+                        std::all_of(ncopy.begin(), ncopy.end(), [](auto& kv) { return kv.second.verified; });
+  std::printf("\nverification: %s\n", verified ? "every pong, every bandwidth row and every NIC copy checked, all ok"
+                                              : "FAILED (see NOT VERIFIED / bad above)");
+  if (g.wait_io_as_timeout + server_wait_io)
+    std::printf("library: vmmc_wait(timeout) returned -VMMC_ERR_IO at its timeout %" PRIu64 " times in the client, %"
+                PRIu64 " in the server (counted as timeouts; see wait_events)\n",
+                g.wait_io_as_timeout, server_wait_io);
+  std::printf("total runtime %.1f s; CPU over the run, %% of one CPU (of %ld): client %.0f, server %.0f, QEMU node %u"
+              " %.0f, QEMU node %u %.0f, everything else %.0f\n",
+              runtime, m.nproc, cpu_self, cpu_srv, g.node, cpu_q0, peer, cpu_q1, cpu_other);
+
+  // ---- JSON
+  Json j;
+  j.begin_object();
+  j.str("benchmark", "vmmc_bench").num("runtime_s", runtime).boolean("verified", verified).boolean("quick", quick);
+  j.begin_object("machine")
+      .num("nproc", double(m.nproc))
+      .num("affinity_cpus", m.affinity)
+      .str("cpu_model", m.cpu_model)
+      .str("hypervisor", m.hypervisor)
+      .str("kernel", m.kernel)
+      .stats("clock_ns", m.clock_ns)
+      .end_object();
+  j.begin_object("cpu_over_run_pct")
+      .num("client", cpu_self)
+      .num("server", cpu_srv)
+      .num("qemu_client_node", cpu_q0)
+      .num("qemu_server_node", cpu_q1)
+      .num("everything_else", cpu_other)
+      .end_object();
+  j.begin_object("library_anomalies")
+      .num("vmmc_wait_io_error_at_timeout_client", double(g.wait_io_as_timeout))
+      .num("vmmc_wait_io_error_at_timeout_server", double(server_wait_io))
+      .end_object();
+  j.begin_object("params")
+      .num("node", g.node)
+      .num("peer", peer)
+      .num("iters", iters)
+      .num("warmup", warmup)
+      .num("lat_seconds", lat_seconds)
+      .num("inflight", inflight)
+      .num("win_ms", win_ms)
+      .num("measure_ms", measure_ms)
+      .num("windows", windows)
+      .num("ovh_samples", ovh_samples)
+      .num("poll_yield", poll_yield)
+      .num("short_max", VMMC_SHORT_MAX)
+      .end_object();
+  if (floors) {
+    j.begin_object("floors");
+    j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
+    j.begin_array("memcpy");
+    for (auto& [s, f] : mc)
+      j.begin_object()
+          .num("size", double(s))
+          .stats("bytes_per_s", scaled(f.gbps, 1e9))
+          .stats("ns_per_copy", f.ns_per_copy)
+          .end_object();
+    j.end_array();
+    j.begin_array("nic_copy");
+    for (auto& [s, r] : ncopy)
+      j.begin_object()
+          .num("size", s)
+          .num("inflight", r.inflight)
+          .num("window_s", r.win_s)
+          .num("windows", r.nwin)
+          .stats("bytes_per_s", r.bps)
+          .num("overall_bytes_per_s", r.overall_bps)
+          .num("ops", double(r.ops))
+          .num("failed", double(r.failed))
+          .boolean("verified", r.verified)
+          .end_object();
+    j.end_array();
+    j.end_object();
+  }
+  auto counters_json = [&](const Counters& c) {
+    j.begin_object("counters").counters("client_nic", c.self).counters("server_nic", c.peer).end_object();
+  };
+  j.begin_array("latency");
+  for (const Lat& l : lat) {
+    j.begin_object()
+        .str("mode", l.mode)
+        .num("size", l.size)
+        .boolean("inline", l.size <= VMMC_SHORT_MAX)
+        .stats("oneway_us", l.oneway_us)
+        .stats("rtt_us", l.rtt_us)
+        .num("bad", double(l.bad))
+        .num("ratio_median_to_floor_oneway", l.ratio);
+    counters_json(l.counters);
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("bandwidth");
+  for (const Bw& r : bw) {
+    double mcb = memcpy_median(r.size), ncb = ncopy_median(r.size);
+    j.begin_object()
+        .str("mode", r.mode)
+        .num("size", r.size)
+        .num("inflight", r.inflight)
+        .stats("bytes_per_s", r.bps)
+        .num("overall_bytes_per_s", r.overall_bps)
+        .stats("client_to_server_bytes_per_s", r.fwd_bps);
+    if (r.mode == "bidir") j.stats("server_to_client_bytes_per_s", r.rev_bps);
+    j.num("ops", double(r.ops))
+        .num("failed", double(r.failed))
+        .num("window_s", r.win_s)
+        .num("windows", r.nwin)
+        .num("warm_s", r.warm_s)
+        .num("drain_s", r.drain_s)
+        .num("memcpy_bytes_per_s_median", mcb)
+        .num("nic_copy_bytes_per_s_median", ncb)
+        .num("ratio_to_memcpy", mcb > 0 ? r.bps.median / mcb : 0)
+        .num("ratio_to_nic_copy", ncb > 0 ? r.bps.median / ncb : 0)
+        .boolean("verified", r.verified)
+        .str("verify_note", r.verify_note);
+    counters_json(r.counters);
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("overhead");
+  for (const Ovh& o : ovh)
+    j.begin_object()
+        .num("size", o.size)
+        .boolean("inline", o.size <= VMMC_SHORT_MAX)
+        .stats("sync_us", o.sync_us)
+        .stats("async_us", o.async_us)
+        .end_object();
+  j.end_array();
+  j.begin_array("crossover");
+  for (const Cross& c : cross)
+    j.begin_object()
+        .str("what", c.what)
+        .num("median_128", c.a)
+        .num("median_129", c.b)
+        .num("min_128", c.amin)
+        .num("min_129", c.bmin)
+        .end_object();
+  j.end_array();
+  j.end_object();
+  std::ofstream out(json_path);
+  out << j.text() << "\n";
+  if (!out) die("cannot write " + json_path);
+  std::printf("wrote %s\n", json_path.c_str());
+  vmmc_close(g.ep);
+  return verified ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) usage();
+  std::string mode = argv[1];
+  if (mode == "serve") {
+    uint32_t peer = 0;
+    bool have_peer = false;
+    uint64_t bulk = (8u << 20) + 4096;
+    double idle = 900;
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--peer" && i + 1 < argc) peer = uint32_t(std::stoul(argv[++i])), have_peer = true;
+      else if (a == "--bulk" && i + 1 < argc) bulk = std::max<uint64_t>(std::stoull(argv[++i], nullptr, 0), 8192);
+      else if (a == "--idle-timeout" && i + 1 < argc) idle = std::max(1.0, std::atof(argv[++i]));
+      else usage();
+    }
+    if (!have_peer) usage();
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    return serve(peer, bulk, idle);
+  }
+  if (mode == "client") return client(argc, argv);
+  usage();
+}
+
+namespace bench {
+void die(const std::string& msg) {
+  std::fprintf(stderr, "vmmc_bench%s: %s\n", g.serving ? " serve" : "", msg.c_str());
+  std::exit(1);
+}
+}  // namespace bench

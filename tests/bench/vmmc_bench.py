@@ -1,0 +1,453 @@
+#!/usr/bin/env python3
+"""Benchmark driver: the VMMC paper's figures on ulnic's VMMC, beside same-run floors.
+
+Builds nothing. With a private ULNIC_RUNTIME_DIR it brings up a two-node
+cluster (`ulnic cluster up -n 2 --slot-size 64`: 8 MiB sends need room in the
+slot heap), runs `vmmc_bench serve --peer 0` on node 1 and
+`vmmc_bench client --peer 1` on node 0, brings the cluster down, and then:
+
+  * prints the client's tables (floors; one-way latency by notification and
+    polling ping-pong; one-way and bidirectional bandwidth with their ratios
+    to memcpy and to the NIC's own node-local copy; send overhead of
+    vmmc_send and vmmc_send_async; the 128/129-byte crossover) and a summary;
+  * writes OUT/vmmc_bench.json (the client's JSON under "run", the server's
+    output, the cluster's link counters at the end, the load average) and
+    OUT/latency_vs_size.png, OUT/bandwidth_vs_size.png and
+    OUT/overhead_vs_size.png (matplotlib; if this Python lacks it, the plots
+    are drawn by /usr/bin/python3 with Debian's python3-matplotlib).
+
+A default run takes about 2-3 minutes on a 2-core machine; --quick is a smoke
+run of a few seconds (fewer sizes, samples and windows). Arguments after
+`--` go to `vmmc_bench client` as they are (e.g. -- --skip poll --iters 1000).
+
+  tests/bench/vmmc_bench.py [--build DIR] [--out DIR] [--quick] [-- CLIENT-ARGS...]
+  tests/bench/vmmc_bench.py --plot-only OUT/vmmc_bench.json [--out DIR]   (redraw the PNGs)
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SYSTEM_PYTHON = "/usr/bin/python3"
+CLUSTER = "vmmcbench"
+
+
+def size_name(b):
+    b = int(b)
+    if b >= 1 << 20 and b % (1 << 20) == 0:
+        return f"{b >> 20} MiB"
+    if b >= 1024 and b % 1024 == 0:
+        return f"{b >> 10} KiB"
+    return f"{b} B"
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
+
+
+class Cluster:
+    def __init__(self, build, runtime, slot_mib):
+        self.ulnic = os.path.join(build, "bin", "ulnic")
+        self.runtime, self.slot_mib = runtime, slot_mib
+        self.is_up = False
+
+    def env(self, node):
+        return dict(os.environ, ULNIC_RUNTIME_DIR=self.runtime, ULNIC_CLUSTER=CLUSTER, ULNIC_NODE=str(node))
+
+    def up(self):
+        cmd = [self.ulnic, "cluster", "up", "-n", "2", "-c", CLUSTER, "--slot-size", str(self.slot_mib)]
+        self.is_up = True  # even on failure: down cleans up what did start
+        p = subprocess.run(cmd, env=self.env(0), capture_output=True, text=True, timeout=180)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}{p.stderr}")
+
+    def status(self):
+        p = subprocess.run([self.ulnic, "cluster", "status", "-c", CLUSTER, "--json"], env=self.env(0),
+                           capture_output=True, text=True, timeout=60)
+        try:
+            return json.loads(p.stdout)
+        except ValueError:
+            return None
+
+    def down(self):
+        if not self.is_up:
+            return
+        p = subprocess.run([self.ulnic, "cluster", "down", "-c", CLUSTER], env=self.env(0), capture_output=True,
+                           text=True, timeout=180)
+        self.is_up = False
+        if p.returncode != 0:
+            print(f"vmmc_bench.py: warning: cluster down: {p.stdout}{p.stderr}", file=sys.stderr)
+
+
+def run_bench(build, work, cluster, client_args, timeout):
+    bench = os.path.join(build, "bin", "vmmc_bench")
+    out_json = os.path.join(work, "client.json")
+    server = subprocess.Popen([bench, "serve", "--peer", "0", "--idle-timeout", str(timeout)], env=cluster.env(1),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cmd = [bench, "client", "--peer", "1", "--json", out_json, *client_args]
+        print("$ " + " ".join(cmd), flush=True)
+        client = subprocess.Popen(cmd, env=cluster.env(0), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+        deadline = time.time() + timeout
+        for line in client.stdout:  # stream the tables as they come
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if time.time() > deadline:
+                client.kill()
+                raise RuntimeError(f"vmmc_bench client still running after {timeout} s")
+        rc = client.wait()
+        try:
+            sout, _ = server.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            sout, _ = server.communicate()
+        sys.stdout.write(sout)
+        if rc != 0 and not os.path.exists(out_json):
+            raise RuntimeError(f"vmmc_bench client exited {rc}")
+        with open(out_json) as f:
+            result = json.load(f)
+        return result, rc, server.returncode, sout
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+# ----------------------------------------------------------------- summary
+
+def by(rows, mode):
+    return {r["size"]: r for r in rows if r["mode"] == mode}
+
+
+def summary(data):
+    run = data["run"]
+    lines = []
+    fl = run.get("floors", {})
+    pp = fl.get("pingpong", {}).get("oneway_us")
+    lat = run.get("latency", [])
+    if lat:
+        n, p = by(lat, "notify"), by(lat, "poll")
+        lines.append("== one-way latency (RTT/2), us: min / median / max"
+                     + (f"; shared-memory floor median {pp['median']:.3f} us" if pp else ""))
+        lines.append(f"{'size':<9}{'path':<7}{'notify min':>11}{'median':>9}{'max':>10}{'poll min':>10}"
+                     f"{'median':>9}{'max':>10}")
+        for s in sorted(set(n) | set(p)):
+            a, b = n.get(s), p.get(s)
+            path = "inline" if s <= run["params"]["short_max"] else "DMA"
+            ca = (f"{a['oneway_us']['min']:>11.1f}{a['oneway_us']['median']:>9.1f}{a['oneway_us']['max']:>10.1f}"
+                  if a else f"{'-':>11}{'-':>9}{'-':>10}")
+            cb = (f"{b['oneway_us']['min']:>10.1f}{b['oneway_us']['median']:>9.1f}{b['oneway_us']['max']:>10.1f}"
+                  if b else f"{'-':>10}{'-':>9}{'-':>10}")
+            lines.append(f"{size_name(s):<9}{path:<7}{ca}{cb}")
+        lines.append("")
+    bw = run.get("bandwidth", [])
+    if bw:
+        o, d = by(bw, "oneway"), by(bw, "bidir")
+        nc = {x["size"]: x for x in fl.get("nic_copy", [])}
+        mc = {x["size"]: x for x in fl.get("memcpy", [])}
+        lines.append("== bandwidth, MB/s (1e6 B/s), window medians [min..max]; ratios of medians to the same"
+                     " size's floors")
+        lines.append(f"{'size':<9}{'one-way':>9}{'[min..max]':>17}{'/NIC':>8}{'/memcpy':>9}{'bidir':>9}"
+                     f"{'[min..max]':>17}{'/NIC':>8}{'/memcpy':>9}{'NIC copy':>10}{'memcpy':>9}")
+        for s in sorted(set(o) | set(d)):
+            cells = []
+            for r in (o.get(s), d.get(s)):
+                if r:
+                    b = r["bytes_per_s"]
+                    span = f"[{b['min'] / 1e6:.1f}..{b['max'] / 1e6:.1f}]"
+                    cells.append(f"{b['median'] / 1e6:>9.2f}{span:>17}{r['ratio_to_nic_copy']:>8.4f}"
+                                 f"{r['ratio_to_memcpy']:>9.5f}")
+                else:
+                    cells.append(f"{'-':>9}{'':>17}{'-':>8}{'-':>9}")
+            ncs = f"{nc[s]['bytes_per_s']['median'] / 1e6:>10.0f}" if s in nc else f"{'-':>10}"
+            mcs = f"{mc[s]['bytes_per_s']['median'] / 1e6:>9.0f}" if s in mc else f"{'-':>9}"
+            lines.append(f"{size_name(s):<9}{cells[0]}{cells[1]}{ncs}{mcs}")
+        big = [r for r in o.values() if r["size"] >= 65536]
+        if big and nc:
+            best = max(big, key=lambda r: r["ratio_to_nic_copy"])
+            lines.append(f"long sends (>= 64 KiB), one-way: best ratio to the NIC's own copy limit "
+                         f"{best['ratio_to_nic_copy'] * 100:.1f}% at {size_name(best['size'])} "
+                         f"(acceptance asks >= 90%: {'met' if best['ratio_to_nic_copy'] >= 0.9 else 'NOT met'})")
+        lines.append("")
+    ovh = run.get("overhead", [])
+    if ovh:
+        lines.append("== send overhead: time inside the call, us: min / median / max")
+        lines.append(f"{'size':<9}{'path':<7}{'vmmc_send min':>14}{'median':>9}{'max':>10}"
+                     f"{'_async min':>12}{'median':>9}{'max':>9}")
+        for r in ovh:
+            a, b = r["sync_us"], r["async_us"]
+            lines.append(f"{size_name(r['size']):<9}{'inline' if r['inline'] else 'DMA':<7}{a['min']:>14.1f}"
+                         f"{a['median']:>9.1f}{a['max']:>10.1f}{b['min']:>12.2f}{b['median']:>9.2f}{b['max']:>9.2f}")
+        lines.append("")
+    cr = run.get("crossover", [])
+    if cr:
+        lines.append("== short/long crossover, us: 128 B (inline) vs 129 B (DMA), medians (mins)")
+        for c in cr:
+            lines.append(f"  {c['what']:<28}{c['median_128']:>9.2f} ({c['min_128']:.2f}) -> "
+                         f"{c['median_129']:>9.2f} ({c['min_129']:.2f})   {c['median_129'] - c['median_128']:+.2f}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------- plots
+
+def plot(data, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    run = data["run"]
+    fl = run.get("floors", {})
+    written = []
+    size_fmt = FuncFormatter(lambda v, _: size_name(v))
+
+    def size_axis(ax, sizes, label):
+        ax.set_xscale("log", base=2)
+        ticks = []
+        for v in sorted(sizes):  # 129 B sits on 128 B: label one of them
+            if not ticks or v >= ticks[-1] * 1.3:
+                ticks.append(v)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(size_fmt)
+        for t in ax.get_xticklabels():
+            t.set_rotation(45)
+        ax.set_xlabel(label)
+        ax.grid(True, which="major", alpha=0.35)
+
+    def log_y(ax):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.grid(True, which="minor", axis="y", alpha=0.12)
+
+    def errs(meds, rows, key, k=1.0):
+        lo = [m - r[key]["min"] * k for m, r in zip(meds, rows)]
+        hi = [r[key]["max"] * k - m for m, r in zip(meds, rows)]
+        return [lo, hi]
+
+    sub = (f"{run['machine']['nproc']} CPUs, {run['machine']['cpu_model']}; "
+           f"load average at start {' '.join(data.get('loadavg_at_start', []))}")
+
+    # 1. latency vs size
+    lat = run.get("latency", [])
+    if lat:
+        fig, ax = plt.subplots(figsize=(8.5, 5.4))
+        sizes = set()
+        for mode, color, marker, label in (("notify", "tab:blue", "o", "notification ping-pong (handler answers)"),
+                                           ("poll", "tab:orange", "s", "polling ping-pong (spin on the last word)")):
+            rows = sorted((r for r in lat if r["mode"] == mode), key=lambda r: r["size"])
+            if not rows:
+                continue
+            xs = [r["size"] for r in rows]
+            sizes.update(xs)
+            med = [r["oneway_us"]["median"] for r in rows]
+            ax.plot(xs, med, color=color, marker=marker, label=f"{label}: median")
+            ax.plot(xs, [r["oneway_us"]["min"] for r in rows], color=color, marker=marker, ls="--", lw=1, ms=4,
+                    alpha=0.7, label=f"{label}: min")
+        pp = fl.get("pingpong", {}).get("oneway_us")
+        if pp:
+            ax.axhline(pp["median"], color="gray", ls=":", label=f"host shared-memory ping-pong, one-way median "
+                                                                f"({pp['median']:.2f} us)")
+        ax.axvspan(min(sizes) / 1.2, run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.06,
+                   label=f"inline sends (<= {run['params']['short_max']} B)")
+        size_axis(ax, sizes, "message size (bytes, log scale)")
+        log_y(ax)
+        cr = [c for c in run.get("crossover", []) if c["what"].startswith("one-way")]
+        if cr:
+            text = "128 B (inline) -> 129 B (DMA), median:\n" + "\n".join(
+                f"{c['what'].split(', ')[-1]}: {c['median_128']:.1f} -> {c['median_129']:.1f} us" for c in cr)
+            ax.text(0.98, 0.04, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+                    bbox=dict(boxstyle="round", fc="white", ec="0.7"))
+        ax.set_ylabel("one-way latency = RTT / 2 (us, log scale)")
+        ax.set_title("VMMC one-way latency vs message size\n" + sub, fontsize=10)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+        p = os.path.join(out, "latency_vs_size.png")
+        fig.savefig(p, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        written.append(p)
+
+    # 2. bandwidth vs size (absolute, and as fractions of the NIC's own copy)
+    bw = run.get("bandwidth", [])
+    if bw:
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 10.5), gridspec_kw={"height_ratios": [3, 2], "hspace": 0.45})
+        sizes = set()
+        for mode, color, marker, label in (("oneway", "tab:blue", "o", "VMMC one-way"),
+                                           ("bidir", "tab:red", "^", "VMMC bidirectional (sum of both directions)")):
+            rows = sorted((r for r in bw if r["mode"] == mode), key=lambda r: r["size"])
+            if not rows:
+                continue
+            xs = [r["size"] for r in rows]
+            sizes.update(xs)
+            med = [r["bytes_per_s"]["median"] / 1e6 for r in rows]
+            ax.errorbar(xs, med, yerr=errs(med, rows, "bytes_per_s", 1e-6), color=color, marker=marker, capsize=3,
+                        label=f"{label}: median, bars min..max per window")
+            ax2.plot(xs, [r["ratio_to_nic_copy"] * 100 for r in rows], color=color, marker=marker,
+                     label=f"{label} / NIC copy")
+        nc = sorted(fl.get("nic_copy", []), key=lambda r: r["size"])
+        if nc:
+            xs = [r["size"] for r in nc]
+            med = [r["bytes_per_s"]["median"] / 1e6 for r in nc]
+            ax.errorbar(xs, med, yerr=errs(med, nc, "bytes_per_s", 1e-6), color="tab:green", marker="D", ls="--",
+                        capsize=3, label="floor: the NIC's own node-local copy (kOpCopy, same K in flight)")
+        mc = sorted((r for r in fl.get("memcpy", []) if r["size"] in sizes), key=lambda r: r["size"])
+        if mc:
+            ax.plot([r["size"] for r in mc], [r["bytes_per_s"]["median"] / 1e6 for r in mc], color="gray",
+                    marker=".", ls=":", label="floor: host memcpy, median")
+        ax.axvline(run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.3, lw=1)
+        size_axis(ax, sizes, "")
+        ax.tick_params(labelbottom=False)
+        log_y(ax)
+        ax.set_ylabel("MB/s (1e6 B/s, log scale)")
+        ax.set_title(f"VMMC bandwidth vs message size ({run['params']['inflight']} sends in flight, "
+                     "vmmc_send_async / vmmc_send_wait)\n" + sub, fontsize=10)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2)
+        ax2.axhline(90, color="black", ls=":", lw=1, label="acceptance: 90% of the NIC's own copy limit")
+        ax2.set_yscale("log")
+        ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
+        ax2.set_ylabel("% of the NIC copy floor (log)")
+        ax2.legend(fontsize=8, loc="upper left")
+        size_axis(ax2, sizes, "message size (bytes, log scale)")
+        p = os.path.join(out, "bandwidth_vs_size.png")
+        fig.savefig(p, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        written.append(p)
+
+    # 3. send overhead vs size
+    ovh = run.get("overhead", [])
+    if ovh:
+        fig, ax = plt.subplots(figsize=(8.5, 5.4))
+        rows = sorted(ovh, key=lambda r: r["size"])
+        xs = [r["size"] for r in rows]
+        for key, color, marker, label in (("sync_us", "tab:purple", "o",
+                                           "vmmc_send (synchronous: until the receiver's NIC placed every byte)"),
+                                          ("async_us", "tab:cyan", "s", "vmmc_send_async (posting only)")):
+            med = [r[key]["median"] for r in rows]
+            ax.errorbar(xs, med, yerr=errs(med, rows, key), color=color, marker=marker, capsize=3,
+                        label=f"{label}: median, bars min..max")
+        ax.axvline(run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.4, lw=1,
+                   label=f"inline | DMA ({run['params']['short_max']} | {run['params']['short_max'] + 1} B)")
+        size_axis(ax, set(xs), "message size (bytes, log scale)")
+        log_y(ax)
+        ax.set_ylabel("time inside the call (us, log scale)")
+        ax.set_title("VMMC send overhead vs message size\n" + sub, fontsize=10)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
+        p = os.path.join(out, "overhead_vs_size.png")
+        fig.savefig(p, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        written.append(p)
+    return written
+
+
+def draw(json_path, out):
+    """Plots with this Python if it has matplotlib, else with the system one."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and os.access(SYSTEM_PYTHON, os.X_OK):
+            p = subprocess.run([SYSTEM_PYTHON, os.path.abspath(__file__), "--plot-only", json_path, "--out", out])
+            return p.returncode == 0
+        print("vmmc_bench.py: matplotlib missing: apt-get install python3-matplotlib (plots skipped)",
+              file=sys.stderr)
+        return False
+    with open(json_path) as f:
+        data = json.load(f)
+    for p in plot(data, out):
+        print(f"wrote {p}")
+    return True
+
+
+def default_build():
+    for d in ("build", "build-lead"):
+        if os.access(os.path.join(ROOT, d, "bin", "vmmc_bench"), os.X_OK):
+            return os.path.join(ROOT, d)
+    return os.path.join(ROOT, "build")
+
+
+def main():
+    argv = sys.argv[1:]
+    client_args = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, client_args = argv[:k], argv[k + 1:]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=default_build(), help="build directory (bin/ulnic, bin/vmmc_bench)")
+    ap.add_argument("--out", default="vmmc_bench_out", help="output directory for JSON and PNGs")
+    ap.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
+    ap.add_argument("--slot-size", type=int, default=64, help="slot size in MiB (8 MiB sends need 64)")
+    ap.add_argument("--timeout", type=int, default=900, help="give up on the client after this many seconds")
+    ap.add_argument("--plot-only", metavar="JSON", help="redraw the PNGs from a vmmc_bench.json and exit")
+    args = ap.parse_args(argv)
+
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    if args.plot_only:
+        return 0 if draw(os.path.abspath(args.plot_only), out) else 1
+
+    build = os.path.abspath(args.build)
+    for f in ("ulnic", "vmmc_bench"):
+        if not os.access(os.path.join(build, "bin", f), os.X_OK):
+            sys.exit(f"vmmc_bench.py: {build}/bin/{f} not found: build first (cmake --build {args.build})")
+
+    t0 = time.time()
+    runtime = tempfile.mkdtemp(prefix="ulnic-vmmcbench-", dir="/tmp")
+    work = tempfile.mkdtemp(prefix="ulnic-vmmcbench-work-", dir="/tmp")
+    cluster = Cluster(build, runtime, args.slot_size)
+    data = {"benchmark": "vmmc_bench.py", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
+            "loadavg_at_start": loadavg(), "params": {"quick": args.quick, "slot_size_mib": args.slot_size,
+                                                      "client_args": client_args}}
+    rc = 0
+    try:
+        print(f"######## ulnic cluster up -n 2 -c {CLUSTER} --slot-size {args.slot_size} (runtime {runtime})",
+              flush=True)
+        cluster.up()
+        cargs = (["--quick"] if args.quick else []) + client_args
+        result, crc, src, sout = run_bench(build, work, cluster, cargs, args.timeout)
+        data["run"] = result
+        data["client_exit"], data["server_exit"], data["server_output"] = crc, src, sout
+        status = cluster.status()
+        if status:
+            data["cluster_status_at_end"] = status
+        rc = crc or src or 0
+    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as e:
+        print(f"vmmc_bench.py: {e}", file=sys.stderr)
+        rc = 1
+    finally:
+        cluster.down()
+        left = [x for x in os.listdir(runtime)] if os.path.isdir(runtime) else []
+        shutil.rmtree(runtime, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+        if left:
+            print(f"vmmc_bench.py: note: cluster down left {left} in the runtime directory (removed)",
+                  file=sys.stderr)
+
+    data["runtime_s"] = time.time() - t0
+    data["loadavg_at_end"] = loadavg()
+    if "run" not in data:
+        return rc or 1
+    print()
+    print(summary(data))
+    print(f"data verified (every pong, bandwidth row and NIC copy): {'yes' if data['run'].get('verified') else 'NO'}")
+    print(f"total runtime {data['runtime_s']:.0f} s; load average at start {' '.join(data['loadavg_at_start'])}, "
+          f"at end {' '.join(data['loadavg_at_end'])}")
+    json_path = os.path.join(out, "vmmc_bench.json")
+    with open(json_path, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"wrote {json_path}")
+    if not draw(json_path, out):
+        rc = rc or 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

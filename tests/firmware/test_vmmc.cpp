@@ -1,0 +1,307 @@
+// VMMC in the firmware (firmware/lcp/vmmc.cpp) on the real board: two slots
+// of this NIC, one exporting, one importing; the test plays both processes
+// (descriptors in, completions and events out) and the daemon (control
+// commands). Sends between slots of one NIC take the same checks as chunks
+// from the wire, so every rule of the incoming and outgoing tables shows here.
+#include <string.h>
+
+#include "core/board.h"
+#include "core/status.h"
+#include "harness.h"
+#include "lcp/remote.h"
+#include "lcp/slots.h"
+#include "lcp/vmmc.h"
+
+namespace abi = ulnic::abi;
+
+namespace {
+
+core::board::Board g_board;
+lcp::SlotTable g_t;
+constexpr uint64_t kNow = 1'000'000;
+constexpr uint32_t kSq = 16, kCq = 8, kEq = 4;
+constexpr uint64_t kHeap = 0x10000;
+constexpr uint64_t kVaA = 0x7000'0000, kVaB = 0x9000'0000;
+
+abi::SlotLayout layout_for(uint64_t size) {
+  abi::SlotLayout l{};
+  l.sq_offset = abi::kSlotHeaderSize;
+  l.sq_capacity = kSq;
+  l.cq_offset = 0x2000;
+  l.cq_capacity = kCq;
+  l.eq_offset = 0x3000;
+  l.eq_capacity = kEq;
+  l.heap_offset = kHeap;
+  l.heap_size = size - kHeap;
+  l.slot_size = size;
+  return l;
+}
+
+struct Proc {
+  uint32_t slot;
+  uint8_t* base;
+  abi::RingProducer<abi::SqEntry> sq;
+  abi::RingConsumer<abi::CqEntry> cq;
+  abi::RingConsumer<abi::EqEntry> eq;
+  void open(uint32_t k, uint64_t generation) {
+    slot = k;
+    base = reinterpret_cast<uint8_t*>(g_board.slots[k].mem);
+    memset(base, 0, 0x80000);
+    abi::SlotLayout l = layout_for(g_board.slots[k].size);
+    auto* s = reinterpret_cast<abi::RingControl*>(base + l.sq_offset);
+    auto* c = reinterpret_cast<abi::RingControl*>(base + l.cq_offset);
+    auto* e = reinterpret_cast<abi::RingControl*>(base + l.eq_offset);
+    sq.attach(s, reinterpret_cast<abi::SqEntry*>(s + 1), kSq);
+    cq.attach(c, reinterpret_cast<abi::CqEntry*>(c + 1), kCq);
+    eq.attach(e, reinterpret_cast<abi::EqEntry*>(e + 1), kEq);
+    abi::CtrlCommand cmd{};
+    cmd.opcode = abi::kCtrlAttachSlot;
+    cmd.slot = k;
+    cmd.generation = generation;
+    cmd.host_peer = 99;
+    cmd.layout = l;
+    CHECK_EQ(lcp::slot_attach(g_t, cmd, kNow), abi::kCtrlOk);
+  }
+  void push(const void* entry) {
+    memcpy(sq.reserve(), entry, sizeof(abi::SqEntry));
+    sq.push();
+  }
+  abi::CqEntry run(const abi::SqEntry& e, const uint8_t* inline_payload = nullptr, uint32_t continuation = 0) {
+    push(&e);
+    for (uint32_t i = 0; i < continuation; ++i) push(inline_payload + 64 * i);
+    sq.publish();
+    abi::CqEntry c{};
+    c.status = 0xffff;
+    for (int i = 0; i < 200; ++i) {
+      lcp::slots_service(g_t, kNow);
+      if (const abi::CqEntry* got = cq.peek()) {
+        c = *got;
+        cq.pop();
+        cq.release();
+        break;
+      }
+    }
+    return c;
+  }
+  bool event(abi::EqEntry& out) {
+    const abi::EqEntry* e = eq.peek();
+    if (!e) return false;
+    out = *e;
+    eq.pop();
+    eq.release();
+    return true;
+  }
+  uint32_t reg(uint64_t offset, uint32_t len, uint32_t access, uint64_t va) {
+    abi::SqEntry e{};
+    e.opcode = abi::kOpRegister;
+    e.reg_offset = offset;
+    e.length = len;
+    e.access = access;
+    e.src_addr = va;
+    abi::CqEntry c = run(e);
+    EXPECT_EQ(c.status, abi::kCqOk);
+    return c.result;
+  }
+};
+
+Proc g_a, g_b;  // a imports and sends, b exports
+uint32_t g_key_b, g_handle;
+
+abi::CtrlStatus ctrl(uint32_t op, uint32_t slot, abi::CtrlVmmcArgs args, uint64_t* value = nullptr) {
+  abi::CtrlCommand cmd{};
+  cmd.opcode = op;
+  cmd.slot = slot;
+  cmd.vmmc = args;
+  uint64_t v = 0;
+  abi::CtrlStatus st = lcp::vmmc_control(g_t, cmd, v);
+  if (value) *value = v;
+  return st;
+}
+
+abi::SqEntry send(uint64_t src, uint64_t proxy, uint32_t len, uint8_t flags = 0) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpSend;
+  e.src_addr = src;
+  e.dst_addr = proxy;
+  e.length = len;
+  e.flags = flags;
+  e.user_data = 0x5e5d;
+  return e;
+}
+
+uint64_t ctr(abi::Counter c) { return core::status::block().counters[c]; }
+
+}  // namespace
+
+FW_TEST(setup_two_slots) {
+  core::board::discover(g_board);
+  CHECK(g_board.num_slots >= 2);
+  lcp::slots_init(g_t, g_board, 777);
+  lcp::remote_init(g_t);
+  lcp::vmmc_init(g_t);
+  g_a.open(0, 1);
+  g_b.open(1, 2);
+  g_a.reg(kHeap, 0x40000, abi::kAccessLocal, kVaA);
+  for (int i = 0; i < 0x40000; ++i) g_a.base[kHeap + i] = uint8_t(i * 13 + 1);
+}
+
+FW_TEST(export_needs_a_remote_write_registration) {
+  uint32_t local_only = g_b.reg(kHeap, 0x1000, abi::kAccessLocal, kVaB);
+  g_key_b = g_b.reg(kHeap + 0x10000, 0x20000, abi::kAccessLocal | abi::kAccessRemoteWrite, kVaB + 0x10000);
+  uint64_t handle = 0;
+  EXPECT_EQ(ctrl(abi::kCtrlExport, 1, {0, local_only, kVaB, 0x1000, 0, 0, 0, 1, {}}), abi::kCtrlBadRegion);
+  EXPECT_EQ(ctrl(abi::kCtrlExport, 1, {0, g_key_b, kVaB + 0x10000, 0x20001, 0, 0, 0, 1, {}}), abi::kCtrlBadRegion);
+  EXPECT_EQ(ctrl(abi::kCtrlExport, 1, {0, g_key_b ^ 0x100, kVaB + 0x10000, 16, 0, 0, 0, 1, {}}),
+            abi::kCtrlBadRegion);
+  EXPECT_EQ(ctrl(abi::kCtrlExport, 5, {0, g_key_b, kVaB + 0x10000, 16, 0, 0, 0, 1, {}}), abi::kCtrlBadSlot);
+  CHECK_EQ(ctrl(abi::kCtrlExport, 1, {0, g_key_b, kVaB + 0x10000, 0x20000, 0, 0, 0, 1, {}}, &handle), abi::kCtrlOk);
+  g_handle = uint32_t(handle);
+  EXPECT(g_handle != 0);
+  // The importer's outgoing table: proxy region 0 -> (this node, slot 1, handle).
+  uint32_t self = core::status::block().node_id;
+  EXPECT_EQ(ctrl(abi::kCtrlImport, 0, {g_handle, 0, 0, 0, self, 1, 0, 0, {}}), abi::kCtrlBadRegion);  // no length
+  EXPECT_EQ(ctrl(abi::kCtrlImport, 0, {g_handle, 0, 0, 0x20000, self, 1, abi::kMaxImports, 0, {}}),
+            abi::kCtrlBadHandle);
+  CHECK_EQ(ctrl(abi::kCtrlImport, 0, {g_handle, 0, 0, 0x20000, self, 1, 0, 0, {}}), abi::kCtrlOk);
+}
+
+FW_TEST(a_send_without_a_grant_is_refused_by_the_receiving_side) {
+  uint64_t before = ctr(abi::kCtrVmmcViolations);
+  abi::CqEntry c = g_a.run(send(kVaA, abi::proxy_base(0), 4096));
+  EXPECT_EQ(c.status, abi::kCqRemoteRevoked);
+  EXPECT_EQ(c.user_data, 0x5e5dull);
+  EXPECT(ctr(abi::kCtrVmmcViolations) > before);
+  EXPECT_EQ(g_b.base[kHeap + 0x10000], 0);
+}
+
+FW_TEST(granted_sends_land_and_the_tlb_caches_the_source) {
+  uint32_t self = core::status::block().node_id;
+  CHECK_EQ(ctrl(abi::kCtrlGrant, 0, {g_handle, 0, 0, 0, self, 0, 0, 0, {}}), abi::kCtrlOk);
+  EXPECT_EQ(ctrl(abi::kCtrlGrant, 0, {g_handle, 0, 0, 0, self, 0, 0, 0, {}}), abi::kCtrlOk);  // idempotent
+  uint64_t misses = g_t.slots[0].tlb_misses;
+  // A page no send used yet: a TLB miss; straddles pages on both sides.
+  abi::CqEntry c = g_a.run(send(kVaA + 0x10003, abi::proxy_base(0) + 4093, 10000));
+  CHECK_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 10000u);
+  EXPECT(memcmp(g_b.base + kHeap + 0x10000 + 4093, g_a.base + kHeap + 0x10003, 10000) == 0);
+  EXPECT_EQ(g_t.slots[0].tlb_misses, misses + 1);
+  uint64_t hits = g_t.slots[0].tlb_hits;
+  CHECK_EQ(g_a.run(send(kVaA + 0x10100, abi::proxy_base(0), 64)).status, abi::kCqOk);
+  EXPECT_EQ(g_t.slots[0].tlb_hits, hits + 1);
+  EXPECT_EQ(g_t.slots[0].tlb_misses, misses + 1);
+}
+
+FW_TEST(sends_outside_the_tables_are_refused_at_the_sender) {
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(0) + 0x20000 - 8, 9)).status, abi::kCqNotImported);
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(1), 8)).status, abi::kCqNotImported);   // region never imported
+  EXPECT_EQ(g_a.run(send(kVaA, 0x1000, 8)).status, abi::kCqNotImported);               // below the proxy space
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(abi::kMaxImports), 8)).status, abi::kCqNotImported);
+  EXPECT_EQ(g_a.run(send(0x1234'0000, abi::proxy_base(0), 8)).status, abi::kCqUnregistered);
+  EXPECT_EQ(g_a.run(send(kVaA + 0x40000 - 4, abi::proxy_base(0), 8)).status, abi::kCqUnregistered);  // runs off
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(0), 0)).status, abi::kCqBadLength);
+  abi::SqEntry e = send(kVaA, abi::proxy_base(0), 8);
+  e.dst_slot = 1;  // fields a send does not use must be zero
+  EXPECT_EQ(g_a.run(e).status, abi::kCqBadOpcode);
+  e = send(kVaA, abi::proxy_base(0), 8, 0x80);
+  EXPECT_EQ(g_a.run(e).status, abi::kCqBadOpcode);
+}
+
+FW_TEST(inline_sends_carry_their_payload_in_the_queue) {
+  uint8_t payload[128];
+  for (int i = 0; i < 128; ++i) payload[i] = uint8_t(0xa0 + i);
+  abi::SqEntry e = send(0, abi::proxy_base(0) + 77, 100);
+  e.opcode = abi::kOpSendInline;
+  CHECK_EQ(g_a.run(e, payload, 2).status, abi::kCqOk);
+  EXPECT(memcmp(g_b.base + kHeap + 0x10000 + 77, payload, 100) == 0);
+  e.length = 129;  // too long to be inline (what the host put after it is read as descriptors)
+  EXPECT_EQ(g_a.run(e).status, abi::kCqBadLength);
+  // A payload the host never published: the send fails, nothing lands.
+  e.length = 128;
+  e.dst_addr = abi::proxy_base(0) + 1000;
+  EXPECT_EQ(g_a.run(e).status, abi::kCqBadLength);
+  EXPECT_EQ(g_b.base[kHeap + 0x10000 + 1000], 0);
+}
+
+FW_TEST(a_notifying_send_posts_an_event_after_its_data) {
+  abi::EqEntry ev{};
+  EXPECT(!g_b.event(ev));
+  CHECK_EQ(g_a.run(send(kVaA, abi::proxy_base(0) + 8192, 9000, abi::kSqNotify)).status, abi::kCqOk);
+  CHECK(g_b.event(ev));
+  EXPECT_EQ(ev.type, abi::kEqNotification);
+  EXPECT_EQ(ev.export_handle, g_handle);
+  EXPECT_EQ(ev.offset, 8192u);
+  EXPECT_EQ(ev.length, 9000u);
+  EXPECT_EQ(ev.src_slot, 0u);
+  EXPECT_EQ(ev.flags, 0u);
+  // A full event queue drops and counts; sends still complete.
+  uint64_t dropped = lcp::header(g_t.slots[1]).nic.events_dropped;
+  for (uint32_t i = 0; i < kEq + 2; ++i)
+    CHECK_EQ(g_a.run(send(kVaA, abi::proxy_base(0), 8, abi::kSqNotify)).status, abi::kCqOk);
+  EXPECT_EQ(lcp::header(g_t.slots[1]).nic.events_dropped, dropped + 2);
+  while (g_b.event(ev)) {
+  }
+}
+
+FW_TEST(redirection_takes_one_whole_send) {
+  uint32_t target_key = g_b.reg(kHeap + 0x40000, 0x8000, abi::kAccessLocal, kVaB + 0x40000);
+  (void)target_key;
+  abi::SqEntry r{};
+  r.opcode = abi::kOpRedirect;
+  r.dst_key = g_handle;
+  r.dst_addr = 0x1000;
+  r.length = 0x4000;
+  r.src_addr = kVaB + 0x40000;
+  r.src_key = 42;
+  CHECK_EQ(g_b.run(r).status, abi::kCqOk);
+  // Not wholly inside the range: passes it by.
+  CHECK_EQ(g_a.run(send(kVaA, abi::proxy_base(0) + 0x4f00, 0x200, abi::kSqNotify)).status, abi::kCqOk);
+  abi::EqEntry ev{};
+  CHECK(g_b.event(ev));
+  EXPECT_EQ(ev.flags, 0u);
+  // Inside: lands in the target, the export is untouched.
+  memset(g_b.base + kHeap + 0x10000 + 0x1100, 0, 0x800);
+  CHECK_EQ(g_a.run(send(kVaA + 5, abi::proxy_base(0) + 0x1100, 0x800)).status, abi::kCqOk);
+  EXPECT(memcmp(g_b.base + kHeap + 0x40000 + 0x100, g_a.base + kHeap + 5, 0x800) == 0);
+  EXPECT_EQ(g_b.base[kHeap + 0x10000 + 0x1100], 0);
+  CHECK(g_b.event(ev));  // redirected sends always tell the owner
+  EXPECT_EQ(ev.flags, uint32_t(abi::kEqRedirected));
+  EXPECT_EQ(ev.redirect_id, 42u);
+  EXPECT_EQ(ev.offset, 0x1100u);
+  // One shot: the next one lands in the export; cancelling finds nothing left.
+  CHECK_EQ(g_a.run(send(kVaA + 5, abi::proxy_base(0) + 0x1100, 0x800)).status, abi::kCqOk);
+  EXPECT(memcmp(g_b.base + kHeap + 0x10000 + 0x1100, g_a.base + kHeap + 5, 0x800) == 0);
+  r.length = 0;
+  abi::CqEntry c = g_b.run(r);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 0u);
+  // Only the export's owner may redirect it, only inside it, only into its own memory.
+  r.length = 0x100;
+  EXPECT_EQ(g_a.run(r).status, abi::kCqBadKey);
+  r.dst_addr = 0x1ff01;  // one byte past the export
+  EXPECT_EQ(g_b.run(r).status, abi::kCqBadLength);
+  r.dst_addr = 0;
+  r.src_addr = 0x1234'0000;
+  EXPECT_EQ(g_b.run(r).status, abi::kCqUnregistered);
+  r.src_addr = kVaB + 0x40000;
+  c = g_b.run(r);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  r.length = 0;
+  c = g_b.run(r);
+  EXPECT_EQ(c.result, 1u);  // cancelled unused
+}
+
+FW_TEST(revocation_unimport_and_detach_tear_down) {
+  uint32_t self = core::status::block().node_id;
+  CHECK_EQ(ctrl(abi::kCtrlRevoke, 0, {g_handle, 0, 0, 0, self, 0, 0, 0, {}}), abi::kCtrlOk);
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(0), 8)).status, abi::kCqRemoteRevoked);
+  CHECK_EQ(ctrl(abi::kCtrlGrant, 0, {g_handle, 0, 0, 0, self, 0, 0, 0, {}}), abi::kCtrlOk);
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(0), 8)).status, abi::kCqOk);
+  // The exporter's process goes: its exports go with its slot.
+  lcp::slot_detach(g_t, 1);
+  lcp::vmmc_slot_detached(1);
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(0), 8)).status, abi::kCqRemoteRevoked);
+  EXPECT_EQ(ctrl(abi::kCtrlUnexport, 0, {g_handle, 0, 0, 0, 0, 0, 0, 0, {}}), abi::kCtrlBadHandle);
+  EXPECT_EQ(ctrl(abi::kCtrlUnimport, 0, {0, 0, 0, 0, 0, 0, 0, 0, {}}), abi::kCtrlOk);
+  EXPECT_EQ(ctrl(abi::kCtrlUnimport, 0, {0, 0, 0, 0, 0, 0, 0, 0, {}}), abi::kCtrlBadHandle);
+  EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(0), 8)).status, abi::kCqNotImported);
+}
