@@ -297,6 +297,15 @@ class Vmmc(unittest.TestCase):
         self.assertEqual(other("export", "taken", 4096)["status"], NAME_TAKEN)
         self.assertEqual(other("export", "huge", 64 << 20, "malloc")["status"], BAD_REGION)
 
+    def test_the_daemon_answers_malformed_requests_and_keeps_serving(self):
+        w = self.worker(0)
+        for kind in ("type", "unterminated", "allowed", "unimport", "node"):
+            reply = w("daemon-raw", kind)
+            self.assertEqual(reply.get("daemon_status"), 7, (kind, reply))  # kVmmcBadRequest
+        self.ok(w("export", "after-garbage", 4096))
+        tx = self.worker(1)
+        self.ok(tx("import", 0, "after-garbage"))
+
     def test_restricted_export_admits_only_the_named_importers(self):
         allowed, refused = self.worker(0), self.worker(0)
         third = self.worker(2)

@@ -15,6 +15,8 @@
 //   redirect NAME OFF LEN                                     VMMC-2: the next send into that range goes
 //                                                              to a fresh buffer (notes then say "redirect")
 //   verify-redirect OFF LEN SEED                              check that buffer (OFF: export offset)
+//   daemon-raw KIND                                           a malformed request to the daemon:
+//                                                              type | unterminated | allowed | unimport | node
 //   quit
 #include <unistd.h>
 
@@ -227,6 +229,20 @@ int main() {
       for (size_t i = off; bad < 0 && i < off + len; ++i)
         if (g_redirect.p[i - g_redirect.offset] != pattern(seed, i)) bad = long(i);
       std::printf("{\"ok\":%d,\"first_bad\":%ld}\n", bad < 0, bad);
+    } else if (cmd == "daemon-raw") {
+      std::string kind;
+      in >> kind;
+      abi::OwnerRequest q{};
+      q.type = abi::kReqExport;
+      std::snprintf(q.name, sizeof q.name, "raw");
+      if (kind == "type") q.type = 99;
+      else if (kind == "unterminated") std::memset(q.name, 'x', sizeof q.name);
+      else if (kind == "allowed") q.num_allowed = 9;
+      else if (kind == "unimport") q.type = abi::kReqUnimport, q.va = 0x123;
+      else if (kind == "node") q.type = abi::kReqImport, q.node = 1000;
+      auto r = g_ep->nic().call_daemon(q);
+      if (!r) std::printf("{\"ok\":0,\"error\":\"%s\"}\n", r.error().message.c_str());
+      else std::printf("{\"ok\":%d,\"daemon_status\":%u}\n", r->status == 0, r->status);
     } else if (cmd == "send") cmd_send(in);
     else if (cmd == "raw") cmd_raw(in);
     else if (cmd == "fill" || cmd == "verify") {
