@@ -27,8 +27,9 @@
  *   VipPostSend(vi, sdesc, mh);  VipSendWait(vi, VIP_INFINITE, &done);
  *   VipDisconnect(vi);  VipDestroyVi(vi);  ...  VipCloseNic(nic);
  *
- * Descriptors live in registered memory, aligned to VIP_DESCRIPTOR_ALIGNMENT;
- * the NIC reads them there, so their layout below is fixed.
+ * Programs build descriptors in place, in registered memory aligned to
+ * VIP_DESCRIPTOR_ALIGNMENT, so their layout below is the spec's, byte for
+ * byte, on every ABI.
  */
 #ifndef ULNIC_VIPL_H
 #define ULNIC_VIPL_H
@@ -50,8 +51,9 @@ extern "C" {
 
 /* ---- Basic types ---------------------------------------------------------
  * Fixed-width ones are fixed on every ABI. VIP_ULONG stays `unsigned long`
- * as in every published vipl.h (so `unsigned long` variables and %lu / %ld
- * formats in existing programs keep working): 64 bits on LP64 Linux. */
+ * as in the published vipl.h files (Intel's, Giganet's), so `unsigned long`
+ * variables and %lu / %ld formats in existing programs keep working: it is
+ * 64 bits on LP64 Linux. */
 typedef uint8_t VIP_UINT8;
 typedef uint16_t VIP_UINT16;
 typedef uint32_t VIP_UINT32;
@@ -72,8 +74,8 @@ typedef void *VIP_PVOID;
 typedef void *VIP_EVENT_HANDLE;
 typedef VIP_PVOID VIP_QOS; /* the spec defines no QoS contents */
 
-/* ---- Handles: opaque pointers, except memory handles, which the NIC reads
- * from descriptors and so are plain 32-bit numbers. */
+/* ---- Handles: opaque pointers, except memory handles, which go into
+ * descriptors and so are plain 32-bit numbers. */
 typedef VIP_PVOID VIP_NIC_HANDLE;
 typedef VIP_PVOID VIP_VI_HANDLE;
 typedef VIP_PVOID VIP_CQ_HANDLE;
@@ -108,6 +110,10 @@ typedef enum {
   VIP_NOT_REACHABLE = 15,
   VIP_ERROR_NOT_SUPPORTED = 16
 } VIP_RETURN;
+/* Programs test for the two extensions with #ifdef (as glibc does for its
+ * enumerators). */
+#define VIP_NOT_REACHABLE VIP_NOT_REACHABLE
+#define VIP_ERROR_NOT_SUPPORTED VIP_ERROR_NOT_SUPPORTED
 
 /* ---- Reliability levels: one per VI (VIP_VI_ATTRIBUTES), a bit set of
  * those supported in VIP_NIC_ATTRIBUTES. */
@@ -306,8 +312,8 @@ VIP_RETURN VipOpenNic(IN const VIP_CHAR *DeviceName, OUT VIP_NIC_HANDLE *NicHand
 VIP_RETURN VipCloseNic(IN VIP_NIC_HANDLE NicHandle);
 VIP_RETURN VipQueryNic(IN VIP_NIC_HANDLE NicHandle, OUT VIP_NIC_ATTRIBUTES *Attributes);
 
-/* ---- Memory registration. Registered memory stays put and may be read or
- * written by the NIC until deregistered. */
+/* ---- Memory registration: the NIC may read and write registered memory
+ * (as its attributes allow) until it is deregistered. */
 VIP_RETURN VipRegisterMem(IN VIP_NIC_HANDLE NicHandle, IN VIP_PVOID VirtualAddress, IN VIP_ULONG Length,
                           IN VIP_MEM_ATTRIBUTES *MemAttributes, OUT VIP_MEM_HANDLE *MemHandle);
 VIP_RETURN VipDeregisterMem(IN VIP_NIC_HANDLE NicHandle, IN VIP_PVOID VirtualAddress,
@@ -401,8 +407,8 @@ VIP_RETURN VipNSShutdown(IN VIP_NIC_HANDLE NicHandle);
 }
 #endif
 
-/* The NIC reads descriptors in place: their layout is checked here wherever
- * the language has static assertions (C11, C++11), and by the header test. */
+/* The descriptor layout is checked here wherever the language has static
+ * assertions (C11, C++11), and in full by tests/host/vipl_header_check.*. */
 #if defined(__cplusplus) && __cplusplus >= 201103L
 #define ULNIC_VIPL_LAYOUT_CHECK(cond, what) static_assert(cond, what)
 #elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L

@@ -1,5 +1,5 @@
 /* vipl.h as C99 (-std=c99 -pedantic): every type, constant, layout and
- * prototype of VIPL 1.0 (shared/APIS.md "VIPL 1.0") checked at compile time.
+ * prototype of VIPL 1.0 (APIS.md "VIPL 1.0") checked at compile time.
  *
  * Prototypes are checked by redeclaring each function through a function
  * type spelled out from the spec: C makes a conflicting redeclaration an
@@ -98,6 +98,9 @@ CHECK(ret_error_nameservice, VIP_ERROR_NAMESERVICE == 13);
 CHECK(ret_no_match, VIP_NO_MATCH == 14);
 CHECK(ret_not_reachable, VIP_NOT_REACHABLE == 15);
 CHECK(ret_not_supported, VIP_ERROR_NOT_SUPPORTED == 16);
+#if !defined(VIP_NOT_REACHABLE) || !defined(VIP_ERROR_NOT_SUPPORTED)
+#error "the two extension codes can be tested with #ifdef"
+#endif
 
 CHECK(state_idle, VIP_STATE_IDLE == 0);
 CHECK(state_connected, VIP_STATE_CONNECTED == 1);
