@@ -1,5 +1,7 @@
 #include "board/runtime.h"
 
+#include "util/runtime_dir.h"
+
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,11 +23,7 @@ namespace ulnic::board {
 
 namespace fs = std::filesystem;
 
-std::string runtime_base() {
-  if (const char* e = std::getenv("ULNIC_RUNTIME_DIR"); e && *e) return e;
-  const passwd* pw = ::getpwuid(::getuid());
-  return std::string("/dev/shm/ulnic-") + (pw ? pw->pw_name : std::to_string(::getuid()));
-}
+std::string runtime_base() { return runtime_base_dir(); }
 
 Result<void> check_cluster_name(const std::string& name) {
   if (name.empty() || name.size() > 31) return fail("cluster name must be 1..31 characters");

@@ -4,7 +4,8 @@
 //   <base>/<cluster>/node<k>/  one board: sram, slot<i>, qmp.sock, gdb.sock,
 //                              serial.log, qemu.log, qemu.pid, firmware.elf
 //
-// <base> is $ULNIC_RUNTIME_DIR, else /dev/shm/ulnic-<user> (tmpfs: the big
+// <base> is $ULNIC_RUNTIME_DIR, else /dev/shm/ulnic-<user> (util/runtime_dir.h:
+// /tmp/ulnic-<user> where /dev/shm is small; tmpfs: the big
 // slot files are sparse and cost only the pages that are touched).
 #pragma once
 

@@ -69,7 +69,8 @@ const char* kUsage = R"(usage: ulnic <command> ...
   demo                            start a node, show status and boot log, reflash, stop
 
 CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
-Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER).
+Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER; /tmp/ulnic-$USER
+where /dev/shm is smaller than 1 GiB).
 )";
 
 struct Args {

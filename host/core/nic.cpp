@@ -9,6 +9,7 @@
 
 #include "ulnic/abi/attach.h"
 #include "ulnic/nic.h"
+#include "util/runtime_dir.h"
 #include "util/unix_socket.h"
 
 namespace ulnic {
@@ -37,12 +38,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 }  // namespace
 
 std::string daemon_socket_path(const std::string& cluster, uint32_t node) {
-  std::string base = env_or("ULNIC_RUNTIME_DIR", "");
-  if (base.empty()) {
-    const passwd* pw = ::getpwuid(::getuid());
-    base = std::string("/dev/shm/ulnic-") + (pw ? pw->pw_name : std::to_string(::getuid()));
-  }
-  return base + "/" + cluster + "/node" + std::to_string(node) + "/ulnicd.sock";
+  return runtime_base_dir() + "/" + cluster + "/node" + std::to_string(node) + "/ulnicd.sock";
 }
 
 Result<std::unique_ptr<Nic>> Nic::open(const NicOptions& o) {

@@ -147,7 +147,7 @@ class Nic {
 };
 
 // The daemon socket for (cluster, node) under the runtime directory
-// ($ULNIC_RUNTIME_DIR or /dev/shm/ulnic-$USER), as emulator/board/runtime.h lays it out.
+// (emulator/util/runtime_dir.h), as emulator/board/runtime.h lays it out.
 std::string daemon_socket_path(const std::string& cluster, uint32_t node);
 
 }  // namespace ulnic
