@@ -8,6 +8,7 @@
 #include "ulnic/abi/slot.h"
 #include "ulnic/abi/status.h"
 #include "ulnic/crc32c.h"
+#include "ulnic/wire_sum.h"
 
 namespace link {
 namespace {
@@ -106,11 +107,13 @@ void ring_doorbell(uint32_t dst_port) {
   hal::mmio_write32(g.regs + core::board::kDoorbell, peer << 16 | abi::kVectorFabric);
 }
 
-uint32_t checksum(const abi::WireHeader& h, const uint8_t* payload, uint32_t len) {
+// CRC-32C over the header (checksum field zero) and the payload's sums
+// (shared/include/ulnic/wire_sum.h).
+uint32_t checksum(const abi::WireHeader& h, const ulnic::WireSum& payload) {
   abi::WireHeader copy = h;
   copy.checksum = 0;
   uint32_t c = ulnic::crc32c(0, &copy, sizeof copy);
-  return ulnic::crc32c(c, payload, len);
+  return ulnic::crc32c(c, &payload, sizeof payload);
 }
 
 // A third party wrote our ring's indices (the consumer then resyncs its head
@@ -146,17 +149,17 @@ bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
   h.src_incarnation = g.incarnation;
   h.dst_incarnation = p.their_session;
   h.payload_len = 0;
+  ulnic::WireSum sum;
   if (e && e->len) {
     if (g.up.payload_valid && g.up.payload_valid(e->owner, e->generation)) {
-      memcpy(pkt->payload, reinterpret_cast<const void*>(e->payload), e->len);
+      sum = ulnic::copy_and_sum(pkt->payload, reinterpret_cast<const void*>(e->payload), e->len);
       h.payload_len = e->len;
     } else {
       h.op = abi::kWireOpNone;  // the source is gone: keep the sequence, drop the bytes
       h.flags = 0;
     }
   }
-  h.checksum = 0;
-  h.checksum = checksum(h, pkt->payload, h.payload_len);
+  h.checksum = checksum(h, sum);
   memcpy(&pkt->h, &h, sizeof h);
   tx.push();
   tx.publish();
@@ -222,7 +225,7 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
   bool addressed = h.magic == abi::kWireMagic && h.dst == g.self && src < g.nodes && src != g.self &&
                    (g.switch_port != abi::kNoSwitch || from_port == src) && h.payload_len <= abi::kMtu &&
                    (h.type == abi::kPktData || h.type == abi::kPktAck) && h.src_incarnation != 0;
-  if (!addressed || checksum(h, shared->payload, h.payload_len) != h.checksum) {
+  if (!addressed || checksum(h, ulnic::wire_sum(shared->payload, h.payload_len)) != h.checksum) {
     ++g.stats.bad_packets;
     return;
   }

@@ -191,8 +191,15 @@ class SwitchFaults(Cluster):
         # Exactly once: every data packet node 0 sent on its link to node 1
         # was delivered there once, in order (the link's sequence check), and
         # every put came back with the receiver's verdict.
-        sent = status(self.cluster, 0)["links"][1]
-        got = status(self.cluster, 1)["links"][0]
+        # The firmware publishes link state at its 100 ms status refresh:
+        # read until both sides have published their final numbers.
+        deadline = time.monotonic() + 5
+        while True:
+            sent = status(self.cluster, 0)["links"][1]
+            got = status(self.cluster, 1)["links"][0]
+            if got["rx_data"] == sent["tx_data"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         self.assertEqual(got["rx_data"], sent["tx_data"])
         self.assertEqual(got["expected"], sent["next_seq"])
         self.assertGreater(sent["retransmits"], 0)

@@ -29,7 +29,7 @@ enum PacketType : uint8_t {
 };
 
 // Fields every packet carries. The checksum covers the header (with the
-// checksum field zero) and the payload; a corrupted packet is dropped and
+// checksum field zero) and, through its sums, the payload; a corrupted packet is dropped and
 // counted, and the link layer's retransmission repairs the loss.
 struct WireHeader {
   uint32_t magic;        // kWireMagic
@@ -40,7 +40,7 @@ struct WireHeader {
   uint16_t dst;          // receiving NIC
   uint32_t seq;          // per (src, dst) data sequence number, from 1
   uint32_t ack;          // cumulative: every data seq <= ack from dst arrived
-  uint32_t checksum;     // CRC-32C of header (this field 0) and payload
+  uint32_t checksum;     // CRC-32C of header (this field 0) and WireSum(payload) (wire_sum.h)
   // Operation (data packets): where the payload goes at the receiver.
   uint8_t op;            // WireOp
   uint8_t status;        // kWireOpResult: the receiver's verdict
