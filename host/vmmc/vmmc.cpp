@@ -305,14 +305,15 @@ int Endpoint::wait(int timeout_ms) {
     if (int n = poll(); n > 0) return n;
     auto left = std::chrono::milliseconds(-1);
     if (timeout_ms >= 0) {
-      left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      // Rounded up: a wait cut short by rounding would look like a failure.
+      left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return -VMMC_ERR_TIMEOUT;
     }
-    if (auto r = nic_->wait_ready(left); !r) {
-      if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return -VMMC_ERR_TIMEOUT;
+    if (auto r = nic_->wait_ready(left); !r && nic_->state() != abi::SlotState::kActive) {
       error_ = r.error().message;
       return -VMMC_ERR_IO;
     }
+    // Otherwise (ready, or the wait's own timeout): look again; the deadline decides.
   }
 }
 

@@ -13,7 +13,8 @@
 //   vmmc_bench client --peer N [--out DIR | --json FILE] [--quick]
 //       [--lat-sizes LIST] [--iters N] [--warmup N] [--lat-seconds S]
 //       [--bw-sizes LIST] [--inflight K] [--win-ms MS] [--windows N]
-//       [--ovh-sizes LIST] [--ovh-samples N] [--poll-yield N]
+//       [--measure-ms MS] [--ovh-sizes LIST] [--ovh-samples N]
+//       [--poll-yield N] [--poll-sleep-us US]
 //       [--no-floors] [--no-counters] [--skip SECTIONS]
 //       (on the sending node) measures, in one run:
 //   0. floors (host only): a two-process shared-memory ping-pong and memcpy
@@ -27,24 +28,36 @@
 //                handler (the ping's completion is reaped after the pong);
 //        poll:   VMMC's deliberate-update ping-pong: no notifications; the
 //                last word of each message is a sequence number and each
-//                side spins on the last word of the message in its own
-//                buffer (sched_yield after --poll-yield spins: 2 cores);
-//   2. bandwidth per size, --inflight vmmc_send_async in flight (fewer for
-//      sizes above 4 MiB: at most 32 MiB in flight), completion by
-//      vmmc_send_wait in posting order: one-way (client -> server) and
-//      bidirectional (both at once, from a start time both processes read on
-//      the same CLOCK_MONOTONIC). Bytes are counted per fixed time window
-//      (cumulative completed bytes, interpolated between completions, at
-//      window boundaries), after a warm-up window; MB/s = 1e6 B/s. Each row
-//      is verified: one send of a pattern into a zeroed area, checked by the
-//      receiver byte for byte (and the bytes after it still zero);
+//                side polls the last word of the message in its own buffer:
+//                --poll-yield looks (default 50) back to back, then one look
+//                per nanosleep(--poll-sleep-us, default 20; 0: sched_yield
+//                instead). On 2 cores two hosts that spin (even yielding)
+//                starve the NICs' vCPU threads: spin+yield ran ~300 us
+//                one-way here, napping polls ~50 us;
+//   2. bandwidth per size, --inflight vmmc_send_async in flight (fewer above
+//      4 MiB: at most 32 MiB in flight), completion by vmmc_send_wait in
+//      posting order: one-way (client -> server) and bidirectional (both at
+//      once). Bytes are counted per window of time: completed bytes as a
+//      function of time (linear between completions) read at the window
+//      boundaries. One-way and the NIC copy floor: after a warm-up (>= one
+//      window and K + 1 completions) windows of max(--win-ms, 4 x the time
+//      between completions), about --measure-ms of them (3 .. --windows).
+//      Bidirectional: both processes use the same boundaries from a start
+//      time in the command (one machine, one CLOCK_MONOTONIC), windows of
+//      max(--win-ms, 8 sends at the one-way rate), and the two directions
+//      are summed per window. MB/s = 1e6 B/s. Each row is verified: one send
+//      of a pattern into a zeroed area, checked by the receiver byte for
+//      byte (and the bytes after it still zero); bidirectional rows check
+//      the server -> client direction too;
 //   3. send overhead per call: time inside vmmc_send (synchronous: returns
 //      once the receiving NIC placed every byte) and inside vmmc_send_async
 //      (posting only; bursts of --inflight, reaped outside the timing);
 //   4. the short/long crossover: 128 B (inline in the send queue) against
-//      129 B (fetched by the NIC from registered memory) in 1 and 3.
+//      129 B (fetched by the NIC from registered memory), interleaved in one
+//      loop (a notification ping-pong and a vmmc_send per turn), beside the
+//      same pairs taken from the sweeps of 1 and 3.
 // LIST: comma-separated sizes with optional K/M suffix ("4,64,4K,1M") or
-// "none"; SECTIONS: comma-separated of lat,poll,bw,bidir,ovh,nic.
+// "none"; SECTIONS: comma-separated of lat,poll,bw,bidir,ovh,cross,nic.
 // Both processes find their node as every libulnic program does
 // ($ULNIC_RUNTIME_DIR, $ULNIC_CLUSTER, $ULNIC_NODE). Prints min/median/max
 // tables and writes JSON (DIR/vmmc_bench.json). A program, not a test;
@@ -102,7 +115,7 @@ enum Op : uint32_t { kOpHello = 1, kOpPoll, kOpPrep, kOpVerify, kOpBidir, kOpQui
 // Client -> server, into the server's control area (inline: <= 128 bytes).
 struct Cmd {
   uint32_t magic = 0, seq = 0, op = 0, size = 0;
-  uint32_t inflight = 0, nwin = 0;  // kOpPoll: inflight = spins before sched_yield
+  uint32_t inflight = 0, nwin = 0;  // kOpPoll: inflight = spins before backing off, nwin = nanosleep ns
   uint64_t arg = 0;    // kOpPoll: first sequence number; kOpVerify: pattern seed
   int64_t t0_ns = 0;   // kOpBidir: start, steady_clock nanoseconds (one machine, one clock)
   int64_t win_ns = 0;  // kOpBidir: window length
@@ -222,15 +235,18 @@ int wait_events(int timeout_ms) {
   return r;
 }
 
-// Spins until pred() holds: cpu_relax, then sched_yield after `yield_after`
-// spins (two cores, two QEMUs and two host processes). False after `limit_s`.
+// Spins until pred() holds: cpu_relax, then after `yield_after` spins either
+// sched_yield (sleep_ns 0) or nanosleep(sleep_ns) between looks (two cores,
+// two QEMUs and two host processes). False after `limit_s`.
 template <class Pred>
-bool spin_until(Pred pred, uint32_t yield_after, double limit_s) {
+bool spin_until(Pred pred, uint32_t yield_after, uint32_t sleep_ns, double limit_s) {
   uint32_t k = 0;
   auto start = Clock::now();
+  const timespec nap{0, long(sleep_ns)};
   while (!pred()) {
-    if (++k > yield_after) ::sched_yield();
-    else cpu_relax();
+    if (++k <= yield_after) cpu_relax();
+    else if (sleep_ns) ::nanosleep(&nap, nullptr);
+    else ::sched_yield();
     if ((k & 0x3ff) == 0 && seconds_since(start) > limit_s) return pred();
   }
   return true;
@@ -463,12 +479,13 @@ int serve(uint32_t peer, uint64_t bulk, double idle_timeout) {
         reply(c, 0, uint64_t(::getpid()), g.inbox_len);
         break;
       case kOpPoll: {
-        // Deliberate-update ping-pong: spin on the last word of the message.
+        // Deliberate-update ping-pong: poll the last word of the message.
+        if (c.nwin) ::prctl(PR_SET_TIMERSLACK, 1ul);  // nanosleep back-off: as short as the kernel can
         const uint8_t* flag = g.inbox + kPoll + c.size - 4;
         uint32_t expected = uint32_t(c.arg);
         uint64_t answered = 0, status = 0;
         for (;;) {
-          if (!spin_until([&] { return (load32(flag) & ~kStop) == expected; }, uint32_t(c.inflight), 10)) {
+          if (!spin_until([&] { return (load32(flag) & ~kStop) == expected; }, c.inflight, c.nwin, 10)) {
             status = 1;  // the client went quiet
             break;
           }
@@ -613,6 +630,19 @@ struct Probe {
     return d;
   }
   static Counters delta(const Counters& a, const Counters& b) { return {delta(a.self, b.self), delta(a.peer, b.peer)}; }
+  // Rows run back to back: the snapshot that ends a row starts the next
+  // (each snapshot costs up to a heartbeat period).
+  Counters last;
+  bool have_last = false;
+  void mark() {
+    if (!have_last) last = snap(), have_last = true;
+  }
+  Counters since_mark() {
+    Counters now = snap();
+    Counters d = delta(last, now);
+    last = now;
+    return d;
+  }
 };
 
 uint64_t ctr(const std::map<std::string, uint64_t>& m, const char* k) { return m.count(k) ? m.at(k) : 0; }
@@ -707,9 +737,9 @@ void usage() {
                "usage: vmmc_bench serve --peer N [--bulk BYTES] [--idle-timeout S]\n"
                "       vmmc_bench client --peer N [--out DIR | --json FILE] [--quick]\n"
                "              [--lat-sizes LIST] [--iters N] [--warmup N] [--lat-seconds S]\n"
-               "              [--bw-sizes LIST] [--inflight K] [--win-ms MS] [--windows N]\n"
-               "              [--ovh-sizes LIST] [--ovh-samples N] [--poll-yield N]\n"
-               "              [--no-floors] [--no-counters] [--skip lat,poll,bw,bidir,ovh,nic]\n"
+               "              [--bw-sizes LIST] [--inflight K] [--win-ms MS] [--windows N] [--measure-ms MS]\n"
+               "              [--ovh-sizes LIST] [--ovh-samples N] [--poll-yield N] [--poll-sleep-us US]\n"
+               "              [--no-floors] [--no-counters] [--skip lat,poll,bw,bidir,ovh,cross,nic]\n"
                "LIST: sizes with optional K/M suffix, comma-separated (\"4,64,4K\"), or none.\n"
                "Both attach to $ULNIC_CLUSTER/$ULNIC_NODE ($ULNIC_RUNTIME_DIR); start a cluster first:\n"
                "  ulnic cluster up -n 2 -c CLUSTER --slot-size 64\n"
@@ -722,9 +752,9 @@ int client(int argc, char** argv) {
   std::vector<uint32_t> lat_sizes = {4, 16, 64, 128, 129, 256, 1024, 4096, 8192};
   std::vector<uint32_t> bw_sizes = {4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1u << 20, 4u << 20, 8u << 20};
   std::vector<uint32_t> ovh_sizes = {4, 16, 64, 128, 129, 256, 1024, 4096, 8192, 65536, 1u << 20};
-  int iters = 400, warmup = 40, ovh_samples = 400;
+  int iters = 1000, warmup = 50, ovh_samples = 400;
   double lat_seconds = 3, win_ms = 100, measure_ms = 800;
-  uint32_t inflight = 8, windows = 8, poll_yield = 200;
+  uint32_t inflight = 8, windows = 8, poll_yield = 50, poll_sleep_ns = 20000;
   bool floors = true, counters = true, quick = false;
   bool lat_sizes_set = false, bw_sizes_set = false, ovh_sizes_set = false;
   std::string skip;
@@ -752,6 +782,7 @@ int client(int argc, char** argv) {
     else if (a == "--windows") windows = uint32_t(std::clamp(std::atoi(next().c_str()), 1, int(kMaxWindows)));
     else if (a == "--ovh-samples") ovh_samples = std::max(1, std::atoi(next().c_str()));
     else if (a == "--poll-yield") poll_yield = uint32_t(std::max(0, std::atoi(next().c_str())));
+    else if (a == "--poll-sleep-us") poll_sleep_ns = uint32_t(std::clamp(std::atof(next().c_str()), 0.0, 1000.0) * 1000);
     else if (a == "--no-floors") floors = false;
     else if (a == "--no-counters") counters = false;
     else if (a == "--skip") skip = "," + next() + ",";
@@ -821,8 +852,8 @@ int client(int argc, char** argv) {
 
   Probe probe;
   probe.enabled = counters;
-  if (counters) {
-    auto [a, b] = probe.status();
+  {
+    auto [a, b] = probe.status();  // the QEMUs' pids, for the CPU shares
     probe.qemu_pid[0] = json_pid(a);
     probe.qemu_pid[1] = json_pid(b);
   }
@@ -925,35 +956,43 @@ int client(int argc, char** argv) {
   auto fill_msg = [&](uint32_t size, uint32_t i) {
     for (uint32_t k = 0; k < size; ++k) g.msg[k] = pattern(i, k);
   };
+  // One notification ping-pong round trip of `s` bytes (us); the ping's
+  // completion is reaped after the pong, outside the timing.
+  auto notify_rtt = [&](uint32_t s, uint32_t i, uint64_t& bad) {
+    fill_msg(s, i);
+    const uint64_t base = g.pongs;
+    vmmc_send_id id = 0;
+    auto t0 = Clock::now();
+    vcheck(vmmc_send_async(g.ep, g.msg, g.peer + kNote, s, VMMC_NOTIFY, &id), "ping");
+    while (g.pongs == base) {
+      int w = wait_events(10000);
+      if (w < 0) die(std::string("notification ping-pong: no pong: ") + vmmc_strerror(w));
+    }
+    auto t1 = Clock::now();
+    vcheck(vmmc_send_wait(g.ep, id), "ping completion");
+    if (std::memcmp(g.inbox + kNote, g.msg, s) != 0) ++bad;
+    return us_between(t0, t1);
+  };
   for (uint32_t s : lat_sizes) {
     for (int mode = 0; mode < 2; ++mode) {
       if (!run(mode == 0 ? "lat" : "poll")) continue;
       Lat l;
       l.mode = mode == 0 ? "notify" : "poll";
       l.size = s;
-      Counters before = probe.snap();
+      probe.mark();
       std::vector<double> rtt;
       auto start = Clock::now();
       if (mode == 0) {
         for (int i = 0; i < warmup + iters; ++i) {
-          fill_msg(s, uint32_t(i));
-          const uint64_t base = g.pongs;
-          vmmc_send_id id = 0;
-          auto t0 = Clock::now();
-          vcheck(vmmc_send_async(g.ep, g.msg, g.peer + kNote, s, VMMC_NOTIFY, &id), "ping");
-          while (g.pongs == base) {
-            int w = wait_events(10000);
-            if (w < 0) die(std::string("notification ping-pong: no pong: ") + vmmc_strerror(w));
-          }
-          auto t1 = Clock::now();
-          vcheck(vmmc_send_wait(g.ep, id), "ping completion");
-          if (std::memcmp(g.inbox + kNote, g.msg, s) != 0) ++l.bad;
-          if (i >= warmup) rtt.push_back(us_between(t0, t1));
+          double us = notify_rtt(s, uint32_t(i), l.bad);
+          if (i >= warmup) rtt.push_back(us);
           if (i >= warmup && seconds_since(start) > lat_seconds) break;
         }
       } else {
         const uint32_t first = poll_seq + 1;
-        uint32_t seq_cmd = post_cmd(Cmd{.op = kOpPoll, .size = s, .inflight = poll_yield, .arg = first});
+        if (poll_sleep_ns) ::prctl(PR_SET_TIMERSLACK, 1ul);
+        uint32_t seq_cmd =
+            post_cmd(Cmd{.op = kOpPoll, .size = s, .inflight = poll_yield, .nwin = poll_sleep_ns, .arg = first});
         const uint8_t* flag = g.inbox + kPoll + s - 4;
         auto set_flag = [&](uint32_t v) { std::memcpy(g.msg + s - 4, &v, 4); };
         for (int i = 0; i < warmup + iters; ++i) {
@@ -963,7 +1002,7 @@ int client(int argc, char** argv) {
           vmmc_send_id id = 0;
           auto t0 = Clock::now();
           vcheck(vmmc_send_async(g.ep, g.msg, g.peer + kPoll, s, 0, &id), "poll ping");
-          if (!spin_until([&] { return load32(flag) == seq; }, poll_yield, 10))
+          if (!spin_until([&] { return load32(flag) == seq; }, poll_yield, poll_sleep_ns, 10))
             die("polling ping-pong: no pong within 10 s (size " + size_name(s) + ")");
           auto t1 = Clock::now();
           vcheck(vmmc_send_wait(g.ep, id), "poll ping completion");
@@ -976,7 +1015,7 @@ int client(int argc, char** argv) {
         Reply r = await_reply(seq_cmd);
         if (r.status) die("polling ping-pong: the server saw no ping for 10 s");
       }
-      l.counters = Probe::delta(before, probe.snap());
+      l.counters = probe.since_mark();
       l.rtt_us = summarize(rtt);
       for (double& x : rtt) x /= 2;
       l.oneway_us = summarize(rtt);
@@ -986,7 +1025,8 @@ int client(int argc, char** argv) {
   }
   if (!lat.empty()) {
     std::printf("\n== 1. one-way latency = ping-pong RTT / 2, us (notify: the receiver's handler answers; poll: each\n"
-                "      side spins on the last word of the message in its own buffer)\n");
+                "      side polls the last word of the message in its own buffer: %u looks, then one per %s)\n",
+                poll_yield, poll_sleep_ns ? (fmt("%.0f", poll_sleep_ns / 1e3) + " us nanosleep").c_str() : "sched_yield");
     if (floors) std::printf("   floor: shared-memory ping-pong one-way median %.3f us\n", pp.oneway_us.median);
     std::printf("%-10s%-8s%7s%10s%10s%10s%12s%7s%6s%8s\n", "size", "mode", "n", "min", "median", "max", "med/floor",
                 "path", "bad", "retx");
@@ -1008,7 +1048,7 @@ int client(int argc, char** argv) {
       r.mode = mode == 0 ? "oneway" : "bidir";
       r.size = s;
       r.inflight = inflight_for(s, inflight);
-      Counters before = probe.snap();
+      probe.mark();
       if (mode == 0) {
         StreamResult sr = vmmc_stream(s, r.inflight, Clock::now() + std::chrono::milliseconds(1), adaptive);
         r.bps = stats_of_bound(sr.bound, sr.win);
@@ -1067,7 +1107,7 @@ int client(int argc, char** argv) {
                          std::to_string(v.a) + " bad bytes, first at " + std::to_string(v.b);
       }
       if (!r.verified) ++verify_failed;
-      r.counters = Probe::delta(before, probe.snap());
+      r.counters = probe.since_mark();
       bw.push_back(r);
     }
   }
@@ -1079,11 +1119,12 @@ int client(int argc, char** argv) {
                 "max", "c->s", "s->c", "/memcpy", "/NIC copy", "retx");
     for (const Bw& r : bw) {
       double mcb = memcpy_median(r.size), ncb = ncopy_median(r.size);
-      std::printf("%-10s%-7s%3u%10s%9.2f%9.2f%9.2f%9.2f%9s%9.4f%11s%7s%s\n", size_name(r.size).c_str(),
+      std::printf("%-10s%-7s%3u%10s%9.2f%9.2f%9.2f%9.2f%9s%9s%11s%7s%s\n", size_name(r.size).c_str(),
                   r.mode.c_str(), r.inflight, (fmt("%.0f", r.win_s * 1e3) + "x" + std::to_string(r.nwin)).c_str(),
                   r.bps.min / 1e6, r.bps.median / 1e6, r.bps.max / 1e6, r.fwd_bps.median / 1e6,
                   r.mode == "bidir" ? fmt("%.2f", r.rev_bps.median / 1e6).c_str() : "-",
-                  mcb > 0 ? r.bps.median / mcb : 0.0, ncb > 0 ? fmt("%.4f", r.bps.median / ncb).c_str() : "-",
+                  mcb > 0 ? fmt("%.4f", r.bps.median / mcb).c_str() : "-",
+                  ncb > 0 ? fmt("%.4f", r.bps.median / ncb).c_str() : "-",
                   retx_cell(r.counters).c_str(), r.verified ? "" : ("  NOT VERIFIED: " + r.verify_note).c_str());
     }
     std::printf("   (win: window ms x windows; c->s, s->c: medians per direction; /memcpy, /NIC copy: median over the\n"
@@ -1137,10 +1178,30 @@ int client(int argc, char** argv) {
   // ---- 4. crossover: 128 B inline vs 129 B DMA
   struct Cross {
     std::string what;
-    double a = 0, b = 0;  // medians at 128 and 129
-    double amin = 0, bmin = 0;
+    Stats a, b;  // 128 B, 129 B
   };
   std::vector<Cross> cross;
+  if (run("cross")) {
+    // Interleaved, so both sizes see the same machine: 128, 129, 128, ...
+    // each turn one notification ping-pong and one synchronous send.
+    std::vector<double> pp[2], sy[2];
+    uint64_t bad = 0;
+    auto start = Clock::now();
+    for (int i = 0; i < 2 * (warmup + iters); ++i) {
+      const uint32_t s = i & 1 ? 129 : 128;
+      double rtt = notify_rtt(s, uint32_t(i), bad);
+      auto t0 = Clock::now();
+      vcheck(vmmc_send(g.ep, g.msg, g.peer + kBulk, s, 0), "vmmc_send");
+      double us = us_between(t0, Clock::now());
+      if (i < 2 * warmup) continue;
+      pp[i & 1].push_back(rtt / 2);
+      sy[i & 1].push_back(us);
+      if ((i & 1) && seconds_since(start) > 2 * lat_seconds) break;
+    }
+    if (bad) die("crossover: " + std::to_string(bad) + " pongs differed from their pings");
+    cross.push_back({"interleaved: one-way, notify", summarize(pp[0]), summarize(pp[1])});
+    cross.push_back({"interleaved: vmmc_send (sync)", summarize(sy[0]), summarize(sy[1])});
+  }
   for (const char* mode : {"notify", "poll"}) {
     const Lat *a = nullptr, *b = nullptr;
     for (const Lat& l : lat)
@@ -1148,9 +1209,7 @@ int client(int argc, char** argv) {
         if (l.size == 128) a = &l;
         if (l.size == 129) b = &l;
       }
-    if (a && b)
-      cross.push_back({std::string("one-way latency, ") + mode, a->oneway_us.median, b->oneway_us.median,
-                       a->oneway_us.min, b->oneway_us.min});
+    if (a && b) cross.push_back({std::string("section 1: one-way, ") + mode, a->oneway_us, b->oneway_us});
   }
   {
     const Ovh *a = nullptr, *b = nullptr;
@@ -1159,16 +1218,18 @@ int client(int argc, char** argv) {
       if (o.size == 129) b = &o;
     }
     if (a && b) {
-      cross.push_back({"vmmc_send (sync)", a->sync_us.median, b->sync_us.median, a->sync_us.min, b->sync_us.min});
-      cross.push_back({"vmmc_send_async (post)", a->async_us.median, b->async_us.median, a->async_us.min,
-                       b->async_us.min});
+      cross.push_back({"section 3: vmmc_send (sync)", a->sync_us, b->sync_us});
+      cross.push_back({"section 3: vmmc_send_async", a->async_us, b->async_us});
     }
   }
   if (!cross.empty()) {
-    std::printf("\n== 4. short/long crossover: 128 B (inline in the send queue) vs 129 B (NIC fetches it by DMA), us\n");
-    std::printf("%-28s%12s%12s%12s%12s%10s\n", "", "128 B min", "median", "129 B min", "median", "med diff");
+    std::printf("\n== 4. short/long crossover: 128 B (inline in the send queue) vs 129 B (the NIC fetches it), us\n");
+    std::printf("%-31s%6s%9s%9s%9s%9s%9s%9s%10s\n", "", "n", "128 min", "median", "max", "129 min", "median", "max",
+                "med diff");
     for (const Cross& c : cross)
-      std::printf("%-28s%12.2f%12.2f%12.2f%12.2f%+10.2f\n", c.what.c_str(), c.amin, c.a, c.bmin, c.b, c.b - c.a);
+      std::printf("%-31s%6zu%9.2f%9.2f%9.1f%9.2f%9.2f%9.1f%+10.2f\n", c.what.c_str(), std::min(c.a.n, c.b.n),
+                  c.a.min, c.a.median, c.a.max, c.b.min, c.b.median, c.b.max, c.b.median - c.a.median);
+    std::printf("   (interleaved: 128 and 129 alternate in one loop; section rows: from the sweeps above)\n");
   }
 
   // ---- the end: the server quits
@@ -1228,6 +1289,7 @@ int client(int argc, char** argv) {
       .num("windows", windows)
       .num("ovh_samples", ovh_samples)
       .num("poll_yield", poll_yield)
+      .num("poll_sleep_ns", poll_sleep_ns)
       .num("short_max", VMMC_SHORT_MAX)
       .end_object();
   if (floors) {
@@ -1314,10 +1376,12 @@ int client(int argc, char** argv) {
   for (const Cross& c : cross)
     j.begin_object()
         .str("what", c.what)
-        .num("median_128", c.a)
-        .num("median_129", c.b)
-        .num("min_128", c.amin)
-        .num("min_129", c.bmin)
+        .stats("us_128", c.a)
+        .stats("us_129", c.b)
+        .num("median_128", c.a.median)
+        .num("median_129", c.b.median)
+        .num("min_128", c.a.min)
+        .num("min_129", c.b.min)
         .end_object();
   j.end_array();
   j.end_object();

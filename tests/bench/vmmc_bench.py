@@ -10,8 +10,9 @@ slot heap), runs `vmmc_bench serve --peer 0` on node 1 and
     polling ping-pong; one-way and bidirectional bandwidth with their ratios
     to memcpy and to the NIC's own node-local copy; send overhead of
     vmmc_send and vmmc_send_async; the 128/129-byte crossover) and a summary;
-  * writes OUT/vmmc_bench.json (the client's JSON under "run", the server's
-    output, the cluster's link counters at the end, the load average) and
+  * writes OUT/vmmc_bench.json (the client's JSON, also kept as
+    OUT/vmmc_bench_client.json, under "run"; the server's output; the
+    cluster's status at the end; the load average) and
     OUT/latency_vs_size.png, OUT/bandwidth_vs_size.png and
     OUT/overhead_vs_size.png (matplotlib; if this Python lacks it, the plots
     are drawn by /usr/bin/python3 with Debian's python3-matplotlib).
@@ -88,9 +89,11 @@ class Cluster:
             print(f"vmmc_bench.py: warning: cluster down: {p.stdout}{p.stderr}", file=sys.stderr)
 
 
-def run_bench(build, work, cluster, client_args, timeout):
+def run_bench(build, out, cluster, client_args, timeout):
     bench = os.path.join(build, "bin", "vmmc_bench")
-    out_json = os.path.join(work, "client.json")
+    out_json = os.path.join(out, "vmmc_bench_client.json")
+    if os.path.exists(out_json):
+        os.remove(out_json)
     server = subprocess.Popen([bench, "serve", "--peer", "0", "--idle-timeout", str(timeout)], env=cluster.env(1),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -193,7 +196,7 @@ def summary(data):
     if cr:
         lines.append("== short/long crossover, us: 128 B (inline) vs 129 B (DMA), medians (mins)")
         for c in cr:
-            lines.append(f"  {c['what']:<28}{c['median_128']:>9.2f} ({c['min_128']:.2f}) -> "
+            lines.append(f"  {c['what']:<32}{c['median_128']:>9.2f} ({c['min_128']:.2f}) -> "
                          f"{c['median_129']:>9.2f} ({c['min_129']:.2f})   {c['median_129'] - c['median_128']:+.2f}")
         lines.append("")
     return "\n".join(lines)
@@ -245,7 +248,7 @@ def plot(data, out):
         fig, ax = plt.subplots(figsize=(8.5, 5.4))
         sizes = set()
         for mode, color, marker, label in (("notify", "tab:blue", "o", "notification ping-pong (handler answers)"),
-                                           ("poll", "tab:orange", "s", "polling ping-pong (spin on the last word)")):
+                                           ("poll", "tab:orange", "s", "polling ping-pong (poll the last word)")):
             rows = sorted((r for r in lat if r["mode"] == mode), key=lambda r: r["size"])
             if not rows:
                 continue
@@ -263,14 +266,17 @@ def plot(data, out):
                    label=f"inline sends (<= {run['params']['short_max']} B)")
         size_axis(ax, sizes, "message size (bytes, log scale)")
         log_y(ax)
-        cr = [c for c in run.get("crossover", []) if c["what"].startswith("one-way")]
+        cr = [c for c in run.get("crossover", []) if "one-way" in c["what"]]
         if cr:
-            text = "128 B (inline) -> 129 B (DMA), median:\n" + "\n".join(
-                f"{c['what'].split(', ')[-1]}: {c['median_128']:.1f} -> {c['median_129']:.1f} us" for c in cr)
+            text = "128 B (inline) -> 129 B (DMA), one-way median:\n" + "\n".join(
+                f"{c['what'].replace('one-way, ', '')}: {c['median_128']:.1f} -> {c['median_129']:.1f} us" for c in cr)
             ax.text(0.98, 0.04, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
                     bbox=dict(boxstyle="round", fc="white", ec="0.7"))
         ax.set_ylabel("one-way latency = RTT / 2 (us, log scale)")
-        ax.set_title("VMMC one-way latency vs message size\n" + sub, fontsize=10)
+        pr = run["params"]
+        nap = (f"{pr['poll_sleep_ns'] / 1000:g} us naps" if pr.get("poll_sleep_ns") else "sched_yield")
+        ax.set_title(f"VMMC one-way latency vs message size (poll: {pr['poll_yield']} looks, then {nap})\n" + sub,
+                     fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
         p = os.path.join(out, "latency_vs_size.png")
         fig.savefig(p, dpi=120, bbox_inches="tight")
@@ -280,7 +286,7 @@ def plot(data, out):
     # 2. bandwidth vs size (absolute, and as fractions of the NIC's own copy)
     bw = run.get("bandwidth", [])
     if bw:
-        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 10.5), gridspec_kw={"height_ratios": [3, 2], "hspace": 0.45})
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 10.5), gridspec_kw={"height_ratios": [3, 2], "hspace": 0.38})
         sizes = set()
         for mode, color, marker, label in (("oneway", "tab:blue", "o", "VMMC one-way"),
                                            ("bidir", "tab:red", "^", "VMMC bidirectional (sum of both directions)")):
@@ -315,6 +321,8 @@ def plot(data, out):
         ax2.axhline(90, color="black", ls=":", lw=1, label="acceptance: 90% of the NIC's own copy limit")
         ax2.set_yscale("log")
         ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
+        ax2.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}%" if round(v / 10 ** math.floor(
+            math.log10(v) + 1e-9)) in (2, 5) else ""))
         ax2.set_ylabel("% of the NIC copy floor (log)")
         ax2.legend(fontsize=8, loc="upper left")
         size_axis(ax2, sizes, "message size (bytes, log scale)")
@@ -401,7 +409,6 @@ def main():
 
     t0 = time.time()
     runtime = tempfile.mkdtemp(prefix="ulnic-vmmcbench-", dir="/tmp")
-    work = tempfile.mkdtemp(prefix="ulnic-vmmcbench-work-", dir="/tmp")
     cluster = Cluster(build, runtime, args.slot_size)
     data = {"benchmark": "vmmc_bench.py", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
             "loadavg_at_start": loadavg(), "params": {"quick": args.quick, "slot_size_mib": args.slot_size,
@@ -412,7 +419,7 @@ def main():
               flush=True)
         cluster.up()
         cargs = (["--quick"] if args.quick else []) + client_args
-        result, crc, src, sout = run_bench(build, work, cluster, cargs, args.timeout)
+        result, crc, src, sout = run_bench(build, out, cluster, cargs, args.timeout)
         data["run"] = result
         data["client_exit"], data["server_exit"], data["server_output"] = crc, src, sout
         status = cluster.status()
@@ -426,7 +433,6 @@ def main():
         cluster.down()
         left = [x for x in os.listdir(runtime)] if os.path.isdir(runtime) else []
         shutil.rmtree(runtime, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
         if left:
             print(f"vmmc_bench.py: note: cluster down left {left} in the runtime directory (removed)",
                   file=sys.stderr)

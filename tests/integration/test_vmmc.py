@@ -219,9 +219,12 @@ class Vmmc(unittest.TestCase):
         self.ok(tx("send", 0, 7, 3, 32, "notify"))
         reply = rx.read()
         self.assertEqual(reply["notes"], [{"export": "notes", "offset": 7, "length": 3, "src": 0}])
-        # A send without the flag notifies nobody.
+        # A send without the flag notifies nobody; short waits with nothing to
+        # deliver time out cleanly (never as an I/O failure).
         self.ok(tx("send", 0, 0, 10, 33))
         self.assertEqual(self.ok(rx("notes", 0, 300))["notes"], [])
+        reply = rx("wait-timeouts", 50, 5)
+        self.assertEqual(reply, {"ok": 1, "timeouts": 50}, reply)
 
     def test_notifications_beyond_the_event_queue_are_counted_not_lost_silently(self):
         rx, tx = self.pair("flood", 64 << 10, "notify")

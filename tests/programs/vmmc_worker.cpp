@@ -17,6 +17,7 @@
 //   verify-redirect OFF LEN SEED                              check that buffer (OFF: export offset)
 //   daemon-raw KIND                                           a malformed request to the daemon:
 //                                                              type | unterminated | allowed | unimport | node
+//   wait-timeouts N MS                                        N vmmc_wait(MS) with nothing coming
 //   quit
 #include <unistd.h>
 
@@ -229,6 +230,11 @@ int main() {
       for (size_t i = off; bad < 0 && i < off + len; ++i)
         if (g_redirect.p[i - g_redirect.offset] != pattern(seed, i)) bad = long(i);
       std::printf("{\"ok\":%d,\"first_bad\":%ld}\n", bad < 0, bad);
+    } else if (cmd == "wait-timeouts") {  // N waits of MS each with nothing arriving
+      int n = 0, ms = 0, timeouts = 0;
+      in >> n >> ms;
+      for (int i = 0; i < n; ++i) timeouts += g_ep->wait(ms) == -VMMC_ERR_TIMEOUT;
+      std::printf("{\"ok\":%d,\"timeouts\":%d}\n", timeouts == n, timeouts);
     } else if (cmd == "daemon-raw") {
       std::string kind;
       in >> kind;
