@@ -1,0 +1,162 @@
+// libvipl's private state: the objects behind the VIPL handles, the handle
+// table, and the limits VipQueryNic reports. Only host/vipl/*.cpp includes
+// this; programs see vipl.h alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "ulnic/abi/fabric.h"
+#include "ulnic/abi/slot.h"
+#include "ulnic/nic.h"
+#include "vipl.h"
+
+namespace ulnic::vipl {
+
+// ---- Limits (VIP_NIC_ATTRIBUTES). Chosen so that the data path that comes
+// next (firmware VI tables and work queues) can honour every one of them;
+// each is per NIC handle, i.e. per slot, since a VipOpenNic is one slot.
+
+// VIs and CQs: a firmware VI table of 64 entries per slot costs 8 slots x 64
+// entries of SRAM, a few tens of KiB of the firmware's 15 MiB.
+constexpr VIP_ULONG kMaxVi = 64;
+constexpr VIP_ULONG kMaxCq = 64;
+// Descriptors posted and not yet completed on one work queue: what the
+// firmware tracks per queue (descriptors stay in registered host memory; the
+// NIC follows them). 256 is also the slot SQ's capacity (ulnicd's default),
+// so a full queue fits the SQ even if every post takes one entry.
+constexpr VIP_ULONG kMaxDescriptorsPerQueue = 256;
+// A CQ large enough for every work queue of every VI of the NIC: it can
+// never overflow, whatever the program attaches to it.
+constexpr VIP_ULONG kMaxCqEntries = kMaxVi * 2 * kMaxDescriptorsPerQueue;
+// Segments after the control segment (the RDMA address segment included):
+// bounds the firmware's work per descriptor.
+constexpr VIP_ULONG kMaxSegmentsPerDesc = 16;
+// The largest transfer of one descriptor: the firmware's largest single
+// copy or put (abi/slot.h), which it moves in kMtu packets.
+constexpr VIP_ULONG kMaxTransferSize = abi::kMaxCopyBytes;
+constexpr VIP_ULONG kMaxPtags = 64;
+// A connection request carries the discriminator in one fabric packet.
+constexpr VIP_UINT16 kMaxDiscriminatorLen = 64;
+static_assert(kMaxDiscriminatorLen + 64 <= abi::kMtu);
+// The fabric is reliable (per-peer sequence numbers, retransmission), and a
+// remote put completes only once the receiving NIC has placed every byte:
+// that is reliable reception, and the weaker levels come with it. RDMA read
+// is offered where the spec allows it, on the reliable levels only.
+constexpr VIP_RELIABILITY_LEVEL kReliabilitySupport =
+    VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
+constexpr VIP_RELIABILITY_LEVEL kRdmaReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
+// VipQueryNic: HardwareVersion is the NIC ABI the firmware speaks;
+// ProviderVersion is the VIPL version, major << 16 | minor.
+constexpr VIP_ULONG kProviderVersion = 0x00010000;
+constexpr size_t kPage = 4096;
+// Host addresses: the node id, little-endian.
+constexpr VIP_UINT16 kNicAddressLen = 2;
+
+// ---- Objects. Each belongs to one NicState, which owns it; a handle names
+// it through the handle table, so a stale or foreign handle is detected,
+// never dereferenced.
+
+struct NicState;
+
+struct Ptag {
+  NicState* nic = nullptr;
+  VIP_PROTECTION_HANDLE handle = nullptr;
+  uint32_t users = 0;  // registrations and VIs tagged with it
+};
+
+// Pages a registration moved into the slot (Nic::register_memory). Several
+// registrations may lie in one: the same buffer registered twice, or a part
+// of a registered buffer. The pages go back to private memory with the last.
+struct Backing {
+  MemRegion pages;  // key 0: registrations carry their own keys
+  uint32_t refs = 0;
+};
+
+struct Region {
+  void* va = nullptr;
+  size_t length = 0;
+  uint32_t key = 0;  // the NIC's memory key = the VIP_MEM_HANDLE
+  Ptag* ptag = nullptr;
+  bool rdma_write = false, rdma_read = false;
+  Backing* backing = nullptr;
+};
+
+struct Vi;
+
+struct CqEntry {
+  Vi* vi;
+  bool recv;
+};
+
+struct Cq {
+  NicState* nic = nullptr;
+  VIP_CQ_HANDLE handle = nullptr;
+  size_t capacity = 0;
+  std::deque<CqEntry> entries;  // completions not yet taken by VipCQDone/Wait
+  uint32_t users = 0;           // work queues completing into it
+};
+
+struct WorkQueue {
+  Cq* cq = nullptr;                      // nullptr: completes on the VI only
+  std::deque<VIP_DESCRIPTOR*> posted;    // posted, not yet taken by Done/Wait
+};
+
+struct Vi {
+  NicState* nic = nullptr;
+  VIP_VI_HANDLE handle = nullptr;
+  VIP_VI_ATTRIBUTES attrs{};
+  Ptag* ptag = nullptr;
+  VIP_VI_STATE state = VIP_STATE_IDLE;
+  WorkQueue send, recv;
+};
+
+struct NicState {
+  std::unique_ptr<Nic> core;
+  VIP_NIC_HANDLE handle = nullptr;
+  std::string cluster;
+  uint32_t node = 0;
+  std::string name;  // "nic<k>"
+  VIP_UINT8 address[kNicAddressLen] = {};
+  std::map<VIP_PROTECTION_HANDLE, std::unique_ptr<Ptag>> ptags;
+  std::map<VIP_CQ_HANDLE, std::unique_ptr<Cq>> cqs;
+  std::map<VIP_VI_HANDLE, std::unique_ptr<Vi>> vis;
+  std::map<uint32_t, Region> regions;  // by key
+  std::map<Backing*, std::unique_ptr<Backing>> backings;
+  VIP_ERROR_HANDLER on_error = nullptr;  // nullptr: the default handler
+  VIP_PVOID error_context = nullptr;
+};
+
+// ---- The handle table: every live handle of the process, with its kind.
+// Handle values are never reused, and on 64-bit hosts carry a tag in the
+// top bits that no user-space pointer has, so a stale handle, a handle of
+// another kind, or a stray pointer is always told apart from a live one.
+enum class Kind : uint8_t { kNic = 1, kPtag, kCq, kVi };
+
+class HandleTable {
+ public:
+  void* add(Kind kind, void* object);
+  void remove(void* handle);
+  // The object behind `handle` if it is live and of `kind`, else nullptr.
+  void* find(const void* handle, Kind kind) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<uintptr_t, std::pair<Kind, void*>> live_;
+  uintptr_t next_ = 0;
+};
+
+HandleTable& handles();
+
+// Hands an asynchronous error to the NIC's VipErrorCallback handler (or the
+// default one, which prints it). The data path calls it while it processes
+// completions; it fills in NicHandle.
+void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error);
+
+}  // namespace ulnic::vipl
