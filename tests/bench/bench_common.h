@@ -1,13 +1,16 @@
-// Shared by the benchmark programs (slot_bench, fabric_bench): timing
-// helpers, min/median/max summaries, a small JSON writer, machine facts, and
-// the host-only floors every NIC figure is compared against in the same run
-// (a two-process shared-memory ping-pong and memcpy bandwidth).
+// Shared by the benchmark programs (slot_bench, fabric_bench, vmmc_bench):
+// timing helpers, min/median/max summaries, a small JSON writer, machine
+// facts, the host-only floors every NIC figure is compared against in the
+// same run (a two-process shared-memory ping-pong and memcpy bandwidth), the
+// NIC's firmware counters (`ulnic node status --json`), who used the CPUs
+// over a run, and the windows of a bandwidth measurement.
 #pragma once
 
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,20 +18,32 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "ulnic/nic.h"
 
 namespace bench {
 
 using Clock = std::chrono::steady_clock;
 
-// Each program defines it: print "<program>: msg" and exit 1.
-[[noreturn]] void die(const std::string& msg);
+// The program's name in messages ("fabric_bench", "vmmc_bench serve"): main sets it.
+inline std::string program = "bench";
+
+// Prints "<program>: msg" and exits 1.
+[[noreturn]] inline void die(const std::string& msg) {
+  std::fprintf(stderr, "%s: %s\n", program.c_str(), msg.c_str());
+  std::exit(1);
+}
 
 // ------------------------------------------------------------------ helpers
 
@@ -45,6 +60,35 @@ inline double us_between(Clock::time_point a, Clock::time_point b) {
 }
 
 inline double seconds_since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+// The value of option argv[i] (i moves on to it); usage() if there is none.
+inline std::string next_arg(int argc, char** argv, int& i, void (*usage)()) {
+  if (i + 1 >= argc) usage();
+  return argv[++i];
+}
+
+// main of a program with two modes: `serve ...` and `client ...` (argv[1]).
+inline int serve_or_client(int argc, char** argv, int (*serve)(int, char**), int (*client)(int, char**),
+                           void (*usage)()) {
+  if (argc < 2) usage();
+  const std::string mode = argv[1];
+  if (mode == "serve") return serve(argc, argv);
+  if (mode == "client") return client(argc, argv);
+  usage();
+  return 2;
+}
+
+// fork(); the child (0 returned there) dies with this process.
+inline pid_t fork_child() {
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) die(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(0);
+  }
+  return child;
+}
 
 struct Stats {
   double min = 0, median = 0, max = 0, mean = 0;
@@ -73,7 +117,33 @@ inline std::string size_name(uint64_t b) {
   return buf;
 }
 
-// A tiny JSON writer: enough for nested objects, arrays, numbers and strings.
+// Sizes as the programs take them: comma-separated, optional K/M suffix
+// ("8,64,4K,1M"), or "none". Sorted, each once; 1 B .. kMaxCopyBytes.
+inline std::vector<uint32_t> parse_sizes(const std::string& text) {
+  std::vector<uint32_t> out;
+  if (text.empty() || text == "none") return out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    uint64_t v = std::strtoull(item.c_str(), &end, 10);
+    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+    else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+    if (*end || v == 0 || v > ulnic::abi::kMaxCopyBytes) die("bad size '" + item + "' in '" + text + "'");
+    out.push_back(uint32_t(v));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Every size of either list, ascending, each once.
+inline std::vector<uint64_t> size_union(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  std::set<uint64_t> all(a.begin(), a.end());
+  all.insert(b.begin(), b.end());
+  return {all.begin(), all.end()};
+}
+
 inline Stats scaled(Stats s, double k) {
   s.min *= k;
   s.median *= k;
@@ -81,7 +151,6 @@ inline Stats scaled(Stats s, double k) {
   s.mean *= k;
   return s;
 }
-
 
 // A tiny JSON writer: enough for nested objects, arrays, numbers and strings.
 class Json {
@@ -149,6 +218,14 @@ class Json {
   std::vector<bool> first_;
 };
 
+// Writes the document to `path` and says so on stdout; dies if it cannot.
+inline void write_json(const Json& j, const std::string& path) {
+  std::ofstream out(path);
+  out << j.text() << "\n";
+  if (!out) die("cannot write " + path);
+  std::printf("wrote %s\n", path.c_str());
+}
+
 // ------------------------------------------------------------ machine facts
 
 struct Machine {
@@ -184,6 +261,29 @@ inline Machine machine_facts() {
   return m;
 }
 
+inline void print_machine(const Machine& m) {
+  std::printf("machine: nproc %ld (affinity %d), %s, hypervisor %s, %s\n", m.nproc, m.affinity, m.cpu_model.c_str(),
+              m.hypervisor.c_str(), m.kernel.c_str());
+}
+
+// "note: N CPUs<rest>" if the machine has fewer than `enough`.
+inline void note_cpus(const Machine& m, long enough, const char* rest) {
+  if (m.nproc < enough) std::printf("note: %ld CPUs%s\n", m.nproc, rest);
+}
+
+// "machine": {...}; with the cost of one steady_clock::now() under clock_key
+// unless it is null.
+inline void machine_json(Json& j, const Machine& m, const char* clock_key = nullptr) {
+  j.begin_object("machine")
+      .num("nproc", double(m.nproc))
+      .num("affinity_cpus", m.affinity)
+      .str("cpu_model", m.cpu_model)
+      .str("hypervisor", m.hypervisor)
+      .str("kernel", m.kernel);
+  if (clock_key) j.stats(clock_key, m.clock_ns);
+  j.end_object();
+}
+
 // ------------------------------------------------------------------ floors
 
 struct PingPong {
@@ -199,12 +299,8 @@ inline PingPong pingpong_floor(int warmup, int iters) {
   auto* pong = reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(page) + 64);
   ping->store(0);
   pong->store(0);
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child < 0) die(std::string("fork: ") + std::strerror(errno));
+  const pid_t child = fork_child();
   if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(0);
     uint64_t last = 0;
     for (;;) {
       uint64_t v;
@@ -282,5 +378,269 @@ inline MemcpyFloor memcpy_floor(uint64_t size, int samples) {
   return f;
 }
 
+// memcpy_floor for each size, ascending.
+inline std::map<uint64_t, MemcpyFloor> memcpy_floors(const std::vector<uint64_t>& sizes, int samples) {
+  std::map<uint64_t, MemcpyFloor> mc;
+  for (uint64_t s : sizes) mc[s] = memcpy_floor(s, samples);
+  return mc;
+}
+
+inline void print_pingpong(const PingPong& pp) {
+  std::printf("%-36s%10s%10s%10s\n", "shared-memory ping-pong, us", "min", "median", "max");
+  std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
+  std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
+              pp.oneway_us.max);
+}
+
+inline void pingpong_json(Json& j, const PingPong& pp) {
+  j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
+}
+
+// "memcpy": one object per size: "size", then the samples as "gbps" (GB/s)
+// and/or "bytes_per_s", then "ns_per_copy".
+inline void memcpy_json(Json& j, const std::map<uint64_t, MemcpyFloor>& mc, bool gbps, bool bytes_per_s) {
+  j.begin_array("memcpy");
+  for (auto& [s, f] : mc) {
+    j.begin_object().num("size", double(s));
+    if (gbps) j.stats("gbps", f.gbps);
+    if (bytes_per_s) j.stats("bytes_per_s", scaled(f.gbps, 1e9));
+    j.stats("ns_per_copy", f.ns_per_copy).end_object();
+  }
+  j.end_array();
+}
+
+// The memcpy floors as GB/s min/median/max and the median time of one copy.
+inline void print_memcpy(const std::map<uint64_t, MemcpyFloor>& mc) {
+  std::printf("%-12s%12s%10s%10s%14s\n", "memcpy", "GB/s min", "median", "max", "ns/copy med");
+  for (auto& [s, f] : mc)
+    std::printf("%-12s%12.2f%10.2f%10.2f%14.1f\n", size_name(s).c_str(), f.gbps.min, f.gbps.median, f.gbps.max,
+                f.ns_per_copy.median);
+}
+
+// ----------------------------------------------------------------- the NIC
+
+// The slot's sq_dormant flag: set while the NIC does not watch the send queue
+// (the next post rings the doorbell).
+inline uint32_t sq_dormant(const ulnic::Nic& nic) {
+  auto* h = reinterpret_cast<ulnic::abi::SlotHeader*>(nic.slot_base());
+  return __atomic_load_n(&h->nic.sq_dormant, __ATOMIC_ACQUIRE);
+}
+
+// Spin-polls for the next completion; dies after limit_s seconds without one.
+inline ulnic::abi::CqEntry spin_cq(ulnic::Nic& nic, const char* what, int limit_s) {
+  ulnic::abi::CqEntry c;
+  uint32_t k = 0;
+  auto start = Clock::now();
+  while (!nic.poll(c)) {
+    cpu_relax();
+    if ((++k & 0xffff) == 0 && seconds_since(start) > limit_s)
+      die(std::string(what) + ": no completion after " + std::to_string(limit_s) + " s (slot state " +
+          std::to_string(uint32_t(nic.state())) + ", fault " + std::to_string(uint32_t(nic.fault())) + ")");
+  }
+  return c;
+}
+
+// A bandwidth run's windows: after `warm` completions (the warm-up), every
+// `window` completions close a window. Posting stops once budget_s has passed
+// and there are 5 windows, at 200 windows, or after 3 x budget_s.
+struct CompletionWindows {
+  uint64_t window = 0, warm = 0;
+  double budget_s = 0;
+  Clock::time_point start = Clock::now();
+  std::vector<double> seconds;  // each window's length
+  uint64_t measured = 0;        // completions in the windows
+  bool posting = true;
+
+  CompletionWindows(uint64_t window_ops, uint64_t warm_ops, double budget)
+      : window(window_ops), warm(warm_ops), budget_s(budget) {}
+
+  // One completion, at `now`.
+  void complete(Clock::time_point now) {
+    ++done_;
+    if (done_ == warm) win_start_ = meas_start_ = now;
+    else if (done_ > warm && posting) {
+      ++counted_;
+      if (++in_window_ == window) {
+        seconds.push_back(std::chrono::duration<double>(now - win_start_).count());
+        win_start_ = now;
+        in_window_ = 0;
+        meas_end_ = now;
+        measured = counted_;
+        double el = std::chrono::duration<double>(now - start).count();
+        if ((el > budget_s && seconds.size() >= 5) || seconds.size() >= 200 || el > 3 * budget_s) posting = false;
+      }
+    }
+  }
+  // From the end of the warm-up to the end of the last window.
+  double measured_seconds() const { return std::chrono::duration<double>(meas_end_ - meas_start_).count(); }
+
+ private:
+  uint64_t done_ = 0, in_window_ = 0, counted_ = 0;
+  Clock::time_point win_start_, meas_start_, meas_end_;
+};
+
+// ---------------------------------------------------- NIC firmware counters
+
+using Counters = std::map<std::string, uint64_t>;
+
+// Starts `ulnic node status --json` for a node of our cluster ($ULNIC_CLUSTER;
+// the CLI sits next to this program); null if it cannot.
+inline FILE* start_node_status(uint32_t node) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return nullptr;
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));
+  const char* cl = std::getenv("ULNIC_CLUSTER");
+  std::string cmd = "'" + dir + "/ulnic' node status -c '" + (cl && *cl ? cl : "default") + "' -n " +
+                    std::to_string(node) + " --json 2>/dev/null";
+  return ::popen(cmd.c_str(), "r");
+}
+
+// What a started status command printed ("" if it did not start); `status`,
+// if given, gets its wait status (-1: it did not start).
+inline std::string finish_node_status(FILE* p, int* status = nullptr) {
+  if (status) *status = -1;
+  if (!p) return "";
+  std::string text;
+  char buf[4096];
+  for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
+  int st = ::pclose(p);
+  if (status) *status = st;
+  return text;
+}
+
+inline std::string node_status_json(uint32_t node, int* status = nullptr) {
+  return finish_node_status(start_node_status(node), status);
+}
+
+// Every firmware counter in a status JSON (empty if it has none).
+inline Counters parse_counters(const std::string& text) {
+  Counters out;
+  size_t at = text.find("\"counters\"");
+  if (at == std::string::npos) return out;
+  size_t end = text.find('}', at);
+  for (size_t q = text.find('"', at + 10); q < end; q = text.find('"', q)) {
+    size_t q2 = text.find('"', q + 1);
+    if (q2 == std::string::npos || q2 > end) break;
+    std::string key = text.substr(q + 1, q2 - q - 1);
+    size_t colon = text.find(':', q2);
+    out[key] = std::strtoull(text.c_str() + colon + 1, nullptr, 10);
+    q = text.find_first_of(",}", colon);
+    if (q == std::string::npos || q >= end) break;
+  }
+  return out;
+}
+
+// The counters of c named in keys.
+template <size_t N>
+Counters only(const Counters& c, const char* const (&keys)[N]) {
+  Counters out;
+  for (const char* k : keys)
+    if (c.count(k)) out[k] = c.at(k);
+  return out;
+}
+
+// b - a for each counter in both.
+inline Counters counter_delta(const Counters& a, const Counters& b) {
+  Counters d;
+  for (auto& [k, v] : b)
+    if (a.count(k)) d[k] = v - a.at(k);
+  return d;
+}
+
+// Two NICs' counters: ours and the other node's.
+struct CounterPair {
+  Counters self, peer;
+  static CounterPair delta(const CounterPair& a, const CounterPair& b) {
+    return {counter_delta(a.self, b.self), counter_delta(a.peer, b.peer)};
+  }
+};
+
+// "counters": {"<self_key>": {...}, "<peer_key>": {...}}
+inline Json& counters_json(Json& j, const CounterPair& c, const char* self_key, const char* peer_key) {
+  return j.begin_object("counters").counters(self_key, c.self).counters(peer_key, c.peer).end_object();
+}
+
+// The node's QEMU in a status JSON ("pid"); 0 if none.
+inline int status_pid(const std::string& text) {
+  size_t at = text.find("\"pid\":");
+  return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 6);
+}
+
+// ----------------------------------------------- who else used the CPUs
+
+// CPU time (user + system) of a process so far, seconds; 0 if pid <= 0 or gone.
+inline double proc_cpu_seconds(int pid) {
+  if (pid <= 0) return 0;
+  std::ifstream q("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::vector<std::string> f;
+  size_t i = paren + 2;
+  while (i < text.size() && f.size() < 15) {
+    size_t j = text.find(' ', i);
+    f.push_back(text.substr(i, j - i));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  if (f.size() < 13) return 0;
+  return double(std::strtoull(f[11].c_str(), nullptr, 10) + std::strtoull(f[12].c_str(), nullptr, 10)) /
+         double(::sysconf(_SC_CLK_TCK));
+}
+
+// CPU time so far, seconds: all CPUs (/proc/stat), this process, its reaped
+// children, and the processes asked for (QEMUs, a server, a switch).
+struct CpuSnap {
+  Clock::time_point when;
+  double busy = 0, steal = 0;
+  double self = 0, children = 0;
+  std::vector<double> procs;
+};
+
+inline CpuSnap cpu_snap(const std::vector<int>& pids) {
+  CpuSnap c;
+  c.when = Clock::now();
+  const double tck = double(::sysconf(_SC_CLK_TCK));
+  std::ifstream st("/proc/stat");
+  std::string cpu;
+  uint64_t user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  st >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal;
+  c.busy = double(user + nice + sys + irq + softirq) / tck;
+  c.steal = double(steal) / tck;
+  rusage ru{}, rc{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  ::getrusage(RUSAGE_CHILDREN, &rc);
+  auto sec = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  c.self = sec(ru.ru_utime) + sec(ru.ru_stime);
+  c.children = sec(rc.ru_utime) + sec(rc.ru_stime);
+  for (int pid : pids) c.procs.push_back(proc_cpu_seconds(pid));
+  return c;
+}
+
+// Between two snapshots, % of one CPU: this process (with its reaped children
+// if with_children), each process asked for, everything else and steal.
+struct CpuShare {
+  double wall = 0, self = 0, others = 0, steal = 0;
+  std::vector<double> procs;
+};
+
+inline CpuShare cpu_share(const CpuSnap& a, const CpuSnap& b, bool with_children = true) {
+  CpuShare s;
+  s.procs.assign(b.procs.size(), 0.0);
+  s.wall = std::chrono::duration<double>(b.when - a.when).count();
+  if (s.wall <= 0) return s;
+  s.self = 100 * (b.self - a.self + (with_children ? b.children - a.children : 0)) / s.wall;
+  s.others = 100 * (b.busy - a.busy) / s.wall - s.self;
+  for (size_t k = 0; k < s.procs.size(); ++k) {
+    s.procs[k] = 100 * (b.procs[k] - a.procs[k]) / s.wall;
+    s.others -= s.procs[k];
+  }
+  s.others = std::max(0.0, s.others);
+  s.steal = 100 * (b.steal - a.steal) / s.wall;
+  return s;
+}
 
 }  // namespace bench

@@ -27,17 +27,9 @@
 // ($ULNIC_RUNTIME_DIR, $ULNIC_CLUSTER, $ULNIC_NODE). Prints min/median/max
 // tables and writes JSON. A program, not a test; tests/bench/fabric_bench.py
 // drives it over a direct fabric, a switch and a lossy switch.
-#include <sched.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -47,7 +39,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,55 +51,17 @@ namespace abi = ulnic::abi;
 namespace {
 
 using namespace bench;
-std::vector<uint32_t> parse_sizes(const std::string& text) {
-  std::vector<uint32_t> out;
-  if (text.empty() || text == "none") return out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty()) continue;
-    char* end = nullptr;
-    uint64_t v = std::strtoull(item.c_str(), &end, 10);
-    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
-    else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-    if (*end || v == 0 || v > abi::kMaxCopyBytes) die("bad size '" + item + "' in '" + text + "'");
-    out.push_back(uint32_t(v));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 
 // ---------------------------------------------------- NIC firmware counters
 
-// `ulnic node status --json` for a node of our cluster (the CLI sits next to
-// this program); "" when unavailable.
-std::string node_status_json_once(uint32_t node, int& status) {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
-  self[n] = '\0';
-  std::string dir(self);
-  dir = dir.substr(0, dir.rfind('/'));
-  const char* cl = std::getenv("ULNIC_CLUSTER");
-  std::string cmd = "'" + dir + "/ulnic' node status -c '" + (cl && *cl ? cl : "default") + "' -n " +
-                    std::to_string(node) + " --json 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return status = -1, "";
-  std::string text;
-  char buf[4096];
-  for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
-  status = ::pclose(p);
-  return text;
-}
-
-// Retried once; a failed query is reported on stderr (the figures then lack
-// that snapshot's counters).
-std::string node_status_json(uint32_t node) {
+// `ulnic node status --json` for a node of our cluster, retried once; a
+// failed query is reported on stderr (the figures then lack that snapshot's
+// counters).
+std::string node_status_retried(uint32_t node) {
   std::string text;
   for (int attempt = 0; attempt < 2; ++attempt) {
     int status = 0;
-    text = node_status_json_once(node, status);
+    text = node_status_json(node, &status);
     if (text.find("\"counters\"") != std::string::npos) return text;
     std::fprintf(stderr, "fabric_bench: note: `ulnic node status -n %u --json` failed (wait status 0x%x, %zu bytes: %.120s)%s\n",
                  node, unsigned(status), text.size(), text.c_str(), attempt ? "" : "; retrying");
@@ -117,64 +70,20 @@ std::string node_status_json(uint32_t node) {
   return text;
 }
 
-std::map<std::string, uint64_t> parse_counters(const std::string& text) {
-  std::map<std::string, uint64_t> out;
-  size_t at = text.find("\"counters\"");
-  if (at == std::string::npos) return out;
-  size_t end = text.find('}', at);
-  for (size_t q = text.find('"', at + 10); q < end; q = text.find('"', q)) {
-    size_t q2 = text.find('"', q + 1);
-    if (q2 == std::string::npos || q2 > end) break;
-    std::string key = text.substr(q + 1, q2 - q - 1);
-    size_t colon = text.find(':', q2);
-    out[key] = std::strtoull(text.c_str() + colon + 1, nullptr, 10);
-    q = text.find_first_of(",}", colon);
-    if (q == std::string::npos || q >= end) break;
-  }
-  return out;
-}
-
-int parse_pid(const std::string& text) {
-  size_t at = text.find("\"pid\":");
-  return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 6);
-}
-
-std::map<std::string, uint64_t> counter_delta(const std::map<std::string, uint64_t>& a,
-                                              const std::map<std::string, uint64_t>& b) {
-  std::map<std::string, uint64_t> d;
-  for (auto& [k, v] : b)
-    if (a.count(k)) d[k] = v - a.at(k);
-  return d;
-}
-
-// The link and put counters of the sending and the receiving NIC.
-struct LinkCounters {
-  std::map<std::string, uint64_t> sender, receiver;
-};
-
+// The link and put counters of the sending (self) and the receiving (peer) NIC.
 const char* const kLinkKeys[] = {"link_tx_data", "link_rx_data", "link_retransmits", "link_duplicates",
                                  "link_out_of_order", "link_bad_packets", "link_unreachable", "link_restarts",
                                  "puts_done", "puts_refused", "wfi", "slot_wakeups", "slot_dormant"};
 
-std::map<std::string, uint64_t> link_only(const std::map<std::string, uint64_t>& c) {
-  std::map<std::string, uint64_t> out;
-  for (const char* k : kLinkKeys)
-    if (c.count(k)) out[k] = c.at(k);
-  return out;
-}
-
 struct CounterProbe {
   bool enabled = true;
   uint32_t self = 0, peer = 0;
-  LinkCounters snap() const {
-    LinkCounters c;
+  CounterPair snap() const {
+    CounterPair c;
     if (!enabled) return c;
-    c.sender = link_only(parse_counters(node_status_json(self)));
-    c.receiver = link_only(parse_counters(node_status_json(peer)));
+    c.self = only(parse_counters(node_status_retried(self)), kLinkKeys);
+    c.peer = only(parse_counters(node_status_retried(peer)), kLinkKeys);
     return c;
-  }
-  static LinkCounters delta(const LinkCounters& a, const LinkCounters& b) {
-    return {counter_delta(a.sender, b.sender), counter_delta(a.receiver, b.receiver)};
   }
 };
 
@@ -205,69 +114,6 @@ int switch_pid() {
       if (a == fabric || a == fabric + "/") return std::atoi(name.c_str());
   }
   return 0;
-}
-
-struct CpuSnap {
-  Clock::time_point when;
-  double busy = 0, steal = 0;  // all CPUs, seconds (/proc/stat)
-  double self = 0;             // this process and its reaped children
-  double qemu[2] = {0, 0};     // the two nodes' QEMUs
-  double sw = 0;               // the cluster's switch, if any
-};
-
-double proc_cpu_seconds(int pid) {
-  if (pid <= 0) return 0;
-  std::ifstream q("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::vector<std::string> f;
-  size_t i = paren + 2;
-  while (i < text.size() && f.size() < 15) {
-    size_t j = text.find(' ', i);
-    f.push_back(text.substr(i, j - i));
-    if (j == std::string::npos) break;
-    i = j + 1;
-  }
-  if (f.size() < 13) return 0;
-  return double(std::strtoull(f[11].c_str(), nullptr, 10) + std::strtoull(f[12].c_str(), nullptr, 10)) /
-         double(::sysconf(_SC_CLK_TCK));
-}
-
-CpuSnap cpu_snap(const int qemu[2], int sw) {
-  CpuSnap c;
-  c.when = Clock::now();
-  const double tck = double(::sysconf(_SC_CLK_TCK));
-  std::ifstream st("/proc/stat");
-  std::string cpu;
-  uint64_t user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  st >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal;
-  c.busy = double(user + nice + sys + irq + softirq) / tck;
-  c.steal = double(steal) / tck;
-  rusage ru{}, rc{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  ::getrusage(RUSAGE_CHILDREN, &rc);
-  auto sec = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
-  c.self = sec(ru.ru_utime) + sec(ru.ru_stime) + sec(rc.ru_utime) + sec(rc.ru_stime);
-  for (int k = 0; k < 2; ++k) c.qemu[k] = proc_cpu_seconds(qemu[k]);
-  c.sw = proc_cpu_seconds(sw);
-  return c;
-}
-
-struct CpuShare {
-  double wall = 0, self = 0, qemu[2] = {0, 0}, sw = 0, others = 0, steal = 0;  // % of one CPU
-};
-
-CpuShare cpu_share(const CpuSnap& a, const CpuSnap& b) {
-  CpuShare s;
-  s.wall = std::chrono::duration<double>(b.when - a.when).count();
-  if (s.wall <= 0) return s;
-  s.self = 100 * (b.self - a.self) / s.wall;
-  for (int k = 0; k < 2; ++k) s.qemu[k] = 100 * (b.qemu[k] - a.qemu[k]) / s.wall;
-  s.sw = 100 * (b.sw - a.sw) / s.wall;
-  s.others = std::max(0.0, 100 * (b.busy - a.busy) / s.wall - s.self - s.qemu[0] - s.qemu[1] - s.sw);
-  s.steal = 100 * (b.steal - a.steal) / s.wall;
-  return s;
 }
 
 // --------------------------------------------------------- the verification
@@ -348,11 +194,6 @@ struct Client {
   uint32_t src_key = 0;
   uint64_t stride = 0;  // between destination regions
 
-  uint32_t sq_dormant() const {
-    auto* h = reinterpret_cast<abi::SlotHeader*>(nic.slot_base());
-    return __atomic_load_n(&h->nic.sq_dormant, __ATOMIC_ACQUIRE);
-  }
-
   void post(uint32_t len, uint32_t region, uint64_t user) {
     abi::SqEntry* e = nic.next_sqe();
     if (!e) die("send queue unexpectedly full");
@@ -368,18 +209,7 @@ struct Client {
     nic.submit();
   }
 
-  abi::CqEntry spin(const char* what) {
-    abi::CqEntry c;
-    uint32_t k = 0;
-    auto start = Clock::now();
-    while (!nic.poll(c)) {
-      cpu_relax();
-      if ((++k & 0xffff) == 0 && seconds_since(start) > 30)
-        die(std::string(what) + ": no completion after 30 s (slot state " + std::to_string(uint32_t(nic.state())) +
-            ", fault " + std::to_string(uint32_t(nic.fault())) + ")");
-    }
-    return c;
-  }
+  abi::CqEntry spin(const char* what) { return spin_cq(nic, what, 30); }
 };
 
 struct Latency {
@@ -389,7 +219,7 @@ struct Latency {
   uint64_t first_status = 0;  // the first error status seen
   uint64_t dormant_hits = 0;  // samples posted while the slot was dormant
   double ratio = 0;           // median / floor RTT median
-  LinkCounters counters;
+  CounterPair counters;
 };
 
 Latency put_latency(Client& c, uint32_t len, int warmup, int iters, double budget_s, const CounterProbe& probe) {
@@ -397,10 +227,10 @@ Latency put_latency(Client& c, uint32_t len, int warmup, int iters, double budge
   l.size = len;
   std::vector<double> v;
   v.reserve(size_t(iters));
-  LinkCounters before = probe.snap();
+  CounterPair before = probe.snap();
   auto start = Clock::now();
   for (int i = 0; i < warmup + iters; ++i) {
-    bool dormant = c.sq_dormant() != 0;
+    bool dormant = sq_dormant(c.nic) != 0;
     auto t0 = Clock::now();
     c.post(len, 0, uint64_t(i));
     abi::CqEntry cq = c.spin("latency");
@@ -415,7 +245,7 @@ Latency put_latency(Client& c, uint32_t len, int warmup, int iters, double budge
     if (dormant) ++l.dormant_hits;
     if ((i & 15) == 0 && seconds_since(start) > budget_s) break;  // keep the run short on a slow link
   }
-  l.counters = CounterProbe::delta(before, probe.snap());
+  l.counters = CounterPair::delta(before, probe.snap());
   l.us = summarize(v);
   return l;
 }
@@ -429,7 +259,7 @@ struct Bandwidth {
   uint64_t failed = 0;
   double memcpy_bps = 0;     // floor median
   double ratio = 0;          // median / memcpy median
-  LinkCounters counters;
+  CounterPair counters;
 };
 
 Bandwidth put_bandwidth(Client& c, uint32_t len, uint32_t inflight, double budget_s, const CounterProbe& probe) {
@@ -440,37 +270,21 @@ Bandwidth put_bandwidth(Client& c, uint32_t len, uint32_t inflight, double budge
   // the first window's worth (at least `inflight`) is warm-up.
   const uint64_t window = std::max<uint64_t>(2 * uint64_t(inflight), (4u << 20) / len);
   const uint64_t warm = std::max<uint64_t>(inflight, window / 2);
-  std::vector<double> bps;
-  uint64_t done = 0, in_window = 0, measured = 0;
-  Clock::time_point win_start, meas_start, meas_end;
-  LinkCounters before = probe.snap();
+  CounterPair before = probe.snap();
   for (uint32_t i = 0; i < inflight; ++i) c.post(len, i, i);
-  bool posting = true;
-  auto start = Clock::now();
+  CompletionWindows w(window, warm, budget_s);
   while (c.nic.in_flight() > 0) {
     abi::CqEntry cq = c.spin("bandwidth");
-    auto now = Clock::now();
+    w.complete(Clock::now());
     if (cq.status != abi::kCqOk) ++r.failed;
-    ++done;
-    if (done == warm) win_start = meas_start = now;
-    else if (done > warm && posting) {
-      ++measured;
-      if (++in_window == window) {
-        double sec = std::chrono::duration<double>(now - win_start).count();
-        bps.push_back(double(window) * len / sec);
-        win_start = now;
-        in_window = 0;
-        meas_end = now;
-        r.puts = measured;
-        double el = std::chrono::duration<double>(now - start).count();
-        if ((el > budget_s && bps.size() >= 5) || bps.size() >= 200 || el > 3 * budget_s) posting = false;
-      }
-    }
-    if (posting) c.post(len, uint32_t(cq.user_data), cq.user_data);
+    if (w.posting) c.post(len, uint32_t(cq.user_data), cq.user_data);
   }
-  r.counters = CounterProbe::delta(before, probe.snap());
+  r.counters = CounterPair::delta(before, probe.snap());
+  std::vector<double> bps;
+  for (double sec : w.seconds) bps.push_back(double(window) * len / sec);
   r.bps = summarize(bps);
-  double sec = std::chrono::duration<double>(meas_end - meas_start).count();
+  r.puts = w.measured;
+  double sec = w.measured_seconds();
   r.overall_bps = sec > 0 ? double(r.puts) * len / sec : 0;
   return r;
 }
@@ -484,7 +298,7 @@ struct Goodput {
   Stats window_bps;          // per window of `window` completions
   uint64_t window = 0;
   Stats put_us;              // post -> completion of each put, with `inflight` in flight
-  LinkCounters counters;
+  CounterPair counters;
 };
 
 // `total` puts of `len` bytes, `inflight` in flight, timed from the first post
@@ -499,7 +313,7 @@ Goodput goodput(Client& c, uint32_t len, uint32_t inflight, uint64_t total, doub
   g.window = std::max<uint64_t>(4 * uint64_t(inflight), total / 20);
   std::vector<double> win, put_us;
   std::vector<Clock::time_point> posted(inflight);
-  LinkCounters before = probe.snap();
+  CounterPair before = probe.snap();
   uint64_t issued = 0, in_window = 0, window_ok = 0;
   auto start = Clock::now();
   auto win_start = start;
@@ -534,7 +348,7 @@ Goodput goodput(Client& c, uint32_t len, uint32_t inflight, uint64_t total, doub
       ++issued;
     }
   }
-  g.counters = CounterProbe::delta(before, probe.snap());
+  g.counters = CounterPair::delta(before, probe.snap());
   g.seconds = std::chrono::duration<double>(last - start).count();
   g.bps = g.seconds > 0 ? double(g.ok) * len / g.seconds : 0;
   g.window_bps = summarize(win);
@@ -556,18 +370,18 @@ void usage() {
   std::exit(2);
 }
 
-std::string counter_text(const LinkCounters& c) {
+std::string counter_text(const CounterPair& c) {
   auto get = [](const std::map<std::string, uint64_t>& m, const char* k) -> std::string {
     return m.count(k) ? std::to_string(m.at(k)) : "-";
   };
-  return "tx " + get(c.sender, "link_tx_data") + ", retx " + get(c.sender, "link_retransmits") + ", rx dup " +
-         get(c.receiver, "link_duplicates") + ", rx ooo " + get(c.receiver, "link_out_of_order") + ", rx bad " +
-         get(c.receiver, "link_bad_packets");
+  return "tx " + get(c.self, "link_tx_data") + ", retx " + get(c.self, "link_retransmits") + ", rx dup " +
+         get(c.peer, "link_duplicates") + ", rx ooo " + get(c.peer, "link_out_of_order") + ", rx bad " +
+         get(c.peer, "link_bad_packets");
 }
 
-std::string retx_cell(const LinkCounters& c) {
-  if (!c.sender.count("link_retransmits")) return "-";
-  return std::to_string(c.sender.at("link_retransmits"));
+std::string retx_cell(const CounterPair& c) {
+  if (!c.self.count("link_retransmits")) return "-";
+  return std::to_string(c.self.at("link_retransmits"));
 }
 
 int client(int argc, char** argv) {
@@ -582,10 +396,7 @@ int client(int argc, char** argv) {
   bool floors = true, counters = true;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
+    auto next = [&] { return next_arg(argc, argv, i, usage); };
     if (a == "--info") info = next();
     else if (a == "--dst-node") dst.node = uint32_t(std::stoul(next()));
     else if (a == "--json") json_path = next();
@@ -655,41 +466,30 @@ int client(int argc, char** argv) {
   probe.peer = dst.node;
   int qemu[2] = {0, 0};
   if (counters) {
-    qemu[0] = parse_pid(node_status_json(nic.node()));
-    qemu[1] = parse_pid(node_status_json(dst.node));
+    qemu[0] = status_pid(node_status_retried(nic.node()));
+    qemu[1] = status_pid(node_status_retried(dst.node));
   }
   const int sw_pid = switch_pid();
-  const CpuSnap cpu0 = cpu_snap(qemu, sw_pid);
+  const std::vector<int> cpu_pids = {qemu[0], qemu[1], sw_pid};
+  const CpuSnap cpu0 = cpu_snap(cpu_pids);
   Machine m = machine_facts();
   std::printf("fabric_bench%s%s: node %u slot %u -> node %u slot %u (%s buffer, %u regions of %s); SQ %u, CQ %u\n",
               label.empty() ? "" : " ", label.c_str(), nic.node(), nic.slot(), dst.node, dst.slot,
               size_name(dst.size).c_str(), inflight, size_name(c.stride).c_str(), lay.sq_capacity, lay.cq_capacity);
-  std::printf("machine: nproc %ld (affinity %d), %s, hypervisor %s, %s\n", m.nproc, m.affinity, m.cpu_model.c_str(),
-              m.hypervisor.c_str(), m.kernel.c_str());
-  if (m.nproc < 4)
-    std::printf("note: %ld CPUs: this spinning thread and the two NICs' vCPU threads (plus the switch, if any)\n"
-                "      compete for them\n",
-                m.nproc);
+  print_machine(m);
+  note_cpus(m, 4,
+            ": this spinning thread and the two NICs' vCPU threads (plus the switch, if any)\n"
+            "      compete for them");
 
   // ---- 1. floors
   PingPong pp;
   std::map<uint64_t, MemcpyFloor> mc;
   if (floors) {
     pp = pingpong_floor(2000, 20000);
-    std::vector<uint64_t> fs(lat_sizes.begin(), lat_sizes.end());
-    fs.insert(fs.end(), bw_sizes.begin(), bw_sizes.end());
-    std::sort(fs.begin(), fs.end());
-    fs.erase(std::unique(fs.begin(), fs.end()), fs.end());
-    for (uint64_t s : fs) mc[s] = memcpy_floor(s, 31);
+    mc = memcpy_floors(size_union(lat_sizes, bw_sizes), 31);
     std::printf("\n== 1. floors (host only)\n");
-    std::printf("%-36s%10s%10s%10s\n", "shared-memory ping-pong, us", "min", "median", "max");
-    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
-    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
-                pp.oneway_us.max);
-    std::printf("%-12s%12s%10s%10s%14s\n", "memcpy", "GB/s min", "median", "max", "ns/copy med");
-    for (auto& [s, f] : mc)
-      std::printf("%-12s%12.2f%10.2f%10.2f%14.1f\n", size_name(s).c_str(), f.gbps.min, f.gbps.median, f.gbps.max,
-                  f.ns_per_copy.median);
+    print_pingpong(pp);
+    print_memcpy(mc);
   }
 
   // ---- 2. latency
@@ -791,28 +591,23 @@ int client(int argc, char** argv) {
               size_name(*std::max_element(vlen.begin(), vlen.end())).c_str(), verify_failed, verdict.c_str());
 
   const double runtime = seconds_since(run_start);
-  const CpuShare cs = cpu_share(cpu0, cpu_snap(qemu, sw_pid));
+  const CpuShare cs = cpu_share(cpu0, cpu_snap(cpu_pids));
+  const double cpu_sender = cs.procs[0], cpu_receiver = cs.procs[1], cpu_switch = cs.procs[2];
   std::printf("total runtime %.1f s; CPU over the run, %% of one CPU (of %ld): fabric_bench %.0f, QEMU node %u %.0f,"
               " QEMU node %u %.0f, switch %s, everything else %.0f, steal %.1f\n",
-              runtime, m.nproc, cs.self, nic.node(), cs.qemu[0], dst.node, cs.qemu[1],
-              sw_pid ? std::to_string(int(cs.sw + 0.5)).c_str() : "none", cs.others, cs.steal);
+              runtime, m.nproc, cs.self, nic.node(), cpu_sender, dst.node, cpu_receiver,
+              sw_pid ? std::to_string(int(cpu_switch + 0.5)).c_str() : "none", cs.others, cs.steal);
 
   // ---- JSON
   Json j;
   j.begin_object();
   j.str("benchmark", "fabric_bench").str("label", label).num("runtime_s", runtime).boolean("verified", verified);
-  j.begin_object("machine")
-      .num("nproc", double(m.nproc))
-      .num("affinity_cpus", m.affinity)
-      .str("cpu_model", m.cpu_model)
-      .str("hypervisor", m.hypervisor)
-      .str("kernel", m.kernel)
-      .end_object();
+  machine_json(j, m);
   j.begin_object("cpu_over_run_pct")
       .num("fabric_bench", cs.self)
-      .num("qemu_sender", cs.qemu[0])
-      .num("qemu_receiver", cs.qemu[1])
-      .num("switch", cs.sw)
+      .num("qemu_sender", cpu_sender)
+      .num("qemu_receiver", cpu_receiver)
+      .num("switch", cpu_switch)
       .boolean("switch_found", sw_pid != 0)
       .num("everything_else", cs.others)
       .num("steal", cs.steal)
@@ -837,16 +632,9 @@ int client(int argc, char** argv) {
       .end_object();
   if (floors) {
     j.begin_object("floors");
-    j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
-    j.begin_array("memcpy");
-    for (auto& [s, f] : mc)
-      j.begin_object()
-          .num("size", double(s))
-          .stats("gbps", f.gbps)
-          .stats("bytes_per_s", scaled(f.gbps, 1e9))
-          .stats("ns_per_copy", f.ns_per_copy)
-          .end_object();
-    j.end_array().end_object();
+    pingpong_json(j, pp);
+    memcpy_json(j, mc, true, true);
+    j.end_object();
   }
   j.begin_array("latency");
   for (const Latency& l : lat) {
@@ -857,8 +645,7 @@ int client(int argc, char** argv) {
         .num("first_failed_status", double(l.first_status))
         .num("dormant_at_post", double(l.dormant_hits))
         .num("ratio_median_to_floor_rtt", l.ratio);
-    j.begin_object("counters").counters("sender", l.counters.sender).counters("receiver", l.counters.receiver);
-    j.end_object().end_object();
+    counters_json(j, l.counters, "sender", "receiver").end_object();
   }
   j.end_array();
   j.begin_array("bandwidth");
@@ -872,8 +659,7 @@ int client(int argc, char** argv) {
         .num("overall_bytes_per_s", r.overall_bps)
         .num("memcpy_bytes_per_s_median", r.memcpy_bps)
         .num("ratio_median_to_memcpy", r.ratio);
-    j.begin_object("counters").counters("sender", r.counters.sender).counters("receiver", r.counters.receiver);
-    j.end_object().end_object();
+    counters_json(j, r.counters, "sender", "receiver").end_object();
   }
   j.end_array();
   if (goodput_puts) {
@@ -891,8 +677,7 @@ int client(int argc, char** argv) {
         .num("window_puts", double(gp.window))
         .stats("window_bytes_per_s", gp.window_bps)
         .stats("put_us_inflight", gp.put_us);
-    j.begin_object("counters").counters("sender", gp.counters.sender).counters("receiver", gp.counters.receiver);
-    j.end_object().end_object();
+    counters_json(j, gp.counters, "sender", "receiver").end_object();
   }
   j.begin_object("verification")
       .num("puts", inflight)
@@ -900,37 +685,26 @@ int client(int argc, char** argv) {
       .str("server", verdict)
       .end_object();
   j.end_object();
-  std::ofstream out(json_path);
-  out << j.text() << "\n";
-  if (!out) die("cannot write " + json_path);
-  std::printf("wrote %s\n", json_path.c_str());
+  write_json(j, json_path);
   return verified ? 0 : 1;
+}
+
+int serve_main(int argc, char** argv) {
+  std::string info;
+  uint64_t size = 10u << 20;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--info" && i + 1 < argc) info = argv[++i];
+    else if (a == "--size" && i + 1 < argc) size = std::stoull(argv[++i], nullptr, 0);
+    else usage();
+  }
+  if (info.empty()) usage();
+  return serve(info, size);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) usage();
-  std::string mode = argv[1];
-  if (mode == "serve") {
-    std::string info;
-    uint64_t size = 10u << 20;
-    for (int i = 2; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--info" && i + 1 < argc) info = argv[++i];
-      else if (a == "--size" && i + 1 < argc) size = std::stoull(argv[++i], nullptr, 0);
-      else usage();
-    }
-    if (info.empty()) usage();
-    return serve(info, size);
-  }
-  if (mode == "client") return client(argc, argv);
-  usage();
+  bench::program = "fabric_bench";
+  return serve_or_client(argc, argv, serve_main, client, usage);
 }
-
-namespace bench {
-void die(const std::string& msg) {
-  std::fprintf(stderr, "fabric_bench: %s\n", msg.c_str());
-  std::exit(1);
-}
-}  // namespace bench

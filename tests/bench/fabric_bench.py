@@ -23,9 +23,7 @@ lacks it, the plots are drawn by /usr/bin/python3, Debian's python3-matplotlib).
 """
 import argparse
 import json
-import math
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -33,51 +31,23 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-def size_name(b):
-    b = int(b)
-    if b >= 1 << 20 and b % (1 << 20) == 0:
-        return f"{b >> 20} MiB"
-    if b >= 1024 and b % 1024 == 0:
-        return f"{b >> 10} KiB"
-    return f"{b} B"
+from bench_common import (ROOT, Cluster, check_build, draw, finish, header, log_y, out_dir, output_of, pyplot,
+                          remove_runtime, runtime_line, save, size_axis, size_name, start, stop, write_json)
 
 
 class Runner:
     def __init__(self, build, runtime, work, timeout):
-        self.ulnic = os.path.join(build, "bin", "ulnic")
+        self.build = build
         self.bench = os.path.join(build, "bin", "fabric_bench")
         self.runtime, self.work, self.timeout = runtime, work, timeout
-        self.up = []  # clusters we started and have not stopped
-
-    def env(self, cluster, node):
-        return dict(os.environ, ULNIC_RUNTIME_DIR=self.runtime, ULNIC_CLUSTER=cluster, ULNIC_NODE=str(node))
-
-    def cluster_up(self, cluster, extra):
-        cmd = [self.ulnic, "cluster", "up", "-n", "2", "-c", cluster, "--slot-size", "16", *extra]
-        p = subprocess.run(cmd, env=self.env(cluster, 0), capture_output=True, text=True, timeout=180)
-        self.up.append(cluster)  # even on failure: down cleans up what did start
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}{p.stderr}")
-
-    def cluster_down(self, cluster):
-        p = subprocess.run([self.ulnic, "cluster", "down", "-c", cluster], env=self.env(cluster, 0),
-                           capture_output=True, text=True, timeout=180)
-        if cluster in self.up:
-            self.up.remove(cluster)
-        if p.returncode != 0:
-            print(f"fabric_bench.py: warning: cluster down -c {cluster}: {p.stdout}{p.stderr}", file=sys.stderr)
+        self.clusters = []  # every cluster started (down_all brings down those still up)
 
     def down_all(self):
-        for c in list(self.up):
-            self.cluster_down(c)
+        for c in self.clusters:
+            c.down()
 
     def switch_stats(self, cluster):
-        path = os.path.join(self.runtime, cluster, "fabric", "switch.json")
+        path = os.path.join(self.runtime, cluster.name, "fabric", "switch.json")
         try:
             with open(path) as f:
                 return json.load(f)
@@ -86,15 +56,16 @@ class Runner:
 
     def run(self, name, extra_up, client_args):
         """One configuration: cluster up, serve on node 1, client on node 0, cluster down."""
-        cluster = "fb-" + re.sub(r"[^A-Za-z0-9_-]", "", name)
-        info = os.path.join(self.work, f"{cluster}.info")
-        out_json = os.path.join(self.work, f"{cluster}.json")
+        cluster = Cluster(self.build, self.runtime, "fb-" + re.sub(r"[^A-Za-z0-9_-]", "", name), 16, extra_up,
+                          prog="fabric_bench.py")
+        self.clusters.append(cluster)
+        info = os.path.join(self.work, f"{cluster.name}.info")
+        out_json = os.path.join(self.work, f"{cluster.name}.json")
         print(f"\n######## {name}: ulnic cluster up -n 2 --slot-size 16 {' '.join(extra_up)}".rstrip(), flush=True)
-        self.cluster_up(cluster, extra_up)
+        cluster.up()
         server = None
         try:
-            server = subprocess.Popen([self.bench, "serve", "--info", info], env=self.env(cluster, 1),
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            server = start([self.bench, "serve", "--info", info], cluster.env(1))
             deadline = time.time() + 30
             while not os.path.exists(info) and server.poll() is None and time.time() < deadline:
                 time.sleep(0.02)
@@ -103,15 +74,10 @@ class Runner:
                 raise RuntimeError(f"{name}: fabric_bench serve did not start: {out}")
             cmd = [self.bench, "client", "--info", info, "--dst-node", "1", "--json", out_json, "--label", name,
                    *client_args]
-            client = subprocess.run(cmd, env=self.env(cluster, 0), stdout=subprocess.PIPE,
+            client = subprocess.run(cmd, env=cluster.env(0), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, timeout=self.timeout)
             sys.stdout.write(client.stdout)
-            try:
-                sout, _ = server.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                sout, _ = server.communicate()
-            sys.stdout.write(sout)
+            sys.stdout.write(output_of(server, 30))
             sys.stdout.flush()
             if client.returncode != 0 or not os.path.exists(out_json):
                 raise RuntimeError(f"{name}: fabric_bench client exited {client.returncode}")
@@ -123,14 +89,29 @@ class Runner:
                 result["switch"] = self.switch_stats(cluster)
             return result
         finally:
-            if server is not None and server.poll() is None:
-                server.kill()
-                server.wait()
-            self.cluster_down(cluster)
+            stop(server)
+            cluster.down()
 
 
 def fmt_ms_or_us(us):
     return f"{us / 1000:.2f} ms" if us >= 10000 else f"{us:.0f} us"
+
+
+def direct_vs_switch(d, s, section, key, div=1):
+    """Table rows: min/median/max of d[section][..][key] (divided by div) beside s's, for the sizes both have."""
+    lines = [f"{'size':<10}{'direct min':>12}{'median':>10}{'max':>10}{'switch min':>13}{'median':>10}"
+             f"{'max':>10}{'sw/dir med':>12}"]
+    sb = {x["size"]: x for x in s[section]}
+    for x in d[section]:
+        y = sb.get(x["size"])
+        if not y:
+            continue
+        a, b = x[key], y[key]
+        ratio = b["median"] / a["median"] if a["median"] else 0
+        lines.append(f"{size_name(x['size']):<10}{a['min'] / div:>12.1f}{a['median'] / div:>10.1f}"
+                     f"{a['max'] / div:>10.1f}{b['min'] / div:>13.1f}{b['median'] / div:>10.1f}"
+                     f"{b['max'] / div:>10.1f}{ratio:>12.2f}")
+    return lines
 
 
 def summary_tables(data):
@@ -139,33 +120,12 @@ def summary_tables(data):
     d, s = runs.get("direct"), runs.get("switch")
     if d and s:
         lines.append("== direct fabric vs switch: remote put latency, us (one at a time)")
-        lines.append(f"{'size':<10}{'direct min':>12}{'median':>10}{'max':>10}{'switch min':>13}{'median':>10}"
-                     f"{'max':>10}{'sw/dir med':>12}")
-        sl = {x["size"]: x for x in s["latency"]}
-        for x in d["latency"]:
-            y = sl.get(x["size"])
-            if not y:
-                continue
-            a, b = x["us"], y["us"]
-            ratio = b["median"] / a["median"] if a["median"] else 0
-            lines.append(f"{size_name(x['size']):<10}{a['min']:>12.1f}{a['median']:>10.1f}{a['max']:>10.1f}"
-                         f"{b['min']:>13.1f}{b['median']:>10.1f}{b['max']:>10.1f}{ratio:>12.2f}")
+        lines += direct_vs_switch(d, s, "latency", "us")
         lines.append("")
         inflight = d["params"]["inflight"]
         lines.append(f"== direct fabric vs switch: remote put bandwidth, MB/s (1e6 B/s), {inflight} in flight, "
                      "per-window min/median/max")
-        lines.append(f"{'size':<10}{'direct min':>12}{'median':>10}{'max':>10}{'switch min':>13}{'median':>10}"
-                     f"{'max':>10}{'sw/dir med':>12}")
-        sb = {x["size"]: x for x in s["bandwidth"]}
-        for x in d["bandwidth"]:
-            y = sb.get(x["size"])
-            if not y:
-                continue
-            a, b = x["bytes_per_s"], y["bytes_per_s"]
-            ratio = b["median"] / a["median"] if a["median"] else 0
-            lines.append(f"{size_name(x['size']):<10}{a['min'] / 1e6:>12.1f}{a['median'] / 1e6:>10.1f}"
-                         f"{a['max'] / 1e6:>10.1f}{b['min'] / 1e6:>13.1f}{b['median'] / 1e6:>10.1f}"
-                         f"{b['max'] / 1e6:>10.1f}{ratio:>12.2f}")
+        lines += direct_vs_switch(d, s, "bandwidth", "bytes_per_s", 1e6)
         fl = d.get("floors")
         if fl:
             rtt = fl["pingpong"]["rtt_us"]
@@ -221,30 +181,11 @@ def sweep_row(drop, r):
 # ----------------------------------------------------------------- plots
 
 def plot(data, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
+    plt = pyplot()
     written = []
     runs = data["runs"]
-
-    def minor_label(v, _):  # label the 2s and 5s of a log axis
-        if v <= 0:
-            return ""
-        m = v / 10 ** math.floor(math.log10(v) + 1e-9)
-        return f"{v:g}" if round(m) in (2, 5) and abs(m - round(m)) < 1e-6 else ""
     styles = {"direct": ("tab:blue", "o", "direct fabric (NIC to NIC)"),
               "switch": ("tab:orange", "s", "through ulnic-switch")}
-    size_fmt = FuncFormatter(lambda v, _: size_name(v))
-
-    def size_axis(ax, sizes, label):
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(FixedLocator(sizes))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.xaxis.set_major_formatter(size_fmt)
-        ax.set_xlabel(label)
-        ax.grid(True, which="major", alpha=0.35)
 
     # 1. latency vs size
     fig, ax = plt.subplots(figsize=(8, 5.2))
@@ -261,11 +202,8 @@ def plot(data, out):
         ax.plot(xs, lo, color=color, marker=marker, ls="--", lw=1, ms=4, alpha=0.7, label=f"{label}: min")
     fl = runs.get("direct", {}).get("floors")
     if sizes:
-        size_axis(ax, sorted(sizes), "put size (bytes, log scale)")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(minor_label))
-    ax.grid(True, which="minor", axis="y", alpha=0.15)
+        size_axis(ax, sizes, "put size (bytes, log scale)")
+    log_y(ax, minor_labels=True, grid_alpha=0.15)
     ax.set_ylabel("post -> completion latency (us, log scale)")
     title = "Remote put latency, one at a time, spin-polled (completion = receiver placed every byte)"
     if fl:
@@ -273,10 +211,7 @@ def plot(data, out):
                   f"{fl['pingpong']['rtt_us']['median']:.2f} us (off the chart)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
-    p = os.path.join(out, "latency_vs_size.png")
-    fig.savefig(p, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    written.append(p)
+    save(fig, out, "latency_vs_size.png", written)
 
     # 2. bandwidth vs size
     fig, ax = plt.subplots(figsize=(8, 5.2))
@@ -295,7 +230,7 @@ def plot(data, out):
                     label=f"{label}: median, bars min..max per window ({inflight} in flight)")
     ax.set_ylim(bottom=0)
     if sizes:
-        size_axis(ax, sorted(sizes), "put size (bytes, log scale)")
+        size_axis(ax, sizes, "put size (bytes, log scale)")
     ax.set_ylabel("remote put bandwidth (MB/s = 1e6 B/s)")
     title = "Remote put bandwidth"
     if fl:
@@ -306,10 +241,7 @@ def plot(data, out):
                 title += f"\n(host memcpy floor, same run: {mc[big] * 1000:.0f} MB/s at {size_name(big)}, off the chart)"
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
-    p = os.path.join(out, "bandwidth_vs_size.png")
-    fig.savefig(p, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    written.append(p)
+    save(fig, out, "bandwidth_vs_size.png", written)
 
     # 3. goodput vs drop rate
     sweep = data.get("sweep", [])
@@ -332,38 +264,15 @@ def plot(data, out):
         l2, = ax2.plot(xs, lat, color="tab:red", marker="s", ls="--",
                        label=f"put latency median ({size_name(sweep[0]['size'])}, one at a time)")
         if min(lat) > 0 and max(lat) / min(lat) > 20:  # spans decades
-            ax2.set_yscale("log")
-            ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax2.yaxis.set_minor_formatter(FuncFormatter(minor_label))
+            log_y(ax2, minor_labels=True)
             ax2.set_ylabel("put latency median (ms, log scale)", color="tab:red")
         else:
             ax2.set_ylim(bottom=0, top=max(lat) * 1.1 if lat else 1)
             ax2.set_ylabel("put latency median (ms)", color="tab:red")
         ax.set_title("Goodput and latency vs packet loss, through ulnic-switch (go-back-N link)", fontsize=10)
         ax.legend(handles=[l1, l2], fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
-        p = os.path.join(out, "goodput_vs_drop.png")
-        fig.savefig(p, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(p)
+        save(fig, out, "goodput_vs_drop.png", written)
     return written
-
-
-def draw(json_path, out):
-    """Plots with this Python if it has matplotlib, else with the system one."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and os.access(SYSTEM_PYTHON, os.X_OK):
-            p = subprocess.run([SYSTEM_PYTHON, os.path.abspath(__file__), "--plot-only", json_path, "--out", out])
-            return p.returncode == 0
-        print("fabric_bench.py: matplotlib missing: apt-get install python3-matplotlib (plots skipped)",
-              file=sys.stderr)
-        return False
-    with open(json_path) as f:
-        data = json.load(f)
-    for p in plot(data, out):
-        print(f"wrote {p}")
-    return True
 
 
 def main():
@@ -379,15 +288,8 @@ def main():
     ap.add_argument("--plot-only", metavar="JSON", help="redraw the PNGs from a fabric_bench.json and exit")
     args = ap.parse_args()
 
-    out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    if args.plot_only:
-        return 0 if draw(os.path.abspath(args.plot_only), out) else 1
-
-    build = os.path.abspath(args.build)
-    for f in ("ulnic", "fabric_bench"):
-        if not os.access(os.path.join(build, "bin", f), os.X_OK):
-            sys.exit(f"fabric_bench.py: {build}/bin/{f} not found: build first (cmake --build {args.build})")
+    out = out_dir(args, plot, __file__)
+    build = check_build(args.build, ("ulnic", "fabric_bench"), "fabric_bench.py")
     drops = [float(x) for x in args.drops.split(",") if x.strip()]
     iters = 100 if args.quick else args.iters
     gputs = 300 if args.quick else args.goodput_puts
@@ -396,8 +298,7 @@ def main():
     runtime = tempfile.mkdtemp(prefix="ulnic-fabricbench-", dir="/tmp")
     work = tempfile.mkdtemp(prefix="ulnic-fabricbench-work-", dir="/tmp")
     r = Runner(build, runtime, work, timeout=300)
-    data = {"benchmark": "fabric_bench.py", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host": platform.node(), "loadavg_at_start": open("/proc/loadavg").read().split()[:3],
+    data = {**header("fabric_bench.py"),
             "params": {"drops": drops, "seed": args.seed, "iters": iters, "goodput_puts": gputs,
                        "goodput_seconds": args.goodput_seconds, "quick": args.quick},
             "runs": {}, "sweep": []}
@@ -420,25 +321,20 @@ def main():
         rc = 1
     finally:
         r.down_all()
-        left = os.listdir(runtime)
-        shutil.rmtree(runtime, ignore_errors=True)
+        left = remove_runtime(runtime)
         shutil.rmtree(work, ignore_errors=True)
         if left:
             print(f"fabric_bench.py: warning: cluster down left {left} in the runtime directory", file=sys.stderr)
 
-    data["runtime_s"] = time.time() - t0
-    data["loadavg_at_end"] = open("/proc/loadavg").read().split()[:3]
+    finish(data, t0)
     print()
     print(summary_tables(data))
     bad = [n for n, x in data["runs"].items() if not x.get("verified")]
     print(f"\ndata verified by the receiver in every run: {'yes' if not bad else 'NO: ' + ', '.join(bad)}")
-    print(f"total runtime {data['runtime_s']:.0f} s; load average at start {' '.join(data['loadavg_at_start'])}, "
-          f"at end {' '.join(data['loadavg_at_end'])}")
+    print(runtime_line(data))
     json_path = os.path.join(out, "fabric_bench.json")
-    with open(json_path, "w") as f:
-        json.dump(data, f, indent=1)
-    print(f"wrote {json_path}")
-    if data["runs"] and not draw(json_path, out):
+    write_json(data, json_path)
+    if data["runs"] and not draw(json_path, out, plot, __file__):
         rc = rc or 1
     return rc or (1 if bad else 0)
 

@@ -22,26 +22,18 @@
 //      NOP, completion reaped by spin-polling, by Nic::wait() with no spin
 //      (the completion eventfd path) and by Nic::wait() with its default spin.
 // Prints min/median/max tables and writes JSON. A program, not a test.
-#include <sched.h>
-#include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,12 +58,8 @@ struct EventfdPingPong {
 EventfdPingPong eventfd_floor(int iters, int idle_samples, int idle_ms) {
   int to_child = ::eventfd(0, EFD_CLOEXEC), to_parent = ::eventfd(0, EFD_CLOEXEC);
   if (to_child < 0 || to_parent < 0) die(std::string("eventfd: ") + std::strerror(errno));
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child < 0) die(std::string("fork: ") + std::strerror(errno));
+  const pid_t child = fork_child();
   if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(0);
     for (;;) {
       uint64_t v = 0;
       if (::read(to_child, &v, sizeof v) != sizeof v || v != 1) ::_exit(0);
@@ -109,123 +97,19 @@ EventfdPingPong eventfd_floor(int iters, int idle_samples, int idle_ms) {
 
 // ---------------------------------------------------- NIC firmware counters
 
-// The firmware's counters as `ulnic node status --json` prints them (the CLI
-// sits next to this program). Empty when unavailable.
-// `ulnic node status --json` for our node (the CLI sits next to this program);
-// "" when unavailable.
-std::string node_status_json() {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
-  self[n] = '\0';
-  std::string dir(self);
-  dir = dir.substr(0, dir.rfind('/'));
-  const char* cl = std::getenv("ULNIC_CLUSTER");
+// `ulnic node status --json` for our node ($ULNIC_NODE); "" when unavailable.
+std::string own_status_json() {
   const char* nd = std::getenv("ULNIC_NODE");
-  std::string cmd = "'" + dir + "/ulnic' node status -c '" + (cl && *cl ? cl : "default") + "' -n " +
-                    std::to_string(nd && *nd ? std::atoi(nd) : 0) + " --json 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return "";
-  std::string text;
-  char buf[4096];
-  for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
-  ::pclose(p);
-  return text;
+  return node_status_json(uint32_t(nd && *nd ? std::atoi(nd) : 0));
 }
 
 // The firmware's counters from the status JSON.
-std::map<std::string, uint64_t> nic_counters(bool enabled) {
-  std::map<std::string, uint64_t> out;
-  if (!enabled) return out;
-  std::string text = node_status_json();
-  size_t at = text.find("\"counters\"");
-  if (at == std::string::npos) return out;
-  size_t end = text.find('}', at);
-  for (size_t q = text.find('"', at + 10); q < end; q = text.find('"', q)) {
-    size_t q2 = text.find('"', q + 1);
-    if (q2 == std::string::npos || q2 > end) break;
-    std::string key = text.substr(q + 1, q2 - q - 1);
-    size_t colon = text.find(':', q2);
-    out[key] = std::strtoull(text.c_str() + colon + 1, nullptr, 10);
-    q = text.find_first_of(",}", colon);
-    if (q == std::string::npos || q >= end) break;
-  }
-  return out;
+Counters nic_counters(bool enabled) {
+  if (!enabled) return {};
+  return parse_counters(own_status_json());
 }
 
-int qemu_pid() {
-  std::string text = node_status_json();
-  size_t at = text.find("\"pid\":");
-  return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 6);
-}
-
-// ----------------------------------------------- who else used the CPUs
-
-// CPU time over the run, to tell a quiet machine from a shared one: the
-// measurements assume this program and the node's QEMU have the CPUs.
-struct CpuSnap {
-  Clock::time_point when;
-  double busy = 0, steal = 0;  // all CPUs, seconds (/proc/stat)
-  double self = 0;             // this process and its reaped children
-  double qemu = 0;             // the node's QEMU
-};
-
-CpuSnap cpu_snap(int qemu) {
-  CpuSnap c;
-  c.when = Clock::now();
-  const double tck = double(::sysconf(_SC_CLK_TCK));
-  std::ifstream st("/proc/stat");
-  std::string cpu;
-  uint64_t user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  st >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal;
-  c.busy = double(user + nice + sys + irq + softirq) / tck;
-  c.steal = double(steal) / tck;
-  rusage ru{}, rc{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  ::getrusage(RUSAGE_CHILDREN, &rc);
-  auto sec = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
-  c.self = sec(ru.ru_utime) + sec(ru.ru_stime) + sec(rc.ru_utime) + sec(rc.ru_stime);
-  if (qemu > 0) {
-    std::ifstream q("/proc/" + std::to_string(qemu) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
-    size_t paren = text.rfind(')');
-    if (paren != std::string::npos) {
-      std::vector<std::string> f;
-      size_t i = paren + 2;
-      while (i < text.size() && f.size() < 15) {
-        size_t j = text.find(' ', i);
-        f.push_back(text.substr(i, j - i));
-        if (j == std::string::npos) break;
-        i = j + 1;
-      }
-      if (f.size() >= 13) c.qemu = double(std::strtoull(f[11].c_str(), nullptr, 10) + std::strtoull(f[12].c_str(), nullptr, 10)) / tck;
-    }
-  }
-  return c;
-}
-
-struct CpuShare {
-  double wall = 0, self = 0, qemu = 0, others = 0, steal = 0;  // % of one CPU
-};
-
-CpuShare cpu_share(const CpuSnap& a, const CpuSnap& b) {
-  CpuShare s;
-  s.wall = std::chrono::duration<double>(b.when - a.when).count();
-  if (s.wall <= 0) return s;
-  s.self = 100 * (b.self - a.self) / s.wall;
-  s.qemu = 100 * (b.qemu - a.qemu) / s.wall;
-  s.others = std::max(0.0, 100 * (b.busy - a.busy) / s.wall - s.self - s.qemu);
-  s.steal = 100 * (b.steal - a.steal) / s.wall;
-  return s;
-}
-
-std::map<std::string, uint64_t> counter_delta(const std::map<std::string, uint64_t>& a,
-                                              const std::map<std::string, uint64_t>& b) {
-  std::map<std::string, uint64_t> d;
-  for (auto& [k, v] : b)
-    if (a.count(k)) d[k] = v - a.at(k);
-  return d;
-}
+int qemu_pid() { return status_pid(own_status_json()); }
 
 // ----------------------------------------------------------------- the NIC
 
@@ -235,11 +119,6 @@ struct Bench {
   uint8_t* dst = nullptr;     // registered destination area: `inflight` regions
   uint64_t dst_stride = 0;
   uint32_t src_key = 0, dst_key = 0;
-
-  uint32_t sq_dormant() const {
-    auto* h = reinterpret_cast<abi::SlotHeader*>(nic.slot_base());
-    return __atomic_load_n(&h->nic.sq_dormant, __ATOMIC_ACQUIRE);
-  }
 
   void fill(abi::SqEntry* e, uint32_t len, uint32_t region, uint64_t user) const {
     e->user_data = user;
@@ -264,18 +143,7 @@ struct Bench {
     nic.submit();
   }
 
-  abi::CqEntry spin(const char* what) {
-    abi::CqEntry c;
-    uint32_t k = 0;
-    auto start = Clock::now();
-    while (!nic.poll(c)) {
-      cpu_relax();
-      if ((++k & 0xffff) == 0 && seconds_since(start) > 10)
-        die(std::string(what) + ": no completion after 10 s (slot state " + std::to_string(uint32_t(nic.state())) +
-            ", fault " + std::to_string(uint32_t(nic.fault())) + ")");
-    }
-    return c;
-  }
+  abi::CqEntry spin(const char* what) { return spin_cq(nic, what, 10); }
 
   void check(const abi::CqEntry& c, uint32_t len, const char* what) const {
     if (c.status != abi::kCqOk || (len && c.result != len))
@@ -312,7 +180,7 @@ Latency busy_latency(Bench& b, uint32_t len, int warmup, int iters, double budge
   v.reserve(size_t(iters));
   auto start = Clock::now();
   for (int i = 0; i < warmup + iters; ++i) {
-    bool dormant = b.sq_dormant() != 0;
+    bool dormant = sq_dormant(b.nic) != 0;
     auto t0 = Clock::now();
     b.post(len, 0, uint64_t(i));
     abi::CqEntry c = b.spin("busy path");
@@ -335,7 +203,7 @@ Latency busy_wait_latency(Bench& b, int warmup, int iters, double budget_s) {
   std::vector<double> v;
   auto start = Clock::now();
   for (int i = 0; i < warmup + iters; ++i) {
-    bool dormant = b.sq_dormant() != 0;
+    bool dormant = sq_dormant(b.nic) != 0;
     auto t0 = Clock::now();
     b.post(0, 0, uint64_t(i));
     auto c = b.nic.wait(std::chrono::milliseconds(10000), std::chrono::microseconds(0));
@@ -371,40 +239,24 @@ Bandwidth nic_bandwidth(Bench& b, uint32_t len, uint32_t inflight, double budget
   // descheduled meanwhile) cannot make a window look short.
   const uint64_t window = std::max<uint64_t>(8 * uint64_t(inflight), len ? (8u << 20) / len : 1024);
   const uint64_t warm = std::max<uint64_t>(inflight, window / 2);
-  std::vector<double> gbps;
-  uint64_t done = 0, in_window = 0, measured = 0;
-  Clock::time_point win_start, meas_start, meas_end;
   for (uint32_t i = 0; i < inflight; ++i) {
     abi::SqEntry* e = b.nic.next_sqe();
     if (!e) die("send queue too small for " + std::to_string(inflight) + " copies in flight");
     b.fill(e, len, i, i);
   }
   b.nic.submit();
-  bool posting = true;
-  auto start = Clock::now();
+  CompletionWindows w(window, warm, budget_s);
   while (b.nic.in_flight() > 0) {
     abi::CqEntry c = b.spin("bandwidth");
-    auto now = Clock::now();
+    w.complete(Clock::now());
     b.check(c, len, "bandwidth");
-    ++done;
-    if (done == warm) win_start = meas_start = now;
-    else if (done > warm && posting) {
-      ++measured;
-      if (++in_window == window) {
-        double sec = std::chrono::duration<double>(now - win_start).count();
-        gbps.push_back(double(window) * (len ? len : 1) / sec / 1e9);  // NOP: Gops/s
-        win_start = now;
-        in_window = 0;
-        meas_end = now;
-        r.copies = measured;
-        double el = std::chrono::duration<double>(now - start).count();
-        if ((el > budget_s && gbps.size() >= 5) || gbps.size() >= 200 || el > 3 * budget_s) posting = false;
-      }
-    }
-    if (posting) b.post(len, uint32_t(c.user_data), c.user_data);
+    if (w.posting) b.post(len, uint32_t(c.user_data), c.user_data);
   }
+  std::vector<double> gbps;
+  for (double sec : w.seconds) gbps.push_back(double(window) * (len ? len : 1) / sec / 1e9);  // NOP: Gops/s
   r.gbps = summarize(gbps);
-  double sec = std::chrono::duration<double>(meas_end - meas_start).count();
+  r.copies = w.measured;
+  double sec = w.measured_seconds();
   r.overall_gbps = sec > 0 ? double(r.copies) * (len ? len : 1) / sec / 1e9 : 0;
   return r;
 }
@@ -426,11 +278,11 @@ Wake wake_latency(Bench& b, int mode, int samples, int sleep_ms, bool counters) 
   for (int i = 0; i < samples; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     int extra = 0;
-    while (b.sq_dormant() == 0 && extra < 100) {
+    while (sq_dormant(b.nic) == 0 && extra < 100) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       ++extra;
     }
-    if (b.sq_dormant() == 0) {
+    if (sq_dormant(b.nic) == 0) {
       ++w.not_dormant;
       continue;
     }
@@ -466,6 +318,7 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::program = "slot_bench";
   std::string json_path = "slot_bench.json";
   int iters = 2000, warmup = 200, wake_samples = 200, wake_sleep_ms = 20;
   uint32_t inflight = 8;
@@ -474,10 +327,7 @@ int main(int argc, char** argv) {
   int skip_slots = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
+    auto next = [&] { return next_arg(argc, argv, i, usage); };
     if (a == "--json") json_path = next();
     else if (a == "--iters") iters = std::max(1, std::atoi(next().c_str()));
     else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
@@ -535,46 +385,33 @@ int main(int argc, char** argv) {
 
   // ---- machine facts
   const int qemu = qemu_pid();
-  const CpuSnap cpu0 = cpu_snap(qemu);
+  const std::vector<int> cpu_pids = {qemu};
+  const CpuSnap cpu0 = cpu_snap(cpu_pids);
   Machine m = machine_facts();
   std::printf("slot_bench: node %u, slot %u of %s; SQ %u, CQ %u entries, heap %s\n", nic.node(), nic.slot(),
               size_name(nic.slot_size()).c_str(), lay.sq_capacity, lay.cq_capacity,
               size_name(lay.heap_size).c_str());
-  std::printf("machine: nproc %ld (affinity %d), %s, hypervisor %s, %s\n", m.nproc, m.affinity, m.cpu_model.c_str(),
-              m.hypervisor.c_str(), m.kernel.c_str());
+  print_machine(m);
   std::printf("steady_clock::now() cost: min %.0f ns, median %.0f ns\n", m.clock_ns.min, m.clock_ns.median);
-  if (m.nproc < 3)
-    std::printf("note: %ld CPUs: the spinning host thread and the NIC's vCPU thread take one each; QEMU's\n"
-                "      I/O thread and the ping-pong floor's child compete for the same CPUs\n",
-                m.nproc);
+  note_cpus(m, 3,
+            ": the spinning host thread and the NIC's vCPU thread take one each; QEMU's\n"
+            "      I/O thread and the ping-pong floor's child compete for the same CPUs");
 
   // ---- 1. floors (the slot is idle; let it go dormant so the NIC sleeps)
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   PingPong pp = pingpong_floor(2000, 20000);
   EventfdPingPong efd = eventfd_floor(2000, std::max(20, wake_samples / 2), wake_sleep_ms);
-  std::vector<uint64_t> floor_sizes;
-  for (uint32_t s : lat_sizes) floor_sizes.push_back(s);
-  for (uint32_t s : bw_sizes) floor_sizes.push_back(s);
-  std::sort(floor_sizes.begin(), floor_sizes.end());
-  floor_sizes.erase(std::unique(floor_sizes.begin(), floor_sizes.end()), floor_sizes.end());
-  std::map<uint64_t, MemcpyFloor> mc;
-  for (uint64_t s : floor_sizes) mc[s] = memcpy_floor(s, 31);
+  std::map<uint64_t, MemcpyFloor> mc = memcpy_floors(size_union(lat_sizes, bw_sizes), 31);
 
   std::printf("\n== 1. floors (host only)\n");
-  std::printf("%-36s%10s%10s%10s\n", "shared-memory ping-pong, us", "min", "median", "max");
-  std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
-  std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
-              pp.oneway_us.max);
+  print_pingpong(pp);
   std::printf("%-36s%10s%10s%10s\n", "blocking eventfd ping-pong RTT, us", "min", "median", "max");
   std::printf("%-36s%10.1f%10.1f%10.1f\n", "  back to back", efd.busy_rtt_us.min, efd.busy_rtt_us.median,
               efd.busy_rtt_us.max);
   std::string idle_row = "  after " + std::to_string(efd.idle_ms) + " ms idle (n=" + std::to_string(efd.idle_rtt_us.n) + ")";
   std::printf("%-36s%10.1f%10.1f%10.1f\n", idle_row.c_str(), efd.idle_rtt_us.min, efd.idle_rtt_us.median,
               efd.idle_rtt_us.max);
-  std::printf("%-12s%12s%10s%10s%14s\n", "memcpy", "GB/s min", "median", "max", "ns/copy med");
-  for (auto& [s, f] : mc)
-    std::printf("%-12s%12.2f%10.2f%10.2f%14.1f\n", size_name(s).c_str(), f.gbps.min, f.gbps.median, f.gbps.max,
-                f.ns_per_copy.median);
+  print_memcpy(mc);
 
   // ---- 2. busy path
   auto c0 = nic_counters(counters);
@@ -638,10 +475,11 @@ int main(int argc, char** argv) {
                 busy_counters["wfi"], busy_counters["slot_wakeups"], busy_counters["slot_dormant"]);
 
   const double runtime = seconds_since(run_start);
-  const CpuShare cs = cpu_share(cpu0, cpu_snap(qemu));
+  const CpuShare cs = cpu_share(cpu0, cpu_snap(cpu_pids));
+  const double cpu_qemu = cs.procs[0];
   std::printf("\ntotal runtime %.1f s; CPU over the run, %% of one CPU (of %ld): slot_bench %.0f, node QEMU %.0f%s,"
               " everything else %.0f, hypervisor steal %.1f\n",
-              runtime, m.nproc, cs.self, cs.qemu, qemu > 0 ? "" : " (pid unknown)", cs.others, cs.steal);
+              runtime, m.nproc, cs.self, cpu_qemu, qemu > 0 ? "" : " (pid unknown)", cs.others, cs.steal);
   if (cs.others > 20)
     std::printf("note: other processes used %.0f%% of a CPU during the run: the figures above are noisy\n", cs.others);
 
@@ -649,17 +487,10 @@ int main(int argc, char** argv) {
   Json j;
   j.begin_object();
   j.str("benchmark", "slot_bench").num("runtime_s", runtime);
-  j.begin_object("machine")
-      .num("nproc", double(m.nproc))
-      .num("affinity_cpus", m.affinity)
-      .str("cpu_model", m.cpu_model)
-      .str("hypervisor", m.hypervisor)
-      .str("kernel", m.kernel)
-      .stats("clock_now_ns", m.clock_ns)
-      .end_object();
+  machine_json(j, m, "clock_now_ns");
   j.begin_object("cpu_over_run_pct")
       .num("slot_bench", cs.self)
-      .num("node_qemu", cs.qemu)
+      .num("node_qemu", cpu_qemu)
       .num("everything_else", cs.others)
       .num("steal", cs.steal)
       .end_object();
@@ -681,16 +512,14 @@ int main(int argc, char** argv) {
       .num("bw_seconds", bw_seconds)
       .end_object();
   j.begin_object("floors");
-  j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
+  pingpong_json(j, pp);
   j.begin_object("eventfd_pingpong")
       .stats("busy_rtt_us", efd.busy_rtt_us)
       .stats("idle_rtt_us", efd.idle_rtt_us)
       .num("idle_ms", efd.idle_ms)
       .end_object();
-  j.begin_array("memcpy");
-  for (auto& [s, f] : mc)
-    j.begin_object().num("size", double(s)).stats("gbps", f.gbps).stats("ns_per_copy", f.ns_per_copy).end_object();
-  j.end_array().end_object();
+  memcpy_json(j, mc, true, false);
+  j.end_object();
   j.begin_array("busy_latency");
   for (const Latency* l : [&] {
          std::vector<const Latency*> all;
@@ -706,9 +535,7 @@ int main(int argc, char** argv) {
         .num("dormant_at_post", double(l->dormant_hits))
         .end_object();
   j.end_array();
-  j.begin_object("busy_counters");
-  for (auto& [k, v] : busy_counters) j.num(k.c_str(), double(v));
-  j.end_object();
+  j.counters("busy_counters", busy_counters);
   j.begin_object("nop_rate")
       .num("inflight", nop_rate.inflight)
       .num("ops", double(nop_rate.copies))
@@ -735,22 +562,10 @@ int main(int argc, char** argv) {
         .stats("us", w.us)
         .num("ratio_median_to_floor_rtt", w.us.median / pp.rtt_us.median)
         .num("skipped_not_dormant", double(w.not_dormant));
-    j.begin_object("counters");
-    for (auto& [k, v] : w.counters) j.num(k.c_str(), double(v));
-    j.end_object().end_object();
+    j.counters("counters", w.counters).end_object();
   }
   j.end_array();
   j.end_object();
-  std::ofstream out(json_path);
-  out << j.text() << "\n";
-  if (!out) die("cannot write " + json_path);
-  std::printf("wrote %s\n", json_path.c_str());
+  write_json(j, json_path);
   return 0;
 }
-
-namespace bench {
-void die(const std::string& msg) {
-  std::fprintf(stderr, "slot_bench: %s\n", msg.c_str());
-  std::exit(1);
-}
-}  // namespace bench

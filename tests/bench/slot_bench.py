@@ -10,13 +10,11 @@ JSON (--json, default slot_bench.json).
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+from bench_common import ROOT, check_build, remove_runtime
 
 
 def main():
@@ -24,11 +22,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory (bin/ulnic, bin/slot_bench)")
     ap.add_argument("--slot-size", type=int, default=64, help="slot size in MiB")
     args, rest = ap.parse_known_args()
-    ulnic = os.path.join(args.build, "bin", "ulnic")
-    bench = os.path.join(args.build, "bin", "slot_bench")
-    for f in (ulnic, bench):
-        if not os.access(f, os.X_OK):
-            sys.exit(f"slot_bench.py: {f} not found: build first (cmake --build {args.build})")
+    build = check_build(args.build, ("ulnic", "slot_bench"), "slot_bench.py")
+    ulnic = os.path.join(build, "bin", "ulnic")
+    bench = os.path.join(build, "bin", "slot_bench")
 
     runtime = tempfile.mkdtemp(prefix="ulnic-slotbench-", dir="/tmp")
     cluster = "slotbench"
@@ -40,7 +36,7 @@ def main():
     finally:
         subprocess.run([ulnic, "node", "stop", "-c", cluster], env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
-        shutil.rmtree(runtime, ignore_errors=True)
+        remove_runtime(runtime)
 
 
 if __name__ == "__main__":

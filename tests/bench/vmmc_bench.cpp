@@ -63,25 +63,21 @@
 // tables and writes JSON (DIR/vmmc_bench.json). A program, not a test;
 // tests/bench/vmmc_bench.py starts a private cluster, runs it and plots.
 #include <sched.h>
-#include <signal.h>
-#include <sys/resource.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cinttypes>
-#include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,24 +126,6 @@ struct Reply {
 };
 
 uint8_t pattern(uint64_t seed, uint64_t i) { return uint8_t(((i * 2654435761u) >> 11) ^ (i >> 7) ^ seed); }
-
-std::vector<uint32_t> parse_sizes(const std::string& text) {
-  std::vector<uint32_t> out;
-  if (text.empty() || text == "none") return out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty()) continue;
-    char* end = nullptr;
-    uint64_t v = std::strtoull(item.c_str(), &end, 10);
-    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
-    else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-    if (*end || v == 0 || v > abi::kMaxCopyBytes) die("bad size '" + item + "' in '" + text + "'");
-    out.push_back(uint32_t(v));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -454,6 +432,7 @@ void zero_bulk(uint32_t size) {
 
 int serve(uint32_t peer, uint64_t bulk, double idle_timeout) {
   g.serving = true;
+  bench::program = "vmmc_bench serve";
   g.peer_node = peer;
   open_endpoint(bulk);
   std::printf("vmmc_bench serve: node %d, export vmmcb.%u (%s), imported vmmcb.%u from node %u\n", vmmc_node(g.ep),
@@ -568,134 +547,53 @@ const char* const kCounterKeys[] = {"link_tx_data", "link_retransmits", "link_du
                                     "vmmc_sends", "vmmc_notifications", "events_dropped", "wfi", "ext_wakeups",
                                     "timer_wakeups", "slot_wakeups", "host_rings", "copy_bytes"};
 
-std::map<std::string, uint64_t> parse_counters(const std::string& text) {
-  std::map<std::string, uint64_t> out;
-  size_t at = text.find("\"counters\"");
-  if (at == std::string::npos) return out;
-  for (const char* k : kCounterKeys) {
-    size_t q = text.find("\"" + std::string(k) + "\":", at);
-    if (q != std::string::npos) out[k] = std::strtoull(text.c_str() + q + std::strlen(k) + 3, nullptr, 10);
-  }
-  return out;
-}
-
-struct Counters {
-  std::map<std::string, uint64_t> self, peer;
-};
-
 struct Probe {
   bool enabled = true;
-  std::string cli;
   int qemu_pid[2] = {0, 0};
 
-  Probe() {
-    char self[4096];
-    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-      self[n] = '\0';
-      std::string dir(self);
-      cli = dir.substr(0, dir.rfind('/')) + "/ulnic";
-    }
-  }
   // Both nodes' status at once (each call waits up to a heartbeat period).
   std::pair<std::string, std::string> status() const {
-    const char* cl = std::getenv("ULNIC_CLUSTER");
-    std::string base = "'" + cli + "' node status -c '" + (cl && *cl ? cl : "default") + "' --json 2>/dev/null -n ";
-    FILE* a = ::popen((base + std::to_string(g.node)).c_str(), "r");
-    FILE* b = ::popen((base + std::to_string(g.peer_node)).c_str(), "r");
-    auto slurp = [](FILE* p) {
-      std::string text;
-      if (!p) return text;
-      char buf[4096];
-      for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
-      ::pclose(p);
-      return text;
-    };
-    std::string ta = slurp(a), tb = slurp(b);
+    FILE* a = start_node_status(g.node);
+    FILE* b = start_node_status(g.peer_node);
+    std::string ta = finish_node_status(a), tb = finish_node_status(b);
     return {ta, tb};
   }
-  Counters snap() const {
-    Counters c;
+  CounterPair snap() const {
+    CounterPair c;
     if (!enabled) return c;
     auto [a, b] = status();
-    c.self = parse_counters(a);
-    c.peer = parse_counters(b);
+    c.self = only(parse_counters(a), kCounterKeys);
+    c.peer = only(parse_counters(b), kCounterKeys);
     return c;
   }
-  static std::map<std::string, uint64_t> delta(const std::map<std::string, uint64_t>& a,
-                                               const std::map<std::string, uint64_t>& b) {
-    std::map<std::string, uint64_t> d;
-    for (auto& [k, v] : b)
-      if (a.count(k)) d[k] = v - a.at(k);
-    return d;
-  }
-  static Counters delta(const Counters& a, const Counters& b) { return {delta(a.self, b.self), delta(a.peer, b.peer)}; }
   // Rows run back to back: the snapshot that ends a row starts the next
   // (each snapshot costs up to a heartbeat period).
-  Counters last;
+  CounterPair last;
   bool have_last = false;
   void mark() {
     if (!have_last) last = snap(), have_last = true;
   }
-  Counters since_mark() {
-    Counters now = snap();
-    Counters d = delta(last, now);
+  CounterPair since_mark() {
+    CounterPair now = snap();
+    CounterPair d = CounterPair::delta(last, now);
     last = now;
     return d;
   }
 };
 
 uint64_t ctr(const std::map<std::string, uint64_t>& m, const char* k) { return m.count(k) ? m.at(k) : 0; }
-std::string retx_cell(const Counters& c) {
+std::string retx_cell(const CounterPair& c) {
   if (!c.self.count("link_retransmits")) return "-";
   return std::to_string(ctr(c.self, "link_retransmits") + ctr(c.peer, "link_retransmits"));
 }
 
-// ---- CPU use over the run (the machine has 2 cores; who had them?)
-
-double proc_cpu_seconds(int pid) {
-  if (pid <= 0) return 0;
-  std::ifstream q("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string f;
-  uint64_t ut = 0, st = 0;
-  for (int i = 0; i < 13 && rest >> f; ++i) {
-    if (i == 11) ut = std::strtoull(f.c_str(), nullptr, 10);
-    if (i == 12) st = std::strtoull(f.c_str(), nullptr, 10);
-  }
-  return double(ut + st) / double(::sysconf(_SC_CLK_TCK));
-}
-
-struct CpuSnap {
-  Clock::time_point when;
-  double busy = 0, self = 0, server = 0, qemu[2] = {0, 0};
-};
-
-CpuSnap cpu_snap(const int qemu[2], int server) {
-  CpuSnap c;
-  c.when = Clock::now();
-  std::ifstream st("/proc/stat");
-  std::string cpu;
-  uint64_t user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
-  st >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq;
-  c.busy = double(user + nice + sys + irq + softirq) / double(::sysconf(_SC_CLK_TCK));
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  c.self = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-  c.server = proc_cpu_seconds(server);
-  for (int k = 0; k < 2; ++k) c.qemu[k] = proc_cpu_seconds(qemu[k]);
-  return c;
-}
-
-int json_pid(const std::string& text) {
-  size_t at = text.find("\"pid\":");
-  return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 6);
-}
-
 // ---- results
+
+Stats stats_of_bound(const std::vector<double>& bound, double win) { return summarize(window_rates(bound, win)); }
+
+double overall_of(const std::vector<double>& bound, double win) {
+  return bound.size() > 1 ? (bound.back() - bound.front()) / (win * double(bound.size() - 1)) : 0;
+}
 
 struct Lat {
   std::string mode;  // "notify" or "poll"
@@ -703,7 +601,7 @@ struct Lat {
   Stats oneway_us, rtt_us;
   uint64_t bad = 0;  // pongs whose bytes differed from the ping
   double ratio = 0;  // median one-way / floor one-way median
-  Counters counters;
+  CounterPair counters;
 };
 
 struct Bw {
@@ -718,19 +616,25 @@ struct Bw {
   uint32_t nwin = 0;
   bool verified = true;
   std::string verify_note;
-  Counters counters;
+  CounterPair counters;
+
+  // The figures of one stream with adaptive windows.
+  void take(const StreamResult& sr) {
+    bps = stats_of_bound(sr.bound, sr.win);
+    overall_bps = overall_of(sr.bound, sr.win);
+    win_s = sr.win;
+    nwin = uint32_t(sr.bound.size() - 1);
+    warm_s = sr.warm_s;
+    ops = sr.done;
+    failed = sr.failed;
+    drain_s = sr.drain_s;
+  }
 };
 
 struct Ovh {
   uint32_t size = 0;
   Stats sync_us, async_us;
 };
-
-Stats stats_of_bound(const std::vector<double>& bound, double win) { return summarize(window_rates(bound, win)); }
-
-double overall_of(const std::vector<double>& bound, double win) {
-  return bound.size() > 1 ? (bound.back() - bound.front()) / (win * double(bound.size() - 1)) : 0;
-}
 
 void usage() {
   std::fprintf(stderr,
@@ -762,10 +666,7 @@ int client(int argc, char** argv) {
   bool have_peer = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
+    auto next = [&] { return next_arg(argc, argv, i, usage); };
     if (a == "--peer") peer = uint32_t(std::stoul(next())), have_peer = true;
     else if (a == "--json") json_path = next();
     else if (a == "--out") out_dir = next();
@@ -854,21 +755,21 @@ int client(int argc, char** argv) {
   probe.enabled = counters;
   {
     auto [a, b] = probe.status();  // the QEMUs' pids, for the CPU shares
-    probe.qemu_pid[0] = json_pid(a);
-    probe.qemu_pid[1] = json_pid(b);
+    probe.qemu_pid[0] = status_pid(a);
+    probe.qemu_pid[1] = status_pid(b);
   }
-  const CpuSnap cpu0 = cpu_snap(probe.qemu_pid, server_pid);
+  // CPU use over the run (the machine has 2 cores; who had them?)
+  const std::vector<int> cpu_pids = {server_pid, probe.qemu_pid[0], probe.qemu_pid[1]};
+  const CpuSnap cpu0 = cpu_snap(cpu_pids);
   Machine m = machine_facts();
   std::printf("vmmc_bench: node %u -> node %u (server pid %d, export %s), %u in flight, windows >= %.0f ms,"
               " ~%.0f ms measured per row%s\n",
               g.node, peer, server_pid, size_name(hello.b).c_str(), inflight, win_ms, measure_ms,
               quick ? " (quick)" : "");
-  std::printf("machine: nproc %ld (affinity %d), %s, hypervisor %s, %s\n", m.nproc, m.affinity, m.cpu_model.c_str(),
-              m.hypervisor.c_str(), m.kernel.c_str());
-  if (m.nproc < 4)
-    std::printf("note: %ld CPUs for two host processes and two NICs' vCPU threads: every figure sits beside a floor\n"
-                "      from this run; the NIC copy floor and the VMMC figures see the same machine\n",
-                m.nproc);
+  print_machine(m);
+  note_cpus(m, 4,
+            " for two host processes and two NICs' vCPU threads: every figure sits beside a floor\n"
+            "      from this run; the NIC copy floor and the VMMC figures see the same machine");
 
   // ---- 0. floors
   PingPong pp;
@@ -876,16 +777,9 @@ int client(int argc, char** argv) {
   std::map<uint32_t, Bw> ncopy;
   if (floors) {
     pp = pingpong_floor(2000, quick ? 5000 : 20000);
-    std::vector<uint64_t> fs(lat_sizes.begin(), lat_sizes.end());
-    fs.insert(fs.end(), bw_sizes.begin(), bw_sizes.end());
-    std::sort(fs.begin(), fs.end());
-    fs.erase(std::unique(fs.begin(), fs.end()), fs.end());
-    for (uint64_t s : fs) mc[s] = memcpy_floor(s, quick ? 9 : 31);
+    mc = memcpy_floors(size_union(lat_sizes, bw_sizes), quick ? 9 : 31);
     std::printf("\n== 0. floors, host only\n");
-    std::printf("%-36s%10s%10s%10s\n", "shared-memory ping-pong, us", "min", "median", "max");
-    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  round trip (RTT)", pp.rtt_us.min, pp.rtt_us.median, pp.rtt_us.max);
-    std::printf("%-36s%10.3f%10.3f%10.3f\n", "  one-way (RTT/2)", pp.oneway_us.min, pp.oneway_us.median,
-                pp.oneway_us.max);
+    print_pingpong(pp);
     if (cnic) {
       // kOpCopy, this node, `inflight` in flight, one destination.
       for (uint32_t s : bw_sizes) {
@@ -920,15 +814,7 @@ int client(int argc, char** argv) {
           return int(cq->status);
         };
         auto t0 = Clock::now() + std::chrono::milliseconds(2);
-        StreamResult sr = stream(s, r.inflight, t0, adaptive, post, reap);
-        r.bps = stats_of_bound(sr.bound, sr.win);
-        r.overall_bps = overall_of(sr.bound, sr.win);
-        r.win_s = sr.win;
-        r.nwin = uint32_t(sr.bound.size() - 1);
-        r.warm_s = sr.warm_s;
-        r.ops = sr.done;
-        r.failed = sr.failed;
-        r.drain_s = sr.drain_s;
+        r.take(stream(s, r.inflight, t0, adaptive, post, reap));
         ncopy[s] = r;
       }
     }
@@ -1050,16 +936,8 @@ int client(int argc, char** argv) {
       r.inflight = inflight_for(s, inflight);
       probe.mark();
       if (mode == 0) {
-        StreamResult sr = vmmc_stream(s, r.inflight, Clock::now() + std::chrono::milliseconds(1), adaptive);
-        r.bps = stats_of_bound(sr.bound, sr.win);
-        r.overall_bps = overall_of(sr.bound, sr.win);
-        r.win_s = sr.win;
-        r.nwin = uint32_t(sr.bound.size() - 1);
-        r.warm_s = sr.warm_s;
+        r.take(vmmc_stream(s, r.inflight, Clock::now() + std::chrono::milliseconds(1), adaptive));
         r.fwd_bps = r.bps;
-        r.ops = sr.done;
-        r.failed = sr.failed;
-        r.drain_s = sr.drain_s;
       } else {
         zero_bulk(s);
         auto t0 = Clock::now() + std::chrono::milliseconds(30);  // time for the server to wake and zero its area
@@ -1235,12 +1113,9 @@ int client(int argc, char** argv) {
   // ---- the end: the server quits
   const uint64_t server_wait_io = call(Cmd{.op = kOpQuit}).a;
   const double runtime = seconds_since(run_start);
-  const CpuSnap cpu1 = cpu_snap(probe.qemu_pid, server_pid);
-  const double wall = std::chrono::duration<double>(cpu1.when - cpu0.when).count();
-  auto pct = [&](double a, double b) { return wall > 0 ? 100 * (b - a) / wall : 0.0; };
-  const double cpu_self = pct(cpu0.self, cpu1.self), cpu_srv = pct(cpu0.server, cpu1.server),
-               cpu_q0 = pct(cpu0.qemu[0], cpu1.qemu[0]), cpu_q1 = pct(cpu0.qemu[1], cpu1.qemu[1]);
-  const double cpu_other = std::max(0.0, pct(cpu0.busy, cpu1.busy) - cpu_self - cpu_srv - cpu_q0 - cpu_q1);
+  const CpuShare cs = cpu_share(cpu0, cpu_snap(cpu_pids), false);  // the client alone, not its status queries
+  const double cpu_self = cs.self, cpu_srv = cs.procs[0], cpu_q0 = cs.procs[1], cpu_q1 = cs.procs[2];
+  const double cpu_other = cs.others;
   const bool verified = verify_failed == 0 &&
                         std::all_of(lat.begin(), lat.end(), [](const Lat& l) { return l.bad == 0; }) &&
                         std::all_of(ncopy.begin(), ncopy.end(), [](auto& kv) { return kv.second.verified; });
@@ -1258,14 +1133,7 @@ int client(int argc, char** argv) {
   Json j;
   j.begin_object();
   j.str("benchmark", "vmmc_bench").num("runtime_s", runtime).boolean("verified", verified).boolean("quick", quick);
-  j.begin_object("machine")
-      .num("nproc", double(m.nproc))
-      .num("affinity_cpus", m.affinity)
-      .str("cpu_model", m.cpu_model)
-      .str("hypervisor", m.hypervisor)
-      .str("kernel", m.kernel)
-      .stats("clock_ns", m.clock_ns)
-      .end_object();
+  machine_json(j, m, "clock_ns");
   j.begin_object("cpu_over_run_pct")
       .num("client", cpu_self)
       .num("server", cpu_srv)
@@ -1294,15 +1162,8 @@ int client(int argc, char** argv) {
       .end_object();
   if (floors) {
     j.begin_object("floors");
-    j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
-    j.begin_array("memcpy");
-    for (auto& [s, f] : mc)
-      j.begin_object()
-          .num("size", double(s))
-          .stats("bytes_per_s", scaled(f.gbps, 1e9))
-          .stats("ns_per_copy", f.ns_per_copy)
-          .end_object();
-    j.end_array();
+    pingpong_json(j, pp);
+    memcpy_json(j, mc, false, true);
     j.begin_array("nic_copy");
     for (auto& [s, r] : ncopy)
       j.begin_object()
@@ -1319,9 +1180,6 @@ int client(int argc, char** argv) {
     j.end_array();
     j.end_object();
   }
-  auto counters_json = [&](const Counters& c) {
-    j.begin_object("counters").counters("client_nic", c.self).counters("server_nic", c.peer).end_object();
-  };
   j.begin_array("latency");
   for (const Lat& l : lat) {
     j.begin_object()
@@ -1332,7 +1190,7 @@ int client(int argc, char** argv) {
         .stats("rtt_us", l.rtt_us)
         .num("bad", double(l.bad))
         .num("ratio_median_to_floor_oneway", l.ratio);
-    counters_json(l.counters);
+    counters_json(j, l.counters, "client_nic", "server_nic");
     j.end_object();
   }
   j.end_array();
@@ -1359,7 +1217,7 @@ int client(int argc, char** argv) {
         .num("ratio_to_nic_copy", ncb > 0 ? r.bps.median / ncb : 0)
         .boolean("verified", r.verified)
         .str("verify_note", r.verify_note);
-    counters_json(r.counters);
+    counters_json(j, r.counters, "client_nic", "server_nic");
     j.end_object();
   }
   j.end_array();
@@ -1385,42 +1243,31 @@ int client(int argc, char** argv) {
         .end_object();
   j.end_array();
   j.end_object();
-  std::ofstream out(json_path);
-  out << j.text() << "\n";
-  if (!out) die("cannot write " + json_path);
-  std::printf("wrote %s\n", json_path.c_str());
+  write_json(j, json_path);
   vmmc_close(g.ep);
   return verified ? 0 : 1;
+}
+
+int serve_main(int argc, char** argv) {
+  uint32_t peer = 0;
+  bool have_peer = false;
+  uint64_t bulk = (8u << 20) + 4096;
+  double idle = 900;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--peer" && i + 1 < argc) peer = uint32_t(std::stoul(argv[++i])), have_peer = true;
+    else if (a == "--bulk" && i + 1 < argc) bulk = std::max<uint64_t>(std::stoull(argv[++i], nullptr, 0), 8192);
+    else if (a == "--idle-timeout" && i + 1 < argc) idle = std::max(1.0, std::atof(argv[++i]));
+    else usage();
+  }
+  if (!have_peer) usage();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  return serve(peer, bulk, idle);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) usage();
-  std::string mode = argv[1];
-  if (mode == "serve") {
-    uint32_t peer = 0;
-    bool have_peer = false;
-    uint64_t bulk = (8u << 20) + 4096;
-    double idle = 900;
-    for (int i = 2; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--peer" && i + 1 < argc) peer = uint32_t(std::stoul(argv[++i])), have_peer = true;
-      else if (a == "--bulk" && i + 1 < argc) bulk = std::max<uint64_t>(std::stoull(argv[++i], nullptr, 0), 8192);
-      else if (a == "--idle-timeout" && i + 1 < argc) idle = std::max(1.0, std::atof(argv[++i]));
-      else usage();
-    }
-    if (!have_peer) usage();
-    std::setvbuf(stdout, nullptr, _IOLBF, 0);
-    return serve(peer, bulk, idle);
-  }
-  if (mode == "client") return client(argc, argv);
-  usage();
+  bench::program = "vmmc_bench";
+  return serve_or_client(argc, argv, serve_main, client, usage);
 }
-
-namespace bench {
-void die(const std::string& msg) {
-  std::fprintf(stderr, "vmmc_bench%s: %s\n", g.serving ? " serve" : "", msg.c_str());
-  std::exit(1);
-}
-}  // namespace bench

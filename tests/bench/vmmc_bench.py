@@ -26,67 +26,16 @@ run of a few seconds (fewer sizes, samples and windows). Arguments after
 """
 import argparse
 import json
-import math
 import os
-import platform
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-SYSTEM_PYTHON = "/usr/bin/python3"
+from bench_common import (ROOT, Cluster, check_build, draw, finish, header, log_y, out_dir, output_of, pyplot,
+                          remove_runtime, runtime_line, save, size_axis, size_name, start, stop, write_json)
+
 CLUSTER = "vmmcbench"
-
-
-def size_name(b):
-    b = int(b)
-    if b >= 1 << 20 and b % (1 << 20) == 0:
-        return f"{b >> 20} MiB"
-    if b >= 1024 and b % 1024 == 0:
-        return f"{b >> 10} KiB"
-    return f"{b} B"
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[:3]
-
-
-class Cluster:
-    def __init__(self, build, runtime, slot_mib):
-        self.ulnic = os.path.join(build, "bin", "ulnic")
-        self.runtime, self.slot_mib = runtime, slot_mib
-        self.is_up = False
-
-    def env(self, node):
-        return dict(os.environ, ULNIC_RUNTIME_DIR=self.runtime, ULNIC_CLUSTER=CLUSTER, ULNIC_NODE=str(node))
-
-    def up(self):
-        cmd = [self.ulnic, "cluster", "up", "-n", "2", "-c", CLUSTER, "--slot-size", str(self.slot_mib)]
-        self.is_up = True  # even on failure: down cleans up what did start
-        p = subprocess.run(cmd, env=self.env(0), capture_output=True, text=True, timeout=180)
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}{p.stderr}")
-
-    def status(self):
-        p = subprocess.run([self.ulnic, "cluster", "status", "-c", CLUSTER, "--json"], env=self.env(0),
-                           capture_output=True, text=True, timeout=60)
-        try:
-            return json.loads(p.stdout)
-        except ValueError:
-            return None
-
-    def down(self):
-        if not self.is_up:
-            return
-        p = subprocess.run([self.ulnic, "cluster", "down", "-c", CLUSTER], env=self.env(0), capture_output=True,
-                           text=True, timeout=180)
-        self.is_up = False
-        if p.returncode != 0:
-            print(f"vmmc_bench.py: warning: cluster down: {p.stdout}{p.stderr}", file=sys.stderr)
 
 
 def run_bench(build, out, cluster, client_args, timeout):
@@ -94,13 +43,11 @@ def run_bench(build, out, cluster, client_args, timeout):
     out_json = os.path.join(out, "vmmc_bench_client.json")
     if os.path.exists(out_json):
         os.remove(out_json)
-    server = subprocess.Popen([bench, "serve", "--peer", "0", "--idle-timeout", str(timeout)], env=cluster.env(1),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = start([bench, "serve", "--peer", "0", "--idle-timeout", str(timeout)], cluster.env(1))
     try:
         cmd = [bench, "client", "--peer", "1", "--json", out_json, *client_args]
         print("$ " + " ".join(cmd), flush=True)
-        client = subprocess.Popen(cmd, env=cluster.env(0), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True)
+        client = start(cmd, cluster.env(0))
         deadline = time.time() + timeout
         for line in client.stdout:  # stream the tables as they come
             sys.stdout.write(line)
@@ -109,11 +56,7 @@ def run_bench(build, out, cluster, client_args, timeout):
                 client.kill()
                 raise RuntimeError(f"vmmc_bench client still running after {timeout} s")
         rc = client.wait()
-        try:
-            sout, _ = server.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            sout, _ = server.communicate()
+        sout = output_of(server, 20)
         sys.stdout.write(sout)
         if rc != 0 and not os.path.exists(out_json):
             raise RuntimeError(f"vmmc_bench client exited {rc}")
@@ -121,15 +64,18 @@ def run_bench(build, out, cluster, client_args, timeout):
             result = json.load(f)
         return result, rc, server.returncode, sout
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+        stop(server)
 
 
 # ----------------------------------------------------------------- summary
 
 def by(rows, mode):
     return {r["size"]: r for r in rows if r["mode"] == mode}
+
+
+def of_mode(rows, mode):
+    """The rows of one mode, by size."""
+    return sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["size"])
 
 
 def summary(data):
@@ -205,34 +151,10 @@ def summary(data):
 # ----------------------------------------------------------------- plots
 
 def plot(data, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
+    plt = pyplot()
     run = data["run"]
     fl = run.get("floors", {})
     written = []
-    size_fmt = FuncFormatter(lambda v, _: size_name(v))
-
-    def size_axis(ax, sizes, label):
-        ax.set_xscale("log", base=2)
-        ticks = []
-        for v in sorted(sizes):  # 129 B sits on 128 B: label one of them
-            if not ticks or v >= ticks[-1] * 1.3:
-                ticks.append(v)
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.xaxis.set_major_formatter(size_fmt)
-        for t in ax.get_xticklabels():
-            t.set_rotation(45)
-        ax.set_xlabel(label)
-        ax.grid(True, which="major", alpha=0.35)
-
-    def log_y(ax):
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.grid(True, which="minor", axis="y", alpha=0.12)
 
     def errs(meds, rows, key, k=1.0):
         lo = [m - r[key]["min"] * k for m, r in zip(meds, rows)]
@@ -249,7 +171,7 @@ def plot(data, out):
         sizes = set()
         for mode, color, marker, label in (("notify", "tab:blue", "o", "notification ping-pong (handler answers)"),
                                            ("poll", "tab:orange", "s", "polling ping-pong (poll the last word)")):
-            rows = sorted((r for r in lat if r["mode"] == mode), key=lambda r: r["size"])
+            rows = of_mode(lat, mode)
             if not rows:
                 continue
             xs = [r["size"] for r in rows]
@@ -264,8 +186,8 @@ def plot(data, out):
                                                                 f"({pp['median']:.2f} us)")
         ax.axvspan(min(sizes) / 1.2, run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.06,
                    label=f"inline sends (<= {run['params']['short_max']} B)")
-        size_axis(ax, sizes, "message size (bytes, log scale)")
-        log_y(ax)
+        size_axis(ax, sizes, "message size (bytes, log scale)", 45)
+        log_y(ax, grid_alpha=0.12)
         cr = [c for c in run.get("crossover", []) if "one-way" in c["what"]]
         if cr:
             text = "128 B (inline) -> 129 B (DMA), one-way median:\n" + "\n".join(
@@ -278,10 +200,7 @@ def plot(data, out):
         ax.set_title(f"VMMC one-way latency vs message size (poll: {pr['poll_yield']} looks, then {nap})\n" + sub,
                      fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-        p = os.path.join(out, "latency_vs_size.png")
-        fig.savefig(p, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(p)
+        save(fig, out, "latency_vs_size.png", written)
 
     # 2. bandwidth vs size (absolute, and as fractions of the NIC's own copy)
     bw = run.get("bandwidth", [])
@@ -290,7 +209,7 @@ def plot(data, out):
         sizes = set()
         for mode, color, marker, label in (("oneway", "tab:blue", "o", "VMMC one-way"),
                                            ("bidir", "tab:red", "^", "VMMC bidirectional (sum of both directions)")):
-            rows = sorted((r for r in bw if r["mode"] == mode), key=lambda r: r["size"])
+            rows = of_mode(bw, mode)
             if not rows:
                 continue
             xs = [r["size"] for r in rows]
@@ -311,25 +230,19 @@ def plot(data, out):
             ax.plot([r["size"] for r in mc], [r["bytes_per_s"]["median"] / 1e6 for r in mc], color="gray",
                     marker=".", ls=":", label="floor: host memcpy, median")
         ax.axvline(run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.3, lw=1)
-        size_axis(ax, sizes, "")
+        size_axis(ax, sizes, "", 45)
         ax.tick_params(labelbottom=False)
-        log_y(ax)
+        log_y(ax, grid_alpha=0.12)
         ax.set_ylabel("MB/s (1e6 B/s, log scale)")
         ax.set_title(f"VMMC bandwidth vs message size ({run['params']['inflight']} sends in flight, "
                      "vmmc_send_async / vmmc_send_wait)\n" + sub, fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2)
         ax2.axhline(90, color="black", ls=":", lw=1, label="acceptance: 90% of the NIC's own copy limit")
-        ax2.set_yscale("log")
-        ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
-        ax2.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}%" if round(v / 10 ** math.floor(
-            math.log10(v) + 1e-9)) in (2, 5) else ""))
+        log_y(ax2, "%", minor_labels=True)
         ax2.set_ylabel("% of the NIC copy floor (log)")
         ax2.legend(fontsize=8, loc="upper left")
-        size_axis(ax2, sizes, "message size (bytes, log scale)")
-        p = os.path.join(out, "bandwidth_vs_size.png")
-        fig.savefig(p, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(p)
+        size_axis(ax2, sizes, "message size (bytes, log scale)", 45)
+        save(fig, out, "bandwidth_vs_size.png", written)
 
     # 3. send overhead vs size
     ovh = run.get("overhead", [])
@@ -345,34 +258,13 @@ def plot(data, out):
                         label=f"{label}: median, bars min..max")
         ax.axvline(run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.4, lw=1,
                    label=f"inline | DMA ({run['params']['short_max']} | {run['params']['short_max'] + 1} B)")
-        size_axis(ax, set(xs), "message size (bytes, log scale)")
-        log_y(ax)
+        size_axis(ax, set(xs), "message size (bytes, log scale)", 45)
+        log_y(ax, grid_alpha=0.12)
         ax.set_ylabel("time inside the call (us, log scale)")
         ax.set_title("VMMC send overhead vs message size\n" + sub, fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
-        p = os.path.join(out, "overhead_vs_size.png")
-        fig.savefig(p, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(p)
+        save(fig, out, "overhead_vs_size.png", written)
     return written
-
-
-def draw(json_path, out):
-    """Plots with this Python if it has matplotlib, else with the system one."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and os.access(SYSTEM_PYTHON, os.X_OK):
-            p = subprocess.run([SYSTEM_PYTHON, os.path.abspath(__file__), "--plot-only", json_path, "--out", out])
-            return p.returncode == 0
-        print("vmmc_bench.py: matplotlib missing: apt-get install python3-matplotlib (plots skipped)",
-              file=sys.stderr)
-        return False
-    with open(json_path) as f:
-        data = json.load(f)
-    for p in plot(data, out):
-        print(f"wrote {p}")
-    return True
 
 
 def default_build():
@@ -397,21 +289,13 @@ def main():
     ap.add_argument("--plot-only", metavar="JSON", help="redraw the PNGs from a vmmc_bench.json and exit")
     args = ap.parse_args(argv)
 
-    out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    if args.plot_only:
-        return 0 if draw(os.path.abspath(args.plot_only), out) else 1
-
-    build = os.path.abspath(args.build)
-    for f in ("ulnic", "vmmc_bench"):
-        if not os.access(os.path.join(build, "bin", f), os.X_OK):
-            sys.exit(f"vmmc_bench.py: {build}/bin/{f} not found: build first (cmake --build {args.build})")
+    out = out_dir(args, plot, __file__)
+    build = check_build(args.build, ("ulnic", "vmmc_bench"), "vmmc_bench.py")
 
     t0 = time.time()
     runtime = tempfile.mkdtemp(prefix="ulnic-vmmcbench-", dir="/tmp")
-    cluster = Cluster(build, runtime, args.slot_size)
-    data = {"benchmark": "vmmc_bench.py", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
-            "loadavg_at_start": loadavg(), "params": {"quick": args.quick, "slot_size_mib": args.slot_size,
+    cluster = Cluster(build, runtime, CLUSTER, args.slot_size, prog="vmmc_bench.py", down_label="cluster down")
+    data = {**header("vmmc_bench.py"), "params": {"quick": args.quick, "slot_size_mib": args.slot_size,
                                                       "client_args": client_args}}
     rc = 0
     try:
@@ -431,26 +315,21 @@ def main():
         rc = 1
     finally:
         cluster.down()
-        left = [x for x in os.listdir(runtime)] if os.path.isdir(runtime) else []
-        shutil.rmtree(runtime, ignore_errors=True)
+        left = remove_runtime(runtime)
         if left:
             print(f"vmmc_bench.py: note: cluster down left {left} in the runtime directory (removed)",
                   file=sys.stderr)
 
-    data["runtime_s"] = time.time() - t0
-    data["loadavg_at_end"] = loadavg()
+    finish(data, t0)
     if "run" not in data:
         return rc or 1
     print()
     print(summary(data))
     print(f"data verified (every pong, bandwidth row and NIC copy): {'yes' if data['run'].get('verified') else 'NO'}")
-    print(f"total runtime {data['runtime_s']:.0f} s; load average at start {' '.join(data['loadavg_at_start'])}, "
-          f"at end {' '.join(data['loadavg_at_end'])}")
+    print(runtime_line(data))
     json_path = os.path.join(out, "vmmc_bench.json")
-    with open(json_path, "w") as f:
-        json.dump(data, f, indent=1)
-    print(f"wrote {json_path}")
-    if not draw(json_path, out):
+    write_json(data, json_path)
+    if not draw(json_path, out, plot, __file__):
         rc = rc or 1
     return rc
 
