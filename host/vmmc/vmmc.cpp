@@ -132,16 +132,51 @@ int Endpoint::unimport(vmmc_proxy_t proxy) {
 // outside the slot move into it), so a miss costs time, never the send.
 int Endpoint::translate(const void* src, size_t n) {
   uintptr_t a = reinterpret_cast<uintptr_t>(src);
-  for (const MemRegion& r : tlb_) {
+  auto covers = [&](const MemRegion& r) {
     uintptr_t ra = reinterpret_cast<uintptr_t>(r.addr);
-    if (a >= ra && n <= r.length && a - ra <= r.length - n) return VMMC_OK;
-  }
+    return a >= ra && n <= r.length && a - ra <= r.length - n;
+  };
+  for (const MemRegion& r : tlb_)
+    if (covers(r)) return VMMC_OK;
+  for (const Export& x : exports_)  // exports are registered with local access too
+    if (covers(x.region)) return VMMC_OK;
   ++tlb_misses_;
   drain();  // registering takes the queue to itself (Nic::run)
   uintptr_t start = a & ~(kPage - 1), end = (a + n + kPage - 1) & ~(kPage - 1);
   auto region = nic_->register_memory(reinterpret_cast<void*>(start), end - start, abi::kAccessLocal);
   if (!region) return fail(VMMC_ERR_NOT_REGISTERED, "cannot register the source: " + region.error().message);
   tlb_.push_back(*region);
+  return VMMC_OK;
+}
+
+// A slot buffer of at least n bytes, registered, that no send in flight
+// still reads: for sources that cannot be registered where they are.
+int Endpoint::bounce_buffer(size_t n) {
+  if (bounce_.key && bounce_.length >= n) {
+    while (outstanding_.count(bounce_id_)) {  // its last send must be out first
+      auto c = nic_->wait(std::chrono::milliseconds(30000));
+      if (!c) return fail(VMMC_ERR_IO, c.error().message);
+      outstanding_.erase(c->user_data);
+      done_[c->user_data] = status_of(c->status);
+    }
+    return VMMC_OK;
+  }
+  drain();
+  if (bounce_.key) {
+    void* old = bounce_.addr;
+    (void)nic_->deregister(bounce_);
+    nic_->free(old);
+    bounce_ = MemRegion{};
+  }
+  size_t size = std::max<size_t>((n + kPage - 1) & ~(kPage - 1), 1 << 20);
+  void* p = nic_->alloc(size, kPage);
+  if (!p) return fail(VMMC_ERR_NO_RESOURCES, "no room in the slot for a bounce buffer of " + std::to_string(size));
+  auto r = nic_->register_memory(p, size, abi::kAccessLocal);
+  if (!r) {
+    nic_->free(p);
+    return fail(VMMC_ERR_NO_RESOURCES, r.error().message);
+  }
+  bounce_ = *r;
   return VMMC_OK;
 }
 
@@ -166,9 +201,17 @@ void Endpoint::reap() {
 int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id) {
   if (n == 0 || n > abi::kMaxCopyBytes) return fail(VMMC_ERR_BAD_REQUEST, "send size must be 1 .. 64 MiB");
   if (flags & ~VMMC_NOTIFY) return fail(VMMC_ERR_BAD_REQUEST, "unknown flags");
-  bool inline_send = n <= abi::kMaxInline;
-  if (!inline_send)
-    if (int st = translate(src, n); st != VMMC_OK) return st;
+  bool inline_send = n <= abi::kMaxInline, bounced = false;
+  if (!inline_send && translate(src, n) != VMMC_OK) {
+    // Pages the library cannot register as they are (they overlap pages
+    // another registration already moved into the slot): the bytes go from
+    // a registered slot buffer instead. A copy, never a failed send.
+    if (int st = bounce_buffer(n); st != VMMC_OK) return st;
+    std::memcpy(bounce_.addr, src, n);
+    src = bounce_.addr;
+    bounced = true;
+    ++bounces_;
+  }
   uint32_t need = inline_send ? 1 + uint32_t((n + sizeof(abi::SqEntry) - 1) / sizeof(abi::SqEntry)) : 1;
   // Room for the descriptor (and its inline payload) and for its completion.
   for (;;) {
@@ -198,6 +241,7 @@ int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_
   }
   nic_->submit();
   outstanding_[id] = true;
+  if (bounced) bounce_id_ = id;
   return VMMC_OK;
 }
 

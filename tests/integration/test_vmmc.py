@@ -148,6 +148,22 @@ class Vmmc(unittest.TestCase):
         self.ok(tx("send", 0, 9, 77, 6, "malloc"))
         self.ok(rx("verify", "heap", 9, 77, 6))
 
+    def test_sources_overlapping_earlier_ones_still_go(self):
+        # The user-managed TLB registers whole pages; a later source that
+        # shares pages with an earlier one but reaches past them cannot be
+        # registered where it is (its first pages are in the slot already):
+        # it goes through the bounce buffer, never fails.
+        rx, tx = self.pair("overlap", 1 << 20)
+        self.assertEqual(self.ok(tx("send", 0, 0, 5000, 91, "heap=0"))["bounces"], 0)
+        self.assertEqual(self.ok(tx("send", 0, 0, 20000, 92, "heap=0"))["bounces"], 1)
+        self.ok(rx("verify", "overlap", 0, 20000, 92))
+        self.assertEqual(self.ok(tx("send", 0, 100, 3000, 93, "heap=100"))["bounces"], 1)  # inside the first
+        self.ok(rx("verify", "overlap", 100, 3000, 93))
+        # Eight in flight, each overlapping the pages of its neighbours: some
+        # bounce (one bounce buffer, reused once its previous send is out).
+        self.assertGreater(self.ok(tx("send", 0, 0, 20000, 94, "heap=0", "async=8"))["bounces"], 2)
+        self.ok(rx("verify", "overlap", 0, 160000, 94))
+
     def test_8_mib_send(self):
         rx, tx = self.pair("big", 8 << 20)
         self.ok(tx("send", 0, 0, 8 << 20, 99))

@@ -5,9 +5,10 @@
 //   unexport NAME
 //   import NODE NAME [TIMEOUT_MS]                             -> {"ok":1,"import":I,"length":L}
 //   unimport I
-//   send I OFF LEN SEED [notify] [malloc] [async=K]           K sends in flight (each notifying if
+//   send I OFF LEN SEED [notify] [malloc|heap=AT] [async=K]   K sends in flight (each notifying if
 //                                                              notify), LEN bytes each, consecutive
-//                                                              offsets; data = pattern(SEED, byte offset)
+//                                                              offsets; data = pattern(SEED, byte offset);
+//                                                              heap=AT: from one malloc'ed buffer at AT
 //   fill NAME SEED                                            our export := pattern(SEED, offset)
 //   verify NAME OFF LEN SEED                                  -> {"ok":1} | {"ok":0,"first_bad":X}
 //   notes K TIMEOUT_MS                                        wait until K notifications ran in all
@@ -113,16 +114,21 @@ void cmd_send(std::istringstream& in) {
   in >> index >> off >> len >> seed;
   int flags = 0, async = 0;
   bool use_malloc = false;
+  long at = -1;  // heap=AT: send from a persistent malloc'ed buffer at offset AT
   for (std::string opt; in >> opt;) {
     if (opt == "notify") flags |= VMMC_NOTIFY;
     else if (opt == "malloc") use_malloc = true;
     else if (opt.rfind("async=", 0) == 0) async = std::atoi(opt.c_str() + 6);
+    else if (opt.rfind("heap=", 0) == 0) at = std::atol(opt.c_str() + 5);
   }
   if (index >= g_imports.size()) return status(VMMC_ERR_BAD_REQUEST);
   int count = async > 0 ? async : 1;
   size_t total = len * size_t(count);
-  uint8_t* src = memory(total, use_malloc);
+  static uint8_t* persistent = static_cast<uint8_t*>(std::aligned_alloc(4096, 4 << 20));
+  if (at >= 0 && size_t(at) + total > (4u << 20)) return status(VMMC_ERR_BAD_REQUEST);
+  uint8_t* src = at >= 0 ? persistent + at : memory(total, use_malloc);
   if (!src) return status(VMMC_ERR_NO_RESOURCES);
+  if (at >= 0) use_malloc = true;  // nothing to free
   for (size_t i = 0; i < total; ++i) src[i] = pattern(seed, off + i);
   vmmc_proxy_t dst = g_imports[index].first + off;
   int st = VMMC_OK;
@@ -143,7 +149,8 @@ void cmd_send(std::istringstream& in) {
   // Sources from the slot heap go back; malloc'ed ones stay registered (the
   // library's TLB keeps them) and are leaked on purpose.
   if (!use_malloc) g_ep->nic().free(src);
-  status(st);
+  if (st != VMMC_OK) return status(st);
+  std::printf("{\"ok\":1,\"bounces\":%llu}\n", static_cast<unsigned long long>(g_ep->bounces()));
 }
 
 void cmd_raw(std::istringstream& in) {

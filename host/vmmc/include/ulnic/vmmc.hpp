@@ -37,6 +37,9 @@ class Endpoint {
 
   // Statistics of the user-managed TLB (host side).
   uint64_t tlb_misses() const { return tlb_misses_; }
+  // Sends that went through the bounce buffer (a source whose pages could
+  // not be registered where they are).
+  uint64_t bounces() const { return bounces_; }
   // Redirections: sends the NIC placed straight into the buffer, and sends
   // that beat their redirection and were copied by the library.
   uint64_t redirect_hits() const { return redirect_hits_; }
@@ -48,6 +51,7 @@ class Endpoint {
   int translate(const void* src, size_t n);   // user-managed TLB: register on a miss
   void reap();                                // completions -> done_
   void drain();                               // every send in flight -> done_
+  int bounce_buffer(size_t n);
   int post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
 
   struct Redirect {
@@ -71,7 +75,9 @@ class Endpoint {
   std::map<vmmc_send_id, int> done_;          // finished sends not yet asked about
   std::map<vmmc_send_id, bool> outstanding_;
   vmmc_send_id next_id_ = 1;
-  uint64_t tlb_misses_ = 0, redirect_hits_ = 0, redirect_copies_ = 0;
+  uint64_t tlb_misses_ = 0, redirect_hits_ = 0, redirect_copies_ = 0, bounces_ = 0;
+  MemRegion bounce_;                          // registered slot buffer (key 0: none yet)
+  vmmc_send_id bounce_id_ = 0;                // the last send from it
   uint32_t redirect_ids_ = 0;
   std::string error_;
 };
