@@ -10,6 +10,7 @@ for the whole file. Needs ULNIC_BIN and ULNIC_PROGRAMS in the environment.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -22,7 +23,8 @@ EXAMPLE = os.path.join(BIN, "vmmc_example")
 CLUSTER = "vmmc"
 
 # vmmc_status (host/vmmc/include/ulnic/vmmc.h)
-NO_EXPORT, DENIED, NAME_TAKEN, BAD_REGION, BAD_REQUEST, NOT_IMPORTED, REVOKED, NOT_REGISTERED = 1, 2, 3, 4, 7, 8, 9, 11
+NO_EXPORT, DENIED, NAME_TAKEN, BAD_REGION, UNREACHABLE, BAD_REQUEST, NOT_IMPORTED, REVOKED, NOT_REGISTERED = \
+    1, 2, 3, 4, 6, 7, 8, 9, 11
 # CqStatus (shared/include/ulnic/abi/slot.h)
 CQ_NOT_IMPORTED, CQ_UNREGISTERED = 13, 14
 
@@ -373,6 +375,36 @@ class Vmmc(unittest.TestCase):
         # The name is free again for a new process.
         again = self.worker(1)
         self.ok(again("export", "dies", 4096))
+
+    # "zz": unittest runs methods alphabetically; this one restarts node 2,
+    # so it goes last.
+    def test_zz_a_killed_exporter_node_fails_sends_cleanly_and_serves_again_after_restart(self):
+        rx, tx = self.pair("doomed", 65536, sender_node=0, receiver_node=2)
+        self.ok(tx("send", 0, 0, 9000, 1))
+        qemu = json.loads(ulnic("node", "status", "-c", CLUSTER, "-n", "2", "--json", check=0).stdout)["pid"]
+        os.kill(qemu, signal.SIGKILL)
+        t0 = time.monotonic()
+        reply = tx("send", 0, 0, 9000, 2, timeout=60)
+        self.assertEqual(reply.get("status"), UNREACHABLE, reply)  # the link's deadline, then a clean error
+        self.assertLess(time.monotonic() - t0, 20)
+        rx.kill()
+        self.workers.remove(rx)
+        p = ulnic("node", "start", "-c", CLUSTER, "-n", "2", "--slot-size", "32", check=0)
+        self.assertIn("stale", p.stdout)
+        # The old import names an export the new NIC never had: refused by it.
+        deadline = time.monotonic() + 30
+        while True:
+            reply = tx("send", 0, 0, 9000, 3)
+            if reply.get("status") == REVOKED or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(reply.get("status"), REVOKED, reply)
+        # A new exporter on the restarted node, a new import: it works again.
+        rx2 = self.worker(2)
+        self.ok(rx2("export", "reborn", 65536))
+        self.ok(tx("import", 2, "reborn"))
+        self.ok(tx("send", 1, 0, 9000, 4))
+        self.ok(rx2("verify", "reborn", 0, 9000, 4))
 
     def test_an_importer_that_exits_gives_its_grant_back(self):
         rx = self.worker(1)
