@@ -403,7 +403,7 @@ Result<void> Daemon::run(volatile const bool* stop) {
     // Wake up now and then to follow firmware reboots and, while a slot
     // drains, to see whether its last holder is gone.
     int n = ::poll(fds.data(), fds.size(),
-                   !pending_imports_.empty() ? 50 : draining || !pending_.empty() ? 100 : 500);
+                   !mail_backlog_.empty() ? 1 : !pending_imports_.empty() ? 50 : draining || !pending_.empty() ? 100 : 500);
     if (n < 0 && errno != EINTR) return fail_errno("poll", errno);
     if (n > 0) {
       if (fds[0].revents) accept_client();
@@ -431,6 +431,7 @@ Result<void> Daemon::run(volatile const bool* stop) {
     // Clients that connected and said nothing in time are dropped.
     std::erase_if(pending_, [](const Pending& p) { return Clock::now() > p.deadline; });
     read_mail();
+    flush_mail();
     if (!pending_imports_.empty()) retry_imports();
     follow_reboots();
     if (draining) reclaim_drained();

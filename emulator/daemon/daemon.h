@@ -9,6 +9,7 @@
 
 #include <array>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -105,6 +106,7 @@ class Daemon {
   void start_import(uint32_t slot, const abi::OwnerRequest& q);
   abi::OwnerReply do_unimport(uint32_t slot, const abi::OwnerRequest& q);
   void send_mail(uint32_t node, const abi::MailVmmc& m);
+  void flush_mail();
   void give_back(uint32_t slot, SlotRec::Import& imp);
   void read_mail();
   void handle_mail(uint32_t src, const abi::MailVmmc& m);
@@ -142,6 +144,7 @@ class Daemon {
   std::vector<ExportRec> exports_;
   std::vector<PendingImport> pending_imports_;
   uint64_t mail_seq_ = 0;
+  std::deque<std::pair<uint32_t, abi::MailVmmc>> mail_backlog_;  // waiting for outbox room
 };
 
 }  // namespace ulnic::daemon

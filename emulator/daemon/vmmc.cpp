@@ -186,17 +186,29 @@ void Daemon::send_mail(uint32_t node, const abi::MailVmmc& m) {
     copy.magic = abi::kMailMagic;
     return handle_mail(node, copy);
   }
-  abi::MailMessage* out = mail_out_.reserve();
-  if (!out) {
-    log("mail outbox full: dropped a message to node " + std::to_string(node));
-    return;
+  // In order: behind what already waits for room in the outbox.
+  mail_backlog_.emplace_back(node, m);
+  flush_mail();
+}
+
+// Moves waiting mail into the outbox as far as it has room (the NIC empties
+// it as fast as the link takes it); the rest waits for the next pass.
+void Daemon::flush_mail() {
+  bool sent = false;
+  while (!mail_backlog_.empty()) {
+    abi::MailMessage* out = mail_out_.reserve();
+    if (!out) break;
+    const auto& [node, m] = mail_backlog_.front();
+    std::memset(out, 0, sizeof *out);
+    out->peer = uint16_t(node);
+    out->length = sizeof m;
+    std::memcpy(out->data, &m, sizeof m);
+    reinterpret_cast<abi::MailVmmc*>(out->data)->magic = abi::kMailMagic;
+    mail_out_.push();
+    mail_backlog_.pop_front();
+    sent = true;
   }
-  std::memset(out, 0, sizeof *out);
-  out->peer = uint16_t(node);
-  out->length = sizeof m;
-  std::memcpy(out->data, &m, sizeof m);
-  reinterpret_cast<abi::MailVmmc*>(out->data)->magic = abi::kMailMagic;
-  mail_out_.push();
+  if (!sent) return;
   mail_out_.publish();
   ring_nic(abi::kVectorControl);
 }

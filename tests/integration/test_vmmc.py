@@ -376,6 +376,27 @@ class Vmmc(unittest.TestCase):
         again = self.worker(1)
         self.ok(again("export", "dies", 4096))
 
+    def test_an_importer_with_every_proxy_region_used_gives_all_back_at_exit(self):
+        # 64 imports of one export, then exit: 64 unimport mails at once,
+        # more than the daemon's outbox holds; the grant goes only with the last.
+        rx = self.worker(1)
+        self.ok(rx("export", "many", 4096))
+        tx = Worker(0)
+        for i in range(64):
+            self.ok(tx("import", 1, "many"))
+        self.assertEqual(tx("import", 1, "many")["status"], 5)  # NO_RESOURCES: the table is full
+        self.ok(tx("send", 63, 0, 16, 7))
+        tx.quit()
+        log = os.path.join(self.rundir, CLUSTER, "node1", "ulnicd.log")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                revoked = sum("'many': grant of node 0" in line for line in f)
+            if revoked:
+                break
+            time.sleep(0.1)
+        self.assertEqual(revoked, 1)
+
     # "zz": unittest runs methods alphabetically; this one restarts node 2,
     # so it goes last.
     def test_zz_a_killed_exporter_node_fails_sends_cleanly_and_serves_again_after_restart(self):
