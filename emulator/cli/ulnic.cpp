@@ -575,6 +575,32 @@ int cmd_demo() {
   cmd_status(a);
   step("ulnic node stop -c demo");
   cmd_stop(a);
+  // Part two: two nodes on one fabric, and VMMC between them.
+  Args c;
+  c.cluster = "demo-vmmc";
+  c.node = 2;
+  c.node_given = true;
+  c.slot_size = 16ull << 20;
+  c.firmware = fw;
+  if (!board::list_nodes(c.cluster).empty()) (void)cmd_cluster_down(c);
+  step("ulnic cluster up -n 2 -c demo-vmmc   (two NICs, one fabric, a reliable link between them)");
+  if (cmd_cluster_up(c) != 0) return 1;
+  step("vmmc_example   (VMMC: node 1 exports an inbox and echoes; node 0 imports it, ping-pongs, sends 1 MiB)");
+  {
+    ::setenv("ULNIC_CLUSTER", c.cluster.c_str(), 1);
+    ::setenv("ULNIC_NODE", "1", 1);
+    auto server = ulnic::spawn_child({board::tool_path("vmmc_example"), "serve", "0"});
+    ::setenv("ULNIC_NODE", "0", 1);
+    auto client = ulnic::spawn_child({board::tool_path("vmmc_example"), "send", "1"});
+    auto crc = client ? ulnic::wait_child(*client, std::chrono::seconds(120)) : ulnic::Result<int>(std::unexpected(client.error()));
+    auto src = server ? ulnic::wait_child(*server, std::chrono::seconds(30)) : ulnic::Result<int>(std::unexpected(server.error()));
+    if (!crc || *crc != 0 || !src || *src != 0) {
+      std::printf("vmmc_example failed\n");
+      rc = 1;
+    }
+  }
+  step("ulnic cluster down -c demo-vmmc");
+  cmd_cluster_down(c);
   return rc;
 }
 
