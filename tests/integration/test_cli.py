@@ -67,6 +67,23 @@ class RuntimeDir:
         return d
 
 
+class Demo(unittest.TestCase):
+    """The README's first command ends in `ulnic demo`: it must run clean."""
+
+    def test_demo_runs_and_leaves_nothing_behind(self):
+        rundir = RuntimeDir.make()
+        try:
+            p = subprocess.run([ULNIC, "demo"], capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
+            self.assertIn("10000 copies", p.stdout + p.stderr)
+            self.assertIn("1 MiB there and back verified", p.stdout)
+            self.assertIn("cluster 'demo-vmmc' down (2 nodes stopped)", p.stdout)
+            left = [os.path.join(r, f) for r, _, fs in os.walk(rundir) for f in fs]
+            self.assertEqual(left, [], "the demo left runtime files behind")
+        finally:
+            shutil.rmtree(rundir, ignore_errors=True)
+
+
 class RunningNode(unittest.TestCase):
     """One board, flashed and reflashed the way a firmware developer works."""
 
