@@ -118,6 +118,26 @@ class Vmmc(unittest.TestCase):
         self.assertEqual(reply.get("ok"), 1, reply)
         return reply
 
+    def send_until(self, w, status, *send_args, seconds=30):
+        """Sends until the verdict is `status` (a teardown elsewhere takes a moment)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            reply = w("send", *send_args)
+            if reply.get("status") == status or time.monotonic() > deadline:
+                return reply
+            time.sleep(0.2)
+
+    def daemon_log_count(self, node, needle, want, seconds=10):
+        """Lines of node's ulnicd log containing needle, once there are `want` (or the time is up)."""
+        log = os.path.join(self.rundir, CLUSTER, f"node{node}", "ulnicd.log")
+        deadline = time.monotonic() + seconds
+        while True:
+            with open(log) as f:
+                n = sum(needle in line for line in f)
+            if n >= want or time.monotonic() > deadline:
+                return n
+            time.sleep(0.1)
+
     def pair(self, name, size, *export_opts, sender_node=0, receiver_node=1):
         rx, tx = self.worker(receiver_node), self.worker(sender_node)
         self.ok(rx("export", name, size, *export_opts))
@@ -365,12 +385,7 @@ class Vmmc(unittest.TestCase):
         rx2, tx2 = self.pair("dies", 65536)
         rx2.kill()
         self.workers.remove(rx2)
-        deadline = time.monotonic() + 30
-        while True:
-            st = tx2("send", 0, 0, 5000, 3)
-            if st.get("status") == REVOKED or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        st = self.send_until(tx2, REVOKED, 0, 0, 5000, 3)
         self.assertEqual(st.get("status"), REVOKED, st)
         # The name is free again for a new process.
         again = self.worker(1)
@@ -387,15 +402,7 @@ class Vmmc(unittest.TestCase):
         self.assertEqual(tx("import", 1, "many")["status"], 5)  # NO_RESOURCES: the table is full
         self.ok(tx("send", 63, 0, 16, 7))
         tx.quit()
-        log = os.path.join(self.rundir, CLUSTER, "node1", "ulnicd.log")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with open(log) as f:
-                revoked = sum("'many': grant of node 0" in line for line in f)
-            if revoked:
-                break
-            time.sleep(0.1)
-        self.assertEqual(revoked, 1)
+        self.assertEqual(self.daemon_log_count(1, "'many': grant of node 0", 1), 1)
 
     # "zz": unittest runs methods alphabetically; this one restarts node 2,
     # so it goes last.
@@ -413,12 +420,7 @@ class Vmmc(unittest.TestCase):
         p = ulnic("node", "start", "-c", CLUSTER, "-n", "2", "--slot-size", "32", check=0)
         self.assertIn("stale", p.stdout)
         # The old import names an export the new NIC never had: refused by it.
-        deadline = time.monotonic() + 30
-        while True:
-            reply = tx("send", 0, 0, 9000, 3)
-            if reply.get("status") == REVOKED or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        reply = self.send_until(tx, REVOKED, 0, 0, 9000, 3)
         self.assertEqual(reply.get("status"), REVOKED, reply)
         # A new exporter on the restarted node, a new import: it works again.
         rx2 = self.worker(2)
@@ -432,7 +434,6 @@ class Vmmc(unittest.TestCase):
         self.ok(rx("export", "grants", 4096))
         # Far more importers over time than an export has grant entries (16):
         # each one's exit must give its grant back.
-        log = os.path.join(self.rundir, CLUSTER, "node1", "ulnicd.log")
         for i in range(20):
             tx = Worker(0)
             self.ok(tx("import", 1, "grants"))
@@ -441,14 +442,7 @@ class Vmmc(unittest.TestCase):
         self.ok(rx("verify", "grants", 0, 16, 19))
         # The exporter's daemon took every grant back (the last one perhaps
         # a moment after its importer exited).
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with open(log) as f:
-                revoked = sum("'grants': grant of node 0" in line for line in f)
-            if revoked == 20:
-                break
-            time.sleep(0.1)
-        self.assertEqual(revoked, 20)
+        self.assertEqual(self.daemon_log_count(1, "'grants': grant of node 0", 20), 20)
 
 
 if __name__ == "__main__":
