@@ -154,10 +154,7 @@ int Endpoint::translate(const void* src, size_t n) {
 int Endpoint::bounce_buffer(size_t n) {
   if (bounce_.key && bounce_.length >= n) {
     while (outstanding_.count(bounce_id_)) {  // its last send must be out first
-      auto c = nic_->wait(std::chrono::milliseconds(30000));
-      if (!c) return fail(VMMC_ERR_IO, c.error().message);
-      outstanding_.erase(c->user_data);
-      done_[c->user_data] = status_of(c->status);
+      if (int st = wait_one(); st != VMMC_OK) return st;
     }
     return VMMC_OK;
   }
@@ -182,20 +179,27 @@ int Endpoint::bounce_buffer(size_t n) {
 
 // Waits until no send is in flight (their verdicts go to done_).
 void Endpoint::drain() {
-  while (nic_->in_flight() > 0) {
-    auto c = nic_->wait(std::chrono::milliseconds(30000));
-    if (!c) return;
-    outstanding_.erase(c->user_data);
-    done_[c->user_data] = status_of(c->status);
-  }
+  while (nic_->in_flight() > 0)
+    if (wait_one() != VMMC_OK) return;
+}
+
+// A send's completion: its verdict waits in done_ until asked for.
+void Endpoint::record(const abi::CqEntry& c) {
+  outstanding_.erase(c.user_data);
+  done_[c.user_data] = status_of(c.status);
+}
+
+// Blocks for one completion and records it.
+int Endpoint::wait_one() {
+  auto c = nic_->wait(std::chrono::milliseconds(30000));
+  if (!c) return fail(VMMC_ERR_IO, c.error().message);
+  record(*c);
+  return VMMC_OK;
 }
 
 void Endpoint::reap() {
   abi::CqEntry c;
-  while (nic_->poll(c)) {
-    outstanding_.erase(c.user_data);
-    done_[c.user_data] = status_of(c.status);
-  }
+  while (nic_->poll(c)) record(c);
 }
 
 int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id) {
@@ -217,10 +221,7 @@ int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_
   for (;;) {
     reap();
     if (nic_->sq_free() >= need && nic_->in_flight() < nic_->layout().cq_capacity) break;
-    auto c = nic_->wait(std::chrono::milliseconds(30000));
-    if (!c) return fail(VMMC_ERR_IO, c.error().message);
-    outstanding_.erase(c->user_data);
-    done_[c->user_data] = status_of(c->status);
+    if (int st = wait_one(); st != VMMC_OK) return st;
   }
   abi::SqEntry* e = nic_->next_sqe();
   if (!e) return fail(VMMC_ERR_NO_RESOURCES, "send queue full");
@@ -262,10 +263,7 @@ int Endpoint::send_wait(vmmc_send_id id) {
   for (;;) {
     int st = send_done(id);
     if (st != VMMC_PENDING) return st;
-    auto c = nic_->wait(std::chrono::milliseconds(30000));
-    if (!c) return fail(VMMC_ERR_IO, c.error().message);
-    outstanding_.erase(c->user_data);
-    done_[c->user_data] = status_of(c->status);
+    if (int st = wait_one(); st != VMMC_OK) return st;
   }
 }
 

@@ -49,6 +49,8 @@ class Endpoint {
   Endpoint() = default;
   int fail(int status, std::string why);
   int translate(const void* src, size_t n);   // user-managed TLB: register on a miss
+  void record(const abi::CqEntry& c);         // one completion -> done_
+  int wait_one();                             // block for one completion, record it
   void reap();                                // completions -> done_
   void drain();                               // every send in flight -> done_
   int bounce_buffer(size_t n);
