@@ -142,10 +142,14 @@ uint64_t step_copy(SlotTable& t, Slot& s, uint64_t budget) {
 
 bool is_send(const abi::SqEntry& e) { return e.opcode == abi::kOpSend || e.opcode == abi::kOpSendInline; }
 
+// The copy/put/register fields, which VMMC descriptors leave zero.
+bool vmmc_fields_ok(const abi::SqEntry& e) {
+  return e.dst_slot == 0 && e.access == 0 && e.src_slot == 0 && e.reg_offset == 0 && e.dst_node == 0;
+}
+
 // VMMC sends name only a source and a proxy address: every other field is zero.
 bool send_fields_ok(const abi::SqEntry& e) {
-  return e.dst_slot == 0 && e.src_key == 0 && e.dst_key == 0 && e.access == 0 && e.src_slot == 0 &&
-         e.reg_offset == 0 && e.dst_node == 0 && (e.opcode == abi::kOpSend || e.src_addr == 0);
+  return vmmc_fields_ok(e) && e.src_key == 0 && e.dst_key == 0 && (e.opcode == abi::kOpSend || e.src_addr == 0);
 }
 
 // A short send's payload follows it in the SQ; the host published it with
@@ -210,8 +214,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       return start_remote(s, e, send_start(t, s, e, nullptr));
     case abi::kOpRedirect: {
       uint32_t result = 0;
-      bool fields_ok = e.dst_slot == 0 && e.access == 0 && e.src_slot == 0 && e.reg_offset == 0 && e.dst_node == 0;
-      abi::CqStatus st = fields_ok ? vmmc_redirect(s, e, result) : abi::kCqBadOpcode;
+      abi::CqStatus st = vmmc_fields_ok(e) ? vmmc_redirect(s, e, result) : abi::kCqBadOpcode;
       return complete(s, e, st, result);
     }
     case abi::kOpSendInline: {
