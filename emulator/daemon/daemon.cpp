@@ -32,13 +32,13 @@ abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t c
   abi::SlotLayout l{};
   l.sq_offset = abi::kSlotHeaderSize;
   l.sq_capacity = sq_capacity;
-  uint64_t sq_end = l.sq_offset + sizeof(abi::RingControl) + uint64_t(sq_capacity) * sizeof(abi::SqEntry);
+  uint64_t sq_end = l.sq_offset + abi::ring_bytes<abi::SqEntry>(sq_capacity);
   l.cq_offset = uint32_t((sq_end + 63) & ~63ull);
   l.cq_capacity = cq_capacity;
-  uint64_t cq_end = l.cq_offset + sizeof(abi::RingControl) + uint64_t(cq_capacity) * sizeof(abi::CqEntry);
+  uint64_t cq_end = l.cq_offset + abi::ring_bytes<abi::CqEntry>(cq_capacity);
   l.eq_offset = uint32_t((cq_end + 63) & ~63ull);
   l.eq_capacity = eq_capacity;
-  uint64_t eq_end = l.eq_offset + sizeof(abi::RingControl) + uint64_t(eq_capacity) * sizeof(abi::EqEntry);
+  uint64_t eq_end = l.eq_offset + abi::ring_bytes<abi::EqEntry>(eq_capacity);
   // The heap starts on a 64 KiB boundary: DMA buffers are page aligned, and
   // keeping the rings on their own pages lets a process map them separately.
   l.heap_offset = (eq_end + 0xffff) & ~0xffffull;

@@ -336,9 +336,9 @@ abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t 
   struct Area {
     uint64_t off, bytes;
   } areas[3] = {
-      {l.sq_offset, sizeof(abi::RingControl) + uint64_t(l.sq_capacity) * sizeof(abi::SqEntry)},
-      {l.cq_offset, sizeof(abi::RingControl) + uint64_t(l.cq_capacity) * sizeof(abi::CqEntry)},
-      {l.eq_offset, sizeof(abi::RingControl) + uint64_t(l.eq_capacity) * sizeof(abi::EqEntry)},
+      {l.sq_offset, abi::ring_bytes<abi::SqEntry>(l.sq_capacity)},
+      {l.cq_offset, abi::ring_bytes<abi::CqEntry>(l.cq_capacity)},
+      {l.eq_offset, abi::ring_bytes<abi::EqEntry>(l.eq_capacity)},
   };
   if (l.slot_size != size || !abi::is_ring_capacity(l.sq_capacity) || !abi::is_ring_capacity(l.cq_capacity) ||
       !abi::is_ring_capacity(l.eq_capacity))

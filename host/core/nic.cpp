@@ -85,7 +85,7 @@ Result<void> Nic::attach(const std::string& socket) {
   auto* sq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.sq_offset);
   auto* cq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.cq_offset);
   auto* eq_ctl = reinterpret_cast<abi::RingControl*>(base_ + layout_.eq_offset);
-  if (layout_.eq_offset + sizeof(abi::RingControl) + uint64_t(layout_.eq_capacity) * sizeof(abi::EqEntry) >
+  if (layout_.eq_offset + abi::ring_bytes<abi::EqEntry>(layout_.eq_capacity) >
       layout_.heap_offset)
     return fail("attach: bad slot layout");
   if (!sq_.attach(sq_ctl, reinterpret_cast<abi::SqEntry*>(sq_ctl + 1), layout_.sq_capacity) ||

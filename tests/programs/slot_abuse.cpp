@@ -673,8 +673,8 @@ int scribble(int argc, char** argv) {
     Nic& n = *nic;
     const abi::SlotLayout& l = n.layout();
     // The two ring regions: control words + entries.
-    const uint64_t sq_len = sizeof(abi::RingControl) + uint64_t(l.sq_capacity) * sizeof(abi::SqEntry);
-    const uint64_t cq_len = sizeof(abi::RingControl) + uint64_t(l.cq_capacity) * sizeof(abi::CqEntry);
+    const uint64_t sq_len = abi::ring_bytes<abi::SqEntry>(l.sq_capacity);
+    const uint64_t cq_len = abi::ring_bytes<abi::CqEntry>(l.cq_capacity);
     const uint32_t size = rng() & 1 ? 8 : 4;
     uint64_t off;
     uint64_t value = rng();

@@ -39,6 +39,12 @@ inline uint32_t load_acquire(const uint32_t* p) { return __atomic_load_n(p, __AT
 inline void store_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 }  // namespace ring_detail
 
+// Bytes a ring of `capacity` T entries takes in shared memory (control + entries).
+template <class T>
+constexpr uint64_t ring_bytes(uint32_t capacity) {
+  return sizeof(RingControl) + uint64_t(capacity) * sizeof(T);
+}
+
 // Producer side. T is the entry type (trivially copyable, fixed size).
 template <class T>
 class RingProducer {
