@@ -164,7 +164,8 @@ const char* counter_name(uint32_t i) {
       "slot_dormant",    "link_tx_data",    "link_rx_data",  "link_retransmits", "link_duplicates",
       "link_out_of_order", "link_bad_packets", "link_unreachable", "link_restarts", "puts_done",
       "puts_refused",    "vmmc_sends",      "vmmc_violations", "vmmc_notifications", "events_dropped",
-      "mail_out",        "mail_in",         "mail_dropped"};
+      "mail_out",        "mail_in",         "mail_dropped",
+      "vi_ops",          "vi_recvs",        "vi_refused",      "vi_connects"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

@@ -31,7 +31,7 @@ struct Options {
   std::string cluster = "default";
   uint32_t node = 0;
   uint32_t sq_capacity = 256;
-  uint32_t cq_capacity = 512;
+  uint32_t cq_capacity = 8192;  // room for every VI descriptor a process keeps posted
   uint32_t eq_capacity = 256;
   std::chrono::milliseconds ctrl_timeout{5000};
 };

@@ -5,6 +5,7 @@
 #include "core/status.h"
 #include "hal/clint.h"
 #include "lcp/mail.h"
+#include "lcp/vi.h"
 #include "lcp/vmmc.h"
 #include "link/link.h"
 
@@ -76,11 +77,6 @@ bool send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
   return link::send(dst, h, 0, 0, ~0u, 0) != 0;
 }
 
-void queue_result(uint32_t dst, uint64_t op_id, uint8_t status) {
-  if (send_result(dst, op_id, status)) return;
-  if (g.pending_count == kMaxPendingResults) return;  // the sender will time out: unreachable
-  g.pending[(g.pending_head + g.pending_count++) % kMaxPendingResults] = Pending{dst, op_id, status};
-}
 
 uint8_t take_refusal(uint32_t src, uint64_t op_id) {
   for (Refusal& r : g.refusals)
@@ -131,6 +127,12 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
 }
 
 }  // namespace
+
+void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
+  if (g.pending_count == 0 && send_result(dst, op_id, status)) return;
+  if (g.pending_count == kMaxPendingResults) return;  // the sender will time out: unreachable
+  g.pending[(g.pending_head + g.pending_count++) % kMaxPendingResults] = Pending{dst, op_id, status};
+}
 
 void remote_init(SlotTable& t) {
   memset(&g, 0, sizeof g);
@@ -268,13 +270,17 @@ void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* paylo
       uint8_t verdict = take_refusal(src, h.op_id);
       // The data is in place (in-order link): now the receiver may look.
       if (h.op == abi::kWireOpSend) vmmc_last(src, h, verdict == abi::kCqOk);
-      queue_result(src, h.op_id, verdict);
+      remote_send_result(src, h.op_id, verdict);
     }
+  } else if (h.op == abi::kWireOpResult && (h.op_id & kViOpFlag)) {
+    vi_result(src, h);
   } else if (h.op == abi::kWireOpResult) {
     PutOp* op = find(h.op_id);
     if (op && op->dst_node == src) finish(*op, abi::CqStatus(h.status));
   } else if (h.op == abi::kWireOpMail) {
     mail_deliver(src, h, payload);
+  } else if (h.op >= abi::kWireOpViSend && h.op <= abi::kWireOpViConn) {
+    vi_deliver(src, h, payload);
   }
 }
 
@@ -288,10 +294,12 @@ void remote_peer_lost(uint32_t peer) {
   for (Refusal& r : g.refusals)
     if (r.used && r.src == peer) r.used = false;
   vmmc_peer_lost(peer);
+  vi_peer_lost(peer);
 }
 
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {
   if (slot == kMailOwner) return mail_payload_valid(generation);
+  if (slot == kViOwner) return vi_payload_valid(generation);
   return slot < abi::kMaxSlots && g.t->slots[slot].state == abi::SlotState::kActive &&
          g.t->slots[slot].generation == generation;
 }

@@ -26,6 +26,9 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
 abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload);
 // Hands more of the slot's current put or send to the link; true once it is all sent.
 bool put_feed(SlotTable& t, Slot& s);
+// Sends a receiver's verdict on operation `op_id` back to `dst` (now, or in
+// order once the link has room).
+void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);
 // Sends verdicts that waited for room on the link. True if it did work.
 bool remote_poll(SlotTable& t);
 

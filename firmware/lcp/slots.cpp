@@ -7,6 +7,7 @@
 #include "hal/cpu.h"
 #include "hal/mmio.h"
 #include "lcp/remote.h"
+#include "lcp/vi.h"
 #include "lcp/vmmc.h"
 
 namespace lcp {
@@ -82,14 +83,23 @@ bool slot_ok(const SlotTable& t, uint32_t k, uint64_t generation) {
 
 abi::CqStatus do_register(SlotTable& t, Slot& s, const abi::SqEntry& e, uint32_t& key) {
   const uint32_t valid = abi::kAccessLocal | abi::kAccessRemoteWrite | abi::kAccessRemoteRead;
-  if (e.length == 0) return abi::kCqBadLength;
   if (e.access & ~valid || e.access == 0) return abi::kCqBadOpcode;
+  if (e.src_key) {
+    // Change an existing registration's rights and ptag; its key stays.
+    Registration& r = s.regs[e.src_key & 0xff];
+    if (r.key != e.src_key) return abi::kCqBadKey;
+    r.access = e.access;
+    r.ptag = e.dst_node;
+    key = r.key;
+    return abi::kCqOk;
+  }
+  if (e.length == 0) return abi::kCqBadLength;
   if (!in_range(e.reg_offset, e.length, s.layout.heap_offset, s.layout.heap_size)) return abi::kCqBadAddress;
   if (e.src_addr + e.length < e.src_addr) return abi::kCqBadAddress;
   for (uint32_t i = 0; i < abi::kMaxRegistrations; ++i) {
     Registration& r = s.regs[i];
     if (r.key) continue;
-    r = Registration{e.src_addr, e.reg_offset, e.length, e.access, tagged_index(t.rng, i)};
+    r = Registration{e.src_addr, e.reg_offset, e.length, e.access, tagged_index(t.rng, i), e.dst_node};
     key = r.key;
     return abi::kCqOk;
   }
@@ -155,12 +165,11 @@ bool send_fields_ok(const abi::SqEntry& e) {
 // A short send's payload follows it in the SQ; the host published it with
 // the descriptor. A payload the host did not publish fails the send (and
 // whatever it publishes later is read as descriptors).
-abi::CqStatus take_inline(Slot& s, const abi::SqEntry& e, uint8_t* out) {
-  if (e.length == 0 || e.length > abi::kMaxInline) return abi::kCqBadLength;
-  for (uint32_t off = 0; off < e.length; off += sizeof(abi::SqEntry)) {
+abi::CqStatus take_inline(Slot& s, uint32_t len, uint8_t* out) {
+  for (uint32_t off = 0; off < len; off += sizeof(abi::SqEntry)) {
     const abi::SqEntry* c = s.sq.peek();
     if (!c) return abi::kCqBadLength;
-    uint32_t n = e.length - off < sizeof(abi::SqEntry) ? e.length - off : uint32_t(sizeof(abi::SqEntry));
+    uint32_t n = len - off < sizeof(abi::SqEntry) ? len - off : uint32_t(sizeof(abi::SqEntry));
     memcpy(out + off, c, n);
     s.sq.pop();
   }
@@ -174,6 +183,11 @@ void start_remote(Slot& s, const abi::SqEntry& e, abi::CqStatus st) {
 }
 
 void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
+  if (e.opcode >= abi::kOpViCreate && e.opcode <= abi::kOpViDisconnect) {
+    uint8_t vi_flags = e.opcode == abi::kOpViConnect ? abi::kSqViPeer : e.opcode == abi::kOpViCancel ? abi::kSqViListen : 0;
+    if ((e.flags & ~vi_flags) != 0 || e.reserved != 0) return complete(s, e, abi::kCqBadOpcode, 0);
+    return vi_execute(t, s, e);
+  }
   uint8_t flags_ok = is_send(e) ? abi::kSqNotify : 0;
   if ((e.flags & ~flags_ok) != 0 || e.reserved != 0 || e.opcode >= abi::kOpcodeCount)
     return complete(s, e, abi::kCqBadOpcode, 0);
@@ -219,7 +233,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
     }
     case abi::kOpSendInline: {
       uint8_t payload[abi::kMaxInline];
-      abi::CqStatus st = take_inline(s, e, payload);
+      abi::CqStatus st = e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline(s, e.length, payload);
       if (st == abi::kCqOk && !send_fields_ok(e)) st = abi::kCqBadOpcode;
       if (st != abi::kCqOk) return complete(s, e, st, 0);
       return start_remote(s, e, send_start(t, s, e, payload));
@@ -238,6 +252,12 @@ bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
       worked = true;
       continue;
     }
+    if (s.vi_active) {
+      if (!vi_feed(t, s)) break;  // the link is full: later
+      s.vi_active = false;
+      worked = true;
+      continue;
+    }
     if (s.copy.active) {
       if (s.cq.free_space() == 0) break;  // completion needs room: wait for the host
       bytes -= step_copy(t, s, bytes);
@@ -247,6 +267,7 @@ bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
     if (s.cq.free_space() <= s.cq_reserved) break;
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
+    if (!vi_can_start(*shared)) break;  // every VI operation slot busy: later
     abi::SqEntry e;  // copy once: the host may rewrite the entry under us
     memcpy(&e, shared, sizeof e);
     s.sq.pop();
@@ -291,6 +312,37 @@ abi::SlotHeader& header(const Slot& s) { return *reinterpret_cast<abi::SlotHeade
 
 abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic) {
   return translate(s, key, addr, len, need, nic);
+}
+
+abi::CqStatus slot_translate_tagged(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+                                    uint32_t ptag, uint64_t& nic) {
+  abi::CqStatus st = translate(s, key, addr, len, need, nic);
+  if (st == abi::kCqOk && s.regs[key & 0xff].ptag != ptag) return abi::kCqProtection;
+  return st;
+}
+
+void slot_complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t result) {
+  complete(s, e, status, result);
+}
+
+abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out) { return take_inline(s, len, out); }
+
+void slot_run_recv_posts(SlotTable& t, Slot& s) {
+  if (s.state != abi::SlotState::kActive) return;
+  bool worked = false;
+  for (uint32_t n = 0; n < abi::kViQueueDepth && s.cq.free_space() > s.cq_reserved; ++n) {
+    const abi::SqEntry* shared = s.sq.peek();
+    if (!shared) break;
+    abi::SqEntry e;
+    memcpy(&e, shared, sizeof e);
+    if (e.opcode != abi::kOpViPostRecv) break;  // anything else waits for the pass
+    s.sq.pop();
+    count(ulnic::abi::kCtrSqEntries);
+    execute(t, s, e);
+    worked = true;
+  }
+  if (worked) s.sq.release();
+  publish(s, t);
 }
 
 void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,
@@ -410,7 +462,7 @@ bool slots_service(SlotTable& t, uint64_t now) {
     if (s.state != abi::SlotState::kActive || s.dormant) continue;
     if (service_slot(t, s, now)) {
       worked = true;
-    } else if (s.state == abi::SlotState::kActive && !s.copy.active && !s.put_active && s.cq_reserved == 0 &&
+    } else if (s.state == abi::SlotState::kActive && !s.copy.active && !s.put_active && !s.vi_active &&
                now - s.last_work >= hal::clint::us_to_ticks(kSlotIdleUs)) {
       go_dormant(s, now);
     }

@@ -27,6 +27,7 @@ struct Registration {
   uint64_t length;
   uint32_t access;    // abi::MemAccess
   uint32_t key;       // 0 = free entry
+  uint32_t ptag;      // VI protection tag (0: none)
 };
 
 struct CopyState {
@@ -72,7 +73,9 @@ struct Slot {
   CopyState copy;
   bool put_active;                  // feeding put_op to the link
   uint32_t put_op;
-  uint32_t cq_reserved;             // CQ entries owed to puts in flight
+  uint32_t cq_reserved;             // CQ entries owed to puts and VI posts in flight
+  bool vi_active;                   // feeding VI operation vi_op to the link
+  uint32_t vi_op;
   Registration regs[abi::kMaxRegistrations];
   Import imports[abi::kMaxImports];
   TlbEntry tlb[kTlbEntries];
@@ -107,6 +110,20 @@ abi::SlotHeader& header(const Slot& s);
 // The NIC address of [addr, addr+len) in slot `s` through registration `key`
 // with access `need`, or why not.
 abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic);
+// The same, for a VI: the registration must also carry protection tag `ptag`
+// (kCqProtection if not).
+abi::CqStatus slot_translate_tagged(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+                                    uint32_t ptag, uint64_t& nic);
+// A completion for the descriptor being executed now (no CQ entry was kept
+// for it; the pass made sure there is room).
+void slot_complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t result);
+// Runs the receive posts (kOpViPostRecv) at the head of the slot's SQ now:
+// a message may arrive before the slot's pass got to a receive its process
+// had posted before the sender sent.
+void slot_run_recv_posts(SlotTable& t, Slot& s);
+// Takes `len` bytes of payload that follow the current descriptor in the SQ
+// (ceil(len / 64) entries), as kOpSendInline does.
+abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out);
 // A completion for work that finished outside the slot's own pass (remote
 // puts); dropped if the slot has changed hands since (generation).
 void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,

@@ -181,7 +181,7 @@ bool Nic::in_slot(const void* p, size_t len) const {
 
 // ---- registration
 
-Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t access) {
+Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t access, uint32_t ptag) {
   if (!addr || length == 0) return fail("register: empty region");
   if (length > UINT32_MAX) return fail("register: at most 4 GiB per region");
   MemRegion r;
@@ -218,6 +218,7 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
   e.length = uint32_t(length);
   e.access = access;
   e.reg_offset = r.slot_offset;
+  e.dst_node = ptag;
   auto c = run(e);
   if (!c || c->status != abi::kCqOk) {
     if (r.moved) {

@@ -2,8 +2,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "ulnic/nic.h"
 
@@ -64,13 +66,12 @@ uint32_t Nic::submit() {
 }
 
 bool Nic::poll(abi::CqEntry& out) {
-  const abi::CqEntry* c = cq_.peek();
-  if (!c) return false;
-  out = *c;
-  cq_.pop();
-  cq_.release();
-  ++reaped_;
-  return true;
+  if (!stashed_.empty()) {
+    out = stashed_.front();
+    stashed_.pop_front();
+    return true;
+  }
+  return poll_ring(out);
 }
 
 Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
@@ -109,22 +110,77 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
 Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   abi::CqEntry out;
   if (poll(out)) return out;
-  if (auto r = block_until([&] { return cq_.available() > 0; }, timeout, spin); !r) return std::unexpected(r.error());
+  if (auto r = block_until([&] { return !stashed_.empty() || cq_.available() > 0; }, timeout, spin); !r)
+    return std::unexpected(r.error());
   if (!poll(out)) return fail("completion vanished");
   return out;
 }
 
 Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
-  return block_until([&] { return cq_.available() > 0 || eq_.available() > 0; }, timeout, spin);
+  return block_until([&] { return !stashed_.empty() || cq_.available() > 0 || eq_.available() > 0; }, timeout, spin);
+}
+
+bool Nic::post(const abi::SqEntry& e, const void* payload, size_t bytes) {
+  size_t extra = (bytes + sizeof(abi::SqEntry) - 1) / sizeof(abi::SqEntry);
+  if (sq_free() < 1 + extra) return false;
+  abi::SqEntry* s = next_sqe();
+  if (!s) return false;
+  *s = e;
+  for (size_t i = 0; i < extra; ++i) {
+    size_t n = std::min(bytes - i * sizeof(abi::SqEntry), sizeof(abi::SqEntry));
+    std::memcpy(next_inline_sqe(), static_cast<const uint8_t*>(payload) + i * sizeof(abi::SqEntry), n);
+  }
+  submit();
+  return true;
 }
 
 Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, std::chrono::milliseconds timeout) {
-  if (in_flight() != 0 || taken_ != 0) return fail("run: descriptors still in flight");
-  abi::SqEntry* s = next_sqe();
-  if (!s) return fail("run: send queue full");
-  *s = e;
-  submit();
-  return wait(timeout);
+  return run(e, nullptr, 0, timeout);
+}
+
+Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t bytes,
+                              std::chrono::milliseconds timeout) {
+  if (taken_ != 0) return fail("run: descriptors taken but not submitted");
+  // A user_data nobody else uses (descriptor addresses stay below 2^63).
+  abi::SqEntry mine = e;
+  mine.user_data = (uint64_t(1) << 63) | ++run_serial_;
+  auto start = Clock::now();
+  while (!post(mine, payload, bytes)) {
+    // Full: reap what is there (kept for the owner) until there is room.
+    abi::CqEntry c;
+    if (cq_.peek() && poll_ring(c)) {
+      stashed_.push_back(c);
+      continue;
+    }
+    if (Clock::now() - start > timeout) return fail("run: send queue full");
+    std::this_thread::yield();
+  }
+  for (;;) {
+    abi::CqEntry c;
+    while (poll_ring(c)) {
+      if (c.user_data == mine.user_data) {
+        c.user_data = e.user_data;
+        return c;
+      }
+      stashed_.push_back(c);
+    }
+    auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    if (timeout.count() >= 0 && left.count() <= 0) return fail("timed out waiting for the NIC");
+    if (auto r = block_until([&] { return cq_.available() > 0; }, timeout.count() >= 0 ? left : timeout,
+                             std::chrono::microseconds(20));
+        !r)
+      return std::unexpected(r.error());
+  }
+}
+
+bool Nic::poll_ring(abi::CqEntry& out) {
+  const abi::CqEntry* c = cq_.peek();
+  if (!c) return false;
+  out = *c;
+  cq_.pop();
+  cq_.release();
+  ++reaped_;
+  return true;
 }
 
 }  // namespace ulnic

@@ -10,14 +10,8 @@
 //   names          VipNSInit, VipNSGetHostByName, VipNSGetHostByAddr, VipNSShutdown
 //   management     VipQuerySystemManagementInfo (VIP_SMI_AUTODISCOVERY)
 //
-// Not in the library yet (vipl.h declares them; they come with the data
-// path and its firmware): VipPostSend, VipSendDone, VipSendWait,
-// VipSendNotify, VipPostRecv, VipRecvDone, VipRecvWait, VipRecvNotify,
-// VipCQNotify, VipConnectWait, VipConnectAccept, VipConnectReject,
-// VipConnectRequest, VipDisconnect, VipConnectPeerRequest,
-// VipConnectPeerDone, VipConnectPeerWait, and RDMA. They are not defined
-// here on purpose: a program that calls one fails to link, rather than
-// failing at run time.
+// The data path (posting, completions, connections, RDMA) is in
+// datapath.cpp.
 //
 // Choices the spec leaves to the provider, beyond those vipl.h states:
 //   - Handles are table entries, never raw pointers: NULL, stale (destroyed)
@@ -37,9 +31,8 @@
 //     (VIP_ERROR_RESOURCE): libulnic cannot move pages already moved.
 //   - VipQueryMem / VipSetMemAttributes take any address inside the region;
 //     VipDeregisterMem takes the address it was registered at.
-//     VipSetMemAttributes changes the ptag; changing EnableRdmaWrite/Read
-//     would change the NIC's access rights under a live memory key, which
-//     the firmware cannot do yet: VIP_ERROR_NOT_SUPPORTED, nothing changed.
+//     VipSetMemAttributes changes the ptag and the RDMA enables in place
+//     (the NIC's registration keeps its key = the memory handle).
 //   - VipQuerySystemManagementInfo(VIP_SMI_AUTODISCOVERY): the caller passes
 //     NumAdAddrs buffers in ADAddrArray, each with room for NicAddressLen
 //     address bytes; every node of this machine's part of the cluster is
@@ -54,9 +47,10 @@
 //     if *NameLen is too small it sets it to the bytes needed and returns
 //     VIP_INVALID_PARAMETER. Node ids up to the fabric's limit (64) resolve
 //     whether or not the node is up: it may be on another machine.
-//   - Not thread-safe (ThreadSafe FALSE): calls on one NIC and its objects
-//     must not run concurrently. Different NICs may be used from different
-//     threads.
+//   - Calls on one NIC and its objects are serialized by a lock per NIC
+//     (the Notify thread takes it too); blocking calls let go of it while
+//     they sleep. VipQueryNic still says ThreadSafe FALSE: the spec's
+//     meaning (concurrent posts proceed in parallel) is not what a lock gives.
 //   - VipErrorCallback: the handler runs for asynchronous errors only
 //     (connection lost, descriptor and RDMA protection errors, a NIC that
 //     stops serving the process), from the data path's completion
@@ -269,7 +263,8 @@ bool overlaps_moved(const NicState& nic, uintptr_t start, uintptr_t end) {
 // Registration and deregistration use Nic::run, which needs no descriptor
 // in flight: true while the library has no data path; the data path must
 // drain (or queue behind) its descriptors first.
-Result<uint32_t> register_again(NicState& nic, const Backing& b, void* va, size_t length, uint32_t access) {
+Result<uint32_t> register_again(NicState& nic, const Backing& b, void* va, size_t length, uint32_t access,
+                                uint32_t ptag) {
   const MemRegion& m = b.pages;
   uint64_t moved_offset = m.slot_offset - (reinterpret_cast<uintptr_t>(m.addr) - m.moved_start);
   abi::SqEntry e{};
@@ -277,6 +272,7 @@ Result<uint32_t> register_again(NicState& nic, const Backing& b, void* va, size_
   e.src_addr = reinterpret_cast<uintptr_t>(va);
   e.length = uint32_t(length);
   e.access = access;
+  e.dst_node = ptag;
   e.reg_offset = moved_offset + (reinterpret_cast<uintptr_t>(va) - m.moved_start);
   auto c = nic.core->run(e);
   if (!c) return std::unexpected(c.error());
@@ -397,6 +393,13 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle) {
   return guarded([&] {
     NicState* nic = nic_of(NicHandle);
     if (!nic) return VIP_INVALID_PARAMETER;
+    {
+      // Stop the notify thread first: it uses the objects below.
+      std::unique_lock lock(nic->mu);
+      nic->stopping = true;
+    }
+    if (nic->notifier.joinable()) nic->notifier.join();
+    for (const auto& [h, conn] : nic->conns) handles().remove(h);
     for (const auto& [h, vi] : nic->vis) handles().remove(h);
     for (const auto& [h, cq] : nic->cqs) handles().remove(h);
     for (const auto& [h, ptag] : nic->ptags) handles().remove(h);
@@ -448,6 +451,7 @@ VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE* Protec
     if (nic->ptags.size() >= kMaxPtags) return VIP_ERROR_RESOURCE;
     auto p = std::make_unique<Ptag>();
     p->nic = nic;
+    p->id = ++nic->next_ptag_id;
     *ProtectionTag = adopt(nic->ptags, std::move(p), Kind::kPtag);
     return VIP_SUCCESS;
   });
@@ -473,6 +477,7 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
   return guarded([&] {
     NicState* nic = nic_of(NicHandle);
     if (!nic || !VirtualAddress || Length == 0 || !MemAttributes || !MemHandle) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(nic->mu);
     auto va = reinterpret_cast<uintptr_t>(VirtualAddress);
     if (va + Length < va || page_up(va + Length) < va) return VIP_INVALID_PARAMETER;
     Ptag* ptag = ptag_of(nic, MemAttributes->Ptag);
@@ -486,7 +491,7 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
     Backing* backing = backing_holding(*nic, start, end);
     uint32_t key = 0;
     if (backing) {
-      auto k = register_again(*nic, *backing, VirtualAddress, Length, access);
+      auto k = register_again(*nic, *backing, VirtualAddress, Length, access, ptag->id);
       if (!k) {
         trace("VipRegisterMem: " + k.error().message);
         return VIP_ERROR_RESOURCE;
@@ -498,7 +503,7 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
         trace("VipRegisterMem: the buffer shares pages with a registered one but reaches past them");
         return VIP_ERROR_RESOURCE;
       }
-      auto r = nic->core->register_memory(VirtualAddress, Length, access);
+      auto r = nic->core->register_memory(VirtualAddress, Length, access, ptag->id);
       if (!r) {
         trace("VipRegisterMem: " + r.error().message);
         return VIP_ERROR_RESOURCE;
@@ -523,6 +528,7 @@ VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, 
   return guarded([&] {
     NicState* nic = nic_of(NicHandle);
     if (!nic) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(nic->mu);
     auto it = nic->regions.find(MemHandle);
     if (it == nic->regions.end() || it->second.va != VirtualAddress) return VIP_INVALID_PARAMETER;
     drop_region(*nic, it);
@@ -549,15 +555,22 @@ VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address, VIP_
   return guarded([&] {
     NicState* nic = nic_of(NicHandle);
     if (!nic || !MemAttributes) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(nic->mu);
     Region* r = region_at(*nic, MemHandle, Address);
     if (!r) return VIP_INVALID_PARAMETER;
     Ptag* ptag = ptag_of(nic, MemAttributes->Ptag);
     if (!ptag) return VIP_INVALID_PTAG;
-    // The access rights belong to the NIC's registration, which keeps its
-    // key (= the handle) only if changed in place: a firmware operation that
-    // does not exist yet.
-    if (bool(MemAttributes->EnableRdmaWrite) != r->rdma_write || bool(MemAttributes->EnableRdmaRead) != r->rdma_read)
-      return VIP_ERROR_NOT_SUPPORTED;
+    // The NIC changes its registration in place: the key (= the handle) stays.
+    bool rdma_write = MemAttributes->EnableRdmaWrite, rdma_read = MemAttributes->EnableRdmaRead;
+    abi::SqEntry e{};
+    e.opcode = abi::kOpRegister;
+    e.src_key = r->key;
+    e.access = access_bits(rdma_write, rdma_read);
+    e.dst_node = ptag->id;
+    auto c = nic->core->run(e);
+    if (!c || c->status != abi::kCqOk) return VIP_ERROR_RESOURCE;
+    r->rdma_write = rdma_write;
+    r->rdma_read = rdma_read;
     --r->ptag->users;
     ++ptag->users;
     r->ptag = ptag;
@@ -585,6 +598,7 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle) {
   return guarded([&] {
     Cq* cq = cq_of(CQHandle);
     if (!cq) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(cq->nic->mu);
     if (cq->users) return VIP_INVALID_STATE;
     forget(cq->nic->cqs, CQHandle);
     return VIP_SUCCESS;
@@ -595,6 +609,7 @@ VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount) {
   return guarded([&] {
     Cq* cq = cq_of(CQHandle);
     if (!cq || EntryCount == 0 || EntryCount > kMaxCqEntries) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(cq->nic->mu);
     if (EntryCount < cq->entries.size()) return VIP_INVALID_PARAMETER;  // would drop completions
     cq->capacity = EntryCount;
     return VIP_SUCCESS;
@@ -605,6 +620,9 @@ VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE* ViHandle, VIP_BOOLEA
   return guarded([&] {
     Cq* cq = cq_of(CQHandle);
     if (!cq || !ViHandle || !RecvQueue) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(cq->nic->mu);
+    progress(*cq->nic);
+    if (cq->notify) return VIP_INVALID_STATE;
     if (cq->entries.empty()) return VIP_NOT_DONE;
     CqEntry e = cq->entries.front();
     cq->entries.pop_front();
@@ -626,6 +644,8 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE* V
       if (now >= deadline) return VIP_TIMEOUT;
       milliseconds left = forever ? milliseconds(-1)
                                   : std::chrono::ceil<milliseconds>(deadline - now);
+      // The notify thread may take the wake-up: look again soon.
+      if (cq->nic->notifier.joinable() && (left.count() < 0 || left > milliseconds(10))) left = milliseconds(10);
       // Sleeps until the NIC writes a completion into the slot (or the time
       // is up); the data path turns completions into CQ entries.
       if (auto r = cq->nic->core->wait_ready(left); !r && cq->nic->core->state() != abi::SlotState::kActive) {
@@ -649,13 +669,18 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES* ViAttributes
     if ((SendCQHandle && !send_cq) || (RecvCQHandle && !recv_cq)) return VIP_INVALID_PARAMETER;
     Ptag* ptag = nullptr;
     if (VIP_RETURN rc = check_vi_attributes(*nic, *ViAttributes, &ptag); rc != VIP_SUCCESS) return rc;
-    if (nic->vis.size() >= kMaxVi) return VIP_ERROR_RESOURCE;
+    std::lock_guard lock(nic->mu);
+    int index = free_vi_index(*nic);
+    if (index < 0) return VIP_ERROR_RESOURCE;
     auto vi = std::make_unique<Vi>();
     vi->nic = nic;
     vi->attrs = *ViAttributes;
     vi->ptag = ptag;
     vi->send.cq = send_cq;
     vi->recv.cq = recv_cq;
+    vi->index = uint32_t(index);
+    if (!nic_create_vi(*nic, *vi)) return VIP_ERROR_RESOURCE;
+    nic->by_index[index] = vi.get();
     *ViHandle = adopt(nic->vis, std::move(vi), Kind::kVi);
     ++ptag->users;
     use_cq(send_cq, +1);
@@ -668,8 +693,12 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle) {
   return guarded([&] {
     Vi* vi = vi_of(ViHandle);
     if (!vi) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(vi->nic->mu);
+    progress(*vi->nic);
     if (vi->state != VIP_STATE_IDLE || !vi->send.posted.empty() || !vi->recv.posted.empty())
       return VIP_INVALID_STATE;
+    nic_destroy_vi(*vi->nic, *vi);
+    vi->nic->by_index[vi->index] = nullptr;
     --vi->ptag->users;
     use_cq(vi->send.cq, -1);
     use_cq(vi->recv.cq, -1);
@@ -695,9 +724,21 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES* Attribu
   return guarded([&] {
     Vi* vi = vi_of(ViHandle);
     if (!vi || !Attributes) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(vi->nic->mu);
+    progress(*vi->nic);
     if (vi->state != VIP_STATE_IDLE) return VIP_INVALID_STATE;
     Ptag* ptag = nullptr;
     if (VIP_RETURN rc = check_vi_attributes(*vi->nic, *Attributes, &ptag); rc != VIP_SUCCESS) return rc;
+    // The NIC's VI is made again with the new attributes (it is Idle).
+    Vi next = Vi{};
+    next.index = vi->index;
+    next.attrs = *Attributes;
+    next.ptag = ptag;
+    nic_destroy_vi(*vi->nic, *vi);
+    if (!nic_create_vi(*vi->nic, next)) {
+      nic_create_vi(*vi->nic, *vi);
+      return VIP_ERROR_RESOURCE;
+    }
     --vi->ptag->users;
     ++ptag->users;
     vi->ptag = ptag;

@@ -3,6 +3,7 @@
 // this; programs see vipl.h alone.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -10,10 +11,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "ulnic/abi/fabric.h"
 #include "ulnic/abi/slot.h"
+#include "ulnic/abi/vi.h"
 #include "ulnic/nic.h"
 #include "vipl.h"
 
@@ -64,10 +67,13 @@ constexpr VIP_UINT16 kNicAddressLen = 2;
 // never dereferenced.
 
 struct NicState;
+using ViNotify = void (*)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR*);
+using CqNotifyFn = void (*)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_BOOLEAN);
 
 struct Ptag {
   NicState* nic = nullptr;
   VIP_PROTECTION_HANDLE handle = nullptr;
+  uint32_t id = 0;     // what the NIC checks (registrations and VIs carry it)
   uint32_t users = 0;  // registrations and VIs tagged with it
 };
 
@@ -101,11 +107,15 @@ struct Cq {
   size_t capacity = 0;
   std::deque<CqEntry> entries;  // completions not yet taken by VipCQDone/Wait
   uint32_t users = 0;           // work queues completing into it
+  CqNotifyFn notify = nullptr;  // a pending VipCQNotify
+  VIP_PVOID notify_context = nullptr;
 };
 
 struct WorkQueue {
   Cq* cq = nullptr;                      // nullptr: completes on the VI only
   std::deque<VIP_DESCRIPTOR*> posted;    // posted, not yet taken by Done/Wait
+  ViNotify notify = nullptr;             // a pending VipSend/RecvNotify
+  VIP_PVOID notify_context = nullptr;
 };
 
 struct Vi {
@@ -115,6 +125,20 @@ struct Vi {
   Ptag* ptag = nullptr;
   VIP_VI_STATE state = VIP_STATE_IDLE;
   WorkQueue send, recv;
+  uint32_t index = 0;                    // in the NIC's VI table of this slot
+  VIP_VI_ATTRIBUTES remote{};            // the peer's, once connected
+  // Peer-to-peer connect in progress (VipConnectPeerRequest).
+  uint64_t peer_token = 0;               // its descriptor's user_data (0: none)
+  std::chrono::steady_clock::time_point peer_deadline;
+  bool peer_forever = false;
+};
+
+// A connection request a VipConnectWait took (VIP_CONN_HANDLE).
+struct Conn {
+  NicState* nic = nullptr;
+  void* handle = nullptr;
+  uint32_t id = 0;                       // the NIC's connection id
+  abi::ViConnInfo info{};
 };
 
 struct NicState {
@@ -131,13 +155,32 @@ struct NicState {
   std::map<Backing*, std::unique_ptr<Backing>> backings;
   VIP_ERROR_HANDLER on_error = nullptr;  // nullptr: the default handler
   VIP_PVOID error_context = nullptr;
+  uint32_t next_ptag_id = 0;
+  // ---- data path (datapath.cpp)
+  // Every call on the NIC or its objects holds `mu` (the notify thread
+  // too); blocking waits let go of it while they sleep.
+  std::recursive_mutex mu;
+  Vi* by_index[kMaxVi] = {};             // the NIC's VI table, as the library knows it
+  std::map<void*, std::unique_ptr<Conn>> conns;
+  std::map<uint64_t, abi::CqEntry> results;  // completions of connect/listen, by user_data
+  uint64_t next_token = 0;
+  // Where the NIC writes what connects and listens learn: registered slot
+  // memory, one ViConnInfo per VI and one per listen in progress.
+  abi::ViConnInfo* info = nullptr;
+  uint32_t info_key = 0;
+  uint64_t listens_busy = 0;             // bit i: info[kMaxVi + i] in use
+  // The notify thread (started by the first Notify call).
+  std::thread notifier;
+  bool stopping = false;
+  uint32_t notifies_pending = 0;
+  ~NicState();
 };
 
 // ---- The handle table: every live handle of the process, with its kind.
 // Handle values are never reused, and on 64-bit hosts carry a tag in the
 // top bits that no user-space pointer has, so a stale handle, a handle of
 // another kind, or a stray pointer is always told apart from a live one.
-enum class Kind : uint8_t { kNic = 1, kPtag, kCq, kVi };
+enum class Kind : uint8_t { kNic = 1, kPtag, kCq, kVi, kConn };
 
 class HandleTable {
  public:
@@ -158,5 +201,14 @@ HandleTable& handles();
 // default one, which prints it). The data path calls it while it processes
 // completions; it fills in NicHandle.
 void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error);
+
+// ---- data path (datapath.cpp), for the control plane in vipl.cpp.
+// Takes in the NIC's completions and events (call with nic.mu held).
+void progress(NicState& nic);
+// The NIC's side of a VI (create, destroy); false if it refused.
+bool nic_create_vi(NicState& nic, Vi& vi);
+bool nic_destroy_vi(NicState& nic, Vi& vi);
+// A free index in the NIC's VI table, or -1.
+int free_vi_index(const NicState& nic);
 
 }  // namespace ulnic::vipl

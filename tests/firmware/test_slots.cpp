@@ -170,7 +170,7 @@ FW_TEST(bad_descriptors_get_error_statuses) {
   EXPECT_EQ(g_a.run(reg(0x10000, 0, abi::kAccessLocal)).status, abi::kCqBadLength);
   EXPECT_EQ(g_a.run(reg(0x10000, 64, 0)).status, abi::kCqBadOpcode);
   abi::SqEntry e{};
-  e.opcode = 9;
+  e.opcode = abi::kOpcodeCount;
   EXPECT_EQ(g_a.run(e).status, abi::kCqBadOpcode);
   e.opcode = abi::kOpNop;
   e.flags = 1;

@@ -1336,17 +1336,21 @@ TEST_F(UlnicLimits, ABufferReachingPastPagesRegisteredBeforeIsAResourceError) {
   EXPECT_EQ(VipDeregisterMem(nic_, buf, first), VIP_SUCCESS);
 }
 
-TEST_F(UlnicLimits, TheRdmaRightsOfARegistrationDoNotChange) {
+TEST_F(Mem, SetMemAttributesChangesTheRdmaRightsInPlace) {
   uint8_t* buf = pages(1);
   VIP_MEM_HANDLE h = reg(buf, kPage);
   VIP_MEM_ATTRIBUTES m = mem_attributes(ptag_, true, false);
-  EXPECT_EQ(VipSetMemAttributes(nic_, buf, h, &m), VIP_ERROR_NOT_SUPPORTED);
-  m = mem_attributes(ptag_, false, true);
-  EXPECT_EQ(VipSetMemAttributes(nic_, buf, h, &m), VIP_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(VipSetMemAttributes(nic_, buf, h, &m), VIP_SUCCESS);
   VIP_MEM_ATTRIBUTES now{};
   ASSERT_EQ(VipQueryMem(nic_, buf, h, &now), VIP_SUCCESS);
-  EXPECT_EQ(now.EnableRdmaWrite, VIP_FALSE);
+  EXPECT_EQ(now.EnableRdmaWrite, VIP_TRUE);
   EXPECT_EQ(now.EnableRdmaRead, VIP_FALSE);
+  m = mem_attributes(ptag_, false, true);
+  EXPECT_EQ(VipSetMemAttributes(nic_, buf, h, &m), VIP_SUCCESS);
+  ASSERT_EQ(VipQueryMem(nic_, buf, h, &now), VIP_SUCCESS);
+  EXPECT_EQ(now.EnableRdmaWrite, VIP_FALSE);
+  EXPECT_EQ(now.EnableRdmaRead, VIP_TRUE);
+  EXPECT_EQ(VipDeregisterMem(nic_, buf, h), VIP_SUCCESS);  // the handle stayed the same
 }
 
 }  // namespace

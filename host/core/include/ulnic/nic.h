@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -79,7 +80,8 @@ class Nic {
   // touched pages plus an mmap; limits: whole pages move (neighbours on
   // them too), file-backed mappings are refused by the kernel's semantics
   // (they would lose their file), and the slot heap must have room.
-  Result<MemRegion> register_memory(void* addr, size_t length, uint32_t access);
+  // `ptag`: the VI protection tag the NIC checks for VI use (0: none).
+  Result<MemRegion> register_memory(void* addr, size_t length, uint32_t access, uint32_t ptag = 0);
   // Drops the registration; moved pages are moved back to private memory.
   Result<void> deregister(MemRegion& region);
 
@@ -115,7 +117,16 @@ class Nic {
                                       std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
 
   // ---- synchronous helpers (post one descriptor, wait for its completion)
+  // Other descriptors may be in flight: their completions are kept, in
+  // order, for poll()/wait(). `e.user_data` comes back in the result.
   Result<abi::CqEntry> run(const abi::SqEntry& e, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+  // The same with a payload in the entries after the descriptor (kOpSendInline,
+  // kOpViConnect, kOpViListen): `bytes` of `payload`, ceil(bytes / 64) entries.
+  Result<abi::CqEntry> run(const abi::SqEntry& e, const void* payload, size_t bytes,
+                           std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+  // Posts without waiting (the caller reaps the completion): false if the SQ
+  // or the CQ has no room.
+  bool post(const abi::SqEntry& e, const void* payload = nullptr, size_t bytes = 0);
 
   // For tests and tools: the raw slot mapping.
   uint8_t* slot_base() const { return base_; }
@@ -126,6 +137,7 @@ class Nic {
   Result<void> attach(const std::string& socket);
   Result<void> block_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
                            std::chrono::microseconds spin);
+  bool poll_ring(abi::CqEntry& out);  // the next completion in the ring itself
   uint64_t heap_alloc(size_t bytes, size_t align);  // slot offset, 0 on failure
   void heap_free(uint64_t offset);
   abi::SlotHeader& header() const { return *reinterpret_cast<abi::SlotHeader*>(base_); }
@@ -141,6 +153,8 @@ class Nic {
   uint64_t daemon_requests_ = 0;
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   uint32_t posted_ = 0, reaped_ = 0;
+  std::deque<abi::CqEntry> stashed_;         // reaped while run() waited for its own
+  uint64_t run_serial_ = 0;
   std::map<uint64_t, uint64_t> free_;        // heap: offset -> size
   std::map<uint64_t, uint64_t> allocated_;   // heap: offset -> size
   std::vector<MemRegion> moved_;             // ranges moved into the slot

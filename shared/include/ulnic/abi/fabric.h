@@ -51,8 +51,8 @@ struct WireHeader {
   uint32_t src_incarnation;  // random per boot of the sender
   uint32_t dst_incarnation;  // the receiver's, as the sender knows it (0: unknown)
   uint32_t op_length;    // kWireOpPut/Send: total bytes of the operation
-  uint16_t src_slot;     // kWireOpSend: the sending slot (importer)
-  uint16_t reserved;
+  uint16_t src_slot;     // kWireOpSend, kWireOpVi*: the sending slot
+  uint16_t vi;           // kWireOpVi*: the target VI (index in dst_slot)
 };
 ULNIC_ABI_CHECK_SIZE(WireHeader, 64);
 constexpr uint32_t kWireMagic = fourcc('U', 'W', 'I', '1');
@@ -63,12 +63,21 @@ enum WireOp : uint8_t {
   kWireOpResult = 2,     // receiver -> sender: put op_id finished with `status`
   kWireOpSend = 3,       // VMMC: write payload at offset dst_addr of export dst_key
   kWireOpMail = 4,       // daemon mail: payload is MailMessage.data for the daemon
+  // VIs (firmware/lcp/vi.h): `status` = the sending VI's index.
+  kWireOpViSend = 5,     // a send's bytes: dst_addr = offset in the message,
+                         // dst_key = immediate data (kWireImmediate, last packet)
+  kWireOpViWrite = 6,    // RDMA write: dst_addr = remote VA, dst_key = its memory handle
+  kWireOpViReadReq = 7,  // RDMA read request: dst_addr/dst_key as for a write, op_length bytes
+  kWireOpViReadResp = 8, // RDMA read data back: dst_addr = offset in the read
+  kWireOpViConn = 9,     // connection management: payload is a ViConnMessage
 };
 
 enum WireFlags : uint8_t {
   kWireLast = 1u << 0,   // last packet of an operation: the receiver answers with a result
   kWireNotify = 1u << 1, // kWireOpSend, last packet: notify the export's owner
-  kWireFirst = 1u << 2,  // kWireOpSend: first packet of the send (redirection decides here)
+  kWireFirst = 1u << 2,  // kWireOpSend, kWireOpViSend: first packet of the send
+  kWireImmediate = 1u << 3,  // kWireOpViSend: dst_key carries immediate data
+  kWireRdmaImm = 1u << 4,    // kWireOpViSend: ends an RDMA write with immediate data
 };
 
 struct Packet {

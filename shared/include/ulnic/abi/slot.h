@@ -95,7 +95,9 @@ enum SqOpcode : uint8_t {
   kOpNop = 0,         // completes at once (doorbell and CQ round trip)
   kOpCopy = 1,        // registered -> registered, this slot or another on the node
                       // (overlapping source and destination: undefined, as memcpy)
-  kOpRegister = 2,    // make [reg_offset, +length) of this slot's heap DMA-able
+  kOpRegister = 2,    // make [reg_offset, +length) of this slot's heap DMA-able;
+                      // with src_key: change that registration's access and
+                      // ptag in place (its key stays)
   kOpDeregister = 3,  // drop the registration src_key
   kOpPut = 4,         // registered -> another node's registration (RemoteWrite);
                       // completes once the receiving NIC has placed every byte
@@ -109,11 +111,24 @@ enum SqOpcode : uint8_t {
                       // goes to virtual address src_addr instead (registered,
                       // ours); src_key = an id for the events. length 0 cancels:
                       // result 1 if an unused redirection was cancelled
+  // The VI Architecture (abi/vi.h says what each takes).
+  kOpViCreate = 8,
+  kOpViDestroy = 9,
+  kOpViPostSend = 10,
+  kOpViPostRecv = 11,
+  kOpViConnect = 12,
+  kOpViListen = 13,
+  kOpViAccept = 14,
+  kOpViReject = 15,
+  kOpViCancel = 16,
+  kOpViDisconnect = 17,
   kOpcodeCount,
 };
 
 enum SqFlags : uint8_t {
   kSqNotify = 1u << 0,   // kOpSend*: run the receiver's notification handler
+  kSqViPeer = 1u << 1,   // kOpViConnect: peer-to-peer
+  kSqViListen = 1u << 2, // kOpViCancel: cancel a listen, not a connect
 };
 
 enum MemAccess : uint32_t {
@@ -137,7 +152,8 @@ struct SqEntry {
   uint32_t src_slot;    // kOpCopy: slot holding the source (own slot unless
                         //          reading another slot's RemoteRead region)
   uint64_t reg_offset;  // kOpRegister: slot offset of the region
-  uint32_t dst_node;    // kOpPut: the receiving node
+  uint32_t dst_node;    // kOpPut: the receiving node; kOpRegister: the VI
+                        // protection tag (0: none; VIs need theirs)
   uint32_t reserved;
 };
 // kOpSend* use opcode, flags, length, user_data, src_addr (kOpSend) and
@@ -166,6 +182,19 @@ enum CqStatus : uint16_t {
   kCqNotImported = 13,   // kOpSend*: no import covers [dst_addr, +length)
   kCqUnregistered = 14,  // kOpSend: the source is not registered memory
   kCqRemoteRevoked = 15, // the receiver refused: export gone, or not granted to us
+  // VIs (abi/vi.h): the descriptor's Status word says more.
+  kCqViBadVi = 16,       // no such VI, or not in a state for this
+  kCqViRejected = 17,    // kOpViConnect: the server rejected it
+  kCqViCancelled = 18,   // kOpViConnect/Listen: cancelled before anybody took it
+  kCqViTimedOut = 19,    // kOpViConnect: cancelled after a server took it
+  kCqViMismatch = 20,    // kOpViAccept: reliability levels differ
+  kCqViBusy = 21,        // kOpViConnect: the server NIC's request table is full
+  // Receivers' verdicts on VI operations (never in a CQE).
+  kCqRemoteNoRecv = 22,      // no receive descriptor posted
+  kCqRemoteTooLong = 23,     // longer than the receive descriptor
+  kCqRemoteDescError = 24,   // the receive descriptor was bad
+  kCqRemoteRdmaProt = 25,    // RDMA refused (handle, ptag, enables, bounds)
+  kCqRemoteNotConnected = 26,  // the target VI is not connected to the sender
 };
 
 struct CqEntry {

@@ -60,6 +60,10 @@ enum Counter : uint32_t {
   kCtrMailOut,             // daemon mail sent
   kCtrMailIn,              // daemon mail delivered to our daemon
   kCtrMailDropped,         // daemon mail dropped (bad, inbox full, no route)
+  kCtrViOps,               // VI sends / RDMA operations completed (any status)
+  kCtrViRecvs,             // VI receive descriptors completed (any status)
+  kCtrViRefused,           // arriving VI operations refused (no receive, protection, not connected)
+  kCtrViConnects,          // VIs connected
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;

@@ -1,0 +1,1121 @@
+#include "lcp/vi.h"
+
+#include <string.h>
+
+#include "core/status.h"
+#include "hal/clint.h"
+#include "lcp/remote.h"
+#include "link/link.h"
+
+namespace lcp {
+namespace {
+
+using core::status::count;
+
+// ----------------------------------------------------------------- state
+
+struct DescRef {
+  uint64_t va;
+  uint32_t key;
+};
+
+struct Seg {
+  uint64_t nic;
+  uint32_t len;
+};
+
+// A descriptor as read from host memory, with its data segments translated.
+struct Desc {
+  abi::ViControlSegment cs;
+  abi::ViDataSegment remote;  // RDMA: the address segment
+  Seg segs[abi::kViMaxSegments];
+  uint32_t nsegs;
+  uint64_t room;              // bytes the data segments hold
+};
+
+struct Vi {
+  bool used;
+  uint32_t state;             // abi::ViState
+  uint32_t attrs;             // abi::ViAttrBits
+  uint32_t ptag, max_transfer;
+  uint32_t peer_node, peer_slot, peer_vi;
+  // kViStateConnectPending: the connect descriptor and what it asked for.
+  abi::SqEntry connect;
+  uint64_t connect_serial;
+  uint32_t connect_node;
+  bool connect_matched, connect_peer;
+  uint32_t disc_len;
+  uint8_t disc[abi::kViMaxDiscriminator];
+  // Receive queue: posted, not yet taken by a message.
+  DescRef rq[abi::kViQueueDepth];
+  uint32_t rq_head, rq_count;
+  // The operation arriving now (one at a time: a VI has one peer, in order).
+  uint64_t in_op;             // its op id (0: none)
+  uint8_t in_verdict;         // first refusal (kCqOk so far)
+  bool rx_active;             // a receive descriptor is taken for it
+  DescRef rx_ref;
+  Desc rx;
+  uint32_t rx_error;          // ViStatus error bits for the receive
+};
+
+enum OpKind : uint8_t { kKindSend, kKindWrite, kKindRead };
+
+struct ViOp {
+  bool used;
+  uint8_t kind;
+  bool data_done;             // every data packet went
+  bool closed;                // the read request / the closing send (write with immediate) went
+  uint32_t slot, vi;
+  uint64_t generation;
+  uint64_t op_id;
+  DescRef desc;
+  Desc d;
+  uint32_t dst_node, dst_slot, dst_vi;
+  uint32_t seg, seg_off, sent;  // feed cursor
+  uint64_t stalled_since;
+};
+
+struct Responder {
+  bool used;
+  uint32_t node;              // the requester
+  uint64_t op_id;
+  uint32_t slot, vi;          // ours
+  uint64_t generation;
+  uint32_t dst_slot, dst_vi;  // the requester's
+  uint64_t nic;
+  uint32_t length, sent;
+};
+
+// Connection management messages (the payload of kWireOpViConn).
+enum ConnKind : uint32_t {
+  kConnRequest = 1,     // client -> server (peer: either way)
+  kConnMatched = 2,     // server -> client: a ConnectWait took it
+  kConnAccept = 3,      // server -> client (peer: either way)
+  kConnReject = 4,
+  kConnBusy = 5,        // the server's request table is full
+  kConnCancel = 6,      // client -> server: gave up waiting
+  kConnDisconnect = 7,  // either way: the connection is over
+};
+struct ConnMessage {
+  uint32_t kind;
+  uint32_t slot, vi;          // the sender's VI
+  uint32_t peer_slot, peer_vi;  // kConnDisconnect: the receiver's VI
+  uint32_t attrs, max_transfer;
+  uint32_t peer;              // kConnRequest: peer-to-peer
+  uint64_t serial;            // the client's connect attempt
+  uint32_t disc_len, pad;
+  uint8_t disc[abi::kViMaxDiscriminator];
+};
+static_assert(sizeof(ConnMessage) <= 128);
+
+// A request held at the server's NIC.
+struct Conn {
+  bool used;
+  bool delivered;             // a listen took it (slot = its slot)
+  uint32_t id;                // tagged index: the process's connection id
+  uint32_t node;              // the client
+  ConnMessage req;
+  uint32_t slot;
+};
+
+struct Listen {
+  bool used;
+  uint32_t slot;
+  uint64_t generation;
+  abi::SqEntry sqe;
+  uint32_t disc_len;
+  uint8_t disc[abi::kViMaxDiscriminator];
+};
+
+// Outgoing connection messages stay here while the link may resend them.
+constexpr uint32_t kPool = 64;
+struct Outgoing {
+  uint64_t serial;
+  ConnMessage m;
+};
+
+// Connection messages the link had no room for yet, oldest first.
+constexpr uint32_t kBacklog = 32;
+struct Backlogged {
+  uint32_t dst;
+  ConnMessage m;
+};
+
+struct State {
+  SlotTable* t;
+  Backlogged backlog[kBacklog];
+  uint32_t backlog_head, backlog_count;
+  Vi vis[abi::kMaxSlots][abi::kMaxVis];
+  ViOp ops[kMaxViOps];
+  Responder responders[kMaxViResponders];
+  Conn conns[kMaxViConns];
+  Listen listens[kMaxViListens];
+  Outgoing pool[kPool];
+  uint64_t pool_serial, op_serial, connect_serial;
+  uint32_t rng;
+};
+State g;
+
+template <class T>
+void put(T& field, T v) {
+  __atomic_store_n(&field, v, __ATOMIC_RELAXED);
+}
+
+uint32_t self() { return core::status::block().node_id; }
+uint32_t reliability(const Vi& v) { return v.attrs & abi::kViAttrReliabilityMask; }
+bool reliable(const Vi& v) { return reliability(v) != abi::kViUnreliable; }
+
+Vi* vi_of(uint32_t slot, uint32_t vi) {
+  if (slot >= abi::kMaxSlots || vi >= abi::kMaxVis) return nullptr;
+  Vi& v = g.vis[slot][vi];
+  return v.used ? &v : nullptr;
+}
+
+bool slot_live(uint32_t slot, uint64_t generation) {
+  return slot < abi::kMaxSlots && g.t->slots[slot].state == abi::SlotState::kActive &&
+         g.t->slots[slot].generation == generation;
+}
+
+// A completion the slot kept room for (every VI post keeps one).
+void post_cqe(uint32_t slot, uint64_t generation, uint8_t opcode, uint64_t va, abi::CqStatus st, uint32_t vi) {
+  abi::SqEntry e{};
+  e.opcode = opcode;
+  e.user_data = va;
+  slot_post_completion(*g.t, slot, generation, e, st, vi);
+}
+
+void post_error(uint32_t slot, uint32_t vi, uint32_t code) {
+  const Vi* v = vi_of(slot, vi);
+  abi::EqEntry ev{};
+  ev.type = abi::kEqViError;
+  ev.export_handle = vi;
+  ev.length = code;
+  ev.offset = v ? v->state : abi::kViStateIdle;
+  slot_post_event(*g.t, slot, ev);
+}
+
+// ------------------------------------------------------- descriptors
+
+// The descriptor control segment at `r` in slot `s`, if it is still where it
+// was posted (registered, the VI's ptag, local access).
+abi::ViControlSegment* desc_at(const Slot& s, const Vi& v, const DescRef& r, uint64_t len) {
+  uint64_t nic = 0;
+  if (slot_translate_tagged(s, r.key, r.va, len, abi::kAccessLocal, v.ptag, nic) != abi::kCqOk) return nullptr;
+  return reinterpret_cast<abi::ViControlSegment*>(nic);
+}
+
+// Writes a descriptor's results back (Status last) and posts its CQE.
+void complete_desc(uint32_t slot, uint32_t vi, const DescRef& r, uint8_t opcode, uint32_t status, bool set_len,
+                   uint32_t length, bool set_imm, uint32_t imm) {
+  Slot& s = g.t->slots[slot];
+  Vi* v = vi_of(slot, vi);
+  abi::ViControlSegment* cs = v ? desc_at(s, *v, r, sizeof(abi::ViControlSegment)) : nullptr;
+  if (cs) {
+    if (set_len) put(cs->length, length);
+    if (set_imm) put(cs->immediate, imm);
+    __atomic_store_n(&cs->status, status, __ATOMIC_RELEASE);
+  }
+  count(opcode == abi::kOpViPostRecv ? ulnic::abi::kCtrViRecvs : ulnic::abi::kCtrViOps);
+  post_cqe(slot, s.generation, opcode, r.va, cs ? abi::kCqOk : abi::kCqBadKey, vi);
+}
+
+// Reads descriptor `r` into `d` and translates its data segments. Returns
+// ViStatus error bits (0: good). `send`: a send-queue descriptor.
+uint32_t read_desc(const Slot& s, const Vi& v, const DescRef& r, bool send, Desc& d) {
+  const abi::ViControlSegment* cs = desc_at(s, v, r, sizeof(abi::ViControlSegment));
+  if (!cs) return abi::kViStProtectionError;
+  memcpy(&d.cs, cs, sizeof d.cs);
+  uint32_t nseg = d.cs.seg_count;
+  uint32_t op = d.cs.control & abi::kViCtlOpMask;
+  if (nseg > abi::kViMaxSegments || (d.cs.control & abi::kViCtlReserved) || op == abi::kViCtlOpMask)
+    return abi::kViStFormatError;
+  if (!send && op != abi::kViCtlOpSendRecv) return abi::kViStFormatError;
+  bool rdma = op != abi::kViCtlOpSendRecv;
+  if (rdma && nseg == 0) return abi::kViStFormatError;
+  if (op == abi::kViCtlOpRdmaRead && (d.cs.control & abi::kViCtlImmediate)) return abi::kViStFormatError;
+  const abi::ViControlSegment* whole = desc_at(s, v, r, sizeof(abi::ViControlSegment) + 16ull * nseg);
+  if (!whole) return abi::kViStProtectionError;
+  const auto* segs = reinterpret_cast<const abi::ViDataSegment*>(whole + 1);
+  uint32_t first = 0;
+  if (rdma) memcpy(&d.remote, &segs[0], sizeof d.remote), first = 1;
+  d.nsegs = 0;
+  d.room = 0;
+  uint32_t bad = 0;
+  for (uint32_t i = first; i < nseg; ++i) {
+    abi::ViDataSegment ds;
+    memcpy(&ds, &segs[i], sizeof ds);
+    if (ds.length == 0) continue;
+    uint64_t nic = 0;
+    if (slot_translate_tagged(s, ds.handle, ds.data, ds.length, abi::kAccessLocal, v.ptag, nic) != abi::kCqOk)
+      bad |= abi::kViStProtectionError;
+    d.segs[d.nsegs++] = Seg{nic, ds.length};
+    d.room += ds.length;
+  }
+  if (bad) return bad;
+  if (send && (d.room != d.cs.length || d.room > v.max_transfer)) return abi::kViStLengthError;
+  return 0;
+}
+
+// Copies `len` bytes at message offset `off` into the segments of `d`; the
+// bytes past its room are dropped. Returns the bytes placed.
+uint32_t scatter(const Desc& d, uint64_t off, const uint8_t* p, uint32_t len) {
+  uint32_t placed = 0;
+  uint64_t base = 0;
+  for (uint32_t i = 0; i < d.nsegs && len; ++i) {
+    const Seg& sg = d.segs[i];
+    if (off < base + sg.len) {
+      uint64_t in = off - base;
+      uint32_t n = sg.len - in < len ? uint32_t(sg.len - in) : len;
+      memcpy(reinterpret_cast<void*>(sg.nic + in), p, n);
+      p += n, off += n, len -= n, placed += n;
+    }
+    base += sg.len;
+  }
+  return placed;
+}
+
+// --------------------------------------------------- the link, or ourselves
+
+void deliver_conn(uint32_t src, const ConnMessage& m);
+
+bool link_conn(uint32_t dst, const ConnMessage& m) {
+  if (!link::can_send(dst)) return false;
+  Outgoing& o = g.pool[g.pool_serial % kPool];
+  o.serial = ++g.pool_serial;
+  o.m = m;
+  abi::WireHeader h{};
+  h.op = abi::kWireOpViConn;
+  h.op_length = sizeof m;
+  return link::send(dst, h, reinterpret_cast<uint64_t>(&o.m), sizeof m, kViOwner, o.serial) != 0;
+}
+
+// Sends a connection message now, or as soon as the link has room (in
+// order). False if it cannot go at all.
+bool send_conn(uint32_t dst, const ConnMessage& m) {
+  if (dst == self()) {
+    deliver_conn(dst, m);
+    return true;
+  }
+  if (!link::enabled() || dst >= link::nodes()) return false;
+  if (g.backlog_count == 0 && link_conn(dst, m)) return true;
+  if (g.backlog_count == kBacklog) return false;
+  g.backlog[(g.backlog_head + g.backlog_count++) % kBacklog] = Backlogged{dst, m};
+  return true;
+}
+
+void send_verdict(uint32_t src, uint64_t op_id, uint8_t status) {
+  if (src == self()) {
+    abi::WireHeader h{};
+    h.op = abi::kWireOpResult;
+    h.op_id = op_id;
+    h.status = status;
+    vi_result(src, h);
+    return;
+  }
+  remote_send_result(src, op_id, status);
+}
+
+bool reachable(uint32_t node) { return node == self() || (link::enabled() && node < link::nodes()); }
+
+// ----------------------------------------------------------- VI state
+
+void flush_recvs(uint32_t slot, uint32_t vi) {
+  Vi& v = g.vis[slot][vi];
+  const uint32_t st = abi::kViStDone | abi::kViStOpReceive | abi::kViStFlushed;
+  if (v.rx_active) {
+    v.rx_active = false;
+    complete_desc(slot, vi, v.rx_ref, abi::kOpViPostRecv, st, false, 0, false, 0);
+  }
+  while (v.rq_count) {
+    DescRef r = v.rq[v.rq_head];
+    v.rq_head = (v.rq_head + 1) % abi::kViQueueDepth;
+    --v.rq_count;
+    complete_desc(slot, vi, r, abi::kOpViPostRecv, st, false, 0, false, 0);
+  }
+}
+
+uint32_t op_bits(const ViOp& op) {
+  switch (op.kind) {
+    case kKindWrite: return abi::kViStOpRdmaWrite;
+    case kKindRead: return abi::kViStOpRdmaRead;
+    default: return abi::kViStOpSend;
+  }
+}
+
+void finish_op(ViOp& op, uint32_t status) {
+  op.used = false;
+  complete_desc(op.slot, op.vi, op.desc, abi::kOpViPostSend, abi::kViStDone | op_bits(op) | status, false, 0, false, 0);
+}
+
+void flush_sends(uint32_t slot, uint32_t vi) {
+  for (ViOp& op : g.ops)
+    if (op.used && op.slot == slot && op.vi == vi) finish_op(op, abi::kViStFlushed);
+}
+
+void send_disconnect(const Vi& v, uint32_t slot, uint32_t vi) {
+  ConnMessage m{};
+  m.kind = kConnDisconnect;
+  m.slot = slot, m.vi = vi;
+  m.peer_slot = v.peer_slot, m.peer_vi = v.peer_vi;
+  send_conn(v.peer_node, m);
+}
+
+// The connection is over for this VI: Error state, everything flushed, the
+// process told (code). `tell_peer`: the other side does not know yet.
+void break_vi(uint32_t slot, uint32_t vi, uint32_t code, bool tell_peer) {
+  Vi* v = vi_of(slot, vi);
+  if (!v || v->state != abi::kViStateConnected) return;
+  if (tell_peer) send_disconnect(*v, slot, vi);
+  v->state = abi::kViStateError;
+  v->in_op = 0;
+  flush_sends(slot, vi);
+  flush_recvs(slot, vi);
+  post_error(slot, vi, code);
+}
+
+void connect_vi(uint32_t slot, uint32_t vi, uint32_t node, uint32_t peer_slot, uint32_t peer_vi) {
+  Vi& v = g.vis[slot][vi];
+  v.state = abi::kViStateConnected;
+  v.peer_node = node, v.peer_slot = peer_slot, v.peer_vi = peer_vi;
+  v.in_op = 0;
+  count(ulnic::abi::kCtrViConnects);
+}
+
+// Ends a pending connect with `st`; on success `info` goes to its ViConnInfo.
+void finish_connect(uint32_t slot, uint32_t vi, abi::CqStatus st, const abi::ViConnInfo* info) {
+  Vi& v = g.vis[slot][vi];
+  Slot& s = g.t->slots[slot];
+  if (info) {
+    uint64_t nic = 0;
+    if (slot_translate(s, v.connect.src_key, v.connect.src_addr, sizeof *info, abi::kAccessLocal, nic) == abi::kCqOk)
+      memcpy(reinterpret_cast<void*>(nic), info, sizeof *info);
+  }
+  if (st != abi::kCqOk) v.state = abi::kViStateIdle;
+  slot_post_completion(*g.t, slot, s.generation, v.connect, st, vi);
+}
+
+abi::ViConnInfo info_of(uint32_t node, const ConnMessage& m) {
+  abi::ViConnInfo i{};
+  i.node = node;
+  i.attrs = m.attrs;
+  i.max_transfer = m.max_transfer;
+  i.disc_len = m.disc_len;
+  memcpy(i.disc, m.disc, sizeof i.disc);
+  return i;
+}
+
+ConnMessage message_of(uint32_t kind, uint32_t slot, uint32_t vi) {
+  ConnMessage m{};
+  m.kind = kind;
+  m.slot = slot, m.vi = vi;
+  if (const Vi* v = vi_of(slot, vi)) {
+    m.attrs = v->attrs;
+    m.max_transfer = v->max_transfer;
+  }
+  return m;
+}
+
+bool same_disc(uint32_t len_a, const uint8_t* a, uint32_t len_b, const uint8_t* b) {
+  return len_a == len_b && memcmp(a, b, len_a) == 0;
+}
+
+// Peer-to-peer: both VIs asked; connect ours to theirs and tell them.
+void peer_match(uint32_t slot, uint32_t vi, uint32_t node, const ConnMessage& req) {
+  connect_vi(slot, vi, node, req.slot, req.vi);
+  ConnMessage a = message_of(kConnAccept, slot, vi);
+  a.serial = req.serial;
+  send_conn(node, a);
+  abi::ViConnInfo info = info_of(node, req);
+  finish_connect(slot, vi, abi::kCqOk, &info);
+}
+
+// A listen takes a request: the process learns it, the client hears so.
+void deliver_to_listen(Listen& l, Conn& c) {
+  c.delivered = true;
+  c.slot = l.slot;
+  abi::ViConnInfo info = info_of(c.node, c.req);
+  info.conn_id = c.id;
+  Slot& s = g.t->slots[l.slot];
+  uint64_t nic = 0;
+  if (slot_translate(s, l.sqe.src_key, l.sqe.src_addr, sizeof info, abi::kAccessLocal, nic) == abi::kCqOk)
+    memcpy(reinterpret_cast<void*>(nic), &info, sizeof info);
+  l.used = false;
+  slot_post_completion(*g.t, l.slot, l.generation, l.sqe, abi::kCqOk, c.id);
+  ConnMessage m{};
+  m.kind = kConnMatched;
+  m.serial = c.req.serial;
+  send_conn(c.node, m);
+}
+
+Conn* find_conn(uint32_t id) {
+  uint32_t i = id & 0xff;
+  if (i >= kMaxViConns || !g.conns[i].used || g.conns[i].id != id) return nullptr;
+  return &g.conns[i];
+}
+
+void deliver_conn(uint32_t src, const ConnMessage& m) {
+  switch (m.kind) {
+    case kConnRequest: {
+      if (m.disc_len > abi::kViMaxDiscriminator) return;
+      if (m.peer) {
+        // Peer-to-peer: is our side already asking for this one?
+        for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
+          for (uint32_t i = 0; i < abi::kMaxVis; ++i) {
+            Vi& v = g.vis[k][i];
+            if (v.used && v.state == abi::kViStateConnectPending && v.connect_peer && v.connect_node == src &&
+                same_disc(v.disc_len, v.disc, m.disc_len, m.disc))
+              return peer_match(k, i, src, m);
+          }
+      } else {
+        for (Listen& l : g.listens)
+          if (l.used && same_disc(l.disc_len, l.disc, m.disc_len, m.disc)) {
+            for (uint32_t i = 0; i < kMaxViConns; ++i)
+              if (!g.conns[i].used) {
+                Conn& c = g.conns[i];
+                c = Conn{true, false, tagged_index(g.rng, i), src, m, 0};
+                return deliver_to_listen(l, c);
+              }
+          }
+      }
+      for (Conn& c : g.conns)  // a retransmitted request is not held twice
+        if (c.used && c.node == src && c.req.serial == m.serial) return;
+      for (uint32_t i = 0; i < kMaxViConns; ++i)
+        if (!g.conns[i].used) {
+          g.conns[i] = Conn{true, false, tagged_index(g.rng, i), src, m, 0};
+          return;
+        }
+      ConnMessage busy{};
+      busy.kind = kConnBusy;
+      busy.serial = m.serial;
+      send_conn(src, busy);
+      return;
+    }
+    case kConnMatched:
+    case kConnAccept:
+    case kConnReject:
+    case kConnBusy: {
+      for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
+        for (uint32_t i = 0; i < abi::kMaxVis; ++i) {
+          Vi& v = g.vis[k][i];
+          if (!v.used || v.connect_node != src || v.connect_serial != m.serial) continue;
+          if (v.state == abi::kViStateConnected && v.peer_node == src && v.peer_slot == m.slot && v.peer_vi == m.vi)
+            return;  // peer-to-peer: both sides matched at once
+          if (v.state != abi::kViStateConnectPending) break;
+          if (m.kind == kConnMatched) {
+            v.connect_matched = true;
+          } else if (m.kind == kConnAccept) {
+            connect_vi(k, i, src, m.slot, m.vi);
+            abi::ViConnInfo info = info_of(src, m);
+            finish_connect(k, i, abi::kCqOk, &info);
+          } else {
+            finish_connect(k, i, m.kind == kConnReject ? abi::kCqViRejected : abi::kCqViBusy, nullptr);
+          }
+          return;
+        }
+      if (m.kind == kConnAccept) {
+        // Nobody waits for it any more (cancelled, or the process left).
+        ConnMessage d{};
+        d.kind = kConnDisconnect;
+        d.peer_slot = m.slot, d.peer_vi = m.vi;
+        send_conn(src, d);
+      }
+      return;
+    }
+    case kConnCancel:
+      for (Conn& c : g.conns)
+        if (c.used && c.node == src && c.req.serial == m.serial) c.used = false;
+      return;
+    case kConnDisconnect: {
+      Vi* v = vi_of(m.peer_slot, m.peer_vi);
+      if (v && v->state == abi::kViStateConnected && v->peer_node == src && v->peer_slot == m.slot &&
+          v->peer_vi == m.vi)
+        break_vi(m.peer_slot, m.peer_vi, abi::kViErrConnLost, false);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// --------------------------------------------------------- SQ operations
+
+ViOp* new_op(Slot& s, uint32_t vi) {
+  for (uint32_t i = 0; i < kMaxViOps; ++i) {
+    ViOp& op = g.ops[i];
+    if (op.used) continue;
+    memset(&op, 0, sizeof op);
+    op.used = true;
+    op.slot = s.index;
+    op.vi = vi;
+    op.generation = s.generation;
+    op.op_id = i | kViOpFlag | (++g.op_serial << 8);
+    return &op;
+  }
+  return nullptr;
+}
+
+ViOp* find_op(uint64_t op_id) {
+  uint64_t i = op_id & 0x7f;
+  if (!(op_id & kViOpFlag) || i >= kMaxViOps) return nullptr;
+  ViOp& op = g.ops[i];
+  return op.used && op.op_id == op_id ? &op : nullptr;
+}
+
+// Where a post's CQE goes: kept in reserve from now on.
+void reserve(Slot& s) { ++s.cq_reserved; }
+
+void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
+  DescRef r{e.src_addr, e.src_key};
+  reserve(s);
+  if (v.state == abi::kViStateError) {
+    return complete_desc(s.index, vi, r, abi::kOpViPostSend, abi::kViStDone | abi::kViStFlushed, false, 0, false, 0);
+  }
+  ViOp* op = new_op(s, vi);  // vi_can_start made sure there is one
+  if (!op) return complete_desc(s.index, vi, r, abi::kOpViPostSend, abi::kViStDone | abi::kViStTransportError,
+                                false, 0, false, 0);
+  op->desc = r;
+  uint32_t bad = read_desc(s, v, r, true, op->d);
+  uint32_t ctl_op = op->d.cs.control & abi::kViCtlOpMask;
+  op->kind = ctl_op == abi::kViCtlOpRdmaWrite ? kKindWrite : ctl_op == abi::kViCtlOpRdmaRead ? kKindRead : kKindSend;
+  if (!bad && op->kind == kKindWrite && !(v.attrs & abi::kViAttrRdmaWrite)) bad = abi::kViStProtectionError;
+  if (!bad && op->kind == kKindRead && !(v.attrs & abi::kViAttrRdmaRead)) bad = abi::kViStProtectionError;
+  if (bad) {
+    finish_op(*op, bad);
+    if (reliable(v)) break_vi(s.index, vi, abi::kViErrPostDesc, true);
+    return;
+  }
+  op->dst_node = v.peer_node;
+  op->dst_slot = v.peer_slot;
+  op->dst_vi = v.peer_vi;
+  s.vi_active = true;
+  s.vi_op = uint32_t(op - g.ops);
+}
+
+void post_recv(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
+  DescRef r{e.src_addr, e.src_key};
+  if (v.state == abi::kViStateError) {
+    reserve(s);
+    return complete_desc(s.index, vi, r, abi::kOpViPostRecv, abi::kViStDone | abi::kViStOpReceive | abi::kViStFlushed,
+                         false, 0, false, 0);
+  }
+  if (v.rq_count == abi::kViQueueDepth) return slot_complete(s, e, abi::kCqNoResources, vi);
+  reserve(s);
+  v.rq[(v.rq_head + v.rq_count++) % abi::kViQueueDepth] = r;
+}
+
+void connect(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e, const uint8_t* disc) {
+  if (v.state != abi::kViStateIdle) return slot_complete(s, e, abi::kCqViBadVi, vi);
+  if (!reachable(e.dst_node)) return slot_complete(s, e, abi::kCqUnreachable, vi);
+  reserve(s);
+  v.state = abi::kViStateConnectPending;
+  v.connect = e;
+  v.connect_serial = ++g.connect_serial | uint64_t(s.index) << 56;
+  v.connect_node = e.dst_node;
+  v.connect_matched = false;
+  v.connect_peer = (e.flags & abi::kSqViPeer) != 0;
+  v.disc_len = e.access;
+  memcpy(v.disc, disc, e.access);
+  if (v.connect_peer) {
+    // The other side may have asked first: its request waits here.
+    for (Conn& c : g.conns)
+      if (c.used && c.req.peer && c.node == e.dst_node && same_disc(v.disc_len, v.disc, c.req.disc_len, c.req.disc)) {
+        ConnMessage req = c.req;
+        c.used = false;
+        return peer_match(s.index, vi, e.dst_node, req);
+      }
+  }
+  ConnMessage m = message_of(kConnRequest, s.index, vi);
+  m.peer = v.connect_peer;
+  m.serial = v.connect_serial;
+  m.disc_len = v.disc_len;
+  memcpy(m.disc, v.disc, v.disc_len);
+  if (!send_conn(e.dst_node, m)) finish_connect(s.index, vi, abi::kCqUnreachable, nullptr);
+}
+
+void listen(Slot& s, const abi::SqEntry& e, const uint8_t* disc) {
+  for (Listen& l : g.listens) {
+    if (l.used) continue;
+    reserve(s);
+    l = Listen{true, s.index, s.generation, e, e.access, {}};
+    memcpy(l.disc, disc, e.access);
+    // A request may have come first.
+    for (Conn& c : g.conns)
+      if (c.used && !c.delivered && !c.req.peer && same_disc(l.disc_len, l.disc, c.req.disc_len, c.req.disc))
+        return deliver_to_listen(l, c);
+    return;
+  }
+  slot_complete(s, e, abi::kCqNoResources, 0);
+}
+
+void accept(Slot& s, const abi::SqEntry& e) {
+  Conn* c = find_conn(e.dst_key);
+  if (!c || !c->delivered || c->slot != s.index) return slot_complete(s, e, abi::kCqBadKey, 0);
+  Vi* v = vi_of(s.index, e.dst_slot);
+  if (!v || v->state != abi::kViStateIdle) return slot_complete(s, e, abi::kCqViBadVi, 0);
+  if (reliability(*v) != (c->req.attrs & abi::kViAttrReliabilityMask)) return slot_complete(s, e, abi::kCqViMismatch, 0);
+  connect_vi(s.index, e.dst_slot, c->node, c->req.slot, c->req.vi);
+  ConnMessage a = message_of(kConnAccept, s.index, e.dst_slot);
+  a.serial = c->req.serial;
+  c->used = false;
+  send_conn(c->node, a);
+  slot_complete(s, e, abi::kCqOk, 0);
+}
+
+void reject(Slot& s, const abi::SqEntry& e) {
+  Conn* c = find_conn(e.dst_key);
+  if (!c || !c->delivered || c->slot != s.index) return slot_complete(s, e, abi::kCqBadKey, 0);
+  ConnMessage m{};
+  m.kind = kConnReject;
+  m.serial = c->req.serial;
+  c->used = false;
+  send_conn(c->node, m);
+  slot_complete(s, e, abi::kCqOk, 0);
+}
+
+void cancel(Slot& s, const abi::SqEntry& e) {
+  if (e.flags & abi::kSqViListen) {
+    for (Listen& l : g.listens)
+      if (l.used && l.slot == s.index && l.sqe.user_data == e.src_addr) {
+        l.used = false;
+        slot_post_completion(*g.t, l.slot, l.generation, l.sqe, abi::kCqViCancelled, 0);
+        return slot_complete(s, e, abi::kCqOk, 1);
+      }
+    return slot_complete(s, e, abi::kCqOk, 0);
+  }
+  Vi* v = vi_of(s.index, e.dst_slot);
+  if (!v || v->state != abi::kViStateConnectPending) return slot_complete(s, e, abi::kCqOk, 0);
+  ConnMessage m{};
+  m.kind = kConnCancel;
+  m.serial = v->connect_serial;
+  send_conn(v->connect_node, m);
+  finish_connect(s.index, e.dst_slot, v->connect_matched ? abi::kCqViTimedOut : abi::kCqViCancelled, nullptr);
+  slot_complete(s, e, abi::kCqOk, 1);
+}
+
+// Back to Idle from any state, the queues flushed.
+void reset_vi(uint32_t slot, uint32_t vi) {
+  Vi& v = g.vis[slot][vi];
+  if (v.state == abi::kViStateConnected) send_disconnect(v, slot, vi);
+  if (v.state == abi::kViStateConnectPending) {
+    ConnMessage m{};
+    m.kind = kConnCancel;
+    m.serial = v.connect_serial;
+    send_conn(v.connect_node, m);
+    finish_connect(slot, vi, abi::kCqFlushed, nullptr);
+  }
+  v.state = abi::kViStateIdle;
+  v.in_op = 0;
+  flush_sends(slot, vi);
+  flush_recvs(slot, vi);
+}
+
+// ------------------------------------------------------ the receiving side
+
+void refuse(Vi& v, uint8_t why) {
+  if (v.in_verdict == abi::kCqOk) v.in_verdict = why;
+  count(ulnic::abi::kCtrViRefused);
+}
+
+// The VI a packet is for, if it is connected to the packet's sender.
+Vi* target(uint32_t src, const abi::WireHeader& h) {
+  Vi* v = vi_of(h.dst_slot, h.vi);
+  if (!v || v->state != abi::kViStateConnected || v->peer_node != src || v->peer_slot != h.src_slot ||
+      v->peer_vi != h.status)
+    return nullptr;
+  return v;
+}
+
+// The receiver's side of an error, by reliability level (SEMANTICS.md).
+void receiver_error(uint32_t slot, uint32_t vi, uint8_t verdict) {
+  Vi& v = g.vis[slot][vi];
+  uint32_t code = verdict == abi::kCqRemoteNoRecv      ? abi::kViErrRecvQEmpty
+                  : verdict == abi::kCqRemoteRdmaProt ? abi::kViErrRdmaWriteProt
+                                                       : abi::kViErrConnLost;
+  if (reliable(v)) break_vi(slot, vi, code, false);
+  else post_error(slot, vi, code);
+}
+
+void deliver_send(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::WireHeader& h, const uint8_t* payload) {
+  Slot& s = g.t->slots[slot];
+  const bool rdma_imm = h.flags & abi::kWireRdmaImm;
+  if (h.flags & abi::kWireFirst) {
+    // The closing send of an RDMA write with immediate data keeps the
+    // write's verdict: a refused write takes no receive descriptor.
+    bool refused_write = rdma_imm && v.in_op == h.op_id && v.in_verdict != abi::kCqOk;
+    if (!rdma_imm || v.in_op != h.op_id) v.in_verdict = abi::kCqOk;
+    v.in_op = h.op_id;
+    v.rx_active = false;
+    if (!refused_write && v.rq_count == 0) slot_run_recv_posts(*g.t, s);
+    if (!refused_write && v.rq_count == 0) {
+      refuse(v, abi::kCqRemoteNoRecv);
+    } else if (!refused_write) {
+      v.rx_ref = v.rq[v.rq_head];
+      v.rq_head = (v.rq_head + 1) % abi::kViQueueDepth;
+      --v.rq_count;
+      v.rx_active = true;
+      v.rx_error = read_desc(s, v, v.rx_ref, false, v.rx);
+      if (v.rx_error) refuse(v, abi::kCqRemoteDescError);
+      else if (h.op_length > v.rx.room) v.rx_error = abi::kViStLengthError, refuse(v, abi::kCqRemoteTooLong);
+    }
+  }
+  if (v.in_op != h.op_id) {  // a message whose start we never saw
+    if (h.flags & abi::kWireLast) send_verdict(src, h.op_id, abi::kCqRemoteNotConnected);
+    return;
+  }
+  if (v.rx_active && !(v.rx_error & ~abi::kViStLengthError) && h.payload_len)
+    scatter(v.rx, uint32_t(h.dst_addr), payload, h.payload_len);
+  if (!(h.flags & abi::kWireLast)) return;
+  uint8_t verdict = v.in_verdict;
+  v.in_op = 0;
+  if (v.rx_active) {
+    v.rx_active = false;
+    bool imm = h.flags & abi::kWireImmediate;
+    uint32_t st = abi::kViStDone | (rdma_imm ? abi::kViStOpRemoteRdmaWrite : abi::kViStOpReceive) |
+                  (imm ? abi::kViStImmediate : 0) | v.rx_error;
+    uint32_t len = rdma_imm ? 0 : (h.op_length < v.rx.room ? h.op_length : uint32_t(v.rx.room));
+    complete_desc(slot, vi, v.rx_ref, abi::kOpViPostRecv, st, true, v.rx_error & ~abi::kViStLengthError ? 0 : len,
+                  imm, h.dst_key);
+  }
+  send_verdict(src, h.op_id, verdict);
+  if (verdict != abi::kCqOk) receiver_error(slot, vi, verdict);
+}
+
+// RDMA target checks: the VI's enable, the registration's right, its ptag.
+bool rdma_ok(const Slot& s, const Vi& v, uint32_t key, uint64_t va, uint64_t len, bool write, uint64_t& nic) {
+  if (!(v.attrs & (write ? abi::kViAttrRdmaWrite : abi::kViAttrRdmaRead))) return false;
+  uint32_t need = write ? abi::kAccessRemoteWrite : abi::kAccessRemoteRead;
+  return slot_translate_tagged(s, key, va, len, need, v.ptag, nic) == abi::kCqOk;
+}
+
+void deliver_write(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::WireHeader& h, const uint8_t* payload) {
+  if (v.in_op != h.op_id) {
+    v.in_op = h.op_id;
+    v.in_verdict = abi::kCqOk;
+  }
+  uint64_t nic = 0;
+  if (rdma_ok(g.t->slots[slot], v, h.dst_key, h.dst_addr, h.payload_len, true, nic)) {
+    if (h.payload_len) memcpy(reinterpret_cast<void*>(nic), payload, h.payload_len);
+  } else {
+    refuse(v, abi::kCqRemoteRdmaProt);
+  }
+  if (!(h.flags & abi::kWireLast)) return;
+  uint8_t verdict = v.in_verdict;
+  v.in_op = 0;
+  send_verdict(src, h.op_id, verdict);
+  if (verdict != abi::kCqOk) receiver_error(slot, vi, verdict);
+}
+
+void deliver_read_request(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::WireHeader& h) {
+  uint64_t nic = 0;
+  Slot& s = g.t->slots[slot];
+  if (!rdma_ok(s, v, h.dst_key, h.dst_addr, h.op_length, false, nic)) {
+    count(ulnic::abi::kCtrViRefused);
+    send_verdict(src, h.op_id, abi::kCqRemoteRdmaProt);
+    if (reliable(v)) break_vi(slot, vi, abi::kViErrRdmaReadProt, false);
+    return;
+  }
+  for (Responder& r : g.responders)
+    if (!r.used) {
+      r = Responder{true, src, h.op_id, slot, vi, s.generation, h.src_slot, h.status, nic, h.op_length, 0};
+      return;
+    }
+  send_verdict(src, h.op_id, abi::kCqNoResources);
+}
+
+void deliver_read_response(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  ViOp* op = find_op(h.op_id);
+  if (!op || op->dst_node != src || op->kind != kKindRead) return;
+  if (h.payload_len) scatter(op->d, h.dst_addr, payload, h.payload_len);
+  if (h.flags & abi::kWireLast) finish_op(*op, 0);
+}
+
+// The sender's side of a verdict, by reliability level (SEMANTICS.md).
+void sender_verdict(ViOp& op, uint8_t verdict) {
+  Vi* v = vi_of(op.slot, op.vi);
+  uint32_t slot = op.slot, vi = op.vi;
+  if (verdict == abi::kCqOk || !v) return finish_op(op, 0);
+  uint32_t level = reliability(*v);
+  uint32_t status = 0, code = abi::kViErrConnLost;
+  bool brk = level != abi::kViUnreliable;
+  switch (verdict) {
+    case abi::kCqRemoteNoRecv:
+    case abi::kCqRemoteTooLong:
+    case abi::kCqRemoteDescError:
+      if (level == abi::kViReliableReception) status = abi::kViStRemoteDescError;
+      break;
+    case abi::kCqRemoteRdmaProt:
+      if (level == abi::kViReliableReception || op.kind == kKindRead) status = abi::kViStRdmaProtError;
+      if (op.kind == kKindRead) code = abi::kViErrRdmaReadProt;
+      break;
+    default:  // not connected, unreachable, no resources at the target
+      status = abi::kViStTransportError;
+      brk = true;
+      break;
+  }
+  finish_op(op, status);
+  // The receiver broke its side already (it knows the level too).
+  if (brk) break_vi(slot, vi, code, false);
+}
+
+}  // namespace
+
+// ================================================================== API
+
+void vi_init(SlotTable& t) {
+  memset(&g, 0, sizeof g);
+  g.t = &t;
+  g.rng = (t.rng * 2246822519u) | 1u;
+}
+
+bool vi_can_start(const abi::SqEntry& e) {
+  if (e.opcode != abi::kOpViPostSend) return true;
+  for (const ViOp& op : g.ops)
+    if (!op.used) return true;
+  return false;
+}
+
+void vi_execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
+  (void)t;
+  uint8_t disc[abi::kViMaxDiscriminator] = {};
+  if (e.opcode == abi::kOpViConnect || e.opcode == abi::kOpViListen) {
+    if (e.access > abi::kViMaxDiscriminator) return slot_complete(s, e, abi::kCqBadLength, 0);
+    abi::CqStatus st = e.access ? slot_take_inline(s, e.access, disc) : abi::kCqOk;
+    if (st != abi::kCqOk) return slot_complete(s, e, st, 0);
+  }
+  if (e.opcode == abi::kOpViListen) return listen(s, e, disc);
+  if (e.opcode == abi::kOpViAccept) return accept(s, e);
+  if (e.opcode == abi::kOpViReject) return reject(s, e);
+  if (e.opcode == abi::kOpViCancel) return cancel(s, e);
+  uint32_t vi = e.dst_slot;
+  if (vi >= abi::kMaxVis) return slot_complete(s, e, abi::kCqViBadVi, vi);
+  Vi& v = g.vis[s.index][vi];
+  if (e.opcode == abi::kOpViCreate) {
+    uint32_t level = e.access & abi::kViAttrReliabilityMask;
+    bool level_ok = level == abi::kViUnreliable || level == abi::kViReliableDelivery || level == abi::kViReliableReception;
+    if (v.used || !level_ok || (e.access & ~(abi::kViAttrReliabilityMask | abi::kViAttrRdmaWrite | abi::kViAttrRdmaRead)))
+      return slot_complete(s, e, abi::kCqViBadVi, vi);
+    memset(&v, 0, sizeof v);
+    v.used = true;
+    v.state = abi::kViStateIdle;
+    v.attrs = e.access;
+    v.ptag = e.src_key;
+    v.max_transfer = e.length;
+    return slot_complete(s, e, abi::kCqOk, vi);
+  }
+  if (!v.used) return slot_complete(s, e, abi::kCqViBadVi, vi);
+  switch (e.opcode) {
+    case abi::kOpViDestroy:
+      reset_vi(s.index, vi);
+      v.used = false;
+      return slot_complete(s, e, abi::kCqOk, vi);
+    case abi::kOpViDisconnect:
+      reset_vi(s.index, vi);
+      return slot_complete(s, e, abi::kCqOk, vi);
+    case abi::kOpViPostSend:
+      if (v.state != abi::kViStateConnected && v.state != abi::kViStateError)
+        return slot_complete(s, e, abi::kCqViBadVi, vi);
+      return post_send(s, v, vi, e);
+    case abi::kOpViPostRecv:
+      return post_recv(s, v, vi, e);
+    case abi::kOpViConnect:
+      return connect(s, v, vi, e, disc);
+    default:
+      return slot_complete(s, e, abi::kCqBadOpcode, vi);
+  }
+}
+
+bool vi_feed(SlotTable& t, Slot& s) {
+  (void)t;
+  ViOp& op = g.ops[s.vi_op];
+  const uint64_t op_id = op.op_id;
+  while (op.used && op.op_id == op_id) {
+    const Desc& d = op.d;
+    const bool imm = d.cs.control & abi::kViCtlImmediate;
+    abi::WireHeader h{};
+    h.dst_slot = uint16_t(op.dst_slot);
+    h.vi = uint16_t(op.dst_vi);
+    h.status = uint8_t(op.vi);
+    h.src_slot = uint16_t(op.slot);
+    h.op_id = op.op_id;
+    h.op_length = d.cs.length;
+    uint64_t src = 0;
+    uint32_t len = 0;
+    bool data = false;  // a data packet (else the read request or the closing send)
+    if (op.kind == kKindRead) {
+      if (op.closed) return true;  // the request went; the answer comes back
+      h.op = abi::kWireOpViReadReq;
+      h.dst_addr = d.remote.data;
+      h.dst_key = d.remote.handle;
+    } else if (!op.data_done) {
+      data = true;
+      while (op.seg < d.nsegs && op.seg_off == d.segs[op.seg].len) ++op.seg, op.seg_off = 0;
+      if (op.seg < d.nsegs) {
+        uint32_t left = d.segs[op.seg].len - op.seg_off;
+        len = left < abi::kMtu ? left : abi::kMtu;
+        src = d.segs[op.seg].nic + op.seg_off;
+      }
+      bool last = op.sent + len == d.cs.length;
+      if (op.kind == kKindSend) {
+        h.op = abi::kWireOpViSend;
+        h.dst_addr = op.sent;
+        h.flags = uint8_t((op.sent == 0 ? abi::kWireFirst : 0) | (last ? abi::kWireLast : 0) |
+                          (last && imm ? abi::kWireImmediate : 0));
+        h.dst_key = imm ? d.cs.immediate : 0;
+      } else {
+        h.op = abi::kWireOpViWrite;
+        h.dst_addr = d.remote.data + op.sent;
+        h.dst_key = d.remote.handle;
+        h.flags = last && !imm ? abi::kWireLast : 0;
+      }
+    } else if (op.kind == kKindWrite && imm && !op.closed) {
+      // RDMA write with immediate data: a closing zero-length send takes a
+      // receive descriptor at the target, after the data is in place.
+      h.op = abi::kWireOpViSend;
+      h.flags = abi::kWireFirst | abi::kWireLast | abi::kWireImmediate | abi::kWireRdmaImm;
+      h.dst_key = d.cs.immediate;
+      h.op_length = 0;
+    } else {
+      return true;  // all sent: the verdict finishes it
+    }
+    if (op.dst_node != self()) {
+      if (!link::can_send(op.dst_node)) {
+        uint64_t now = hal::clint::now();
+        if (!op.stalled_since) op.stalled_since = now;
+        if (now - op.stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs)) return false;
+        sender_verdict(op, abi::kCqUnreachable);
+        return true;
+      }
+      op.stalled_since = 0;
+      if (!link::send(op.dst_node, h, src, uint16_t(len), op.slot, op.generation)) return false;
+    }
+    if (data) {
+      op.sent += len, op.seg_off += len;
+      op.data_done = op.sent == d.cs.length;
+    } else {
+      op.closed = true;
+    }
+    // Between two slots of this NIC the receiving side runs right here (and
+    // may finish the operation: the loop condition looks again).
+    if (op.dst_node == self()) vi_deliver(self(), h, reinterpret_cast<const uint8_t*>(src));
+  }
+  return true;
+}
+
+bool vi_poll(SlotTable& t) {
+  (void)t;
+  bool worked = false;
+  while (g.backlog_count && link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {
+    g.backlog_head = (g.backlog_head + 1) % kBacklog;
+    --g.backlog_count;
+    worked = true;
+  }
+  for (Responder& r : g.responders) {
+    if (!r.used) continue;
+    if (!slot_live(r.slot, r.generation)) {
+      r.used = false;
+      continue;
+    }
+    do {
+      uint32_t len = r.length - r.sent < abi::kMtu ? r.length - r.sent : abi::kMtu;
+      abi::WireHeader h{};
+      h.op = abi::kWireOpViReadResp;
+      h.dst_slot = uint16_t(r.dst_slot);
+      h.vi = uint16_t(r.dst_vi);
+      h.status = uint8_t(r.vi);
+      h.src_slot = uint16_t(r.slot);
+      h.op_id = r.op_id;
+      h.op_length = r.length;
+      h.dst_addr = r.sent;
+      h.flags = r.sent + len == r.length ? abi::kWireLast : 0;
+      if (r.node == self()) {
+        deliver_read_response(self(), h, reinterpret_cast<const uint8_t*>(r.nic + r.sent));
+      } else if (!link::can_send(r.node) || !link::send(r.node, h, r.nic + r.sent, uint16_t(len), r.slot, r.generation)) {
+        break;
+      }
+      r.sent += len;
+      worked = true;
+      if (h.flags & abi::kWireLast) r.used = false;
+    } while (r.used);
+  }
+  return worked;
+}
+
+void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  if (h.op == abi::kWireOpViConn) {
+    if (h.payload_len != sizeof(ConnMessage)) return;
+    ConnMessage m;
+    memcpy(&m, payload, sizeof m);
+    return deliver_conn(src, m);
+  }
+  if (h.op == abi::kWireOpViReadResp) return deliver_read_response(src, h, payload);
+  Vi* v = target(src, h);
+  if (!v) {
+    count(ulnic::abi::kCtrViRefused);
+    if ((h.flags & abi::kWireLast) || h.op == abi::kWireOpViReadReq) send_verdict(src, h.op_id, abi::kCqRemoteNotConnected);
+    return;
+  }
+  if (h.op == abi::kWireOpViSend) return deliver_send(src, *v, h.dst_slot, h.vi, h, payload);
+  if (h.op == abi::kWireOpViWrite) return deliver_write(src, *v, h.dst_slot, h.vi, h, payload);
+  if (h.op == abi::kWireOpViReadReq) return deliver_read_request(src, *v, h.dst_slot, h.vi, h);
+}
+
+void vi_result(uint32_t src, const abi::WireHeader& h) {
+  ViOp* op = find_op(h.op_id);
+  if (!op || op->dst_node != src) return;
+  sender_verdict(*op, h.status);
+}
+
+void vi_peer_lost(uint32_t peer) {
+  for (ViOp& op : g.ops)
+    if (op.used && op.dst_node == peer) sender_verdict(op, abi::kCqUnreachable);
+  for (Responder& r : g.responders)
+    if (r.used && r.node == peer) r.used = false;
+  for (Conn& c : g.conns)
+    if (c.used && c.node == peer) c.used = false;
+  for (uint32_t n = 0; n < g.backlog_count; ++n) {  // kept in order, minus the lost peer's
+    Backlogged& b = g.backlog[(g.backlog_head + n) % kBacklog];
+    if (b.dst == peer) b.m.kind = 0;  // unknown kinds are ignored
+  }
+  for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
+    for (uint32_t i = 0; i < abi::kMaxVis; ++i) {
+      Vi& v = g.vis[k][i];
+      if (!v.used) continue;
+      if (v.state == abi::kViStateConnected && v.peer_node == peer) break_vi(k, i, abi::kViErrConnLost, false);
+      else if (v.state == abi::kViStateConnectPending && v.connect_node == peer)
+        finish_connect(k, i, abi::kCqUnreachable, nullptr);
+    }
+}
+
+bool vi_payload_valid(uint64_t serial) { return serial && g.pool[(serial - 1) % kPool].serial == serial; }
+
+void vi_slot_detached(uint32_t slot) {
+  if (slot >= abi::kMaxSlots) return;
+  for (uint32_t i = 0; i < abi::kMaxVis; ++i) {
+    Vi& v = g.vis[slot][i];
+    if (!v.used) continue;
+    if (v.state == abi::kViStateConnected) send_disconnect(v, slot, i);
+    if (v.state == abi::kViStateConnectPending) {
+      ConnMessage m{};
+      m.kind = kConnCancel;
+      m.serial = v.connect_serial;
+      send_conn(v.connect_node, m);
+    }
+    memset(&v, 0, sizeof v);
+  }
+  for (ViOp& op : g.ops)
+    if (op.used && op.slot == slot) op.used = false;
+  for (Responder& r : g.responders)
+    if (r.used && r.slot == slot) r.used = false;
+  for (Listen& l : g.listens)
+    if (l.used && l.slot == slot) l.used = false;
+  for (Conn& c : g.conns)
+    if (c.used && c.delivered && c.slot == slot) {
+      ConnMessage m{};
+      m.kind = kConnReject;
+      m.serial = c.req.serial;
+      c.used = false;
+      send_conn(c.node, m);
+    }
+}
+
+}  // namespace lcp
