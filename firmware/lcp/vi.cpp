@@ -577,8 +577,7 @@ void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
   uint32_t bad = read_desc(s, v, r, true, op->d);
   uint32_t ctl_op = op->d.cs.control & abi::kViCtlOpMask;
   op->kind = ctl_op == abi::kViCtlOpRdmaWrite ? kKindWrite : ctl_op == abi::kViCtlOpRdmaRead ? kKindRead : kKindSend;
-  if (!bad && op->kind == kKindWrite && !(v.attrs & abi::kViAttrRdmaWrite)) bad = abi::kViStProtectionError;
-  if (!bad && op->kind == kKindRead && !(v.attrs & abi::kViAttrRdmaRead)) bad = abi::kViStProtectionError;
+  // The RDMA enables are the target's business: its VI and its memory.
   if (bad) {
     finish_op(*op, bad);
     if (reliable(v)) break_vi(s.index, vi, abi::kViErrPostDesc, true);
