@@ -132,6 +132,9 @@ VIP_RETURN post_entry(NicState& nic, const abi::SqEntry& e, const void* payload 
   while (!nic.core->post(e, payload, bytes)) {
     progress(nic);
     if (nic.core->post(e, payload, bytes)) break;
+    // Every CQ entry is owed to a descriptor still posted (receives waiting
+    // for messages): nothing will free one soon.
+    if (nic.core->in_flight() >= nic.core->layout().cq_capacity) return VIP_ERROR_RESOURCE;
     if (d.passed() || nic.core->state() != abi::SlotState::kActive) return VIP_ERROR_RESOURCE;
     std::this_thread::yield();
   }
