@@ -600,6 +600,18 @@ int cmd_demo() {
       rc = 1;
     }
   }
+  step("vipl_example   (VIPL: a textbook VI client/server; node 1 waits, node 0 connects, ping-pongs, RDMA-writes)");
+  {
+    auto server = ulnic::spawn_child({board::tool_path("vipl_example"), "server", "nic1"});
+    // No pause: a request that reaches node 1's NIC before its VipConnectWait waits there.
+    auto client = ulnic::spawn_child({board::tool_path("vipl_example"), "client", "nic0", "node1"});
+    auto crc = client ? ulnic::wait_child(*client, std::chrono::seconds(120)) : ulnic::Result<int>(std::unexpected(client.error()));
+    auto src = server ? ulnic::wait_child(*server, std::chrono::seconds(30)) : ulnic::Result<int>(std::unexpected(server.error()));
+    if (!crc || *crc != 0 || !src || *src != 0) {
+      std::printf("vipl_example failed\n");
+      rc = 1;
+    }
+  }
   step("ulnic cluster down -c demo-vmmc");
   cmd_cluster_down(c);
   return rc;

@@ -712,6 +712,8 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE* State, VIP_VI_ATTRIB
   return guarded([&] {
     Vi* vi = vi_of(ViHandle);
     if (!vi || !State || !Attributes || !SendQueueEmpty || !RecvQueueEmpty) return VIP_INVALID_PARAMETER;
+    std::lock_guard lock(vi->nic->mu);
+    progress(*vi->nic);  // a connection lost meanwhile shows in the state
     *State = vi->state;
     *Attributes = vi->attrs;
     *SendQueueEmpty = boolean(vi->send.posted.empty());
