@@ -128,6 +128,18 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
 
 }  // namespace
 
+LinkRoom link_room(uint32_t dst, uint64_t& stalled_since) {
+  if (link::can_send(dst)) {
+    stalled_since = 0;
+    return LinkRoom::kYes;
+  }
+  // A link that takes nothing for the unreachable deadline fails the
+  // operation even when nothing of it was in flight to time out.
+  uint64_t now = hal::clint::now();
+  if (!stalled_since) stalled_since = now;
+  return now - stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs) ? LinkRoom::kWait : LinkRoom::kGone;
+}
+
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
   if (g.pending_count == 0 && send_result(dst, op_id, status)) return;
   if (g.pending_count == kMaxPendingResults) return;  // the sender will time out: unreachable
@@ -219,16 +231,11 @@ bool put_feed(SlotTable& t, Slot& s) {
   if (op.local) return local_feed(op, s);
   while (op.sent < op.sqe.length) {
     uint32_t dst = op.dst_node;
-    if (!link::can_send(dst)) {
-      // A link that takes nothing for the unreachable deadline fails the
-      // operation even when nothing of it was in flight to time out.
-      uint64_t now = hal::clint::now();
-      if (!op.stalled_since) op.stalled_since = now;
-      if (now - op.stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs)) return false;
+    if (LinkRoom room = link_room(dst, op.stalled_since); room != LinkRoom::kYes) {
+      if (room == LinkRoom::kWait) return false;
       finish(op, abi::kCqUnreachable);
       return true;
     }
-    op.stalled_since = 0;
     uint32_t len = op.sqe.length - op.sent < abi::kMtu ? op.sqe.length - op.sent : abi::kMtu;
     abi::WireHeader h{};
     h.op = op.wire_op;

@@ -26,6 +26,11 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
 abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload);
 // Hands more of the slot's current put or send to the link; true once it is all sent.
 bool put_feed(SlotTable& t, Slot& s);
+// Room on the link to `dst` for an operation's next packet: kWait while it
+// has been full for less than the unreachable deadline (`stalled_since`
+// keeps the operation's first refusal), kGone after.
+enum class LinkRoom { kYes, kWait, kGone };
+LinkRoom link_room(uint32_t dst, uint64_t& stalled_since);
 // Sends a receiver's verdict on operation `op_id` back to `dst` (now, or in
 // order once the link has room).
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "core/status.h"
-#include "hal/clint.h"
 #include "lcp/remote.h"
 #include "link/link.h"
 
@@ -352,6 +351,14 @@ void flush_sends(uint32_t slot, uint32_t vi) {
     if (op.used && op.slot == slot && op.vi == vi) finish_op(op, abi::kViStFlushed);
 }
 
+// Tells the server a pending connect of ours is off.
+void send_cancel(const Vi& v) {
+  ConnMessage m{};
+  m.kind = kConnCancel;
+  m.serial = v.connect_serial;
+  send_conn(v.connect_node, m);
+}
+
 void send_disconnect(const Vi& v, uint32_t slot, uint32_t vi) {
   ConnMessage m{};
   m.kind = kConnDisconnect;
@@ -683,10 +690,7 @@ void cancel(Slot& s, const abi::SqEntry& e) {
   }
   Vi* v = vi_of(s.index, e.dst_slot);
   if (!v || v->state != abi::kViStateConnectPending) return slot_complete(s, e, abi::kCqOk, 0);
-  ConnMessage m{};
-  m.kind = kConnCancel;
-  m.serial = v->connect_serial;
-  send_conn(v->connect_node, m);
+  send_cancel(*v);
   finish_connect(s.index, e.dst_slot, v->connect_matched ? abi::kCqViTimedOut : abi::kCqViCancelled, nullptr);
   slot_complete(s, e, abi::kCqOk, 1);
 }
@@ -696,10 +700,7 @@ void reset_vi(uint32_t slot, uint32_t vi) {
   Vi& v = g.vis[slot][vi];
   if (v.state == abi::kViStateConnected) send_disconnect(v, slot, vi);
   if (v.state == abi::kViStateConnectPending) {
-    ConnMessage m{};
-    m.kind = kConnCancel;
-    m.serial = v.connect_serial;
-    send_conn(v.connect_node, m);
+    send_cancel(v);
     finish_connect(slot, vi, abi::kCqFlushed, nullptr);
   }
   v.state = abi::kViStateIdle;
@@ -977,14 +978,11 @@ bool vi_feed(SlotTable& t, Slot& s) {
       return true;  // all sent: the verdict finishes it
     }
     if (op.dst_node != self()) {
-      if (!link::can_send(op.dst_node)) {
-        uint64_t now = hal::clint::now();
-        if (!op.stalled_since) op.stalled_since = now;
-        if (now - op.stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs)) return false;
+      if (LinkRoom room = link_room(op.dst_node, op.stalled_since); room != LinkRoom::kYes) {
+        if (room == LinkRoom::kWait) return false;
         sender_verdict(op, abi::kCqUnreachable);
         return true;
       }
-      op.stalled_since = 0;
       if (!link::send(op.dst_node, h, src, uint16_t(len), op.slot, op.generation)) return false;
     }
     if (data) {
@@ -1093,12 +1091,7 @@ void vi_slot_detached(uint32_t slot) {
     Vi& v = g.vis[slot][i];
     if (!v.used) continue;
     if (v.state == abi::kViStateConnected) send_disconnect(v, slot, i);
-    if (v.state == abi::kViStateConnectPending) {
-      ConnMessage m{};
-      m.kind = kConnCancel;
-      m.serial = v.connect_serial;
-      send_conn(v.connect_node, m);
-    }
+    if (v.state == abi::kViStateConnectPending) send_cancel(v);
     memset(&v, 0, sizeof v);
   }
   for (ViOp& op : g.ops)
