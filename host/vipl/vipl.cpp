@@ -699,6 +699,9 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle) {
       return VIP_INVALID_STATE;
     nic_destroy_vi(*vi->nic, *vi);
     vi->nic->by_index[vi->index] = nullptr;
+    // Its completions still queued in CQs (flushed descriptors, say) go with it.
+    for (Cq* cq : {vi->send.cq, vi->recv.cq})
+      if (cq) std::erase_if(cq->entries, [vi](const CqEntry& e) { return e.vi == vi; });
     --vi->ptag->users;
     use_cq(vi->send.cq, -1);
     use_cq(vi->recv.cq, -1);
