@@ -185,7 +185,13 @@ void start_remote(Slot& s, const abi::SqEntry& e, abi::CqStatus st) {
 void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   if (e.opcode >= abi::kOpViCreate && e.opcode <= abi::kOpViDisconnect) {
     uint8_t vi_flags = e.opcode == abi::kOpViConnect ? abi::kSqViPeer : e.opcode == abi::kOpViCancel ? abi::kSqViListen : 0;
-    if ((e.flags & ~vi_flags) != 0 || e.reserved != 0) return complete(s, e, abi::kCqBadOpcode, 0);
+    if ((e.flags & ~vi_flags) != 0 || e.reserved != 0) {
+      // A refused connect or listen still owns the entries of its discriminator.
+      uint8_t disc[abi::kViMaxDiscriminator];
+      if ((e.opcode == abi::kOpViConnect || e.opcode == abi::kOpViListen) && e.access <= abi::kViMaxDiscriminator)
+        (void)take_inline(s, e.access, disc);
+      return complete(s, e, abi::kCqBadOpcode, 0);
+    }
     return vi_execute(t, s, e);
   }
   uint8_t flags_ok = is_send(e) ? abi::kSqNotify : 0;
@@ -264,7 +270,9 @@ bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
       worked = true;
       continue;
     }
-    if (s.cq.free_space() <= s.cq_reserved) break;
+    // Room for one more than is owed (free_space looks at the host's head
+    // again only when asked for more than it saw last).
+    if (s.cq.free_space(s.cq_reserved + 1) <= s.cq_reserved) break;
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
     if (!vi_can_start(*shared)) break;  // every VI operation slot busy: later
@@ -330,7 +338,7 @@ abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out) { return tak
 void slot_run_recv_posts(SlotTable& t, Slot& s) {
   if (s.state != abi::SlotState::kActive) return;
   bool worked = false;
-  for (uint32_t n = 0; n < abi::kViQueueDepth && s.cq.free_space() > s.cq_reserved; ++n) {
+  for (uint32_t n = 0; n < abi::kViQueueDepth && s.cq.free_space(s.cq_reserved + 1) > s.cq_reserved; ++n) {
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
     abi::SqEntry e;

@@ -81,7 +81,8 @@ struct Responder {
   uint32_t slot, vi;          // ours
   uint64_t generation;
   uint32_t dst_slot, dst_vi;  // the requester's
-  uint64_t nic;
+  uint32_t key;               // the memory it reads: handle and address, checked
+  uint64_t va;                //   again for every chunk (the owner may deregister)
   uint32_t length, sent;
 };
 
@@ -469,7 +470,8 @@ void deliver_conn(uint32_t src, const ConnMessage& m) {
         for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
           for (uint32_t i = 0; i < abi::kMaxVis; ++i) {
             Vi& v = g.vis[k][i];
-            if (v.used && v.state == abi::kViStateConnectPending && v.connect_peer && v.connect_node == src &&
+            bool itself = src == self() && k == m.slot && i == m.vi;  // a VI does not pair with itself
+            if (v.used && !itself && v.state == abi::kViStateConnectPending && v.connect_peer && v.connect_node == src &&
                 same_disc(v.disc_len, v.disc, m.disc_len, m.disc))
               return peer_match(k, i, src, m);
           }
@@ -730,9 +732,11 @@ void receiver_error(uint32_t slot, uint32_t vi, uint8_t verdict) {
   Vi& v = g.vis[slot][vi];
   uint32_t code = verdict == abi::kCqRemoteNoRecv      ? abi::kViErrRecvQEmpty
                   : verdict == abi::kCqRemoteRdmaProt ? abi::kViErrRdmaWriteProt
-                                                       : abi::kViErrConnLost;
-  if (reliable(v)) break_vi(slot, vi, code, false);
-  else post_error(slot, vi, code);
+                                                       : abi::kViErrPostDesc;  // too long, bad receive
+  if (!reliable(v)) return post_error(slot, vi, code);
+  // The connection is over: a reliable level says so with its reason, or
+  // as lost when the reason was the receive descriptor.
+  break_vi(slot, vi, code == abi::kViErrPostDesc ? abi::kViErrConnLost : code, false);
 }
 
 void deliver_send(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::WireHeader& h, const uint8_t* payload) {
@@ -816,7 +820,8 @@ void deliver_read_request(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const
   }
   for (Responder& r : g.responders)
     if (!r.used) {
-      r = Responder{true, src, h.op_id, slot, vi, s.generation, h.src_slot, h.status, nic, h.op_length, 0};
+      r = Responder{true, src, h.op_id, slot, vi, s.generation, h.src_slot, h.status, h.dst_key, h.dst_addr,
+                    h.op_length, 0};
       return;
     }
   send_verdict(src, h.op_id, abi::kCqNoResources);
@@ -977,6 +982,7 @@ bool vi_feed(SlotTable& t, Slot& s) {
     } else {
       return true;  // all sent: the verdict finishes it
     }
+    h.payload_len = uint16_t(len);  // the link sets it too; the local path needs it
     if (op.dst_node != self()) {
       if (LinkRoom room = link_room(op.dst_node, op.stalled_since); room != LinkRoom::kYes) {
         if (room == LinkRoom::kWait) return false;
@@ -1008,12 +1014,23 @@ bool vi_poll(SlotTable& t) {
   }
   for (Responder& r : g.responders) {
     if (!r.used) continue;
-    if (!slot_live(r.slot, r.generation)) {
+    if (!slot_live(r.slot, r.generation)) {  // its process left: the requester hears from the disconnect
       r.used = false;
       continue;
     }
-    do {
+    Vi* v = vi_of(r.slot, r.vi);
+    for (uint64_t budget = kCopyChunk; r.used && budget;) {
       uint32_t len = r.length - r.sent < abi::kMtu ? r.length - r.sent : abi::kMtu;
+      uint64_t nic = 0;
+      if (!v || v->state != abi::kViStateConnected ||
+          !rdma_ok(g.t->slots[r.slot], *v, r.key, r.va + r.sent, len, false, nic)) {
+        // Deregistered (or disconnected) under the read: no byte more.
+        r.used = false;
+        count(ulnic::abi::kCtrViRefused);
+        send_verdict(r.node, r.op_id, abi::kCqRemoteRdmaProt);
+        if (v && reliable(*v)) break_vi(r.slot, r.vi, abi::kViErrRdmaReadProt, false);
+        break;
+      }
       abi::WireHeader h{};
       h.op = abi::kWireOpViReadResp;
       h.dst_slot = uint16_t(r.dst_slot);
@@ -1023,16 +1040,18 @@ bool vi_poll(SlotTable& t) {
       h.op_id = r.op_id;
       h.op_length = r.length;
       h.dst_addr = r.sent;
+      h.payload_len = uint16_t(len);
       h.flags = r.sent + len == r.length ? abi::kWireLast : 0;
       if (r.node == self()) {
-        deliver_read_response(self(), h, reinterpret_cast<const uint8_t*>(r.nic + r.sent));
-      } else if (!link::can_send(r.node) || !link::send(r.node, h, r.nic + r.sent, uint16_t(len), r.slot, r.generation)) {
+        deliver_read_response(self(), h, reinterpret_cast<const uint8_t*>(nic));
+      } else if (!link::can_send(r.node) || !link::send(r.node, h, nic, uint16_t(len), r.slot, r.generation)) {
         break;
       }
       r.sent += len;
+      budget -= len < budget ? len : budget;
       worked = true;
       if (h.flags & abi::kWireLast) r.used = false;
-    } while (r.used);
+    }
   }
   return worked;
 }

@@ -14,8 +14,8 @@
 //   * Connection requests are matched by discriminator at the server's NIC.
 //
 // Descriptor posts (kOpViPostSend/Recv) complete in the CQ when the
-// descriptor is done (result = the VI index); the descriptor's Status word is
-// the truth, the CQE is the wake-up. The firmware keeps a CQ entry in reserve
+// descriptor is done (result = the VI index, user_data = the descriptor's
+// address); the descriptor's Status word is the truth, the CQE the wake-up. The firmware keeps a CQ entry in reserve
 // for every posted descriptor, so a completion is never lost.
 #pragma once
 
@@ -87,7 +87,8 @@ enum ViReliability : uint32_t {
 //
 // kOpViCreate      dst_slot = VI index, src_key = ptag, access = ViAttrBits,
 //                  length = MaxTransferSize. The VI is Idle.
-// kOpViDestroy     dst_slot = VI index (Idle or Error).
+// kOpViDestroy     dst_slot = VI index, in any state (a connected VI
+//                  disconnects first).
 // kOpViPostSend    dst_slot = VI index, src_addr/src_key = the descriptor.
 // kOpViPostRecv    the same, for the receive queue (Idle or Connected).
 // kOpViConnect     dst_slot = VI index, dst_node = the server's node,
