@@ -146,6 +146,8 @@ void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
   g.pending[(g.pending_head + g.pending_count++) % kMaxPendingResults] = Pending{dst, op_id, status};
 }
 
+bool remote_results_pending() { return g.pending_count != 0; }
+
 void remote_init(SlotTable& t) {
   memset(&g, 0, sizeof g);
   g.t = &t;
@@ -300,6 +302,14 @@ void remote_peer_lost(uint32_t peer) {
     }
   for (Refusal& r : g.refusals)
     if (r.used && r.src == peer) r.used = false;
+  // Verdicts still owed to it are moot (its operations are gone with it);
+  // left here they would hold up every verdict behind them.
+  uint32_t kept = 0;
+  for (uint32_t n = 0; n < g.pending_count; ++n) {
+    const Pending& p = g.pending[(g.pending_head + n) % kMaxPendingResults];
+    if (p.dst != peer) g.pending[(g.pending_head + kept++) % kMaxPendingResults] = p;
+  }
+  g.pending_count = kept;
   vmmc_peer_lost(peer);
   vi_peer_lost(peer);
 }

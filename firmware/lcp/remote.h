@@ -34,6 +34,9 @@ LinkRoom link_room(uint32_t dst, uint64_t& stalled_since);
 // Sends a receiver's verdict on operation `op_id` back to `dst` (now, or in
 // order once the link has room).
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);
+// Verdicts wait for room on the link: a message that must not overtake
+// them (a VI disconnect after the verdict on its last send) waits too.
+bool remote_results_pending();
 // Sends verdicts that waited for room on the link. True if it did work.
 bool remote_poll(SlotTable& t);
 

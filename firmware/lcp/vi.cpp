@@ -297,7 +297,9 @@ bool send_conn(uint32_t dst, const ConnMessage& m) {
     return true;
   }
   if (!link::enabled() || dst >= link::nodes()) return false;
-  if (g.backlog_count == 0 && link_conn(dst, m)) return true;
+  // In order behind the verdicts already waiting: a disconnect must not
+  // overtake the verdict on the last send before it.
+  if (g.backlog_count == 0 && !remote_results_pending() && link_conn(dst, m)) return true;
   if (g.backlog_count == kBacklog) return false;
   g.backlog[(g.backlog_head + g.backlog_count++) % kBacklog] = Backlogged{dst, m};
   return true;
@@ -1007,7 +1009,9 @@ bool vi_feed(SlotTable& t, Slot& s) {
 bool vi_poll(SlotTable& t) {
   (void)t;
   bool worked = false;
-  while (g.backlog_count && link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {
+  // (remote_poll ran first: the verdicts that wait go before these.)
+  while (g.backlog_count && !remote_results_pending() &&
+         link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {
     g.backlog_head = (g.backlog_head + 1) % kBacklog;
     --g.backlog_count;
     worked = true;
