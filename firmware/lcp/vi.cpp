@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "hal/clint.h"
 #include "lcp/remote.h"
 #include "link/link.h"
 
@@ -95,6 +96,7 @@ enum ConnKind : uint32_t {
   kConnBusy = 5,        // the server's request table is full
   kConnCancel = 6,      // client -> server: gave up waiting
   kConnDisconnect = 7,  // either way: the connection is over
+  kConnKeepalive = 8,   // nothing: makes the link notice a peer that died
 };
 struct ConnMessage {
   uint32_t kind;
@@ -153,6 +155,7 @@ struct State {
   Outgoing pool[kPool];
   uint64_t pool_serial, op_serial, connect_serial;
   uint32_t rng;
+  uint64_t next_keepalive;    // mtime
 };
 State g;
 
@@ -1006,9 +1009,34 @@ bool vi_feed(SlotTable& t, Slot& s) {
   return true;
 }
 
+namespace {
+
+// The link declares a peer unreachable only when data to it goes
+// unacknowledged: a connection with nothing to send would never learn that
+// its peer's NIC died. Now and then, each peer with a connected VI gets a
+// message that needs an acknowledgement.
+bool keepalive(uint64_t now) {
+  if (now < g.next_keepalive) return false;
+  g.next_keepalive = now + hal::clint::us_to_ticks(kViKeepaliveUs);
+  bool sent[abi::kMaxNodes] = {};
+  for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
+    for (const Vi& v : g.vis[k]) {
+      if (!v.used || v.state != abi::kViStateConnected || v.peer_node == self() || v.peer_node >= abi::kMaxNodes ||
+          sent[v.peer_node])
+        continue;
+      sent[v.peer_node] = true;
+      ConnMessage m{};
+      m.kind = kConnKeepalive;
+      send_conn(v.peer_node, m);
+    }
+  return false;  // not work the loop must hurry for
+}
+
+}  // namespace
+
 bool vi_poll(SlotTable& t) {
   (void)t;
-  bool worked = false;
+  bool worked = keepalive(hal::clint::now());
   // (remote_poll ran first: the verdicts that wait go before these.)
   while (g.backlog_count && !remote_results_pending() &&
          link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {

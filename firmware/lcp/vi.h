@@ -25,6 +25,9 @@ constexpr uint32_t kMaxViConns = 32;         // connection requests held per NIC
 constexpr uint32_t kMaxViListens = 32;       // ConnectWaits per NIC
 constexpr uint32_t kViOwner = 0xffff'fff1u;  // link payload owner: connection messages
 constexpr uint64_t kViOpFlag = 0x80;         // in op ids: a VI op, not a put
+// Peers with connected VIs hear from us at least this often, so the link
+// notices one that died (its unreachable deadline) even on an idle connection.
+constexpr uint64_t kViKeepaliveUs = 1'000'000;
 
 void vi_init(SlotTable& t);
 // Does slot `s` have what `e` needs to start now (a free op for a post)?

@@ -16,7 +16,9 @@ Needs ULNIC_BIN and ULNIC_PROGRAMS in the environment.
 """
 import json
 import os
+import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -25,6 +27,7 @@ import unittest
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
 ALLTOALL = os.path.join(BIN, "vipl_alltoall")
+PEER = os.path.join(BIN, "vipl_peer")
 
 
 def ulnic(*args, check=None, timeout=180):
@@ -108,6 +111,32 @@ class Vipl(AllToAll, unittest.TestCase):
                                                   "--window", "16"), 96, 12)
         for n in range(self.nodes):
             self.assertEqual(status(self.cluster, n)["state"], "running")
+
+    # "zz": unittest runs methods alphabetically; this one kills node 3 and
+    # starts it again, so it goes last.
+    def test_zz_a_dead_nic_breaks_its_peers_connections(self):
+        def line(p, seconds=60):
+            ready, _, _ = select.select([p.stdout], [], [], seconds)
+            return p.stdout.readline().strip() if ready else "(nothing)"
+
+        server = subprocess.Popen([PEER, "serve", "nic0", "doomed"], stdout=subprocess.PIPE, text=True)
+        client = subprocess.Popen([PEER, "connect", "nic3", "node0", "doomed"], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(line(server), "connected")
+            self.assertEqual(line(client), "connected")
+            os.kill(status(self.cluster, 3)["pid"], signal.SIGKILL)
+            t0 = time.monotonic()
+            out, _ = server.communicate(timeout=60)
+            # The link's unreachable deadline (5 s), then VIP_ERROR_CONN_LOST (1).
+            self.assertEqual(server.returncode, 0, out)
+            self.assertRegex(out, r"lost 1 after", out)
+            self.assertLess(time.monotonic() - t0, 20)
+        finally:
+            for p in (client, server):
+                p.kill()
+                p.wait()
+        ulnic("node", "start", "-c", self.cluster, "-n", "3", "--slot-size", "32", check=0)
+        self.assertEqual(status(self.cluster, 3)["state"], "running")
 
     def test_all_to_all_unreliable_on_a_lossless_fabric(self):
         # Unreliable VIs give no delivery guarantee, but below them the fabric
