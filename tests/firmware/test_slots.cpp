@@ -7,6 +7,7 @@
 #include "harness.h"
 #include "hal/clint.h"
 #include "lcp/slots.h"
+#include "slot_proc.h"
 
 namespace abi = ulnic::abi;
 
@@ -17,80 +18,22 @@ lcp::SlotTable g_t;
 uint64_t g_now = 1'000'000;
 
 constexpr uint32_t kSq = 8, kCq = 4;
+constexpr fwtest::SlotShape kShape = fwtest::packed_shape(kSq, kCq, 4);
 constexpr uint64_t kVa = 0x7000'0000;  // the "host" address of the registered region
 
-abi::SlotLayout layout_for(uint64_t slot_size, uint32_t sq, uint32_t cq) {
-  abi::SlotLayout l{};
-  l.sq_offset = abi::kSlotHeaderSize;
-  l.sq_capacity = sq;
-  l.cq_offset = 0x2000;
-  l.cq_capacity = cq;
-  l.eq_offset = 0x3000;
-  l.eq_capacity = 4;
-  l.heap_offset = 0x10000;
-  l.heap_size = slot_size - 0x10000;
-  l.slot_size = slot_size;
-  return l;
-}
-
 abi::CtrlCommand attach_cmd(uint32_t slot, uint64_t gen) {
-  abi::CtrlCommand c{};
-  c.opcode = abi::kCtrlAttachSlot;
-  c.slot = slot;
-  c.generation = gen;
-  c.host_peer = 99;  // nobody: rings are ignored by QEMU
-  c.layout = layout_for(g_board.slots[slot].size, kSq, kCq);
-  return c;
+  return fwtest::attach_command(slot, gen, fwtest::slot_layout(kShape, g_board.slots[slot].size));
 }
 
-struct Host {
-  uint32_t slot;
-  abi::RingProducer<abi::SqEntry> sq;
-  abi::RingConsumer<abi::CqEntry> cq;
-  uint8_t* base;
-  void open(uint32_t k) {
-    slot = k;
-    base = reinterpret_cast<uint8_t*>(g_board.slots[k].mem);
-    memset(base, 0, 0x20000);  // header, rings and the start of the heap
-    auto l = layout_for(g_board.slots[k].size, kSq, kCq);
-    auto* sqc = reinterpret_cast<abi::RingControl*>(base + l.sq_offset);
-    auto* cqc = reinterpret_cast<abi::RingControl*>(base + l.cq_offset);
-    sq.attach(sqc, reinterpret_cast<abi::SqEntry*>(sqc + 1), kSq);
-    cq.attach(cqc, reinterpret_cast<abi::CqEntry*>(cqc + 1), kCq);
-  }
-  void post(const abi::SqEntry& e) {
-    *sq.reserve() = e;
-    sq.push();
-    sq.publish();
-  }
-  bool reap(abi::CqEntry& out) {
-    const abi::CqEntry* c = cq.peek();
-    if (!c) return false;
-    out = *c;
-    cq.pop();
-    cq.release();
-    return true;
-  }
-  // Posts e, services until its completion arrives (bounded), returns it.
-  abi::CqEntry run(const abi::SqEntry& e) {
-    post(e);
-    abi::CqEntry c{};
-    c.status = 0xffff;
-    for (int i = 0; i < 1000 && !reap(c); ++i) lcp::slots_service(g_t, g_now);
-    return c;
-  }
+// The processes on slots 0 and 1; the tests attach them themselves.
+struct Host : fwtest::SlotProc {
+  void open(uint32_t k) { map(g_t, g_now, k, kShape, 0x20000); }  // header, rings and the start of the heap
 };
 
 Host g_a, g_b;
 
 abi::SqEntry reg(uint64_t offset, uint32_t len, uint32_t access, uint64_t va = kVa) {
-  abi::SqEntry e{};
-  e.opcode = abi::kOpRegister;
-  e.reg_offset = offset;
-  e.length = len;
-  e.access = access;
-  e.src_addr = va;
-  return e;
+  return fwtest::register_entry(offset, len, access, va);
 }
 
 abi::SqEntry copy(uint32_t src_slot, uint32_t src_key, uint64_t src, uint32_t dst_slot, uint32_t dst_key,
@@ -134,9 +77,9 @@ FW_TEST(attach_validates_the_layout) {
 
 FW_TEST(attach_then_nop_round_trip) {
   g_a.open(0);
-  CHECK_EQ(lcp::slot_attach(g_t, attach_cmd(0, 1), g_now), abi::kCtrlOk);
+  CHECK_EQ(g_a.attach(1), abi::kCtrlOk);
   EXPECT_EQ(lcp::header(g_t.slots[0]).nic.state, uint32_t(abi::SlotState::kActive));
-  EXPECT_EQ(lcp::slot_attach(g_t, attach_cmd(0, 2), g_now), abi::kCtrlBadSlot);  // already active
+  EXPECT_EQ(g_a.attach(2), abi::kCtrlBadSlot);  // already active
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
   e.user_data = 77;
@@ -183,7 +126,7 @@ FW_TEST(bad_descriptors_get_error_statuses) {
 
 FW_TEST(cross_slot_copy_needs_remote_write) {
   g_b.open(1);
-  CHECK_EQ(lcp::slot_attach(g_t, attach_cmd(1, 7), g_now), abi::kCtrlOk);
+  CHECK_EQ(g_b.attach(7), abi::kCtrlOk);
   abi::CqEntry c = g_b.run(reg(0x20000, 0x1000, abi::kAccessLocal));
   CHECK_EQ(c.status, abi::kCqOk);
   uint32_t local_only = c.result;
@@ -208,7 +151,7 @@ FW_TEST(large_copies_take_several_bounded_passes) {
     CHECK_EQ(c.status, abi::kCqOk);
     big = c.result;
   }
-  g_a.post(copy(0, big, 0x6000'0000, 0, big, 0x6008'0000, 0x80000));  // 512 KiB = 8 chunks
+  g_a.submit(copy(0, big, 0x6000'0000, 0, big, 0x6008'0000, 0x80000));  // 512 KiB = 8 chunks
   abi::CqEntry c{};
   int passes = 0;
   while (!g_a.reap(c) && passes < 100) lcp::slots_service(g_t, g_now), ++passes;
@@ -220,7 +163,7 @@ FW_TEST(large_copies_take_several_bounded_passes) {
 FW_TEST(a_full_cq_stalls_the_slot_instead_of_overwriting) {
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
-  for (uint32_t i = 0; i < kSq; ++i) e.user_data = i, g_a.post(e);
+  for (uint32_t i = 0; i < kSq; ++i) e.user_data = i, g_a.submit(e);
   for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
   abi::CqEntry c;
   uint32_t got = 0;
@@ -238,7 +181,7 @@ FW_TEST(an_idle_slot_goes_dormant_and_a_doorbell_wakes_it) {
   EXPECT_EQ(lcp::header(g_t.slots[0]).nic.sq_dormant, 1u);
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
-  g_a.post(e);
+  g_a.submit(e);
   for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
   abi::CqEntry c;
   EXPECT(!g_a.reap(c));  // not polled while dormant: the host must ring
@@ -254,7 +197,7 @@ FW_TEST(going_dormant_rechecks_the_tail) {
   g_now += hal::clint::us_to_ticks(lcp::kSlotIdleUs) + 1;
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
-  g_b.post(e);
+  g_b.submit(e);
   g_t.slots[1].last_work = 0;
   lcp::slots_service(g_t, g_now);  // services the NOP: not dormant
   abi::CqEntry c;
@@ -265,7 +208,7 @@ FW_TEST(going_dormant_rechecks_the_tail) {
 FW_TEST(detach_flushes_outstanding_descriptors) {
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
-  for (int i = 0; i < 3; ++i) g_b.post(e);
+  for (int i = 0; i < 3; ++i) g_b.submit(e);
   EXPECT_EQ(lcp::slot_detach(g_t, 1), 3u);
   abi::CqEntry c;
   int flushed = 0;
@@ -279,8 +222,8 @@ FW_TEST(detach_flushes_outstanding_descriptors) {
 
 FW_TEST(a_wild_sq_tail_cuts_the_slot_off_and_spares_the_others) {
   g_b.open(1);
-  CHECK_EQ(lcp::slot_attach(g_t, attach_cmd(1, 8), g_now), abi::kCtrlOk);
-  auto* sqc = reinterpret_cast<abi::RingControl*>(g_b.base + abi::kSlotHeaderSize);
+  CHECK_EQ(g_b.attach(8), abi::kCtrlOk);
+  auto* sqc = reinterpret_cast<abi::RingControl*>(g_b.base + g_b.layout.sq_offset);
   sqc->tail = 1000;  // more entries than the ring holds
   lcp::slots_service(g_t, g_now);
   EXPECT_EQ(g_t.slots[1].state, abi::SlotState::kCutOff);
@@ -291,11 +234,11 @@ FW_TEST(a_wild_sq_tail_cuts_the_slot_off_and_spares_the_others) {
 }
 
 FW_TEST(a_wild_cq_head_cuts_the_slot_off) {
-  auto* cqc = reinterpret_cast<abi::RingControl*>(g_a.base + 0x2000);
+  auto* cqc = reinterpret_cast<abi::RingControl*>(g_a.base + g_a.layout.cq_offset);
   cqc->head = cqc->head + 1000;
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
-  g_a.post(e);
+  g_a.submit(e);
   for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, g_now);
   EXPECT_EQ(g_t.slots[0].state, abi::SlotState::kCutOff);
   EXPECT_EQ(lcp::header(g_t.slots[0]).nic.fault_code, uint32_t(abi::kFaultCqCorrupt));

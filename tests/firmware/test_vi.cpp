@@ -17,6 +17,7 @@
 #include "lcp/slots.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
+#include "slot_proc.h"
 
 namespace abi = ulnic::abi;
 
@@ -57,54 +58,30 @@ struct Seg {
   uint32_t len;
 };
 
-struct Proc {
-  uint32_t slot = 0;
-  uint8_t* base = nullptr;
+struct Proc : fwtest::SlotProc {
   uint64_t va0 = 0;  // the process's virtual address of slot offset 0
   uint32_t ptag = 0;
   uint32_t desc_key = 0, buf_key = 0, tag_key = 0, local_key = 0;
   uint64_t desc_next = 0;
   bool open_ = false;
-  abi::RingProducer<abi::SqEntry> sq;
-  abi::RingConsumer<abi::CqEntry> cq;
-  abi::RingConsumer<abi::EqEntry> eq;
   abi::CqEntry got[kMaxGot];
   uint32_t ngot = 0;
 
   void open(uint32_t k, uint64_t generation, uint64_t va_base, uint32_t tag, uint32_t cq_capacity) {
-    slot = k;
-    base = reinterpret_cast<uint8_t*>(g_board.slots[k].mem);
     va0 = va_base;
     ptag = tag;
     ngot = 0;
     desc_next = 0;
-    memset(base, 0, kTouched);
-    abi::SlotLayout l{};
-    l.sq_offset = kSqOff;
-    l.sq_capacity = kSq;
-    l.cq_offset = kCqOff;
-    l.cq_capacity = cq_capacity;
-    l.eq_offset = kEqOff;
-    l.eq_capacity = kEq;
-    l.heap_offset = kHeap;
-    l.heap_size = g_board.slots[k].size - kHeap;
-    l.slot_size = g_board.slots[k].size;
-    auto* s = reinterpret_cast<abi::RingControl*>(base + l.sq_offset);
-    auto* c = reinterpret_cast<abi::RingControl*>(base + l.cq_offset);
-    auto* e = reinterpret_cast<abi::RingControl*>(base + l.eq_offset);
-    sq = abi::RingProducer<abi::SqEntry>();
-    cq = abi::RingConsumer<abi::CqEntry>();
-    eq = abi::RingConsumer<abi::EqEntry>();
-    sq.attach(s, reinterpret_cast<abi::SqEntry*>(s + 1), kSq);
-    cq.attach(c, reinterpret_cast<abi::CqEntry*>(c + 1), cq_capacity);
-    eq.attach(e, reinterpret_cast<abi::EqEntry*>(e + 1), kEq);
-    abi::CtrlCommand cmd{};
-    cmd.opcode = abi::kCtrlAttachSlot;
-    cmd.slot = k;
-    cmd.generation = generation;
-    cmd.host_peer = 99;
-    cmd.layout = l;
-    EXPECT_EQ(lcp::slot_attach(g_t, cmd, kNow), abi::kCtrlOk);
+    map(g_t, kNow, k,
+        fwtest::SlotShape{.sq_offset = kSqOff,
+                          .sq_capacity = kSq,
+                          .cq_offset = kCqOff,
+                          .cq_capacity = cq_capacity,
+                          .eq_offset = kEqOff,
+                          .eq_capacity = kEq,
+                          .heap_offset = kHeap},
+        kTouched);
+    EXPECT_EQ(attach(generation), abi::kCtrlOk);
     open_ = true;
   }
 
@@ -112,22 +89,7 @@ struct Proc {
   uint8_t* at(uint64_t v) const { return base + (v - va0); }
   uint64_t buf(uint64_t off) const { return va(kBufOff + off); }
 
-  // --- rings
-  void push(const void* entry) {
-    abi::SqEntry* slot_entry = sq.reserve();
-    if (!EXPECT(slot_entry != nullptr)) return;
-    memcpy(slot_entry, entry, sizeof(abi::SqEntry));
-    sq.push();
-  }
-  void submit(const abi::SqEntry& e, const void* payload = nullptr, uint32_t bytes = 0) {
-    push(&e);
-    for (uint32_t off = 0; off < bytes; off += 64) {
-      uint8_t chunk[64] = {};
-      memcpy(chunk, static_cast<const uint8_t*>(payload) + off, bytes - off < 64 ? bytes - off : 64);
-      push(chunk);
-    }
-    sq.publish();
-  }
+  // --- rings (submit(), event(): SlotProc)
   void collect() {
     if (!open_) return;
     bool any = false;
@@ -159,15 +121,6 @@ struct Proc {
       if (got[i].user_data == user_data) return int(i);
     return -1;
   }
-  bool event(abi::EqEntry& out) {
-    const abi::EqEntry* e = eq.peek();
-    if (!e) return false;
-    out = *e;
-    eq.pop();
-    eq.release();
-    return true;
-  }
-
   // --- memory
   uint32_t reg(uint64_t offset, uint64_t len, uint32_t access, uint32_t tag);
   uint64_t alloc(uint32_t bytes) {
@@ -223,12 +176,7 @@ void pump() {
 }
 
 uint32_t Proc::reg(uint64_t offset, uint64_t len, uint32_t access, uint32_t tag) {
-  abi::SqEntry e{};
-  e.opcode = abi::kOpRegister;
-  e.reg_offset = offset;
-  e.length = uint32_t(len);
-  e.access = access;
-  e.src_addr = va(offset);
+  abi::SqEntry e = fwtest::register_entry(offset, uint32_t(len), access, va(offset));
   e.dst_node = tag;
   e.user_data = token();
   submit(e);

@@ -11,6 +11,7 @@
 #include "lcp/remote.h"
 #include "lcp/slots.h"
 #include "lcp/vmmc.h"
+#include "slot_proc.h"
 
 namespace abi = ulnic::abi;
 
@@ -20,85 +21,17 @@ core::board::Board g_board;
 lcp::SlotTable g_t;
 constexpr uint64_t kNow = 1'000'000;
 constexpr uint32_t kSq = 16, kCq = 8, kEq = 4;
-constexpr uint64_t kHeap = 0x10000;
+constexpr fwtest::SlotShape kShape = fwtest::packed_shape(kSq, kCq, kEq);
+constexpr uint64_t kHeap = kShape.heap_offset;
 constexpr uint64_t kVaA = 0x7000'0000, kVaB = 0x9000'0000;
 
-abi::SlotLayout layout_for(uint64_t size) {
-  abi::SlotLayout l{};
-  l.sq_offset = abi::kSlotHeaderSize;
-  l.sq_capacity = kSq;
-  l.cq_offset = 0x2000;
-  l.cq_capacity = kCq;
-  l.eq_offset = 0x3000;
-  l.eq_capacity = kEq;
-  l.heap_offset = kHeap;
-  l.heap_size = size - kHeap;
-  l.slot_size = size;
-  return l;
-}
-
-struct Proc {
-  uint32_t slot;
-  uint8_t* base;
-  abi::RingProducer<abi::SqEntry> sq;
-  abi::RingConsumer<abi::CqEntry> cq;
-  abi::RingConsumer<abi::EqEntry> eq;
+struct Proc : fwtest::SlotProc {
   void open(uint32_t k, uint64_t generation) {
-    slot = k;
-    base = reinterpret_cast<uint8_t*>(g_board.slots[k].mem);
-    memset(base, 0, 0x80000);
-    abi::SlotLayout l = layout_for(g_board.slots[k].size);
-    auto* s = reinterpret_cast<abi::RingControl*>(base + l.sq_offset);
-    auto* c = reinterpret_cast<abi::RingControl*>(base + l.cq_offset);
-    auto* e = reinterpret_cast<abi::RingControl*>(base + l.eq_offset);
-    sq.attach(s, reinterpret_cast<abi::SqEntry*>(s + 1), kSq);
-    cq.attach(c, reinterpret_cast<abi::CqEntry*>(c + 1), kCq);
-    eq.attach(e, reinterpret_cast<abi::EqEntry*>(e + 1), kEq);
-    abi::CtrlCommand cmd{};
-    cmd.opcode = abi::kCtrlAttachSlot;
-    cmd.slot = k;
-    cmd.generation = generation;
-    cmd.host_peer = 99;
-    cmd.layout = l;
-    CHECK_EQ(lcp::slot_attach(g_t, cmd, kNow), abi::kCtrlOk);
-  }
-  void push(const void* entry) {
-    memcpy(sq.reserve(), entry, sizeof(abi::SqEntry));
-    sq.push();
-  }
-  abi::CqEntry run(const abi::SqEntry& e, const uint8_t* inline_payload = nullptr, uint32_t continuation = 0) {
-    push(&e);
-    for (uint32_t i = 0; i < continuation; ++i) push(inline_payload + 64 * i);
-    sq.publish();
-    abi::CqEntry c{};
-    c.status = 0xffff;
-    for (int i = 0; i < 200; ++i) {
-      lcp::slots_service(g_t, kNow);
-      if (const abi::CqEntry* got = cq.peek()) {
-        c = *got;
-        cq.pop();
-        cq.release();
-        break;
-      }
-    }
-    return c;
-  }
-  bool event(abi::EqEntry& out) {
-    const abi::EqEntry* e = eq.peek();
-    if (!e) return false;
-    out = *e;
-    eq.pop();
-    eq.release();
-    return true;
+    map(g_t, kNow, k, kShape, 0x80000);
+    EXPECT_EQ(attach(generation), abi::kCtrlOk);
   }
   uint32_t reg(uint64_t offset, uint32_t len, uint32_t access, uint64_t va) {
-    abi::SqEntry e{};
-    e.opcode = abi::kOpRegister;
-    e.reg_offset = offset;
-    e.length = len;
-    e.access = access;
-    e.src_addr = va;
-    abi::CqEntry c = run(e);
+    abi::CqEntry c = run(fwtest::register_entry(offset, len, access, va));
     EXPECT_EQ(c.status, abi::kCqOk);
     return c.result;
   }
@@ -211,7 +144,7 @@ FW_TEST(inline_sends_carry_their_payload_in_the_queue) {
   for (int i = 0; i < 128; ++i) payload[i] = uint8_t(0xa0 + i);
   abi::SqEntry e = send(0, abi::proxy_base(0) + 77, 100);
   e.opcode = abi::kOpSendInline;
-  CHECK_EQ(g_a.run(e, payload, 2).status, abi::kCqOk);
+  CHECK_EQ(g_a.run(e, payload, sizeof payload).status, abi::kCqOk);
   EXPECT(memcmp(g_b.base + kHeap + 0x10000 + 77, payload, 100) == 0);
   e.length = 129;  // too long to be inline (what the host put after it is read as descriptors)
   EXPECT_EQ(g_a.run(e).status, abi::kCqBadLength);
