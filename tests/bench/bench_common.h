@@ -1,8 +1,8 @@
-// Shared by the benchmark programs (slot_bench, fabric_bench, vmmc_bench):
-// timing helpers, min/median/max summaries, a small JSON writer, machine
-// facts, the host-only floors every NIC figure is compared against in the
-// same run (a two-process shared-memory ping-pong and memcpy bandwidth), the
-// NIC's firmware counters (`ulnic node status --json`), who used the CPUs
+// Shared by the benchmark programs (slot_bench, fabric_bench, vmmc_bench,
+// vipl_bench): timing helpers, min/median/max summaries, a small JSON writer,
+// machine facts, the host-only floors every NIC figure is compared against in
+// the same run (a two-process shared-memory ping-pong and memcpy bandwidth),
+// the NIC's firmware counters (`ulnic node status --json`), who used the CPUs
 // over a run, and the windows of a bandwidth measurement.
 #pragma once
 
@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,23 @@ inline double us_between(Clock::time_point a, Clock::time_point b) {
 }
 
 inline double seconds_since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+// Spins until pred() holds: cpu_relax, then after `yield_after` looks either
+// sched_yield (sleep_ns 0) or nanosleep(sleep_ns) between looks (two cores,
+// two QEMUs and two host processes). False after `limit_s`.
+template <class Pred>
+bool spin_until(Pred pred, uint32_t yield_after, uint32_t sleep_ns, double limit_s) {
+  uint32_t k = 0;
+  auto start = Clock::now();
+  const timespec nap{0, long(sleep_ns)};
+  while (!pred()) {
+    if (++k <= yield_after) cpu_relax();
+    else if (sleep_ns) ::nanosleep(&nap, nullptr);
+    else ::sched_yield();
+    if ((k & 0x3ff) == 0 && seconds_since(start) > limit_s) return pred();
+  }
+  return true;
+}
 
 // The value of option argv[i] (i moves on to it); usage() if there is none.
 inline std::string next_arg(int argc, char** argv, int& i, void (*usage)()) {
@@ -114,6 +132,13 @@ inline std::string size_name(uint64_t b) {
   if (b >= (1u << 20) && b % (1u << 20) == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 " MiB", b >> 20);
   else if (b >= 1024 && b % 1024 == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 " KiB", b >> 10);
   else std::snprintf(buf, sizeof buf, "%" PRIu64 " B", b);
+  return buf;
+}
+
+// v printed with the printf format f ("%.0f").
+inline std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
 
@@ -415,6 +440,27 @@ inline void print_memcpy(const std::map<uint64_t, MemcpyFloor>& mc) {
   for (auto& [s, f] : mc)
     std::printf("%-12s%12.2f%10.2f%10.2f%14.1f\n", size_name(s).c_str(), f.gbps.min, f.gbps.median, f.gbps.max,
                 f.ns_per_copy.median);
+}
+
+// The host-only floors of a run beside the NIC: a shared-memory ping-pong
+// (2000 warm-up round trips, then pp_iters) and memcpy at every size of either
+// list (mc_samples each), printed under "== <title>" (the ping-pong, then the
+// memcpy table unless print_mc is false).
+struct HostFloors {
+  PingPong pp;
+  std::map<uint64_t, MemcpyFloor> mc;
+};
+
+inline HostFloors host_floors(const char* title, const std::vector<uint32_t>& lat_sizes,
+                              const std::vector<uint32_t>& bw_sizes, int pp_iters, int mc_samples,
+                              bool print_mc = true) {
+  HostFloors f;
+  f.pp = pingpong_floor(2000, pp_iters);
+  f.mc = memcpy_floors(size_union(lat_sizes, bw_sizes), mc_samples);
+  std::printf("\n== %s\n", title);
+  print_pingpong(f.pp);
+  if (print_mc) print_memcpy(f.mc);
+  return f;
 }
 
 // ----------------------------------------------------------------- the NIC

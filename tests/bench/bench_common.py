@@ -1,11 +1,14 @@
-"""Shared by the benchmark drivers (fabric_bench.py, vmmc_bench.py, slot_bench.py).
+"""Shared by the benchmark drivers (fabric_bench.py, vmmc_bench.py, vipl_bench.py, slot_bench.py).
 
 A private cluster in its own ULNIC_RUNTIME_DIR, the server/client processes
-of a run, the result file's header and last lines, and the plotting
-scaffolding (matplotlib with the Agg backend; where this Python lacks it, the
-driver is run again under /usr/bin/python3 with --plot-only). The drivers
-import it from their own directory.
+of a run, the whole run of a driver whose program serves on one node of a
+private two-node cluster and measures from the other (two_node_main), the
+result file's header and last lines, and the plotting scaffolding
+(matplotlib with the Agg backend; where this Python lacks it, the driver is
+run again under /usr/bin/python3 with --plot-only). The drivers import it
+from their own directory.
 """
+import argparse
 import json
 import math
 import os
@@ -13,6 +16,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -111,6 +115,136 @@ def stop(proc):
         proc.wait()
 
 
+# --------------------------------- a server and a client on a two-node cluster
+
+def default_build(program, dirs):
+    """The first ROOT/DIR (DIR in dirs) that holds bin/<program>; else ROOT/build."""
+    for d in dirs:
+        if os.access(os.path.join(ROOT, d, "bin", program), os.X_OK):
+            return os.path.join(ROOT, d)
+    return os.path.join(ROOT, "build")
+
+
+def two_node_args(doc, program, build_dirs, quick_help, slot_help, cluster_arg):
+    """The command line of a two-node driver: (its options, the arguments after `--`, which go to the client).
+    cluster_arg: with --cluster-arg (more arguments for `ulnic cluster up`)."""
+    argv = sys.argv[1:]
+    client_args = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, client_args = argv[:k], argv[k + 1:]
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=default_build(program, build_dirs),
+                    help=f"build directory (bin/ulnic, bin/{program})")
+    ap.add_argument("--out", default=f"{program}_out", help="output directory for JSON and PNGs")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--slot-size", type=int, default=64, help=slot_help)
+    ap.add_argument("--timeout", type=int, default=900, help="give up on the client after this many seconds")
+    if cluster_arg:
+        ap.add_argument("--cluster-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument for `ulnic cluster up` (repeatable: --cluster-arg=--switch, "
+                             "--cluster-arg=--firmware --cluster-arg=ELF)")
+    ap.add_argument("--plot-only", metavar="JSON", help=f"redraw the PNGs from a {program}.json and exit")
+    return ap.parse_args(argv), client_args
+
+
+def run_client_server(build, out, cluster, program, client_args, timeout, server_wait):
+    """`PROGRAM serve --peer 0` on node 1 and `PROGRAM client --peer 1 --json OUT/PROGRAM_client.json CLIENT_ARGS`
+    on node 0, the client's tables streamed as they come and the server's output after them (waited for up to
+    server_wait seconds once the client is done) -> (the client's JSON, client exit, server exit, server output)."""
+    bench = os.path.join(build, "bin", program)
+    out_json = os.path.join(out, f"{program}_client.json")
+    if os.path.exists(out_json):
+        os.remove(out_json)
+    server = start([bench, "serve", "--peer", "0", "--idle-timeout", str(timeout)], cluster.env(1))
+    try:
+        cmd = [bench, "client", "--peer", "1", "--json", out_json, *client_args]
+        print("$ " + " ".join(cmd), flush=True)
+        client = start(cmd, cluster.env(0))
+        deadline = time.time() + timeout
+        for line in client.stdout:  # stream the tables as they come
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if time.time() > deadline:
+                client.kill()
+                raise RuntimeError(f"{program} client still running after {timeout} s")
+        rc = client.wait()
+        sout = output_of(server, server_wait)
+        sys.stdout.write(sout)
+        if rc != 0 and not os.path.exists(out_json):
+            raise RuntimeError(f"{program} client exited {rc}")
+        with open(out_json) as f:
+            result = json.load(f)
+        return result, rc, server.returncode, sout
+    finally:
+        stop(server)
+
+
+def two_node_main(doc, script, program, cluster, build_dirs, quick_help, slot_help, server_wait, summary, plot,
+                  verified, cluster_arg=False):
+    """The whole of a driver whose PROGRAM serves on node 1 and measures from node 0 of a private two-node cluster
+    (`ulnic cluster up -n 2 -c CLUSTER --slot-size MIB`, in its own ULNIC_RUNTIME_DIR): its command line (see
+    two_node_args), the run (see run_client_server; the client gets --quick with --quick), the cluster down;
+    then summary(data) and "data verified (VERIFIED): yes/NO" printed, OUT/PROGRAM.json written (the client's JSON
+    under "run") and plot(data, out) drawn. -> the exit code."""
+    prog = f"{program}.py"
+    args, client_args = two_node_args(doc, program, build_dirs, quick_help, slot_help, cluster_arg)
+    cluster_args = args.cluster_arg if cluster_arg else None
+
+    out = out_dir(args, plot, script)
+    build = check_build(args.build, ("ulnic", program), prog)
+
+    t0 = time.time()
+    runtime = tempfile.mkdtemp(prefix=f"ulnic-{cluster}-", dir="/tmp")
+    nodes = Cluster(build, runtime, cluster, args.slot_size, cluster_args or (), prog=prog, down_label="cluster down")
+    params = {"quick": args.quick, "slot_size_mib": args.slot_size}
+    if cluster_args is not None:
+        params["cluster_args"] = cluster_args
+    params["client_args"] = client_args
+    data = {**header(prog), "params": params}
+    up = f"ulnic cluster up -n 2 -c {cluster} --slot-size {args.slot_size}"
+    if cluster_args is not None:
+        up += f" {' '.join(cluster_args)}"
+    rc = 0
+    try:
+        print(f"######## {up} (runtime {runtime})", flush=True)
+        nodes.up()
+        cargs = (["--quick"] if args.quick else []) + client_args
+        result, crc, src, sout = run_client_server(build, out, nodes, program, cargs, args.timeout, server_wait)
+        data["run"] = result
+        data["client_exit"], data["server_exit"], data["server_output"] = crc, src, sout
+        status = nodes.status()
+        if status:
+            data["cluster_status_at_end"] = status
+        rc = crc or src or 0
+    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        rc = 1
+    finally:
+        nodes.down()
+        left = remove_runtime(runtime)
+        if left:
+            print(f"{prog}: note: cluster down left {left} in the runtime directory (removed)", file=sys.stderr)
+
+    finish(data, t0)
+    if "run" not in data:
+        return rc or 1
+    print()
+    print(summary(data))
+    print(f"data verified ({verified}): {'yes' if data['run'].get('verified') else 'NO'}")
+    print(runtime_line(data))
+    json_path = os.path.join(out, f"{program}.json")
+    write_json(data, json_path)
+    if not draw(json_path, out, plot, script):
+        rc = rc or 1
+    return rc
+
+
+def of_mode(rows, mode):
+    """The rows of one mode, by size."""
+    return sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["size"])
+
+
 # ----------------------------------------------------------- the result file
 
 def header(benchmark):
@@ -164,6 +298,39 @@ def draw(json_path, out, plot, script):
     for p in plot(data, out):
         print(f"wrote {p}")
     return True
+
+
+def subtitle(data, middle=""):
+    """A plot's second title line: the client's machine (data["run"]["machine"]), `middle`, the load average."""
+    m = data["run"]["machine"]
+    load = " ".join(data.get("loadavg_at_start", []))
+    return f"{m['nproc']} CPUs, {m['cpu_model']}; {middle}load average at start {load}"
+
+
+def mode_series(rows, modes, sizes):
+    """(the rows of the mode by size, their sizes, *style) for each (mode, *style) in modes that has rows;
+    adds their sizes to the set `sizes`."""
+    for mode, *style in modes:
+        of = of_mode(rows, mode)
+        if of:
+            xs = [r["size"] for r in of]
+            sizes.update(xs)
+            yield (of, xs, *style)
+
+
+def err_bars(meds, rows, key, k=1.0):
+    """Error bars from each median in meds down to its row's row[key]["min"] * k and up to its ["max"] * k."""
+    lo = [m - r[key]["min"] * k for m, r in zip(meds, rows)]
+    hi = [r[key]["max"] * k - m for m, r in zip(meds, rows)]
+    return [lo, hi]
+
+
+def memcpy_floor_line(ax, floors, sizes):
+    """The run's host memcpy floor (floors["memcpy"], bytes_per_s medians, as MB/s) at those of `sizes` it has."""
+    mc = sorted((r for r in floors.get("memcpy", []) if r["size"] in sizes), key=lambda r: r["size"])
+    if mc:
+        ax.plot([r["size"] for r in mc], [r["bytes_per_s"]["median"] / 1e6 for r in mc], color="gray",
+                marker=".", ls=":", label="floor: host memcpy, median")
 
 
 def pyplot():

@@ -482,15 +482,10 @@ int client(int argc, char** argv) {
             "      compete for them");
 
   // ---- 1. floors
-  PingPong pp;
-  std::map<uint64_t, MemcpyFloor> mc;
-  if (floors) {
-    pp = pingpong_floor(2000, 20000);
-    mc = memcpy_floors(size_union(lat_sizes, bw_sizes), 31);
-    std::printf("\n== 1. floors (host only)\n");
-    print_pingpong(pp);
-    print_memcpy(mc);
-  }
+  HostFloors host;
+  if (floors) host = host_floors("1. floors (host only)", lat_sizes, bw_sizes, 20000, 31);
+  const PingPong& pp = host.pp;
+  std::map<uint64_t, MemcpyFloor>& mc = host.mc;
 
   // ---- 2. latency
   std::vector<Latency> lat;

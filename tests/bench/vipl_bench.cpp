@@ -152,12 +152,6 @@ static_assert(sizeof(Msg) <= kCtlBytes);
 uint8_t pattern(uint64_t seed, uint64_t i) { return uint8_t(((i * 2654435761u) >> 11) ^ (i >> 7) ^ (seed * 37)); }
 uint8_t tag_of(uint64_t seq) { return uint8_t(seq % 255 + 1); }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // --------------------------------------------------------- VIPL helpers
 
 const char* rc_name(VIP_RETURN r) {
@@ -337,51 +331,34 @@ void wait_send(VIP_VI_HANDLE vi, const char* what) {
   give_desc(d);
 }
 
-// Spins until pred() holds: cpu_relax, then after `yield_after` looks either
-// sched_yield (sleep_ns 0) or nanosleep(sleep_ns) between looks (two cores,
-// two QEMUs and two host processes). False after `limit_s`.
-template <class Pred>
-bool spin_until(Pred pred, uint32_t yield_after, uint32_t sleep_ns, double limit_s) {
-  uint32_t k = 0;
-  auto start = Clock::now();
-  const timespec nap{0, long(sleep_ns)};
-  while (!pred()) {
-    if (++k <= yield_after) cpu_relax();
-    else if (sleep_ns) ::nanosleep(&nap, nullptr);
-    else ::sched_yield();
-    if ((k & 0x3ff) == 0 && seconds_since(start) > limit_s) return pred();
-  }
-  return true;
-}
-
 uint8_t load8(const uint8_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
 // ------------------------------------------------------------ control VI
 
 uint8_t* ctl_tx(uint32_t k) { return at(kOffCtlTx + uint64_t(k % kCtlSlots) * kCtlBytes); }
 
+// Takes back the oldest control send (waiting up to 30 s for it if `wait`);
+// false if it is not done (VipSendWait never says so: it times out).
+bool reap_ctl_send(bool wait) {
+  VIP_DESCRIPTOR* d = nullptr;
+  VIP_RETURN r = wait ? VipSendWait(g.ctl, 30000, &d) : VipSendDone(g.ctl, &d);
+  if (r == VIP_NOT_DONE) return false;
+  vcheck(r, "control send completion");
+  if (!done_ok(d)) die("a control send completed with status " + status_text(d->CS.Status));
+  give_desc(d);
+  --g.ctl_out;
+  return true;
+}
+
 void reap_ctl_sends(bool wait_all) {
-  while (g.ctl_out > 0) {
-    VIP_DESCRIPTOR* d = nullptr;
-    VIP_RETURN r = wait_all ? VipSendWait(g.ctl, 30000, &d) : VipSendDone(g.ctl, &d);
-    if (r == VIP_NOT_DONE) return;
-    vcheck(r, "control send completion");
-    if (!done_ok(d)) die("a control send completed with status " + status_text(d->CS.Status));
-    give_desc(d);
-    --g.ctl_out;
+  while (g.ctl_out > 0 && reap_ctl_send(wait_all)) {
   }
 }
 
 void ctl_send(Msg m) {
   m.magic = kMagic;
   reap_ctl_sends(false);
-  while (g.ctl_out >= kCtlSlots - 1) {
-    VIP_DESCRIPTOR* d = nullptr;
-    vcheck(VipSendWait(g.ctl, 30000, &d), "control send completion");
-    if (!done_ok(d)) die("a control send completed with status " + status_text(d->CS.Status));
-    give_desc(d);
-    --g.ctl_out;
-  }
+  while (g.ctl_out >= kCtlSlots - 1) reap_ctl_send(true);
   uint8_t* buf = ctl_tx(g.ctl_next++);
   std::memcpy(buf, &m, sizeof m);
   VIP_DESCRIPTOR* d = take_desc();
@@ -1053,6 +1030,13 @@ Bw run_bandwidth(uint32_t mode, uint32_t s, const BwParams& p) {
     return got;
   };
   uint8_t* src = at(kOffBulk);
+  // One transfer of s bytes from src: a send, or an RDMA write into the peer's bulk area.
+  auto post_bulk = [&](const char* what) {
+    VIP_DESCRIPTOR* d = take_desc();
+    if (send) set_local(d, src, s);
+    else set_rdma(d, src, s, g.peer_bulk, g.peer_mh);
+    vcheck(VipPostSend(g.data, d, g.mh), what);
+  };
   uint64_t posted = 0, done = 0, win_ops = 0, in_win = 0;
   uint32_t nwin = 0;
   int phase = 0;  // 0 warm-up, 1 measuring, 2 draining
@@ -1063,10 +1047,7 @@ Bw run_bandwidth(uint32_t mode, uint32_t s, const BwParams& p) {
   for (;;) {
     if (send) pump_credits(0);
     while (phase < 2 && posted - done < K && posted < limit) {
-      VIP_DESCRIPTOR* d = take_desc();
-      if (send) set_local(d, src, s);
-      else set_rdma(d, src, s, g.peer_bulk, g.peer_mh);
-      vcheck(VipPostSend(g.data, d, g.mh), send ? "bandwidth send" : "bandwidth RDMA write");
+      post_bulk(send ? "bandwidth send" : "bandwidth RDMA write");
       ++posted;
     }
     if (posted == done) {
@@ -1139,13 +1120,8 @@ Bw run_bandwidth(uint32_t mode, uint32_t s, const BwParams& p) {
   prep.op = kPrep;
   prep.size = s;
   call(prep);
-  {
-    VIP_DESCRIPTOR* d = take_desc();
-    if (send) set_local(d, src, s);
-    else set_rdma(d, src, s, g.peer_bulk, g.peer_mh);
-    vcheck(VipPostSend(g.data, d, g.mh), "verification transfer");
-    wait_send(g.data, "verification transfer");
-  }
+  post_bulk("verification transfer");
+  wait_send(g.data, "verification transfer");
   Msg v;
   v.op = kVerify;
   v.mode = mode;
@@ -1385,15 +1361,10 @@ int client(int argc, char** argv) {
             "      from this run");
 
   // ---- 0. floors
-  PingPong pp;
-  std::map<uint64_t, MemcpyFloor> mc;
-  if (floors) {
-    pp = pingpong_floor(2000, quick ? 5000 : 20000);
-    mc = memcpy_floors(size_union(lat_sizes, bw_sizes), quick ? 9 : 31);
-    std::printf("\n== 0. floors, host only\n");
-    print_pingpong(pp);
-    print_memcpy(mc);
-  }
+  HostFloors host;
+  if (floors) host = host_floors("0. floors, host only", lat_sizes, bw_sizes, quick ? 5000 : 20000, quick ? 9 : 31);
+  const PingPong& pp = host.pp;
+  std::map<uint64_t, MemcpyFloor>& mc = host.mc;
   auto memcpy_median = [&](uint32_t s) { return mc.count(s) ? mc[s].gbps.median * 1e9 : 0.0; };
   auto floor_ratio = [&](const Lat& l) {
     return floors && pp.oneway_us.median > 0 ? l.oneway_us.median / pp.oneway_us.median : 0.0;

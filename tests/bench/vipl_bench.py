@@ -26,16 +26,10 @@ reception --skip poll).
   tests/bench/vipl_bench.py [--build DIR] [--out DIR] [--quick] [--cluster-arg ARG]... [-- CLIENT-ARGS...]
   tests/bench/vipl_bench.py --plot-only OUT/vipl_bench.json [--out DIR]   (redraw the PNGs)
 """
-import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 
-from bench_common import (ROOT, Cluster, check_build, draw, finish, header, log_y, out_dir, output_of, pyplot,
-                          remove_runtime, runtime_line, save, size_axis, size_name, start, stop, write_json)
+from bench_common import (err_bars, log_y, memcpy_floor_line, mode_series, of_mode, pyplot, save, size_axis,
+                          size_name, subtitle, two_node_main)
 
 CLUSTER = "viplbench"
 LAT_MODES = (("send/wait", "tab:blue", "o", "send, VipRecvWait"),
@@ -43,41 +37,7 @@ LAT_MODES = (("send/wait", "tab:blue", "o", "send, VipRecvWait"),
              ("rdma/poll", "tab:red", "^", "RDMA write, last byte polled"))
 
 
-def run_bench(build, out, cluster, client_args, timeout):
-    bench = os.path.join(build, "bin", "vipl_bench")
-    out_json = os.path.join(out, "vipl_bench_client.json")
-    if os.path.exists(out_json):
-        os.remove(out_json)
-    server = start([bench, "serve", "--peer", "0", "--idle-timeout", str(timeout)], cluster.env(1))
-    try:
-        cmd = [bench, "client", "--peer", "1", "--json", out_json, *client_args]
-        print("$ " + " ".join(cmd), flush=True)
-        client = start(cmd, cluster.env(0))
-        deadline = time.time() + timeout
-        for line in client.stdout:  # stream the tables as they come
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            if time.time() > deadline:
-                client.kill()
-                raise RuntimeError(f"vipl_bench client still running after {timeout} s")
-        rc = client.wait()
-        sout = output_of(server, 30)
-        sys.stdout.write(sout)
-        if rc != 0 and not os.path.exists(out_json):
-            raise RuntimeError(f"vipl_bench client exited {rc}")
-        with open(out_json) as f:
-            result = json.load(f)
-        return result, rc, server.returncode, sout
-    finally:
-        stop(server)
-
-
 # ----------------------------------------------------------------- summary
-
-def of_mode(rows, mode):
-    """The rows of one mode, by size."""
-    return sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["size"])
-
 
 def summary(data):
     run = data["run"]
@@ -156,27 +116,16 @@ def plot(data, out):
     fl = run.get("floors", {})
     written = []
 
-    def errs(meds, rows, key, k=1.0):
-        lo = [m - r[key]["min"] * k for m, r in zip(meds, rows)]
-        hi = [r[key]["max"] * k - m for m, r in zip(meds, rows)]
-        return [lo, hi]
-
-    sub = (f"{run['machine']['nproc']} CPUs, {run['machine']['cpu_model']}; {run['params']['reliability']} VIs; "
-           f"load average at start {' '.join(data.get('loadavg_at_start', []))}")
+    sub = subtitle(data, f"{run['params']['reliability']} VIs; ")
 
     # 1. latency vs size
     lat = run.get("latency", [])
     if lat:
         fig, ax = plt.subplots(figsize=(8.5, 5.4))
         sizes = set()
-        for mode, color, marker, label in LAT_MODES:
-            rows = of_mode(lat, mode)
-            if not rows:
-                continue
-            xs = [r["size"] for r in rows]
-            sizes.update(xs)
+        for rows, xs, color, marker, label in mode_series(lat, LAT_MODES, sizes):
             med = [r["oneway_us"]["median"] for r in rows]
-            ax.errorbar(xs, med, yerr=errs(med, rows, "oneway_us"), color=color, marker=marker, capsize=3,
+            ax.errorbar(xs, med, yerr=err_bars(med, rows, "oneway_us"), color=color, marker=marker, capsize=3,
                         label=f"{label}: median, bars min..max")
         pp = fl.get("pingpong", {}).get("oneway_us")
         if pp:
@@ -194,20 +143,12 @@ def plot(data, out):
     if bw:
         fig, ax = plt.subplots(figsize=(9, 6))
         sizes = set()
-        for mode, color, marker, label in (("send", "tab:blue", "o", "VipPostSend into posted receives"),
-                                           ("rdma", "tab:red", "^", "RDMA write")):
-            rows = of_mode(bw, mode)
-            if not rows:
-                continue
-            xs = [r["size"] for r in rows]
-            sizes.update(xs)
+        modes = (("send", "tab:blue", "o", "VipPostSend into posted receives"), ("rdma", "tab:red", "^", "RDMA write"))
+        for rows, xs, color, marker, label in mode_series(bw, modes, sizes):
             med = [r["bytes_per_s"]["median"] / 1e6 for r in rows]
-            ax.errorbar(xs, med, yerr=errs(med, rows, "bytes_per_s", 1e-6), color=color, marker=marker, capsize=3,
+            ax.errorbar(xs, med, yerr=err_bars(med, rows, "bytes_per_s", 1e-6), color=color, marker=marker, capsize=3,
                         label=f"{label}: median, bars min..max per window")
-        mc = sorted((r for r in fl.get("memcpy", []) if r["size"] in sizes), key=lambda r: r["size"])
-        if mc:
-            ax.plot([r["size"] for r in mc], [r["bytes_per_s"]["median"] / 1e6 for r in mc], color="gray",
-                    marker=".", ls=":", label="floor: host memcpy, median")
+        memcpy_floor_line(ax, fl, sizes)
         size_axis(ax, sizes, "message size (bytes, log scale)", 45)
         log_y(ax, grid_alpha=0.12)
         ax.set_ylabel("MB/s (1e6 B/s, log scale)")
@@ -248,75 +189,11 @@ def plot(data, out):
     return written
 
 
-def default_build():
-    for d in ("build", "build-lead", "build-bench"):
-        if os.access(os.path.join(ROOT, d, "bin", "vipl_bench"), os.X_OK):
-            return os.path.join(ROOT, d)
-    return os.path.join(ROOT, "build")
-
-
 def main():
-    argv = sys.argv[1:]
-    client_args = []
-    if "--" in argv:
-        k = argv.index("--")
-        argv, client_args = argv[:k], argv[k + 1:]
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=default_build(), help="build directory (bin/ulnic, bin/vipl_bench)")
-    ap.add_argument("--out", default="vipl_bench_out", help="output directory for JSON and PNGs")
-    ap.add_argument("--quick", action="store_true", help="a smoke run")
-    ap.add_argument("--slot-size", type=int, default=64, help="slot size in MiB (the 8.4 MiB arena needs 64)")
-    ap.add_argument("--timeout", type=int, default=900, help="give up on the client after this many seconds")
-    ap.add_argument("--cluster-arg", action="append", default=[], metavar="ARG",
-                    help="one more argument for `ulnic cluster up` (repeatable: --cluster-arg=--switch, "
-                         "--cluster-arg=--firmware --cluster-arg=ELF)")
-    ap.add_argument("--plot-only", metavar="JSON", help="redraw the PNGs from a vipl_bench.json and exit")
-    args = ap.parse_args(argv)
-
-    out = out_dir(args, plot, __file__)
-    build = check_build(args.build, ("ulnic", "vipl_bench"), "vipl_bench.py")
-
-    t0 = time.time()
-    runtime = tempfile.mkdtemp(prefix="ulnic-viplbench-", dir="/tmp")
-    cluster = Cluster(build, runtime, CLUSTER, args.slot_size, args.cluster_arg, prog="vipl_bench.py",
-                      down_label="cluster down")
-    data = {**header("vipl_bench.py"), "params": {"quick": args.quick, "slot_size_mib": args.slot_size,
-                                                      "cluster_args": args.cluster_arg, "client_args": client_args}}
-    rc = 0
-    try:
-        print(f"######## ulnic cluster up -n 2 -c {CLUSTER} --slot-size {args.slot_size} {' '.join(args.cluster_arg)}"
-              f" (runtime {runtime})", flush=True)
-        cluster.up()
-        cargs = (["--quick"] if args.quick else []) + client_args
-        result, crc, src, sout = run_bench(build, out, cluster, cargs, args.timeout)
-        data["run"] = result
-        data["client_exit"], data["server_exit"], data["server_output"] = crc, src, sout
-        status = cluster.status()
-        if status:
-            data["cluster_status_at_end"] = status
-        rc = crc or src or 0
-    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as e:
-        print(f"vipl_bench.py: {e}", file=sys.stderr)
-        rc = 1
-    finally:
-        cluster.down()
-        left = remove_runtime(runtime)
-        if left:
-            print(f"vipl_bench.py: note: cluster down left {left} in the runtime directory (removed)",
-                  file=sys.stderr)
-
-    finish(data, t0)
-    if "run" not in data:
-        return rc or 1
-    print()
-    print(summary(data))
-    print(f"data verified (every pong and bandwidth row): {'yes' if data['run'].get('verified') else 'NO'}")
-    print(runtime_line(data))
-    json_path = os.path.join(out, "vipl_bench.json")
-    write_json(data, json_path)
-    if not draw(json_path, out, plot, __file__):
-        rc = rc or 1
-    return rc
+    return two_node_main(__doc__, __file__, "vipl_bench", CLUSTER, build_dirs=("build", "build-lead", "build-bench"),
+                         quick_help="a smoke run", slot_help="slot size in MiB (the 8.4 MiB arena needs 64)",
+                         server_wait=30, summary=summary, plot=plot, verified="every pong and bandwidth row",
+                         cluster_arg=True)
 
 
 if __name__ == "__main__":

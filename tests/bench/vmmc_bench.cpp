@@ -127,12 +127,6 @@ struct Reply {
 
 uint8_t pattern(uint64_t seed, uint64_t i) { return uint8_t(((i * 2654435761u) >> 11) ^ (i >> 7) ^ seed); }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 int64_t ns_of(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -211,23 +205,6 @@ int wait_events(int timeout_ms) {
     return -VMMC_ERR_TIMEOUT;
   }
   return r;
-}
-
-// Spins until pred() holds: cpu_relax, then after `yield_after` spins either
-// sched_yield (sleep_ns 0) or nanosleep(sleep_ns) between looks (two cores,
-// two QEMUs and two host processes). False after `limit_s`.
-template <class Pred>
-bool spin_until(Pred pred, uint32_t yield_after, uint32_t sleep_ns, double limit_s) {
-  uint32_t k = 0;
-  auto start = Clock::now();
-  const timespec nap{0, long(sleep_ns)};
-  while (!pred()) {
-    if (++k <= yield_after) cpu_relax();
-    else if (sleep_ns) ::nanosleep(&nap, nullptr);
-    else ::sched_yield();
-    if ((k & 0x3ff) == 0 && seconds_since(start) > limit_s) return pred();
-  }
-  return true;
 }
 
 uint32_t load32(const uint8_t* p) { return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE); }
@@ -772,14 +749,12 @@ int client(int argc, char** argv) {
             "      from this run; the NIC copy floor and the VMMC figures see the same machine");
 
   // ---- 0. floors
-  PingPong pp;
-  std::map<uint64_t, MemcpyFloor> mc;
+  HostFloors host;
+  const PingPong& pp = host.pp;
+  std::map<uint64_t, MemcpyFloor>& mc = host.mc;
   std::map<uint32_t, Bw> ncopy;
   if (floors) {
-    pp = pingpong_floor(2000, quick ? 5000 : 20000);
-    mc = memcpy_floors(size_union(lat_sizes, bw_sizes), quick ? 9 : 31);
-    std::printf("\n== 0. floors, host only\n");
-    print_pingpong(pp);
+    host = host_floors("0. floors, host only", lat_sizes, bw_sizes, quick ? 5000 : 20000, quick ? 9 : 31, false);
     if (cnic) {
       // kOpCopy, this node, `inflight` in flight, one destination.
       for (uint32_t s : bw_sizes) {

@@ -24,58 +24,18 @@ run of a few seconds (fewer sizes, samples and windows). Arguments after
   tests/bench/vmmc_bench.py [--build DIR] [--out DIR] [--quick] [-- CLIENT-ARGS...]
   tests/bench/vmmc_bench.py --plot-only OUT/vmmc_bench.json [--out DIR]   (redraw the PNGs)
 """
-import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 
-from bench_common import (ROOT, Cluster, check_build, draw, finish, header, log_y, out_dir, output_of, pyplot,
-                          remove_runtime, runtime_line, save, size_axis, size_name, start, stop, write_json)
+from bench_common import (err_bars, log_y, memcpy_floor_line, mode_series, pyplot, save, size_axis, size_name, subtitle,
+                          two_node_main)
 
 CLUSTER = "vmmcbench"
-
-
-def run_bench(build, out, cluster, client_args, timeout):
-    bench = os.path.join(build, "bin", "vmmc_bench")
-    out_json = os.path.join(out, "vmmc_bench_client.json")
-    if os.path.exists(out_json):
-        os.remove(out_json)
-    server = start([bench, "serve", "--peer", "0", "--idle-timeout", str(timeout)], cluster.env(1))
-    try:
-        cmd = [bench, "client", "--peer", "1", "--json", out_json, *client_args]
-        print("$ " + " ".join(cmd), flush=True)
-        client = start(cmd, cluster.env(0))
-        deadline = time.time() + timeout
-        for line in client.stdout:  # stream the tables as they come
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            if time.time() > deadline:
-                client.kill()
-                raise RuntimeError(f"vmmc_bench client still running after {timeout} s")
-        rc = client.wait()
-        sout = output_of(server, 20)
-        sys.stdout.write(sout)
-        if rc != 0 and not os.path.exists(out_json):
-            raise RuntimeError(f"vmmc_bench client exited {rc}")
-        with open(out_json) as f:
-            result = json.load(f)
-        return result, rc, server.returncode, sout
-    finally:
-        stop(server)
 
 
 # ----------------------------------------------------------------- summary
 
 def by(rows, mode):
     return {r["size"]: r for r in rows if r["mode"] == mode}
-
-
-def of_mode(rows, mode):
-    """The rows of one mode, by size."""
-    return sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["size"])
 
 
 def summary(data):
@@ -156,26 +116,16 @@ def plot(data, out):
     fl = run.get("floors", {})
     written = []
 
-    def errs(meds, rows, key, k=1.0):
-        lo = [m - r[key]["min"] * k for m, r in zip(meds, rows)]
-        hi = [r[key]["max"] * k - m for m, r in zip(meds, rows)]
-        return [lo, hi]
-
-    sub = (f"{run['machine']['nproc']} CPUs, {run['machine']['cpu_model']}; "
-           f"load average at start {' '.join(data.get('loadavg_at_start', []))}")
+    sub = subtitle(data)
 
     # 1. latency vs size
     lat = run.get("latency", [])
     if lat:
         fig, ax = plt.subplots(figsize=(8.5, 5.4))
         sizes = set()
-        for mode, color, marker, label in (("notify", "tab:blue", "o", "notification ping-pong (handler answers)"),
-                                           ("poll", "tab:orange", "s", "polling ping-pong (poll the last word)")):
-            rows = of_mode(lat, mode)
-            if not rows:
-                continue
-            xs = [r["size"] for r in rows]
-            sizes.update(xs)
+        modes = (("notify", "tab:blue", "o", "notification ping-pong (handler answers)"),
+                 ("poll", "tab:orange", "s", "polling ping-pong (poll the last word)"))
+        for rows, xs, color, marker, label in mode_series(lat, modes, sizes):
             med = [r["oneway_us"]["median"] for r in rows]
             ax.plot(xs, med, color=color, marker=marker, label=f"{label}: median")
             ax.plot(xs, [r["oneway_us"]["min"] for r in rows], color=color, marker=marker, ls="--", lw=1, ms=4,
@@ -207,15 +157,11 @@ def plot(data, out):
     if bw:
         fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 10.5), gridspec_kw={"height_ratios": [3, 2], "hspace": 0.38})
         sizes = set()
-        for mode, color, marker, label in (("oneway", "tab:blue", "o", "VMMC one-way"),
-                                           ("bidir", "tab:red", "^", "VMMC bidirectional (sum of both directions)")):
-            rows = of_mode(bw, mode)
-            if not rows:
-                continue
-            xs = [r["size"] for r in rows]
-            sizes.update(xs)
+        modes = (("oneway", "tab:blue", "o", "VMMC one-way"),
+                 ("bidir", "tab:red", "^", "VMMC bidirectional (sum of both directions)"))
+        for rows, xs, color, marker, label in mode_series(bw, modes, sizes):
             med = [r["bytes_per_s"]["median"] / 1e6 for r in rows]
-            ax.errorbar(xs, med, yerr=errs(med, rows, "bytes_per_s", 1e-6), color=color, marker=marker, capsize=3,
+            ax.errorbar(xs, med, yerr=err_bars(med, rows, "bytes_per_s", 1e-6), color=color, marker=marker, capsize=3,
                         label=f"{label}: median, bars min..max per window")
             ax2.plot(xs, [r["ratio_to_nic_copy"] * 100 for r in rows], color=color, marker=marker,
                      label=f"{label} / NIC copy")
@@ -223,12 +169,9 @@ def plot(data, out):
         if nc:
             xs = [r["size"] for r in nc]
             med = [r["bytes_per_s"]["median"] / 1e6 for r in nc]
-            ax.errorbar(xs, med, yerr=errs(med, nc, "bytes_per_s", 1e-6), color="tab:green", marker="D", ls="--",
+            ax.errorbar(xs, med, yerr=err_bars(med, nc, "bytes_per_s", 1e-6), color="tab:green", marker="D", ls="--",
                         capsize=3, label="floor: the NIC's own node-local copy (kOpCopy, same K in flight)")
-        mc = sorted((r for r in fl.get("memcpy", []) if r["size"] in sizes), key=lambda r: r["size"])
-        if mc:
-            ax.plot([r["size"] for r in mc], [r["bytes_per_s"]["median"] / 1e6 for r in mc], color="gray",
-                    marker=".", ls=":", label="floor: host memcpy, median")
+        memcpy_floor_line(ax, fl, sizes)
         ax.axvline(run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.3, lw=1)
         size_axis(ax, sizes, "", 45)
         ax.tick_params(labelbottom=False)
@@ -254,7 +197,7 @@ def plot(data, out):
                                            "vmmc_send (synchronous: until the receiver's NIC placed every byte)"),
                                           ("async_us", "tab:cyan", "s", "vmmc_send_async (posting only)")):
             med = [r[key]["median"] for r in rows]
-            ax.errorbar(xs, med, yerr=errs(med, rows, key), color=color, marker=marker, capsize=3,
+            ax.errorbar(xs, med, yerr=err_bars(med, rows, key), color=color, marker=marker, capsize=3,
                         label=f"{label}: median, bars min..max")
         ax.axvline(run["params"]["short_max"] + 0.5, color="tab:green", alpha=0.4, lw=1,
                    label=f"inline | DMA ({run['params']['short_max']} | {run['params']['short_max'] + 1} B)")
@@ -267,71 +210,11 @@ def plot(data, out):
     return written
 
 
-def default_build():
-    for d in ("build", "build-lead"):
-        if os.access(os.path.join(ROOT, d, "bin", "vmmc_bench"), os.X_OK):
-            return os.path.join(ROOT, d)
-    return os.path.join(ROOT, "build")
-
-
 def main():
-    argv = sys.argv[1:]
-    client_args = []
-    if "--" in argv:
-        k = argv.index("--")
-        argv, client_args = argv[:k], argv[k + 1:]
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=default_build(), help="build directory (bin/ulnic, bin/vmmc_bench)")
-    ap.add_argument("--out", default="vmmc_bench_out", help="output directory for JSON and PNGs")
-    ap.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
-    ap.add_argument("--slot-size", type=int, default=64, help="slot size in MiB (8 MiB sends need 64)")
-    ap.add_argument("--timeout", type=int, default=900, help="give up on the client after this many seconds")
-    ap.add_argument("--plot-only", metavar="JSON", help="redraw the PNGs from a vmmc_bench.json and exit")
-    args = ap.parse_args(argv)
-
-    out = out_dir(args, plot, __file__)
-    build = check_build(args.build, ("ulnic", "vmmc_bench"), "vmmc_bench.py")
-
-    t0 = time.time()
-    runtime = tempfile.mkdtemp(prefix="ulnic-vmmcbench-", dir="/tmp")
-    cluster = Cluster(build, runtime, CLUSTER, args.slot_size, prog="vmmc_bench.py", down_label="cluster down")
-    data = {**header("vmmc_bench.py"), "params": {"quick": args.quick, "slot_size_mib": args.slot_size,
-                                                      "client_args": client_args}}
-    rc = 0
-    try:
-        print(f"######## ulnic cluster up -n 2 -c {CLUSTER} --slot-size {args.slot_size} (runtime {runtime})",
-              flush=True)
-        cluster.up()
-        cargs = (["--quick"] if args.quick else []) + client_args
-        result, crc, src, sout = run_bench(build, out, cluster, cargs, args.timeout)
-        data["run"] = result
-        data["client_exit"], data["server_exit"], data["server_output"] = crc, src, sout
-        status = cluster.status()
-        if status:
-            data["cluster_status_at_end"] = status
-        rc = crc or src or 0
-    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as e:
-        print(f"vmmc_bench.py: {e}", file=sys.stderr)
-        rc = 1
-    finally:
-        cluster.down()
-        left = remove_runtime(runtime)
-        if left:
-            print(f"vmmc_bench.py: note: cluster down left {left} in the runtime directory (removed)",
-                  file=sys.stderr)
-
-    finish(data, t0)
-    if "run" not in data:
-        return rc or 1
-    print()
-    print(summary(data))
-    print(f"data verified (every pong, bandwidth row and NIC copy): {'yes' if data['run'].get('verified') else 'NO'}")
-    print(runtime_line(data))
-    json_path = os.path.join(out, "vmmc_bench.json")
-    write_json(data, json_path)
-    if not draw(json_path, out, plot, __file__):
-        rc = rc or 1
-    return rc
+    return two_node_main(__doc__, __file__, "vmmc_bench", CLUSTER, build_dirs=("build", "build-lead"),
+                         quick_help="a smoke run of a few seconds", slot_help="slot size in MiB (8 MiB sends need 64)",
+                         server_wait=20, summary=summary, plot=plot,
+                         verified="every pong, bandwidth row and NIC copy")
 
 
 if __name__ == "__main__":
