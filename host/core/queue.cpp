@@ -152,7 +152,7 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
       stashed_.push_back(c);
       continue;
     }
-    if (Clock::now() - start > timeout) return fail("run: send queue full");
+    if (timeout.count() >= 0 && Clock::now() - start > timeout) return fail("run: send queue full");
     std::this_thread::yield();
   }
   for (;;) {
