@@ -55,7 +55,7 @@ bool loop_pass(LoopState& s, uint64_t now) {
   worked |= link::poll_rx(now);
   if (s.slots) worked |= slots_service(*s.slots, now);
   if (s.slots) worked |= remote_poll(*s.slots);
-  if (s.slots) worked |= vi_poll(*s.slots);
+  if (s.slots) worked |= vi_poll(*s.slots, now);
   worked |= link::poll_timers(now);
   if (now >= s.next_refresh) {
     core::status::refresh(now);

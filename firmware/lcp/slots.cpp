@@ -471,6 +471,7 @@ bool slots_service(SlotTable& t, uint64_t now) {
     if (service_slot(t, s, now)) {
       worked = true;
     } else if (s.state == abi::SlotState::kActive && !s.copy.active && !s.put_active && !s.vi_active &&
+               s.cq_reserved == s.cq_waiting &&  // puts and sends in flight keep it polled
                now - s.last_work >= hal::clint::us_to_ticks(kSlotIdleUs)) {
       go_dormant(s, now);
     }

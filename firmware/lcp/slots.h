@@ -74,6 +74,8 @@ struct Slot {
   bool put_active;                  // feeding put_op to the link
   uint32_t put_op;
   uint32_t cq_reserved;             // CQ entries owed to puts and VI posts in flight
+  uint32_t cq_waiting;              // ... of them, owed to VI receives, connects and
+                                    // listens (they may wait long: the slot may sleep)
   bool vi_active;                   // feeding VI operation vi_op to the link
   uint32_t vi_op;
   Registration regs[abi::kMaxRegistrations];

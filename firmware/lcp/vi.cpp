@@ -179,11 +179,21 @@ bool slot_live(uint32_t slot, uint64_t generation) {
          g.t->slots[slot].generation == generation;
 }
 
+// A completion for something that waited on the network (a receive, a
+// connect, a listen): reserve_waiting() kept its CQ entry.
+void complete_waiting(uint32_t slot, uint64_t generation, const abi::SqEntry& e, abi::CqStatus st, uint32_t result) {
+  if (slot >= abi::kMaxSlots) return;
+  Slot& s = g.t->slots[slot];
+  if (s.generation == generation && s.cq_waiting) --s.cq_waiting;
+  slot_post_completion(*g.t, slot, generation, e, st, result);
+}
+
 // A completion the slot kept room for (every VI post keeps one).
 void post_cqe(uint32_t slot, uint64_t generation, uint8_t opcode, uint64_t va, abi::CqStatus st, uint32_t vi) {
   abi::SqEntry e{};
   e.opcode = opcode;
   e.user_data = va;
+  if (opcode == abi::kOpViPostRecv) return complete_waiting(slot, generation, e, st, vi);
   slot_post_completion(*g.t, slot, generation, e, st, vi);
 }
 
@@ -404,7 +414,7 @@ void finish_connect(uint32_t slot, uint32_t vi, abi::CqStatus st, const abi::ViC
       memcpy(reinterpret_cast<void*>(nic), info, sizeof *info);
   }
   if (st != abi::kCqOk) v.state = abi::kViStateIdle;
-  slot_post_completion(*g.t, slot, s.generation, v.connect, st, vi);
+  complete_waiting(slot, s.generation, v.connect, st, vi);
 }
 
 abi::ViConnInfo info_of(uint32_t node, const ConnMessage& m) {
@@ -453,7 +463,7 @@ void deliver_to_listen(Listen& l, Conn& c) {
   if (slot_translate(s, l.sqe.src_key, l.sqe.src_addr, sizeof info, abi::kAccessLocal, nic) == abi::kCqOk)
     memcpy(reinterpret_cast<void*>(nic), &info, sizeof info);
   l.used = false;
-  slot_post_completion(*g.t, l.slot, l.generation, l.sqe, abi::kCqOk, c.id);
+  complete_waiting(l.slot, l.generation, l.sqe, abi::kCqOk, c.id);
   ConnMessage m{};
   m.kind = kConnMatched;
   m.serial = c.req.serial;
@@ -575,8 +585,14 @@ ViOp* find_op(uint64_t op_id) {
   return op.used && op.op_id == op_id ? &op : nullptr;
 }
 
-// Where a post's CQE goes: kept in reserve from now on.
+// Where a post's CQE goes: kept in reserve from now on. A send keeps the
+// slot awake until it completes; a receive, connect or listen waits on the
+// network for as long as it likes, and the slot may sleep meanwhile.
 void reserve(Slot& s) { ++s.cq_reserved; }
+void reserve_waiting(Slot& s) {
+  ++s.cq_reserved;
+  ++s.cq_waiting;
+}
 
 void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
   DescRef r{e.src_addr, e.src_key};
@@ -607,19 +623,19 @@ void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
 void post_recv(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
   DescRef r{e.src_addr, e.src_key};
   if (v.state == abi::kViStateError) {
-    reserve(s);
+    reserve_waiting(s);
     return complete_desc(s.index, vi, r, abi::kOpViPostRecv, abi::kViStDone | abi::kViStOpReceive | abi::kViStFlushed,
                          false, 0, false, 0);
   }
   if (v.rq_count == abi::kViQueueDepth) return slot_complete(s, e, abi::kCqNoResources, vi);
-  reserve(s);
+  reserve_waiting(s);
   v.rq[(v.rq_head + v.rq_count++) % abi::kViQueueDepth] = r;
 }
 
 void connect(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e, const uint8_t* disc) {
   if (v.state != abi::kViStateIdle) return slot_complete(s, e, abi::kCqViBadVi, vi);
   if (!reachable(e.dst_node)) return slot_complete(s, e, abi::kCqUnreachable, vi);
-  reserve(s);
+  reserve_waiting(s);
   v.state = abi::kViStateConnectPending;
   v.connect = e;
   v.connect_serial = ++g.connect_serial | uint64_t(s.index) << 56;
@@ -648,7 +664,7 @@ void connect(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e, const uint8_t* 
 void listen(Slot& s, const abi::SqEntry& e, const uint8_t* disc) {
   for (Listen& l : g.listens) {
     if (l.used) continue;
-    reserve(s);
+    reserve_waiting(s);
     l = Listen{true, s.index, s.generation, e, e.access, {}};
     memcpy(l.disc, disc, e.access);
     // A request may have come first.
@@ -690,7 +706,7 @@ void cancel(Slot& s, const abi::SqEntry& e) {
     for (Listen& l : g.listens)
       if (l.used && l.slot == s.index && l.sqe.user_data == e.src_addr) {
         l.used = false;
-        slot_post_completion(*g.t, l.slot, l.generation, l.sqe, abi::kCqViCancelled, 0);
+        complete_waiting(l.slot, l.generation, l.sqe, abi::kCqViCancelled, 0);
         return slot_complete(s, e, abi::kCqOk, 1);
       }
     return slot_complete(s, e, abi::kCqOk, 0);
@@ -1034,9 +1050,9 @@ bool keepalive(uint64_t now) {
 
 }  // namespace
 
-bool vi_poll(SlotTable& t) {
+bool vi_poll(SlotTable& t, uint64_t now) {
   (void)t;
-  bool worked = keepalive(hal::clint::now());
+  bool worked = keepalive(now);
   // (remote_poll ran first: the verdicts that wait go before these.)
   while (g.backlog_count && !remote_results_pending() &&
          link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {

@@ -37,7 +37,7 @@ void vi_execute(SlotTable& t, Slot& s, const abi::SqEntry& e);
 // Hands more of the slot's current VI operation to the link; true once all is sent.
 bool vi_feed(SlotTable& t, Slot& s);
 // RDMA read answers and connection messages waiting for link room. True if it did work.
-bool vi_poll(SlotTable& t);
+bool vi_poll(SlotTable& t, uint64_t now);
 
 // Link upcalls (through remote.cpp).
 void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);

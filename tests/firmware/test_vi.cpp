@@ -167,7 +167,7 @@ void pump() {
   int idle = 0;
   for (int i = 0; i < 4000 && idle < 3; ++i) {
     bool w = lcp::slots_service(g_t, kNow);
-    w |= lcp::vi_poll(g_t);
+    w |= lcp::vi_poll(g_t, kNow);
     g_a.collect();
     g_b.collect();
     g_c.collect();
