@@ -1358,6 +1358,31 @@ TEST_F(Transfer, ImmediateDataComesWithTheReceive) {
   EXPECT_EQ(d->CS.Length, 10u);
 }
 
+// SEMANTICS.md: a NIC handle keeps at most 8192 descriptors posted and not
+// yet complete (one completion-queue entry each); the post after that is a
+// resource error, not a wait for completions that may never come.
+TEST_F(Transfer, MoreDescriptorsPostedThanTheNicCanCompleteIsAResourceError) {
+  constexpr size_t kStride = 64, kVis = 33, kPerVi = 256;  // 8448 receives wanted
+  Region pool = region(a_, kVis * kPerVi * kStride);
+  ASSERT_NE(pool.p, nullptr);
+  std::vector<VIP_VI_HANDLE> vis;
+  for (size_t v = 0; v < kVis; ++v) vis.push_back(make_vi(a_));
+  size_t posted = 0;
+  VIP_RETURN rc = VIP_SUCCESS;
+  for (size_t v = 0; v < kVis && rc == VIP_SUCCESS; ++v) {
+    VIP_VI_HANDLE vi = vis[v];
+    for (size_t i = 0; i < kPerVi; ++i) {
+      auto* d = reinterpret_cast<VIP_DESCRIPTOR*>(pool.p + (v * kPerVi + i) * kStride);
+      d->CS.Control = VIP_CONTROL_OP_SENDRECV;  // no segments: a zero-byte receive
+      if ((rc = VipPostRecv(vi, d, pool.h)) != VIP_SUCCESS) break;
+      ++posted;
+    }
+  }
+  EXPECT_EQ(rc, VIP_ERROR_RESOURCE);
+  EXPECT_GT(posted, 8000u);  // nothing else is in flight: all 8192, or nearly
+  EXPECT_LE(posted, 8192u);
+}
+
 TEST_F(Transfer, DoneSaysNotDoneAndWaitTimesOutUntilSomethingCompletes) {
   Pair p = pair();
   ASSERT_TRUE(p.ok);
