@@ -45,20 +45,6 @@ constexpr uint64_t kTokenBit = uint64_t(1) << 62;
 // How long a NIC operation that should finish at once may take.
 constexpr milliseconds kNicTimeout{10000};
 
-template <class F>
-VIP_RETURN guarded(F&& body) noexcept {
-  try {
-    return body();
-  } catch (...) {
-    return VIP_ERROR_RESOURCE;
-  }
-}
-
-template <class T>
-T* lookup(const void* handle, Kind kind) {
-  return static_cast<T*>(handles().find(handle, kind));
-}
-
 uint32_t load_status(const VIP_DESCRIPTOR* d) { return __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE); }
 
 struct Deadline {

@@ -117,6 +117,14 @@ void default_error_handler(VIP_PVOID, VIP_ERROR_DESCRIPTOR* e) {
 }
 }  // namespace
 
+void trace(const std::string& what) {
+  static const bool on = [] {
+    const char* v = std::getenv("ULNIC_VIPL_TRACE");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  if (on) std::fprintf(stderr, "vipl: %s\n", what.c_str());
+}
+
 void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error) {
   error.NicHandle = nic.handle;
   if (nic.on_error) nic.on_error(nic.error_context, &error);
@@ -128,31 +136,6 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-void trace(const std::string& what) {
-  static const bool on = [] {
-    const char* v = std::getenv("ULNIC_VIPL_TRACE");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
-  if (on) std::fprintf(stderr, "vipl: %s\n", what.c_str());
-}
-
-// No exception crosses the C API: running out of memory is a resource error.
-template <class F>
-VIP_RETURN guarded(F&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    trace(e.what());
-    return VIP_ERROR_RESOURCE;
-  } catch (...) {
-    return VIP_ERROR_RESOURCE;
-  }
-}
-
-template <class T>
-T* lookup(const void* handle, Kind kind) {
-  return static_cast<T*>(handles().find(handle, kind));
-}
 NicState* nic_of(VIP_NIC_HANDLE h) { return lookup<NicState>(h, Kind::kNic); }
 Cq* cq_of(VIP_CQ_HANDLE h) { return lookup<Cq>(h, Kind::kCq); }
 Vi* vi_of(VIP_VI_HANDLE h) { return lookup<Vi>(h, Kind::kVi); }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -196,6 +197,28 @@ class HandleTable {
 };
 
 HandleTable& handles();
+
+// The object behind a live handle of `kind`, or nullptr.
+template <class T>
+T* lookup(const void* handle, Kind kind) {
+  return static_cast<T*>(handles().find(handle, kind));
+}
+
+// With ULNIC_VIPL_TRACE=1: why a call failed, on stderr.
+void trace(const std::string& what);
+
+// No exception crosses the C API: running out of memory is a resource error.
+template <class F>
+VIP_RETURN guarded(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    trace(e.what());
+    return VIP_ERROR_RESOURCE;
+  } catch (...) {
+    return VIP_ERROR_RESOURCE;
+  }
+}
 
 // Hands an asynchronous error to the NIC's VipErrorCallback handler (or the
 // default one, which prints it). The data path calls it while it processes
