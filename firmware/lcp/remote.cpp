@@ -317,8 +317,7 @@ void remote_peer_lost(uint32_t peer) {
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {
   if (slot == kMailOwner) return mail_payload_valid(generation);
   if (slot == kViOwner) return vi_payload_valid(generation);
-  return slot < abi::kMaxSlots && g.t->slots[slot].state == abi::SlotState::kActive &&
-         g.t->slots[slot].generation == generation;
+  return slot_live(*g.t, slot, generation);
 }
 
 }  // namespace lcp

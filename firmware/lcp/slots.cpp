@@ -77,9 +77,6 @@ void cut_off(Slot& s, const SlotTable& t, abi::SlotFault why) {
   ring_host(s, t, true);  // a blocked waiter must wake up and see it
 }
 
-bool slot_ok(const SlotTable& t, uint32_t k, uint64_t generation) {
-  return k < abi::kMaxSlots && t.slots[k].state == abi::SlotState::kActive && t.slots[k].generation == generation;
-}
 
 abi::CqStatus do_register(SlotTable& t, Slot& s, const abi::SqEntry& e, uint32_t& key) {
   const uint32_t valid = abi::kAccessLocal | abi::kAccessRemoteWrite | abi::kAccessRemoteRead;
@@ -134,7 +131,7 @@ abi::CqStatus start_copy(SlotTable& t, Slot& s, const abi::SqEntry& e) {
 uint64_t step_copy(SlotTable& t, Slot& s, uint64_t budget) {
   CopyState& c = s.copy;
   // The other slot may have been detached (its process died) meanwhile.
-  if (!slot_ok(t, c.src_slot, c.src_generation) || !slot_ok(t, c.dst_slot, c.dst_generation)) {
+  if (!slot_live(t, c.src_slot, c.src_generation) || !slot_live(t, c.dst_slot, c.dst_generation)) {
     c.active = false;
     complete(s, c.sqe, abi::kCqBadSlot, uint32_t(c.sqe.length - c.left));
     return 0;
@@ -305,6 +302,10 @@ void go_dormant(Slot& s, uint64_t now) {
 }
 
 }  // namespace
+
+bool slot_live(const SlotTable& t, uint32_t k, uint64_t generation) {
+  return k < abi::kMaxSlots && t.slots[k].state == abi::SlotState::kActive && t.slots[k].generation == generation;
+}
 
 uint32_t tagged_index(uint32_t& rng, uint32_t index) {
   // xorshift32; the top 24 bits make keys hard to guess across slots.

@@ -106,6 +106,9 @@ bool slots_awake(const SlotTable& t);
 // handles): hard to guess, and a stale one does not match a reused entry.
 uint32_t tagged_index(uint32_t& rng, uint32_t index);
 
+// Slot k still has the process it had at `generation`.
+bool slot_live(const SlotTable& t, uint32_t k, uint64_t generation);
+
 // The slot header as the firmware writes it (only its nic words).
 abi::SlotHeader& header(const Slot& s);
 

@@ -174,11 +174,6 @@ Vi* vi_of(uint32_t slot, uint32_t vi) {
   return v.used ? &v : nullptr;
 }
 
-bool slot_live(uint32_t slot, uint64_t generation) {
-  return slot < abi::kMaxSlots && g.t->slots[slot].state == abi::SlotState::kActive &&
-         g.t->slots[slot].generation == generation;
-}
-
 // A completion for something that waited on the network (a receive, a
 // connect, a listen): reserve_waiting() kept its CQ entry.
 void complete_waiting(uint32_t slot, uint64_t generation, const abi::SqEntry& e, abi::CqStatus st, uint32_t result) {
@@ -270,9 +265,8 @@ uint32_t read_desc(const Slot& s, const Vi& v, const DescRef& r, bool send, Desc
 }
 
 // Copies `len` bytes at message offset `off` into the segments of `d`; the
-// bytes past its room are dropped. Returns the bytes placed.
-uint32_t scatter(const Desc& d, uint64_t off, const uint8_t* p, uint32_t len) {
-  uint32_t placed = 0;
+// bytes past its room are dropped.
+void scatter(const Desc& d, uint64_t off, const uint8_t* p, uint32_t len) {
   uint64_t base = 0;
   for (uint32_t i = 0; i < d.nsegs && len; ++i) {
     const Seg& sg = d.segs[i];
@@ -280,11 +274,10 @@ uint32_t scatter(const Desc& d, uint64_t off, const uint8_t* p, uint32_t len) {
       uint64_t in = off - base;
       uint32_t n = sg.len - in < len ? uint32_t(sg.len - in) : len;
       memcpy(reinterpret_cast<void*>(sg.nic + in), p, n);
-      p += n, off += n, len -= n, placed += n;
+      p += n, off += n, len -= n;
     }
     base += sg.len;
   }
-  return placed;
 }
 
 // --------------------------------------------------- the link, or ourselves
@@ -1062,7 +1055,7 @@ bool vi_poll(SlotTable& t, uint64_t now) {
   }
   for (Responder& r : g.responders) {
     if (!r.used) continue;
-    if (!slot_live(r.slot, r.generation)) {  // its process left: the requester hears from the disconnect
+    if (!slot_live(*g.t, r.slot, r.generation)) {  // its process left: the requester hears from the disconnect
       r.used = false;
       continue;
     }
