@@ -1,0 +1,211 @@
+// AM-2 on ulnic, inside: the objects behind eb_t/ep_t, the packet every
+// transport carries, the per-peer request instances (the HPAM/AMUDP static
+// buffer design) and the transport ops table.
+//
+// Layers: am.cpp (the API's objects and tables) and reqrep.cpp (the
+// request/reply protocol) call down into one Transport; transports call back
+// only into deliver(). Nothing here is shared with another process except
+// through a transport.
+#pragma once
+
+#include <amudp.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+// Endpoint names compare byte for byte (std::map keys, lookups).
+inline bool operator<(const en_t& a, const en_t& b) { return std::memcmp(&a, &b, sizeof a) < 0; }
+inline bool operator==(const en_t& a, const en_t& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+namespace ulnic::am {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxEndpoints = 64;
+constexpr int kMaxArgs = AMUDP_MAX_SHORT;
+constexpr int kPollBudget = 256;  // messages per endpoint per AM_Poll (SEMANTICS.md)
+
+
+// ---- the packet (little-endian; the same on every transport)
+enum class Kind : uint8_t {
+  kRequest = 1,
+  kReply = 2,      // a reply that runs a handler
+  kAck = 3,        // the empty reply of a request handler that did not reply
+  kReturn = 4,     // the request was refused: status says why
+  kPieceAck = 5,   // unreliable transports: pieces of a multi-packet message received (bitmap)
+  kReplyRefused = 6,  // the requester refused a reply: status, back to the replier's handler 0
+};
+enum class Category : uint8_t { kShort = 0, kMedium = 1, kLong = 2 };
+
+struct PacketHeader {
+  uint8_t magic;      // kMagic
+  Kind kind;
+  Category category;
+  uint8_t nargs;      // 0..16 int32 arguments follow the header
+  uint8_t handler;
+  uint8_t status;     // kReturn / kReplyRefused: EBAD..., else 0
+  uint16_t instance;  // the request instance (credit) at (requester, responder)
+  uint32_t seq;       // serial of the request on that instance (replies echo it)
+  uint32_t nbytes;    // the whole message's payload
+  uint32_t offset;    // Long: destination segment offset of the payload
+  uint32_t piece;     // offset of this packet's payload within the message
+  uint64_t tag;       // requests: the tag the sender has for the destination
+  uint64_t bitmap;    // kPieceAck: pieces received so far
+};
+static_assert(sizeof(PacketHeader) == 40);
+constexpr uint8_t kMagic = 0xA2;
+
+// ---- transports (rdma-core style: one constant ops table per backend)
+// eb_t and ep_t point at these (defined below, outside the namespace, under
+// the names amudp.h declares).
+using Bundle = ::amx_bundle;
+using Endpoint = ::amx_endpoint;
+
+struct Transport {
+  const char* name;
+  uint8_t id;              // AMX_TRANSPORT_*
+  bool reliable;           // delivers each packet once and intact: the core never retransmits
+  uint32_t max_packet;     // largest packet (header + args + payload piece)
+  uint32_t window;         // unreliable: pieces of one message in flight
+  // Process-wide start/stop (AM_Init / last AM_Terminate): 0 or AM_ERR_*.
+  int (*start)();
+  void (*stop)();
+  // An endpoint's transport state and name.
+  int (*open)(Endpoint& ep, en_t& name);
+  void (*close)(Endpoint& ep);
+  // Sends one packet (gathered) to `dest`: 0 when sent (or, unreliable,
+  // dropped on the way); -1 if it cannot now (unreliable only: the core's
+  // retransmission sends it later; a reliable transport waits for room
+  // itself); a returned-message status (EUNREACHABLE...) if it never will.
+  int (*send)(Endpoint& ep, const en_t& dest, const void* head, size_t head_len, const void* payload,
+              size_t payload_len);
+  // Hands every packet that has arrived (at most `budget`) to deliver();
+  // returns how many.
+  int (*poll)(Endpoint& ep, int budget);
+  // Blocks until a packet has arrived at an endpoint of the bundle (true) or
+  // `timeout_ms` passed (false; -1: no limit). Takes nothing.
+  bool (*wait)(Bundle& eb, int timeout_ms);
+};
+
+const Transport* udp_transport();
+const Transport* vipl_transport();
+
+// ---- request instances
+// One message on the wire: the header and arguments, the payload, and (on
+// unreliable transports) which of its pieces the other side has confirmed.
+struct Transfer {
+  std::vector<uint8_t> head;      // PacketHeader + args (piece field rewritten per piece)
+  std::vector<uint8_t> payload;   // a copy: kept for retransmission (unreliable only)
+  uint32_t npieces = 1;
+  uint64_t sent = 0, acked = 0;   // piece bitmaps (multi-packet messages)
+  Clock::time_point next_try{}, give_up{};
+  std::chrono::milliseconds backoff{0};
+  bool active = false;            // retransmissions pending
+};
+
+// My request on instance i to one peer: busy from send to reply/return.
+struct OutInstance {
+  bool busy = false;
+  uint32_t seq = 0;               // of the current (or last) request
+  Transfer request;
+  uint64_t reply_pieces = 0;      // a multi-packet reply being gathered
+};
+
+// The responder's side of instance i of one peer: the last request served
+// and what answered it, kept to answer a duplicate (unreliable transports).
+struct InInstance {
+  uint32_t seq_done = 0;          // last request answered (0: none)
+  uint32_t seq_assembling = 0;    // multi-packet request being received
+  uint64_t pieces = 0;
+  Transfer reply;                 // the reply, ack or return sent for seq_done
+};
+
+struct Peer {
+  en_t name{};
+  std::vector<OutInstance> out;   // size: my depth
+  std::vector<InInstance> in;     // size: my depth (what I accept from this peer)
+  int outstanding = 0;
+  uint32_t next_seq = 1;
+  int hint = 0;                   // where to look for a free instance
+};
+
+struct Translation {
+  bool inuse = false;
+  en_t name{};
+  tag_t tag = 0;
+};
+
+}  // namespace ulnic::am
+
+struct amx_bundle {
+  int mode = AM_SEQ;
+  std::vector<amx_endpoint*> endpoints;
+  int event_mask = AM_NOEVENTS;
+  std::recursive_mutex lock;      // AM_PAR: one caller at a time
+};
+
+struct amx_endpoint {
+  amx_bundle* bundle = nullptr;
+  en_t name{};
+  tag_t tag = AM_NONE;
+  void* seg = nullptr;
+  uintptr_t seg_len = 0;
+  ulnic::am::Translation table[AMUDP_MAX_NUMTRANSLATIONS];
+  amudp_handler_fn_t handlers[AMUDP_MAX_NUMHANDLERS] = {};
+  int depth = 0;                  // 0 until AM_SetExpectedResources
+  int expected_peers = 0;
+  std::map<en_t, std::unique_ptr<ulnic::am::Peer>> peers;
+  void* transport_state = nullptr;
+  int index = 0;                  // endpoint number in this process
+};
+
+namespace ulnic::am {
+
+// A handler's token: what AM_Reply* and the queries need. Tokens live in a
+// fixed ring so a stale one (used after its handler returned) is recognized.
+struct Token {
+  bool live = false;              // its handler is running
+  bool is_request = false;        // a request handler (may reply)
+  bool returned = false;          // handler 0 of a returned message
+  bool replied = false;
+  Endpoint* ep = nullptr;
+  Peer* peer = nullptr;
+  en_t source{};                  // sender (returned: the endpoint it was sent to)
+  tag_t tag = 0;
+  PacketHeader hdr{};             // the message's header
+};
+
+// ---- library state (am.cpp)
+struct Library {
+  int init_count = 0;
+  const Transport* transport = nullptr;
+  std::vector<std::unique_ptr<Bundle>> bundles;
+  std::vector<Endpoint*> endpoints;  // index = Endpoint::index, nullptr = free
+  int handler_depth = 0;          // > 0 while a handler runs
+};
+Library& lib();
+
+// ---- protocol (reqrep.cpp)
+// The token of a running handler, or nullptr (not a token, or stale).
+Token* live_token(void* token);
+// Called by transports for every packet that arrives.
+void deliver(Endpoint& ep, const en_t& source, const uint8_t* data, size_t len);
+// Runs handlers for what has arrived, retransmits what is due.
+void poll_endpoint(Endpoint& ep);
+// poll_endpoint() for every endpoint of the bundle (AM_Poll, request calls).
+void poll_bundle(Bundle& eb);
+// Retransmits what is due without running handlers (AM_WaitSema).
+void retransmit_due(Endpoint& ep);
+// The earliest retransmission deadline of the endpoint (Clock::time_point::max() if none).
+Clock::time_point next_deadline(const Endpoint& ep);
+// Forgets everything owed to or by the endpoint (AM_FreeEndpoint).
+void drop_endpoint_state(Endpoint& ep);
+
+}  // namespace ulnic::am

@@ -1,0 +1,683 @@
+// The AM-2 request/reply protocol, the same over every transport.
+//
+// Credits are request instances, as in HPAM and AMUDP: each (requester,
+// responder) pair has k instances; a request occupies one until its reply
+// (or the empty ack a handler that did not reply leaves, or a return) comes
+// back, and the responder keeps one answer per instance. So replies never
+// wait for a credit, and on an unreliable transport the answer kept doubles
+// as the retransmission of a lost reply: a duplicate request (same instance,
+// same serial) gets it again instead of running the handler twice.
+//
+// On unreliable transports (UDP) the requester retransmits with exponential
+// backoff and gives up with EUNREACHABLE; messages larger than one packet go
+// as pieces, `window` at a time, each confirmed by a piece ack (a socket
+// buffer smaller than the message must not drop the same pieces forever).
+// Reliable transports deliver every packet, so none of that runs there.
+#include <amudp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "am_internal.h"
+
+namespace ulnic::am {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kFirstRetry{20};   // a LAN round trip is well under this
+constexpr milliseconds kMaxBackoff{1000};
+
+milliseconds give_up_after() {
+  static const milliseconds v = [] {
+    const char* s = std::getenv("ULNIC_AM_UDP_TIMEOUT_MS");
+    long ms = s && *s ? std::strtol(s, nullptr, 10) : 0;
+    return milliseconds(ms > 0 ? ms : 10000);
+  }();
+  return v;
+}
+
+const Transport& tp() { return *lib().transport; }
+
+// The payload bytes one packet carries: fixed per transport, so both sides
+// agree on where piece i starts (header + 16 arguments always fit).
+uint32_t piece_bytes() { return tp().max_packet - uint32_t(sizeof(PacketHeader)) - 4 * kMaxArgs; }
+
+uint32_t pieces_of(uint32_t nbytes) {
+  uint32_t p = piece_bytes();
+  return nbytes == 0 ? 1 : (nbytes + p - 1) / p;
+}
+
+uint64_t all_pieces(uint32_t n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+// ---- tokens: a fixed ring, so a token used after its handler returned is
+// recognized (its entry is no longer live) rather than trusted.
+Token token_ring[64];
+unsigned token_next = 0;
+
+Token* take_token() {
+  Token* t = &token_ring[token_next++ % 64];
+  *t = Token{};
+  t->live = true;
+  return t;
+}
+
+// ---- calling handlers with N int arguments
+
+template <size_t... I>
+void call_short(amudp_handler_fn_t fn, void* token, const int32_t* a, std::index_sequence<I...>) {
+  using F = void (*)(void*, decltype((void)I, int())...);
+  reinterpret_cast<F>(fn)(token, int(a[I])...);
+}
+template <size_t... I>
+void call_bulk(amudp_handler_fn_t fn, void* token, void* buf, size_t n, const int32_t* a,
+               std::index_sequence<I...>) {
+  using F = void (*)(void*, void*, size_t, decltype((void)I, int())...);
+  reinterpret_cast<F>(fn)(token, buf, n, int(a[I])...);
+}
+using ShortCall = void (*)(amudp_handler_fn_t, void*, const int32_t*);
+using BulkCall = void (*)(amudp_handler_fn_t, void*, void*, size_t, const int32_t*);
+template <size_t N>
+void short_n(amudp_handler_fn_t fn, void* t, const int32_t* a) { call_short(fn, t, a, std::make_index_sequence<N>{}); }
+template <size_t N>
+void bulk_n(amudp_handler_fn_t fn, void* t, void* b, size_t n, const int32_t* a) {
+  call_bulk(fn, t, b, n, a, std::make_index_sequence<N>{});
+}
+template <size_t... N>
+constexpr auto short_table(std::index_sequence<N...>) { return std::array<ShortCall, sizeof...(N)>{{&short_n<N>...}}; }
+template <size_t... N>
+constexpr auto bulk_table(std::index_sequence<N...>) { return std::array<BulkCall, sizeof...(N)>{{&bulk_n<N>...}}; }
+constexpr auto kShortCalls = short_table(std::make_index_sequence<kMaxArgs + 1>{});
+constexpr auto kBulkCalls = bulk_table(std::make_index_sequence<kMaxArgs + 1>{});
+
+// Runs a request or reply handler; `token` is live only meanwhile.
+void run_handler(Token* t, amudp_handler_fn_t fn, const int32_t* args, void* buf, size_t n) {
+  lib().handler_depth++;
+  if (t->hdr.category == Category::kShort) kShortCalls[t->hdr.nargs](fn, t, args);
+  else kBulkCalls[t->hdr.nargs](fn, t, buf, n, args);
+  lib().handler_depth--;
+  t->live = false;
+}
+
+op_t opcode_of(Category c, bool request) {
+  int base = request ? AM_REQUEST_M : AM_REPLY_M;
+  return base + int(c);
+}
+
+// Handler 0 with a returned message: `to` is where it was going.
+void run_returned(Endpoint& ep, const PacketHeader& h, const en_t& to, int status, bool request) {
+  Token* t = take_token();
+  t->returned = true;
+  t->ep = &ep;
+  t->source = to;
+  t->tag = h.tag;
+  t->hdr = h;
+  lib().handler_depth++;
+  using F = void (*)(int, op_t, void*);
+  reinterpret_cast<F>(ep.handlers[0])(status, opcode_of(h.category, request), t);
+  lib().handler_depth--;
+  t->live = false;
+}
+
+// ---- peers
+
+Peer& peer_for(Endpoint& ep, const en_t& name) {
+  auto& p = ep.peers[name];
+  if (!p) {
+    p = std::make_unique<Peer>();
+    p->name = name;
+  }
+  if (int(p->out.size()) != ep.depth && p->outstanding == 0) {
+    p->out.assign(size_t(ep.depth), OutInstance{});
+    p->in.assign(size_t(ep.depth), InInstance{});
+  }
+  return *p;
+}
+
+// ---- sending
+
+const PacketHeader& header_of(const Transfer& x) { return *reinterpret_cast<const PacketHeader*>(x.head.data()); }
+
+// Sends piece i of a transfer (whole message if it has one piece).
+int send_piece(Endpoint& ep, const en_t& dest, Transfer& x, const uint8_t* payload, uint32_t i) {
+  auto* h = reinterpret_cast<PacketHeader*>(x.head.data());
+  uint32_t from = i * piece_bytes();
+  uint32_t len = std::min(h->nbytes - std::min(h->nbytes, from), piece_bytes());
+  h->piece = from;
+  x.sent |= 1ull << i;
+  return tp().send(ep, dest, x.head.data(), x.head.size(), payload + from, len);
+}
+
+// Sends the pieces not yet sent inside the window that starts at the first
+// unconfirmed piece (all of them on a reliable transport).
+int send_window(Endpoint& ep, const en_t& dest, Transfer& x, const uint8_t* payload) {
+  uint32_t window = tp().reliable ? x.npieces : tp().window;
+  uint32_t first = 0;
+  while (first < x.npieces && (x.acked >> first & 1)) first++;
+  for (uint32_t i = first; i < x.npieces && i < first + window; i++) {
+    if (x.sent >> i & 1) continue;
+    int rc = send_piece(ep, dest, x, payload, i);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+void arm(Transfer& x) {
+  if (tp().reliable) return;
+  x.active = true;
+  x.backoff = kFirstRetry;
+  x.next_try = Clock::now() + x.backoff;
+  x.give_up = Clock::now() + give_up_after();
+}
+
+// Builds a transfer: header, args, and (unreliable) a copy of the payload.
+void build(Transfer& x, const PacketHeader& h, const int32_t* args, const void* payload) {
+  x = Transfer{};
+  x.head.resize(sizeof h + 4 * size_t(h.nargs));
+  std::memcpy(x.head.data(), &h, sizeof h);
+  if (h.nargs) std::memcpy(x.head.data() + sizeof h, args, 4 * size_t(h.nargs));
+  x.npieces = pieces_of(h.nbytes);
+  if (!tp().reliable && h.nbytes) x.payload.assign(static_cast<const uint8_t*>(payload),
+                                                   static_cast<const uint8_t*>(payload) + h.nbytes);
+}
+
+// Sends a one-packet control answer (ack, return, piece ack, refusal); not kept.
+void send_control(Endpoint& ep, const en_t& dest, PacketHeader h) {
+  h.magic = kMagic;
+  h.nargs = 0;
+  h.nbytes = 0;
+  h.piece = 0;
+  (void)tp().send(ep, dest, &h, sizeof h, nullptr, 0);
+}
+
+// Answers a request (ack / return / reply) and keeps the answer for a
+// duplicate. `payload` is the reply's (medium or long) payload.
+int answer(Endpoint& ep, Peer& peer, InInstance& in, const PacketHeader& h, const int32_t* args,
+           const void* payload) {
+  build(in.reply, h, args, payload);
+  in.seq_done = h.seq;
+  const uint8_t* bytes = tp().reliable ? static_cast<const uint8_t*>(payload) : in.reply.payload.data();
+  int rc = send_window(ep, peer.name, in.reply, bytes);
+  // A one-packet answer needs no timer: a lost one is asked for again by
+  // the requester's retransmission. Pieces are confirmed one by one.
+  if (in.reply.npieces > 1) arm(in.reply);
+  return rc;
+}
+
+void refuse(Endpoint& ep, Peer& peer, InInstance* in, const PacketHeader& req, int status) {
+  PacketHeader h = req;
+  h.kind = Kind::kReturn;
+  h.status = uint8_t(status);
+  h.nbytes = 0;
+  h.nargs = 0;
+  if (in) (void)answer(ep, peer, *in, h, nullptr, nullptr);
+  else send_control(ep, peer.name, h);
+}
+
+// ---- receiving
+
+struct Packet {
+  const PacketHeader* h;
+  const int32_t* args;
+  const uint8_t* payload;
+  uint32_t len;  // payload bytes in this packet
+};
+
+bool parse(const uint8_t* data, size_t len, Packet& p) {
+  if (len < sizeof(PacketHeader)) return false;
+  p.h = reinterpret_cast<const PacketHeader*>(data);
+  const PacketHeader& h = *p.h;
+  if (h.magic != kMagic || h.nargs > kMaxArgs || uint8_t(h.category) > 2) return false;
+  if (h.kind < Kind::kRequest || h.kind > Kind::kReplyRefused) return false;
+  size_t head = sizeof h + 4 * size_t(h.nargs);
+  if (len < head) return false;
+  p.args = reinterpret_cast<const int32_t*>(data + sizeof h);
+  p.payload = data + head;
+  p.len = uint32_t(len - head);
+  if (h.nbytes > AMUDP_MAX_LONG || h.piece > h.nbytes || p.len > h.nbytes - h.piece) return false;
+  if (h.category == Category::kShort && h.nbytes) return false;
+  if (h.category == Category::kMedium && (h.nbytes > AMUDP_MAX_MEDIUM || p.len != h.nbytes)) return false;
+  // A piece starts on a piece boundary and is whole unless it is the last.
+  if (h.piece % piece_bytes() || (p.len != piece_bytes() && h.piece + p.len != h.nbytes)) return false;
+  return true;
+}
+
+// Where a Long payload goes, or the status that refuses it.
+int check_long(const Endpoint& ep, const PacketHeader& h) {
+  if (!ep.seg || h.offset > ep.seg_len) return EBADSEGOFF;
+  if (uint64_t(h.offset) + h.nbytes > ep.seg_len) return EBADLENGTH;
+  return 0;
+}
+
+int check_request(const Endpoint& ep, const PacketHeader& h) {
+  if (ep.tag == AM_NONE || (ep.tag != AM_ALL && ep.tag != h.tag)) return EBADTAG;
+  if (h.handler == 0 || !ep.handlers[h.handler]) return EBADHANDLER;
+  if (h.category == Category::kLong) return check_long(ep, h);
+  return 0;
+}
+
+void piece_ack(Endpoint& ep, const en_t& to, const PacketHeader& of, uint64_t bitmap, bool of_reply) {
+  if (tp().reliable) return;
+  PacketHeader a{};
+  a.kind = Kind::kPieceAck;
+  a.instance = of.instance;
+  a.seq = of.seq;
+  a.bitmap = bitmap;
+  a.status = of_reply ? 1 : 0;
+  send_control(ep, to, a);
+}
+
+void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
+  const PacketHeader& h = *p.h;
+  Peer& peer = peer_for(ep, src);
+  if (h.instance >= peer.in.size()) return refuse(ep, peer, nullptr, h, ECONGESTION);
+  InInstance& in = peer.in[h.instance];
+  if (h.seq == in.seq_done) {  // a duplicate: its answer was lost, or is on its way
+    if (!tp().reliable) {
+      in.reply.sent &= in.reply.acked;
+      (void)send_window(ep, src, in.reply, in.reply.payload.data());
+    }
+    return;
+  }
+  if (h.seq < in.seq_done) return;  // older than what was answered: stale
+  uint32_t n = pieces_of(h.nbytes);
+  if (n > 1 && in.seq_assembling == h.seq) {
+    // another piece of the request being assembled (checked at its first)
+  } else {
+    if (int status = check_request(ep, h)) return refuse(ep, peer, &in, h, status);
+    in.seq_assembling = h.seq;
+    in.pieces = 0;
+  }
+  if (h.category == Category::kLong && p.len)
+    std::memcpy(static_cast<uint8_t*>(ep.seg) + h.offset + h.piece, p.payload, p.len);
+  if (n > 1) {
+    in.pieces |= 1ull << (h.piece / piece_bytes());
+    piece_ack(ep, src, h, in.pieces, false);
+    if (in.pieces != all_pieces(n)) return;
+  }
+  in.seq_assembling = 0;
+  in.seq_done = h.seq;  // from here a duplicate gets the answer below
+  Token* t = take_token();
+  t->is_request = true;
+  t->ep = &ep;
+  t->peer = &peer;
+  t->source = src;
+  t->tag = h.tag;
+  t->hdr = h;
+  void* buf = h.category == Category::kLong ? static_cast<uint8_t*>(ep.seg) + h.offset
+                                            : const_cast<uint8_t*>(p.payload);
+  run_handler(t, ep.handlers[h.handler], p.args, buf, h.nbytes);
+  if (!t->replied) {
+    PacketHeader a = h;
+    a.kind = Kind::kAck;
+    a.nargs = 0;
+    a.nbytes = 0;
+    a.category = Category::kShort;
+    (void)answer(ep, peer, in, a, nullptr, nullptr);
+  }
+}
+
+// The requester's instance a reply/ack/return answers, or nullptr if stale.
+OutInstance* answered(Endpoint& ep, const en_t& src, const PacketHeader& h, Peer*& peer) {
+  auto it = ep.peers.find(src);
+  if (it == ep.peers.end()) return nullptr;
+  peer = it->second.get();
+  if (h.instance >= peer->out.size()) return nullptr;
+  OutInstance& o = peer->out[h.instance];
+  return o.busy && o.seq == h.seq ? &o : nullptr;
+}
+
+void release(Peer& peer, OutInstance& o) {
+  o.busy = false;
+  o.request = Transfer{};
+  o.reply_pieces = 0;
+  peer.outstanding--;
+}
+
+void on_answer(Endpoint& ep, const en_t& src, const Packet& p) {
+  const PacketHeader& h = *p.h;
+  Peer* peer = nullptr;
+  OutInstance* o = answered(ep, src, h, peer);
+  if (!o) {
+    // Pieces of a reply already taken whole: the piece ack was lost.
+    if (peer && h.kind == Kind::kReply && pieces_of(h.nbytes) > 1 && h.instance < peer->out.size() &&
+        peer->out[h.instance].seq == h.seq)
+      piece_ack(ep, src, h, all_pieces(pieces_of(h.nbytes)), true);
+    return;
+  }
+  if (h.kind == Kind::kAck) return release(*peer, *o);
+  if (h.kind == Kind::kReturn) {
+    PacketHeader sent = header_of(o->request);
+    release(*peer, *o);
+    return run_returned(ep, sent, src, h.status, true);
+  }
+  // A reply: check it once (first piece), gather pieces, then run it.
+  uint32_t n = pieces_of(h.nbytes);
+  int status = 0;
+  if (h.handler == 0 || !ep.handlers[h.handler]) status = EBADHANDLER;
+  else if (h.category == Category::kLong) status = check_long(ep, h);
+  if (status) {
+    release(*peer, *o);
+    PacketHeader r = h;
+    r.kind = Kind::kReplyRefused;
+    r.status = uint8_t(status);
+    return send_control(ep, src, r);
+  }
+  if (h.category == Category::kLong && p.len)
+    std::memcpy(static_cast<uint8_t*>(ep.seg) + h.offset + h.piece, p.payload, p.len);
+  if (n > 1) {
+    o->reply_pieces |= 1ull << (h.piece / piece_bytes());
+    piece_ack(ep, src, h, o->reply_pieces, true);
+    if (o->reply_pieces != all_pieces(n)) return;
+  }
+  release(*peer, *o);  // the credit is back before the handler runs
+  Token* t = take_token();
+  t->ep = &ep;
+  t->peer = peer;
+  t->source = src;
+  t->tag = h.tag;
+  t->hdr = h;
+  void* buf = h.category == Category::kLong ? static_cast<uint8_t*>(ep.seg) + h.offset
+                                            : const_cast<uint8_t*>(p.payload);
+  run_handler(t, ep.handlers[h.handler], p.args, buf, h.nbytes);
+}
+
+void on_piece_ack(Endpoint& ep, const en_t& src, const PacketHeader& h) {
+  auto it = ep.peers.find(src);
+  if (it == ep.peers.end()) return;
+  Peer& peer = *it->second;
+  bool of_reply = h.status == 1;
+  Transfer* x = nullptr;
+  if (!of_reply) {  // pieces of my request
+    if (h.instance < peer.out.size() && peer.out[h.instance].busy && peer.out[h.instance].seq == h.seq)
+      x = &peer.out[h.instance].request;
+  } else if (h.instance < peer.in.size() && peer.in[h.instance].seq_done == h.seq) {
+    x = &peer.in[h.instance].reply;  // pieces of my reply
+  }
+  if (!x || x->npieces < 2) return;
+  x->acked |= h.bitmap & all_pieces(x->npieces);
+  // Progress: the peer is there, so the deadline starts again.
+  x->backoff = kFirstRetry;
+  x->next_try = Clock::now() + x->backoff;
+  x->give_up = Clock::now() + give_up_after();
+  if (of_reply && x->acked == all_pieces(x->npieces)) x->active = false;  // delivered whole
+  (void)send_window(ep, src, *x, x->payload.data());
+}
+
+void on_reply_refused(Endpoint& ep, const en_t& src, const PacketHeader& h) {
+  auto it = ep.peers.find(src);
+  if (it == ep.peers.end()) return;
+  Peer& peer = *it->second;
+  if (h.instance >= peer.in.size() || peer.in[h.instance].seq_done != h.seq) return;
+  InInstance& in = peer.in[h.instance];
+  if (in.reply.head.empty() || header_of(in.reply).kind != Kind::kReply) return;
+  PacketHeader sent = header_of(in.reply);
+  in.reply.active = false;
+  in.reply.head.clear();  // report once
+  run_returned(ep, sent, src, h.status, false);
+}
+
+// ---- retransmission (unreliable transports)
+
+void retry(Endpoint& ep, const en_t& dest, Transfer& x, Clock::time_point now) {
+  x.sent &= x.acked;  // everything unconfirmed goes again
+  if (x.acked == all_pieces(x.npieces) && x.npieces > 1)
+    (void)send_piece(ep, dest, x, x.payload.data(), x.npieces - 1);  // all there: ask for the answer
+  else
+    (void)send_window(ep, dest, x, x.payload.data());
+  x.backoff = std::min(x.backoff * 2, kMaxBackoff);
+  x.next_try = now + x.backoff;
+}
+
+// Retransmits what is due; requests past their deadline are returned with
+// EUNREACHABLE (collected in `gone` so the caller decides when handlers run).
+void retransmit(Endpoint& ep, std::vector<std::pair<PacketHeader, en_t>>* gone) {
+  if (tp().reliable) return;
+  Clock::time_point now = Clock::now();
+  for (auto& [name, peer] : ep.peers) {
+    for (OutInstance& o : peer->out) {
+      if (!o.busy || !o.request.active || o.request.next_try > now) continue;
+      if (now >= o.request.give_up) {
+        if (!gone) continue;
+        gone->emplace_back(header_of(o.request), name);
+        release(*peer, o);
+        continue;
+      }
+      retry(ep, name, o.request, now);
+    }
+    for (InInstance& in : peer->in) {
+      Transfer& x = in.reply;
+      if (!x.active || x.next_try > now) continue;
+      if (now >= x.give_up) x.active = false;  // the requester went away
+      else retry(ep, name, x, now);
+    }
+  }
+}
+
+// ---- the calls
+
+bool in_handler() { return lib().handler_depth > 0; }
+
+void read_args(int32_t* out, int n, va_list ap) {
+  for (int i = 0; i < n; i++) out[i] = int32_t(va_arg(ap, int));
+}
+
+OutInstance* free_instance(Peer& peer) {
+  for (size_t k = 0; k < peer.out.size(); k++) {
+    size_t i = (size_t(peer.hint) + k) % peer.out.size();
+    if (!peer.out[i].busy) {
+      peer.hint = int(i + 1);
+      return &peer.out[i];
+    }
+  }
+  return nullptr;
+}
+
+// Waits (polling, so handlers run and credits come back) for a free instance.
+OutInstance* wait_instance(Endpoint& ep, Peer& peer) {
+  for (;;) {
+    if (OutInstance* o = free_instance(peer)) return o;
+    Clock::time_point due = next_deadline(ep);
+    int timeout = 50;
+    if (due != Clock::time_point::max())
+      timeout = int(std::clamp<long long>(
+          std::chrono::duration_cast<milliseconds>(due - Clock::now()).count() + 1, 0, 50));
+    Bundle& eb = *ep.bundle;
+    tp().wait(eb, timeout);
+    poll_bundle(eb);
+  }
+}
+
+int request(ep_t e, int dest, handler_t handler, Category cat, const void* src, int nbytes, uintptr_t offset,
+            bool async, int numargs, va_list ap) {
+  if (!lib().init_count) return AM_ERR_NOT_INIT;
+  auto* ep = e;
+  if (!ep || std::find(lib().endpoints.begin(), lib().endpoints.end(), ep) == lib().endpoints.end())
+    return AM_ERR_BAD_ARG;
+  if (dest < 0 || dest >= AMUDP_MAX_NUMTRANSLATIONS || !ep->table[dest].inuse) return AM_ERR_BAD_ARG;
+  uint32_t max = cat == Category::kLong ? AMUDP_MAX_LONG : cat == Category::kMedium ? AMUDP_MAX_MEDIUM : 0;
+  if (numargs < 0 || numargs > kMaxArgs || nbytes < 0 || uint32_t(nbytes) > max || (nbytes && !src))
+    return AM_ERR_BAD_ARG;
+  if (cat == Category::kLong && offset > AMUDP_MAX_SEGLENGTH) return AM_ERR_BAD_ARG;
+  if (in_handler()) return AM_ERR_RESOURCE;
+  if (ep->depth == 0) return AM_ERR_RESOURCE;
+  int32_t args[kMaxArgs];
+  read_args(args, numargs, ap);
+  std::lock_guard<std::recursive_mutex> hold(ep->bundle->lock);
+  const Translation tr = ep->table[dest];
+  if (!async) poll_bundle(*ep->bundle);
+  Peer& peer = peer_for(*ep, tr.name);
+  OutInstance* o = free_instance(peer);
+  if (!o) {
+    if (async) return AM_ERR_IN_USE;
+    o = wait_instance(*ep, peer);
+  }
+  PacketHeader h{};
+  h.magic = kMagic;
+  h.kind = Kind::kRequest;
+  h.category = cat;
+  h.nargs = uint8_t(numargs);
+  h.handler = handler;
+  h.instance = uint16_t(o - peer.out.data());
+  h.seq = peer.next_seq++;
+  h.nbytes = uint32_t(nbytes);
+  h.offset = uint32_t(offset);
+  h.tag = tr.tag;
+  o->busy = true;
+  o->seq = h.seq;
+  o->reply_pieces = 0;
+  peer.outstanding++;
+  build(o->request, h, args, src);
+  const uint8_t* bytes = tp().reliable ? static_cast<const uint8_t*>(src) : o->request.payload.data();
+  int rc = send_window(*ep, tr.name, o->request, bytes);
+  if (rc <= 0) {  // -1 (no room now): the retransmission timer sends it
+    arm(o->request);
+    return AM_OK;
+  }
+  release(peer, *o);  // never deliverable (a transport status)
+  run_returned(*ep, h, tr.name, rc, true);
+  return AM_OK;
+}
+
+int reply(void* token, handler_t handler, Category cat, const void* src, int nbytes, uintptr_t offset,
+          int numargs, va_list ap) {
+  if (!lib().init_count) return AM_ERR_NOT_INIT;
+  Token* t = live_token(token);
+  if (!t || !t->is_request) return AM_ERR_BAD_ARG;
+  if (t->replied) return AM_ERR_RESOURCE;
+  uint32_t max = cat == Category::kLong ? AMUDP_MAX_LONG : cat == Category::kMedium ? AMUDP_MAX_MEDIUM : 0;
+  if (numargs < 0 || numargs > kMaxArgs || nbytes < 0 || uint32_t(nbytes) > max || (nbytes && !src))
+    return AM_ERR_BAD_ARG;
+  if (cat == Category::kLong && offset > AMUDP_MAX_SEGLENGTH) return AM_ERR_BAD_ARG;
+  int32_t args[kMaxArgs];
+  read_args(args, numargs, ap);
+  t->replied = true;
+  PacketHeader h{};
+  h.magic = kMagic;
+  h.kind = Kind::kReply;
+  h.category = cat;
+  h.nargs = uint8_t(numargs);
+  h.handler = handler;
+  h.instance = t->hdr.instance;
+  h.seq = t->hdr.seq;
+  h.nbytes = uint32_t(nbytes);
+  h.offset = uint32_t(offset);
+  h.tag = t->ep->tag;
+  Peer& peer = *t->peer;
+  int rc = answer(*t->ep, peer, peer.in[h.instance], h, args, src);
+  return rc <= 0 ? AM_OK : AM_ERR_NOT_SENT;
+}
+
+}  // namespace
+
+Token* live_token(void* token) {
+  auto* t = static_cast<Token*>(token);
+  if (t < token_ring || t >= token_ring + 64) return nullptr;
+  if ((reinterpret_cast<uintptr_t>(t) - reinterpret_cast<uintptr_t>(token_ring)) % sizeof(Token)) return nullptr;
+  return t->live ? t : nullptr;
+}
+
+void deliver(Endpoint& ep, const en_t& source, const uint8_t* data, size_t len) {
+  Packet p;
+  if (!parse(data, len, p)) return;  // not ours, or damaged: dropped
+  switch (p.h->kind) {
+    case Kind::kRequest: return on_request(ep, source, p);
+    case Kind::kReply:
+    case Kind::kAck:
+    case Kind::kReturn: return on_answer(ep, source, p);
+    case Kind::kPieceAck: return on_piece_ack(ep, source, *p.h);
+    case Kind::kReplyRefused: return on_reply_refused(ep, source, *p.h);
+  }
+}
+
+void poll_endpoint(Endpoint& ep) {
+  tp().poll(ep, kPollBudget);
+  std::vector<std::pair<PacketHeader, en_t>> gone;
+  retransmit(ep, &gone);
+  for (auto& [h, to] : gone) run_returned(ep, h, to, EUNREACHABLE, true);
+}
+
+// A request call polls the sender's whole bundle, as AM_Poll would: the
+// endpoint that must answer may be another one of it.
+void poll_bundle(Bundle& eb) {
+  std::vector<Endpoint*> eps = eb.endpoints;  // a handler may free endpoints
+  for (Endpoint* e : eps)
+    if (std::find(lib().endpoints.begin(), lib().endpoints.end(), e) != lib().endpoints.end()) poll_endpoint(*e);
+}
+
+void retransmit_due(Endpoint& ep) { retransmit(ep, nullptr); }
+
+Clock::time_point next_deadline(const Endpoint& ep) {
+  Clock::time_point due = Clock::time_point::max();
+  if (tp().reliable) return due;
+  for (auto& [name, peer] : ep.peers) {
+    for (const OutInstance& o : peer->out)
+      if (o.busy && o.request.active) due = std::min(due, std::min(o.request.next_try, o.request.give_up));
+    for (const InInstance& in : peer->in)
+      if (in.reply.active) due = std::min(due, in.reply.next_try);
+  }
+  return due;
+}
+
+void drop_endpoint_state(Endpoint& ep) { ep.peers.clear(); }
+
+}  // namespace ulnic::am
+
+using namespace ulnic::am;
+
+extern "C" {
+
+int AMUDP_Request(ep_t ep, int dest, handler_t handler, int numargs, ...) {
+  va_list ap;
+  va_start(ap, numargs);
+  int rc = request(ep, dest, handler, Category::kShort, nullptr, 0, 0, false, numargs, ap);
+  va_end(ap);
+  return rc;
+}
+
+int AMUDP_RequestI(ep_t ep, int dest, handler_t handler, void* src, int nbytes, int numargs, ...) {
+  va_list ap;
+  va_start(ap, numargs);
+  int rc = request(ep, dest, handler, Category::kMedium, src, nbytes, 0, false, numargs, ap);
+  va_end(ap);
+  return rc;
+}
+
+int AMUDP_RequestXfer(ep_t ep, int dest, handler_t handler, void* src, int nbytes, uintptr_t offset, int async,
+                      int numargs, ...) {
+  va_list ap;
+  va_start(ap, numargs);
+  int rc = request(ep, dest, handler, Category::kLong, src, nbytes, offset, async != 0, numargs, ap);
+  va_end(ap);
+  return rc;
+}
+
+int AMUDP_Reply(void* token, handler_t handler, int numargs, ...) {
+  va_list ap;
+  va_start(ap, numargs);
+  int rc = reply(token, handler, Category::kShort, nullptr, 0, 0, numargs, ap);
+  va_end(ap);
+  return rc;
+}
+
+int AMUDP_ReplyI(void* token, handler_t handler, void* src, int nbytes, int numargs, ...) {
+  va_list ap;
+  va_start(ap, numargs);
+  int rc = reply(token, handler, Category::kMedium, src, nbytes, 0, numargs, ap);
+  va_end(ap);
+  return rc;
+}
+
+int AMUDP_ReplyXfer(void* token, handler_t handler, void* src, int nbytes, uintptr_t offset, int numargs, ...) {
+  va_list ap;
+  va_start(ap, numargs);
+  int rc = reply(token, handler, Category::kLong, src, nbytes, offset, numargs, ap);
+  va_end(ap);
+  return rc;
+}
+
+}  // extern "C"
