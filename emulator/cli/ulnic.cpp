@@ -8,6 +8,7 @@
 //   ulnic node stop   [-c CLUSTER] [-n NODE]
 //   ulnic node list   [-c CLUSTER]
 //   ulnic fwtest ELF  [--timeout S] [board options]
+//   ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] prog args...
 //   ulnic demo
 #include <poll.h>
 #include <unistd.h>
@@ -26,6 +27,8 @@
 #include "board/node.h"
 #include "ulnic/abi/boot_config.h"
 #include "board/runtime.h"
+#include "amudp.h"  // AMUDP_MAX_SPMDPROCS, AMUDP_MAX_NETWORKDEPTH
+#include "spmd_master.h"
 #include "util/process.h"
 #include "util/unix_socket.h"
 
@@ -66,6 +69,14 @@ const char* kUsage = R"(usage: ulnic <command> ...
   cluster down [-c CLUSTER]       stop every node of the cluster
   fwtest ELF  [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--qemu-arg ARG]...
                                   run a firmware test image on a private board; exit = its status
+  run -n N [--transport udp|vipl|native] [--depth K] [--hosts H1,H2,...] [--nodes M]
+      [-c CLUSTER] PROG [ARGS...]
+                                  run an AMUDP SPMD job: N workers of PROG (ARGS passed on as
+                                  they are) and this command as its master; exits with the job's
+                                  code. Transport: default $ULNIC_AM_TRANSPORT or udp; depth 8.
+                                  --hosts: start the workers over ${ULNIC_SSH:-ssh}, round robin.
+                                  --nodes: rank r uses NIC node r % M (vipl/native default: the
+                                  nodes of CLUSTER that are up)
   demo                            start a node, show status and boot log, reflash, stop
 
 CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
@@ -617,6 +628,98 @@ int cmd_demo() {
   return rc;
 }
 
+
+// ---- ulnic run: an AMUDP SPMD job (host/am/spmd_master.cpp does the work)
+
+[[noreturn]] void run_fail(const std::string& msg, int code = 2) {
+  std::fprintf(stderr, "ulnic run: %s\n", msg.c_str());
+  std::exit(code);
+}
+
+int run_number(const std::string& opt, const std::string& v, int lo, int hi) {
+  uint64_t n = 0;
+  try {
+    size_t used = 0;
+    n = std::stoull(v, &used, 10);
+    if (used != v.size()) throw std::invalid_argument(v);
+  } catch (...) {
+    run_fail(opt + " needs a number, got '" + v + "'");
+  }
+  if (n < uint64_t(lo) || n > uint64_t(hi))
+    run_fail(opt + " must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
+  return int(n);
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+// The nodes of the cluster whose QEMU runs, which must be 0..M-1: rank r
+// goes to node r % M.
+int nodes_up(const std::string& cluster) {
+  std::vector<uint32_t> up;
+  for (uint32_t n : board::list_nodes(cluster))
+    if (board::live_qemu(board::node_paths(cluster, n))) up.push_back(n);
+  if (up.empty())
+    run_fail("cluster '" + cluster + "' has no nodes up (ulnic cluster up -n M -c " + cluster + ", or pass --nodes M)", 1);
+  for (size_t k = 0; k < up.size(); ++k)
+    if (up[k] != k) run_fail("cluster '" + cluster + "': node " + std::to_string(k) + " is not up; pass --nodes M", 1);
+  return int(up.size());
+}
+
+// Options come before the program; everything from the program on is the
+// program's (options that look like ours included).
+int cmd_run(int argc, char** argv) {
+  ulnic::am::SpmdJob job;
+  const char* t = std::getenv("ULNIC_AM_TRANSPORT");
+  job.transport = t && *t ? t : "udp";
+  bool nodes_given = false;
+  const char* env_cluster = std::getenv("ULNIC_CLUSTER");
+  job.cluster = env_cluster ? env_cluster : "";
+  int i = 2;
+  for (; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) run_fail(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--") {
+      ++i;
+      break;
+    }
+    if (s.empty() || s[0] != '-') break;
+    if (s == "-n" || s == "--nproc") job.nproc = run_number(s, value(), 1, AMUDP_MAX_SPMDPROCS);
+    else if (s == "--transport") job.transport = value();
+    else if (s == "--depth") job.depth = run_number(s, value(), 1, AMUDP_MAX_NETWORKDEPTH);
+    else if (s == "--hosts") job.hosts = split_list(value());
+    else if (s == "--nodes") job.nodes = run_number(s, value(), 1, int(abi::kMaxNodes)), nodes_given = true;
+    else if (s == "-c" || s == "--cluster") job.cluster = value();
+    else if (s == "-h" || s == "--help") return std::fputs(kUsage, stdout), 0;
+    else run_fail("unknown option " + s + " (ulnic --help)");
+  }
+  if (i >= argc) run_fail("usage: ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] PROG [ARGS...]");
+  if (job.nproc == 0) run_fail("-n N (the number of workers) is required");
+  if (job.transport != "udp" && job.transport != "vipl" && job.transport != "native")
+    run_fail("unknown transport '" + job.transport + "' (udp, vipl or native)");
+  if (!job.cluster.empty())
+    if (auto ok = board::check_cluster_name(job.cluster); !ok) run_fail(ok.error().message);
+  if (job.transport != "udp" && !nodes_given) {
+    // The up nodes of this machine say nothing about a cluster that spans others.
+    if (!job.hosts.empty()) run_fail("--hosts with transport " + job.transport + " needs --nodes M");
+    job.nodes = nodes_up(job.cluster.empty() ? "default" : job.cluster);
+  }
+  job.argv.assign(argv + i, argv + argc);
+  return ulnic::am::spmd_master_run(job);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -626,6 +729,7 @@ int main(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   if (cmd == "demo") return cmd_demo();
+  if (cmd == "run") return cmd_run(argc, argv);
   if (cmd == "fwtest") return cmd_fwtest(parse(argc, argv, 2));
   if (cmd == "cluster" && argc >= 3) {
     std::string sub = argv[2];

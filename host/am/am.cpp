@@ -203,8 +203,20 @@ int AM_GetSeg(ep_t ea, void** addr, uintptr_t* nbytes) {
 int AM_SetSeg(ep_t ea, void* addr, uintptr_t nbytes) {
   AM_CHECK_INIT();
   if (!valid(ea) || nbytes > AMUDP_MAX_SEGLENGTH || (!addr && nbytes)) return AM_ERR_BAD_ARG;
+  void* old = ea->seg;
+  uintptr_t old_len = ea->seg_len;
   ea->seg = addr;
   ea->seg_len = nbytes;
+  ea->seg_gen++;
+  if (lib().transport->segment_changed) {
+    int rc = lib().transport->segment_changed(*ea);
+    if (rc != AM_OK) {
+      ea->seg = old;
+      ea->seg_len = old_len;
+      ea->seg_gen++;
+      return rc;
+    }
+  }
   return AM_OK;
 }
 
@@ -296,7 +308,7 @@ int AM_SetExpectedResources(ep_t ea, int n_endpoints, int n_outstanding_requests
   if (!valid(ea) || n_endpoints < 1 || n_endpoints > AMUDP_MAX_NUMTRANSLATIONS || n_outstanding_requests < 1 ||
       n_outstanding_requests > AMUDP_MAX_NETWORKDEPTH)
     return AM_ERR_BAD_ARG;
-  if (ea->depth != 0) return AM_ERR_RESOURCE;
+  if (ea->depth != 0 || n_outstanding_requests > lib().transport->max_depth) return AM_ERR_RESOURCE;
   ea->depth = n_outstanding_requests;
   ea->expected_peers = n_endpoints;
   return AM_OK;

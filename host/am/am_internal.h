@@ -58,8 +58,14 @@ struct PacketHeader {
   uint32_t piece;     // offset of this packet's payload within the message
   uint64_t tag;       // requests: the tag the sender has for the destination
   uint64_t bitmap;    // kPieceAck: pieces received so far
+  // Long on a transport that places payloads itself (RDMA): the generation
+  // of the destination's segment the payload was written into (kNotPlaced:
+  // the sender knew it would not fit and wrote nothing); 0: in the packets.
+  uint32_t placed;
+  uint32_t reserved;
 };
-static_assert(sizeof(PacketHeader) == 40);
+static_assert(sizeof(PacketHeader) == 48);
+constexpr uint32_t kNotPlaced = 0xFFFFFFFFu;
 constexpr uint8_t kMagic = 0xA2;
 
 // ---- transports (rdma-core style: one constant ops table per backend)
@@ -74,6 +80,9 @@ struct Transport {
   bool reliable;           // delivers each packet once and intact: the core never retransmits
   uint32_t max_packet;     // largest packet (header + args + payload piece)
   uint32_t window;         // unreliable: pieces of one message in flight
+  int max_depth;           // credits per peer pair it can carry
+  bool places_long;        // send() writes Long payloads into the destination's
+                           // segment itself and sets PacketHeader::placed
   // Process-wide start/stop (AM_Init / last AM_Terminate): 0 or AM_ERR_*.
   int (*start)();
   void (*stop)();
@@ -84,7 +93,7 @@ struct Transport {
   // dropped on the way); -1 if it cannot now (unreliable only: the core's
   // retransmission sends it later; a reliable transport waits for room
   // itself); a returned-message status (EUNREACHABLE...) if it never will.
-  int (*send)(Endpoint& ep, const en_t& dest, const void* head, size_t head_len, const void* payload,
+  int (*send)(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const void* payload,
               size_t payload_len);
   // Hands every packet that has arrived (at most `budget`) to deliver();
   // returns how many.
@@ -92,6 +101,9 @@ struct Transport {
   // Blocks until a packet has arrived at an endpoint of the bundle (true) or
   // `timeout_ms` passed (false; -1: no limit). Takes nothing.
   bool (*wait)(Bundle& eb, int timeout_ms);
+  // AM_SetSeg happened (ep.seg, seg_len, seg_gen are new): 0 or AM_ERR_*.
+  // nullptr: nothing to do.
+  int (*segment_changed)(Endpoint& ep);
 };
 
 const Transport* udp_transport();
@@ -157,6 +169,7 @@ struct amx_endpoint {
   tag_t tag = AM_NONE;
   void* seg = nullptr;
   uintptr_t seg_len = 0;
+  uint32_t seg_gen = 1;           // counts AM_SetSeg calls (placed Long payloads name one)
   ulnic::am::Translation table[AMUDP_MAX_NUMTRANSLATIONS];
   amudp_handler_fn_t handlers[AMUDP_MAX_NUMHANDLERS] = {};
   int depth = 0;                  // 0 until AM_SetExpectedResources
@@ -205,6 +218,9 @@ void poll_bundle(Bundle& eb);
 void retransmit_due(Endpoint& ep);
 // The earliest retransmission deadline of the endpoint (Clock::time_point::max() if none).
 Clock::time_point next_deadline(const Endpoint& ep);
+// Transports (from poll): the peer is gone for good (its connection broke):
+// requests outstanding to it come back to handler 0 with EUNREACHABLE.
+void peer_unreachable(Endpoint& ep, const en_t& peer);
 // Forgets everything owed to or by the endpoint (AM_FreeEndpoint).
 void drop_endpoint_state(Endpoint& ep);
 

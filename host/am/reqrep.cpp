@@ -52,6 +52,12 @@ uint32_t pieces_of(uint32_t nbytes) {
   return nbytes == 0 ? 1 : (nbytes + p - 1) / p;
 }
 
+// How many packets a message takes: one if the transport places its payload.
+uint32_t pieces_of(const PacketHeader& h) {
+  if (tp().places_long && h.category == Category::kLong) return 1;
+  return pieces_of(h.nbytes);
+}
+
 uint64_t all_pieces(uint32_t n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
 
 // ---- tokens: a fixed ring, so a token used after its handler returned is
@@ -146,7 +152,7 @@ const PacketHeader& header_of(const Transfer& x) { return *reinterpret_cast<cons
 int send_piece(Endpoint& ep, const en_t& dest, Transfer& x, const uint8_t* payload, uint32_t i) {
   auto* h = reinterpret_cast<PacketHeader*>(x.head.data());
   uint32_t from = i * piece_bytes();
-  uint32_t len = std::min(h->nbytes - std::min(h->nbytes, from), piece_bytes());
+  uint32_t len = x.npieces == 1 ? h->nbytes : std::min(h->nbytes - std::min(h->nbytes, from), piece_bytes());
   h->piece = from;
   x.sent |= 1ull << i;
   return tp().send(ep, dest, x.head.data(), x.head.size(), payload + from, len);
@@ -180,7 +186,7 @@ void build(Transfer& x, const PacketHeader& h, const int32_t* args, const void* 
   x.head.resize(sizeof h + 4 * size_t(h.nargs));
   std::memcpy(x.head.data(), &h, sizeof h);
   if (h.nargs) std::memcpy(x.head.data() + sizeof h, args, 4 * size_t(h.nargs));
-  x.npieces = pieces_of(h.nbytes);
+  x.npieces = pieces_of(h);
   if (!tp().reliable && h.nbytes) x.payload.assign(static_cast<const uint8_t*>(payload),
                                                    static_cast<const uint8_t*>(payload) + h.nbytes);
 }
@@ -241,6 +247,7 @@ bool parse(const uint8_t* data, size_t len, Packet& p) {
   if (h.nbytes > AMUDP_MAX_LONG || h.piece > h.nbytes || p.len > h.nbytes - h.piece) return false;
   if (h.category == Category::kShort && h.nbytes) return false;
   if (h.category == Category::kMedium && (h.nbytes > AMUDP_MAX_MEDIUM || p.len != h.nbytes)) return false;
+  if (h.placed) return h.category == Category::kLong && tp().places_long && p.len == 0 && h.piece == 0;
   // A piece starts on a piece boundary and is whole unless it is the last.
   if (h.piece % piece_bytes() || (p.len != piece_bytes() && h.piece + p.len != h.nbytes)) return false;
   return true;
@@ -250,6 +257,9 @@ bool parse(const uint8_t* data, size_t len, Packet& p) {
 int check_long(const Endpoint& ep, const PacketHeader& h) {
   if (!ep.seg || h.offset > ep.seg_len) return EBADSEGOFF;
   if (uint64_t(h.offset) + h.nbytes > ep.seg_len) return EBADLENGTH;
+  // Placed by the transport into another segment than this one (changed
+  // since the sender learned it), or not placed at all.
+  if (h.placed && h.nbytes && h.placed != ep.seg_gen) return EBADSEGOFF;
   return 0;
 }
 
@@ -284,7 +294,7 @@ void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
     return;
   }
   if (h.seq < in.seq_done) return;  // older than what was answered: stale
-  uint32_t n = pieces_of(h.nbytes);
+  uint32_t n = pieces_of(h);
   if (n > 1 && in.seq_assembling == h.seq) {
     // another piece of the request being assembled (checked at its first)
   } else {
@@ -344,9 +354,9 @@ void on_answer(Endpoint& ep, const en_t& src, const Packet& p) {
   OutInstance* o = answered(ep, src, h, peer);
   if (!o) {
     // Pieces of a reply already taken whole: the piece ack was lost.
-    if (peer && h.kind == Kind::kReply && pieces_of(h.nbytes) > 1 && h.instance < peer->out.size() &&
+    if (peer && h.kind == Kind::kReply && pieces_of(h) > 1 && h.instance < peer->out.size() &&
         peer->out[h.instance].seq == h.seq)
-      piece_ack(ep, src, h, all_pieces(pieces_of(h.nbytes)), true);
+      piece_ack(ep, src, h, all_pieces(pieces_of(h)), true);
     return;
   }
   if (h.kind == Kind::kAck) return release(*peer, *o);
@@ -356,7 +366,7 @@ void on_answer(Endpoint& ep, const en_t& src, const Packet& p) {
     return run_returned(ep, sent, src, h.status, true);
   }
   // A reply: check it once (first piece), gather pieces, then run it.
-  uint32_t n = pieces_of(h.nbytes);
+  uint32_t n = pieces_of(h);
   int status = 0;
   if (h.handler == 0 || !ep.handlers[h.handler]) status = EBADHANDLER;
   else if (h.category == Category::kLong) status = check_long(ep, h);
@@ -621,6 +631,18 @@ Clock::time_point next_deadline(const Endpoint& ep) {
       if (in.reply.active) due = std::min(due, in.reply.next_try);
   }
   return due;
+}
+
+void peer_unreachable(Endpoint& ep, const en_t& name) {
+  auto it = ep.peers.find(name);
+  if (it == ep.peers.end()) return;
+  Peer& peer = *it->second;
+  for (OutInstance& o : peer.out) {
+    if (!o.busy) continue;
+    PacketHeader sent = header_of(o.request);
+    release(peer, o);
+    run_returned(ep, sent, name, EUNREACHABLE, true);
+  }
 }
 
 void drop_endpoint_state(Endpoint& ep) { ep.peers.clear(); }

@@ -94,14 +94,14 @@ void udp_close(Endpoint& ep) {
   ep.transport_state = nullptr;
 }
 
-int udp_send(Endpoint& ep, const en_t& dest, const void* head, size_t head_len, const void* payload,
+int udp_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const void* payload,
              size_t payload_len) {
   if (faults.drop > 0 && std::uniform_real_distribution<double>(0, 1)(faults.rng) < faults.drop) return 0;
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_addr.s_addr = dest.host;
   to.sin_port = htons(uint16_t(dest.port));
-  iovec iov[2] = {{const_cast<void*>(head), head_len}, {const_cast<void*>(payload), payload_len}};
+  iovec iov[2] = {{head, head_len}, {const_cast<void*>(payload), payload_len}};
   msghdr m{};
   m.msg_name = &to;
   m.msg_namelen = sizeof to;
@@ -142,8 +142,9 @@ bool udp_wait(Bundle& eb, int timeout_ms) {
 }
 
 const Transport kUdp = {
-    "udp", AMX_TRANSPORT_UDP, /*reliable=*/false, kMaxDatagram, kWindow,
-    udp_start, udp_stop, udp_open, udp_close, udp_send, udp_poll, udp_wait,
+    "udp", AMX_TRANSPORT_UDP, /*reliable=*/false, kMaxDatagram, kWindow, AMUDP_MAX_NETWORKDEPTH,
+    /*places_long=*/false,
+    udp_start, udp_stop, udp_open, udp_close, udp_send, udp_poll, udp_wait, /*segment_changed=*/nullptr,
 };
 
 }  // namespace

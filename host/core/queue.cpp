@@ -89,13 +89,19 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
     if (state() != abi::SlotState::kActive)
       return fail("the NIC stopped serving this slot (state " + std::to_string(uint32_t(state())) + ", fault " +
                   std::to_string(uint32_t(fault())) + ")");
-    int ms = -1;
+    // Re-check the slot state now and then; often if another thread sleeps
+    // too (it may have taken our wake-up).
+    int slice = shared_sleep_.load(std::memory_order_relaxed) ? 10 : 1000;
+    int ms = slice;
     if (timeout.count() >= 0) {
       auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
       if (left.count() <= 0) return fail("timed out waiting for the NIC");
-      ms = int(std::min<int64_t>(left.count(), 1000));
-    } else {
-      ms = 1000;  // re-check the slot state now and then
+      ms = int(std::min<int64_t>(left.count(), slice));
+    }
+    if (sleepers_.fetch_add(1) > 0 && !shared_sleep_.exchange(true)) {
+      uint64_t one = 1;  // wake the one asleep: it takes up short slices too
+      ssize_t ignored = ::write(completion_fd_.get(), &one, sizeof one);
+      (void)ignored;
     }
     pollfd p{completion_fd_.get(), POLLIN, 0};
     if (::poll(&p, 1, ms) > 0) {
@@ -103,6 +109,7 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
       ssize_t ignored = ::read(completion_fd_.get(), &count, sizeof count);
       (void)ignored;
     }
+    sleepers_.fetch_sub(1);
     if (ready()) return {};
   }
 }

@@ -1,13 +1,13 @@
 /* amudp.h: Active Messages AM-2 on ulnic, with the names AMUDP gives them.
  *
  * AM-2 programs written for AMUDP (Berkeley's AM-2 over UDP) compile against
- * this header as they are. Three transports sit behind the one API (chosen
- * per process before AM_Init: AMX_SetTransport(), else $ULNIC_AM_TRANSPORT,
- * else "udp"):
- *   "native"  AM on the emulated NIC: the firmware delivers into the
- *             endpoint's receive queue, checks tags, places Long payloads
- *   "vipl"    AM over VIPL (the AMVIA design): one VI per mapped peer
+ * this header as they are. The API sits on a transport chosen per process
+ * before AM_Init (AMX_SetTransport(), else $ULNIC_AM_TRANSPORT, else "udp"):
  *   "udp"     AM over UDP sockets (the AMUDP design); needs no emulator
+ *   "vipl"    AM over VIPL on the emulated NIC (the AMVIA design): one VI
+ *             per pair of endpoints, Long payloads by RDMA write
+ * Native AM on the NIC (firmware-assisted) is not built yet: naming it
+ * ("native") is AM_ERR_BAD_ARG.
  * What each call does, and the provider's choices where AM-2 leaves room,
  * are in host/am/SEMANTICS.md.
  */
@@ -110,7 +110,7 @@ extern int AM_MaxSegLength(uintptr_t *nbytes);
 /* ---- initialization */
 extern int AM_Init(void);
 extern int AM_Terminate(void);
-/* ulnic extension: choose the transport ("udp", "vipl", "native") before
+/* ulnic extension: choose the transport ("udp", "vipl") before
  * AM_Init; AM_ERR_BAD_ARG for an unknown name, AM_ERR_IN_USE after AM_Init. */
 extern int AMX_SetTransport(const char *name);
 /* The transport in use (after AM_Init), or NULL. */

@@ -16,6 +16,7 @@
 // io_uring); use one Nic per thread if needed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -151,6 +152,11 @@ class Nic {
   abi::RingConsumer<abi::CqEntry> cq_;
   abi::RingConsumer<abi::EqEntry> eq_;
   uint64_t daemon_requests_ = 0;
+  // Threads asleep in block_until. A NIC wake-up reaches one of them, not
+  // necessarily the one it was for: once two have slept at once, sleeps are
+  // short slices (and the first sleeper is woken to take up short slices).
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> shared_sleep_{false};
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   uint32_t posted_ = 0, reaped_ = 0;
   std::deque<abi::CqEntry> stashed_;         // reaped while run() waited for its own

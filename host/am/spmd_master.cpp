@@ -1,0 +1,632 @@
+// spmd_master.cpp: the master of an AMUDP SPMD job (see spmd_master.h and
+// the protocol in spmd_proto.h).
+//
+// One thread, one poll loop over the listener, the workers' connections and
+// the connections that have not said HELLO yet. Workers are reaped with
+// waitpid(WNOHANG) on every turn of the loop (a 50 ms tick) rather than from
+// a SIGCHLD handler: the master also runs inside user programs (master-mode
+// AMUDP_SPMDStartup) whose signal handlers are theirs.
+#include "spmd_master.h"
+
+#include <amudp.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "spmd_proto.h"
+
+extern char** environ;
+
+namespace ulnic::am {
+namespace {
+
+namespace proto = spmd;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kDefaultStartupTimeout{30'000};
+constexpr milliseconds kKillGrace{2'000};  // SIGTERM, then SIGKILL
+constexpr milliseconds kExitGrace{5'000};  // after EXIT went out: time for the exit callbacks
+constexpr milliseconds kEofGrace{2'000};   // a worker that closed its connection must end by then
+constexpr milliseconds kTick{50};          // poll period, and so the reaping latency
+constexpr int kSendTimeoutS = 30;          // a worker that stops reading fails the send
+constexpr size_t kMaxPending = 1024;       // connections without HELLO yet
+
+void error(const std::string& msg) {
+  std::fprintf(stderr, "ulnic run: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string describe_end(int status) {
+  if (WIFSIGNALED(status))
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return "exited with status " + std::to_string(exit_code_of(status));
+}
+
+milliseconds startup_timeout() {
+  const char* s = std::getenv("ULNIC_AM_STARTUP_TIMEOUT_MS");
+  if (!s || !*s) return kDefaultStartupTimeout;
+  char* end = nullptr;
+  long long v = std::strtoll(s, &end, 10);
+  if (*end || v <= 0) {
+    error(std::string("ignoring ULNIC_AM_STARTUP_TIMEOUT_MS='") + s + "' (not a positive number of ms)");
+    return kDefaultStartupTimeout;
+  }
+  return milliseconds(v);
+}
+
+// ssh joins its command words with spaces and hands them to the remote shell,
+// so every word we mean literally is quoted for that shell.
+std::string shell_quote(const std::string& s) {
+  static const char* safe = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=@%+,-";
+  if (!s.empty() && s.find_first_not_of(safe) == std::string::npos) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while ((i = s.find_first_not_of(" \t", i)) != std::string::npos) {
+    size_t j = s.find_first_of(" \t", i);
+    out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::string ip_text(in_addr a) {
+  char b[INET_ADDRSTRLEN] = "";
+  ::inet_ntop(AF_INET, &a, b, sizeof b);
+  return b;
+}
+
+std::optional<sockaddr_in> resolve(const std::string& host, std::string& err) {
+  std::string name = host.substr(host.find('@') + 1);  // ssh's user@host
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (int rc = ::getaddrinfo(name.c_str(), "9", &hints, &res); rc != 0) {
+    err = "cannot resolve '" + name + "': " + ::gai_strerror(rc);
+    return std::nullopt;
+  }
+  sockaddr_in a = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  ::freeaddrinfo(res);
+  return a;
+}
+
+// The address this machine uses to reach `host`: connecting a UDP socket
+// sends nothing, it only picks the route and with it the source address.
+std::optional<in_addr> route_to(const std::string& host, std::string& err) {
+  auto dst = resolve(host, err);
+  if (!dst) return std::nullopt;
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&*dst), sizeof *dst) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0;
+  if (!ok) err = "no route to '" + host + "': " + std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  if (!ok) return std::nullopt;
+  return me.sin_addr;
+}
+
+struct Worker {
+  pid_t pid = -1;
+  bool reaped = false;
+  int status = 0;
+  int fd = -1;  // its connection, from its HELLO on
+  proto::FrameBuffer in;
+  en_t name{};
+  bool eof = false;  // the connection is closed (or broke on a send)
+  Clock::time_point eof_at;
+  std::string master;  // the ULNIC_AM_MASTER it was given
+};
+
+struct Pending {  // an accepted connection that has not said HELLO yet
+  int fd = -1;
+  proto::FrameBuffer in;
+};
+
+struct Collective {  // the barrier or all-gather the workers are in
+  uint32_t type = 0, seq = 0, len = 0;
+  int arrived = 0;
+  int first = -1;  // the first rank in: named if another disagrees
+  std::vector<bool> in;
+  std::vector<uint8_t> data;
+};
+
+std::string describe(uint32_t type, uint32_t seq, uint32_t len) {
+  if (type == proto::kBarrier) return "barrier #" + std::to_string(seq);
+  return "all-gather #" + std::to_string(seq) + " of " + std::to_string(len) + " bytes";
+}
+
+class Master {
+ public:
+  explicit Master(const SpmdJob& job) : job_(job), workers_(size_t(std::max(job.nproc, 0))) {}
+  ~Master();
+  int run();
+
+ private:
+  bool validate();
+  bool open_listener();
+  void spawn_all();
+  bool spawn(int rank);
+  std::vector<std::pair<std::string, std::string>> worker_env(int rank) const;
+  void poll_once();
+  void accept_all();
+  void read_pending(Pending& p);
+  void read_worker(int rank);
+  void worker_frames(int rank);
+  void on_hello(Pending& p, const proto::Frame& f);
+  void on_frame(int rank, const proto::Frame& f);
+  void on_collective(int rank, const proto::Frame& f);
+  void start_job();
+  void send_to(int rank, uint32_t type, const std::vector<uint8_t>& body);
+  void reap();
+  void check_deadlines();
+  void end(int code, bool graceful, const std::string& msg);
+  int finish();
+  bool wait_all(milliseconds timeout);
+  void kill_all();
+  std::string who(int rank) const {
+    return "rank " + std::to_string(rank) + " (pid " + std::to_string(workers_[size_t(rank)].pid) + ")";
+  }
+
+  const SpmdJob& job_;
+  std::vector<Worker> workers_;
+  std::vector<Pending> pending_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::vector<std::string> advertise_;  // by host (one entry for a local job): the address workers there dial
+  bool started_ = false;                // START went out
+  int hellos_ = 0;
+  Clock::time_point startup_deadline_;
+  milliseconds startup_timeout_{};
+  Collective coll_;
+  std::optional<int> result_;  // the job's exit code, once it is ending
+  bool graceful_ = false;      // ending by EXIT: workers leave by themselves
+};
+
+Master::~Master() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  for (auto& p : pending_)
+    if (p.fd >= 0) ::close(p.fd);
+  for (auto& w : workers_)
+    if (w.fd >= 0) ::close(w.fd);
+}
+
+bool Master::validate() {
+  if (job_.nproc < 1 || job_.nproc > AMUDP_MAX_SPMDPROCS)
+    return error("the number of workers must be 1.." + std::to_string(AMUDP_MAX_SPMDPROCS) + ", got " +
+                 std::to_string(job_.nproc)), false;
+  if (job_.depth < 1 || job_.depth > AMUDP_MAX_NETWORKDEPTH)
+    return error("the network depth must be 1.." + std::to_string(AMUDP_MAX_NETWORKDEPTH) + ", got " +
+                 std::to_string(job_.depth)), false;
+  if (job_.transport != "udp" && job_.transport != "vipl" && job_.transport != "native")
+    return error("unknown transport '" + job_.transport + "' (udp, vipl or native)"), false;
+  if (job_.argv.empty() || job_.argv[0].empty()) return error("no program to run"), false;
+  if (job_.nodes < 0) return error("the number of nodes must not be negative"), false;
+  return true;
+}
+
+// A local job listens on loopback only. With hosts, the master listens on
+// $ULNIC_AM_MASTER_HOST if set, else on every address, and tells the workers
+// on each host the address this machine reaches that host from.
+bool Master::open_listener() {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  std::string err;
+  if (job_.hosts.empty()) {
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    advertise_ = {"127.0.0.1"};
+  } else if (const char* mh = std::getenv("ULNIC_AM_MASTER_HOST"); mh && *mh) {
+    auto a = resolve(mh, err);
+    if (!a) return error("ULNIC_AM_MASTER_HOST: " + err), false;
+    addr.sin_addr = a->sin_addr;
+    advertise_.assign(job_.hosts.size(), ip_text(a->sin_addr));
+  } else {
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    for (const auto& h : job_.hosts) {
+      auto a = route_to(h, err);
+      if (!a) return error(err + " (set ULNIC_AM_MASTER_HOST to the address the workers reach this machine on)"), false;
+      advertise_.push_back(ip_text(*a));
+    }
+  }
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  socklen_t len = sizeof addr;
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listen_fd_, SOMAXCONN) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return error(std::string("cannot listen for the workers on ") + ip_text(addr.sin_addr) + ": " +
+                 std::strerror(errno)), false;
+  port_ = ntohs(addr.sin_port);
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> Master::worker_env(int rank) const {
+  size_t host = job_.hosts.empty() ? 0 : size_t(rank) % job_.hosts.size();
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"ULNIC_AM_MASTER", advertise_[host] + ":" + std::to_string(port_)},
+      {"ULNIC_AM_RANK", std::to_string(rank)},
+      {"ULNIC_AM_NPROCS", std::to_string(job_.nproc)},
+      {"ULNIC_AM_TRANSPORT", job_.transport}};
+  if (job_.nodes > 0) env.emplace_back("ULNIC_NODE", std::to_string(rank % job_.nodes));
+  if (!job_.cluster.empty()) env.emplace_back("ULNIC_CLUSTER", job_.cluster);
+  return env;
+}
+
+void Master::spawn_all() {
+  for (int r = 0; r < job_.nproc && !result_; ++r)
+    if (!spawn(r)) return;
+}
+
+// Locally: the program itself, with our environment plus the job's variables.
+// With hosts: `${ULNIC_SSH:-ssh} host env K=V ... prog args`, stdin from
+// /dev/null (the workers' ssh sessions must not compete for ours).
+bool Master::spawn(int rank) {
+  auto vars = worker_env(rank);
+  std::vector<std::string> args, env;
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  if (job_.hosts.empty()) {
+    args = job_.argv;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      bool ours = false;
+      for (const auto& [k, v] : vars) ours |= kv.compare(0, k.size() + 1, k + "=") == 0;
+      if (!ours) env.push_back(kv);
+    }
+    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+  } else {
+    const char* ssh = std::getenv("ULNIC_SSH");
+    args = split_words(ssh && *ssh ? ssh : "ssh");
+    args.push_back(job_.hosts[size_t(rank) % job_.hosts.size()]);
+    args.push_back("env");
+    for (const auto& [k, v] : vars) args.push_back(shell_quote(k + "=" + v));
+    // A relative path means this directory; the remote shell starts elsewhere.
+    std::string prog = job_.argv[0];
+    if (prog.find('/') != std::string::npos) prog = std::filesystem::absolute(prog).lexically_normal().string();
+    args.push_back(shell_quote(prog));
+    for (size_t i = 1; i < job_.argv.size(); ++i) args.push_back(shell_quote(job_.argv[i]));
+    for (char** e = environ; *e; ++e) env.push_back(*e);
+    ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  }
+  std::vector<char*> cargs, cenv;
+  for (auto& a : args) cargs.push_back(a.data());
+  for (auto& e : env) cenv.push_back(e.data());
+  cargs.push_back(nullptr);
+  cenv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data());
+  ::posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    end(127, false, "cannot start rank " + std::to_string(rank) + ": " + args[0] + ": " + std::strerror(rc));
+    return false;
+  }
+  workers_[size_t(rank)].pid = pid;
+  workers_[size_t(rank)].master = vars[0].second;
+  return true;
+}
+
+void Master::poll_once() {
+  // who[i]: what fds[i] is. -1 the listener, -2 - k pending k, r >= 0 rank r.
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  if (!started_) fds.push_back({listen_fd_, POLLIN, 0}), who.push_back(-1);
+  for (size_t k = 0; k < pending_.size(); ++k) fds.push_back({pending_[k].fd, POLLIN, 0}), who.push_back(-2 - int(k));
+  for (size_t r = 0; r < workers_.size(); ++r)
+    if (workers_[r].fd >= 0 && !workers_[r].eof) fds.push_back({workers_[r].fd, POLLIN, 0}), who.push_back(int(r));
+  int n = ::poll(fds.data(), fds.size(), int(kTick.count()));
+  if (n < 0 && errno != EINTR) return end(1, false, std::string("poll: ") + std::strerror(errno));
+  bool accept = false;
+  for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+    if (!fds[i].revents) continue;
+    if (who[i] == -1) accept = true;
+    else if (who[i] <= -2) read_pending(pending_[size_t(-2 - who[i])]);
+    else read_worker(who[i]);
+  }
+  // Last, so pending_ does not grow while the loop above holds references into it.
+  if (accept && !started_) accept_all();
+  std::erase_if(pending_, [](const Pending& p) { return p.fd < 0; });
+}
+
+void Master::accept_all() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: all taken; anything else: the peer gave up, nothing to do
+    if (pending_.size() >= kMaxPending) {
+      ::close(fd);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // barriers are latency
+    timeval tv{kSendTimeoutS, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    pending_.push_back({fd, {}});
+  }
+}
+
+// Reads what is there without blocking; false when the connection is gone.
+bool read_some(int fd, proto::FrameBuffer& in) {
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      in.append(buf, size_t(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+void Master::read_pending(Pending& p) {
+  if (p.fd < 0) return;
+  bool open = read_some(p.fd, p.in);
+  proto::Frame f;
+  proto::FrameBuffer::Status st;
+  while (p.fd >= 0 && (st = p.in.next(f)) == proto::FrameBuffer::kGotFrame) on_hello(p, f);
+  if (p.fd >= 0 && (!open || st == proto::FrameBuffer::kBad)) ::close(p.fd), p.fd = -1;
+}
+
+void Master::on_hello(Pending& p, const proto::Frame& f) {
+  uint32_t rank = 0;
+  en_t name{};
+  std::string why;
+  if (f.type != proto::kHello || !proto::decode_hello(f.body, rank, name)) why = "it did not start with HELLO";
+  else if (rank >= uint32_t(job_.nproc)) why = "rank " + std::to_string(rank) + " is not in this job";
+  else if (workers_[rank].fd >= 0) why = "rank " + std::to_string(rank) + " has already connected";
+  if (!why.empty()) {
+    error("note: dropped a connection to the master: " + why);
+    ::close(p.fd), p.fd = -1;
+    return;
+  }
+  Worker& w = workers_[rank];
+  w.fd = p.fd, p.fd = -1;
+  w.in = std::move(p.in);
+  w.name = name;
+  if (++hellos_ == job_.nproc) start_job();
+  worker_frames(int(rank));  // anything it sent after its HELLO
+}
+
+void Master::read_worker(int rank) {
+  Worker& w = workers_[size_t(rank)];
+  if (w.fd < 0 || w.eof) return;
+  if (!read_some(w.fd, w.in)) w.eof = true, w.eof_at = Clock::now();
+  worker_frames(rank);
+}
+
+void Master::worker_frames(int rank) {
+  Worker& w = workers_[size_t(rank)];
+  proto::Frame f;
+  for (;;) {
+    auto st = w.in.next(f);
+    if (st == proto::FrameBuffer::kNeedMore) return;
+    if (st == proto::FrameBuffer::kBad) return end(1, false, who(rank) + " sent a frame longer than 16 MiB");
+    on_frame(rank, f);
+  }
+}
+
+void Master::on_frame(int rank, const proto::Frame& f) {
+  if (result_) return;  // the job is ending: nothing more to serve
+  if (!started_)
+    return end(1, false, who(rank) + " sent message type " + std::to_string(f.type) + " before the job started");
+  switch (f.type) {
+    case proto::kBarrier:
+    case proto::kAllGather:
+      return on_collective(rank, f);
+    case proto::kExit: {
+      uint32_t code = 0;
+      if (!proto::decode_u32(f.body, code)) break;
+      // Everyone (the sender too: that is its acknowledgement) exits with it.
+      result_ = int(int32_t(code)), graceful_ = true;
+      for (size_t r = 0; r < workers_.size(); ++r) send_to(int(r), proto::kExit, f.body);
+      return;
+    }
+    default:
+      break;
+  }
+  end(1, false, who(rank) + " sent a bad message (type " + std::to_string(f.type) + ", " +
+                    std::to_string(f.body.size()) + " bytes)");
+}
+
+void Master::on_collective(int rank, const proto::Frame& f) {
+  uint32_t seq = 0, len = 0;
+  std::vector<uint8_t> data;
+  bool ok = f.type == proto::kBarrier ? proto::decode_u32(f.body, seq)
+                                      : proto::decode_gather(f.body, seq, len, data) && data.size() == len;
+  if (!ok) return end(1, false, who(rank) + " sent a malformed " + describe(f.type, seq, len));
+  if (size_t(len) * size_t(job_.nproc) > proto::kMaxGatherBytes)
+    return end(1, false, who(rank) + ": " + describe(f.type, seq, len) + " from " + std::to_string(job_.nproc) +
+                             " workers exceeds 16 MiB");
+  Collective& c = coll_;
+  if (c.arrived == 0) {
+    c.type = f.type, c.seq = seq, c.len = len, c.first = rank;
+    c.data.assign(size_t(len) * size_t(job_.nproc), 0);
+  } else if (c.type != f.type || c.seq != seq || c.len != len) {
+    return end(1, false, "the workers disagree: rank " + std::to_string(rank) + " is in " + describe(f.type, seq, len) +
+                             ", rank " + std::to_string(c.first) + " in " + describe(c.type, c.seq, c.len));
+  }
+  if (c.in[size_t(rank)]) return end(1, false, who(rank) + " entered " + describe(f.type, seq, len) + " twice");
+  c.in[size_t(rank)] = true;
+  if (len) std::memcpy(c.data.data() + size_t(rank) * len, data.data(), len);
+  if (++c.arrived < job_.nproc) return;
+  std::vector<uint8_t> done = f.type == proto::kBarrier ? proto::encode_u32(seq)
+                                                        : proto::encode_gather(seq, len, c.data.data(), c.data.size());
+  c.arrived = 0;
+  c.in.assign(c.in.size(), false);
+  for (int r = 0; r < job_.nproc; ++r) send_to(r, f.type == proto::kBarrier ? proto::kBarrierDone : proto::kAllGatherDone, done);
+}
+
+// Every worker has said HELLO: one tag for the job (random, so a stray
+// message from another job is returned with EBADTAG), and START to all.
+void Master::start_job() {
+  proto::Start s;
+  s.nproc = uint32_t(job_.nproc);
+  s.depth = uint32_t(job_.depth);
+  std::random_device rd;
+  do s.tag = uint64_t(rd()) << 32 | rd();
+  while (s.tag == AM_NONE || s.tag == AM_ALL);
+  for (const auto& w : workers_) s.names.push_back(w.name);
+  for (char** e = environ; *e; ++e) s.env.push_back(*e);
+  std::vector<uint8_t> body = proto::encode_start(s);
+  if (body.size() > proto::kMaxBody)
+    return end(1, false, "the environment is too large to send to the workers (" + std::to_string(body.size()) + " bytes)");
+  started_ = true;
+  coll_.in.assign(size_t(job_.nproc), false);
+  ::close(listen_fd_), listen_fd_ = -1;
+  for (auto& p : pending_)
+    if (p.fd >= 0) ::close(p.fd), p.fd = -1;
+  for (int r = 0; r < job_.nproc; ++r) send_to(r, proto::kStart, body);
+}
+
+// A send that fails means the worker is going or gone: its end (reaped, or
+// the EOF deadline) reports it with its real status.
+void Master::send_to(int rank, uint32_t type, const std::vector<uint8_t>& body) {
+  Worker& w = workers_[size_t(rank)];
+  if (w.fd < 0 || w.eof) return;
+  if (!proto::send_frame(w.fd, type, body)) w.eof = true, w.eof_at = Clock::now();
+}
+
+void Master::reap() {
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    Worker& w = workers_[r];
+    if (w.reaped || w.pid <= 0) continue;
+    int st = 0;
+    pid_t p = ::waitpid(w.pid, &st, WNOHANG);
+    if (p == 0) continue;
+    // p < 0: someone else reaped it (a master-mode program's SIGCHLD handler).
+    w.reaped = true, w.status = p < 0 ? (1 << 8) : st;
+    if (result_) continue;
+    read_worker(int(r));  // its last words: an EXIT sent just before it went
+    if (result_) continue;
+    bool others = false;
+    for (const auto& o : workers_) others |= !o.reaped;
+    int code = exit_code_of(w.status);
+    std::string when = w.fd < 0 ? " before it joined the job" : WIFSIGNALED(w.status) ? "" : " without AMUDP_SPMDExit";
+    std::string msg = who(int(r)) + " " + describe_end(w.status) + when;
+    if (others) msg += "; stopping the other workers";
+    end(code, false, code != 0 || others ? msg : "");
+  }
+}
+
+void Master::check_deadlines() {
+  auto now = Clock::now();
+  if (!started_ && now > startup_deadline_) {
+    std::string missing;
+    int shown = 0;
+    for (int r = 0; r < job_.nproc; ++r)
+      if (workers_[size_t(r)].fd < 0 && shown++ < 16) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+    if (shown > 16) missing += ",...";
+    return end(1, false, "startup timed out after " + std::to_string(startup_timeout_.count()) + " ms: " +
+                             std::to_string(hellos_) + " of " + std::to_string(job_.nproc) +
+                             " workers called AMUDP_SPMDStartup (waiting for rank " + missing + ")");
+  }
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    const Worker& w = workers_[r];
+    if (w.eof && !w.reaped && now - w.eof_at > kEofGrace)
+      return end(1, false, who(int(r)) + " closed its connection to the master without AMUDP_SPMDExit; stopping the job");
+  }
+}
+
+// The first end wins; an empty message ends quietly (a lone worker that
+// simply returned 0).
+void Master::end(int code, bool graceful, const std::string& msg) {
+  if (result_) return;
+  result_ = code, graceful_ = graceful;
+  if (!msg.empty()) error(msg);
+}
+
+bool Master::wait_all(milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  for (;;) {
+    bool all = true;
+    for (auto& w : workers_) {
+      if (w.reaped || w.pid <= 0) continue;
+      int st = 0;
+      pid_t p = ::waitpid(w.pid, &st, WNOHANG);
+      if (p != 0) w.reaped = true, w.status = st;
+      else all = false;
+    }
+    if (all) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+}
+
+// SIGTERM, then SIGKILL. The connections close too: a worker behind ssh
+// learns from its lost master connection that the job is over.
+void Master::kill_all() {
+  for (auto& w : workers_)
+    if (!w.reaped && w.pid > 0) ::kill(w.pid, SIGTERM);
+  for (auto& w : workers_)
+    if (w.fd >= 0) ::close(w.fd), w.fd = -1;
+  if (wait_all(kKillGrace)) return;
+  for (auto& w : workers_)
+    if (!w.reaped && w.pid > 0) ::kill(w.pid, SIGKILL);
+  wait_all(milliseconds(60'000));
+}
+
+int Master::finish() {
+  if (graceful_ && !wait_all(kExitGrace)) {
+    int left = 0;
+    for (const auto& w : workers_) left += !w.reaped;
+    error(std::to_string(left) + " workers still running " + std::to_string(kExitGrace.count() / 1000) +
+          " s after AMUDP_SPMDExit; killing them");
+  }
+  kill_all();
+  return *result_;
+}
+
+int Master::run() {
+  if (!validate()) return 2;
+  if (!open_listener()) return 1;
+  // The workers share our stdout: nothing of ours may still sit in a buffer.
+  std::fflush(nullptr);
+  startup_timeout_ = startup_timeout();
+  startup_deadline_ = Clock::now() + startup_timeout_;
+  spawn_all();
+  while (!result_) {
+    poll_once();
+    if (!result_) reap();
+    if (!result_) check_deadlines();
+  }
+  return finish();
+}
+
+}  // namespace
+
+int spmd_master_run(const SpmdJob& job) {
+  Master m(job);
+  return m.run();
+}
+
+}  // namespace ulnic::am

@@ -1,0 +1,564 @@
+// AM over VIPL (the AMVIA design, Begel, Buonadonna, Culler, Gay 1998): one
+// reliable VI per pair of endpoints that talk, small messages as VI sends
+// into receives posted ahead (k credits: 2k+2 receives per VI cover k
+// requests one way, k replies the other, and the greeting), and Long
+// payloads written by RDMA straight into the destination's segment, followed
+// by the message that runs the handler (a VI keeps the order of its
+// descriptors, so the data is in place when the message arrives).
+//
+// Connections: every endpoint has a listener thread blocked in
+// VipConnectWait on the endpoint's own discriminator (libvipl releases its
+// lock while waiting); a sender connects on its first message to a peer
+// (VipConnectRequest, in the sender's thread). Each side greets the other on
+// a new VI with its name and segment; every later packet repeats the
+// segment (generation, address, length, memory handle), so a sender's view
+// of a peer's segment is as fresh as the last packet from it. A Long whose
+// bounds that view refuses is sent unplaced; one placed into a segment the
+// receiver has since replaced is refused by the receiver (SEMANTICS.md).
+//
+// An endpoint's name: host = NIC node, id = pid, index = endpoint number.
+#include <vipl.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "am_internal.h"
+
+namespace ulnic::am {
+namespace {
+
+constexpr int kMaxDepth = 16;              // credits a VI is provisioned for
+constexpr int kRecvs = 2 * kMaxDepth + 2;  // requests in + replies in + greeting + spare
+constexpr int kSends = 2 * kMaxDepth + 2;
+constexpr uint32_t kMagicVi = 0x49564D41;  // "AMVI"
+constexpr VIP_ULONG kConnectTimeoutMs = 5000;
+constexpr VIP_ULONG kListenSliceMs = 100;  // how soon a listener notices AM_FreeEndpoint
+
+// Every VI message starts with this: who sends, and its segment as of now.
+struct ViHeader {
+  uint32_t magic;
+  uint32_t greeting;    // 1: nothing follows
+  uint32_t seg_gen;
+  uint32_t seg_len;
+  uint64_t seg_addr;
+  uint32_t seg_handle;
+  uint32_t reserved;
+  en_t sender;
+};
+static_assert(sizeof(ViHeader) == 48);
+
+constexpr size_t kBuffer = 4352;  // ViHeader + PacketHeader + 16 args + AM_MaxMedium, 64-aligned
+static_assert(sizeof(ViHeader) + sizeof(PacketHeader) + 4 * kMaxArgs + AMUDP_MAX_MEDIUM <= kBuffer);
+constexpr size_t kSlot = sizeof(VIP_DESCRIPTOR) + 64 + kBuffer;  // descriptor (RDMA: 3 segments) + buffer
+
+struct Nic {
+  VIP_NIC_HANDLE handle = nullptr;
+  VIP_NIC_ATTRIBUTES attrs{};
+  VIP_PROTECTION_HANDLE ptag = nullptr;
+  uint16_t node = 0;
+};
+Nic nic;
+
+// Registered memory from the slot: page-aligned, so registration moves
+// nothing but these pages.
+struct Region {
+  uint8_t* base = nullptr;
+  size_t len = 0;
+  VIP_MEM_HANDLE handle = 0;
+  bool allocate(size_t bytes, bool rdma_write) {
+    len = (bytes + 4095) & ~size_t(4095);
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    base = static_cast<uint8_t*>(p);
+    VIP_MEM_ATTRIBUTES a{nic.ptag, rdma_write ? VIP_TRUE : VIP_FALSE, VIP_FALSE};
+    if (VipRegisterMem(nic.handle, base, VIP_ULONG(len), &a, &handle) != VIP_SUCCESS) {
+      munmap(base, len);
+      base = nullptr;
+      return false;
+    }
+    return true;
+  }
+  void release() {
+    if (!base) return;
+    VipDeregisterMem(nic.handle, base, handle);
+    munmap(base, len);
+    base = nullptr;
+  }
+};
+
+struct Conn {
+  VIP_VI_HANDLE vi = nullptr;
+  en_t peer{};
+  bool named = false;     // peer known (client side from the start)
+  bool broken = false;
+  bool greeted = false;   // a packet from the peer has told us its segment
+  // The peer's segment as its last packet said.
+  uint32_t seg_gen = 0, seg_len = 0, seg_handle = 0;
+  uint64_t seg_addr = 0;
+  Region mem;             // kRecvs + kSends slots
+  std::vector<VIP_DESCRIPTOR*> free_sends;
+  VIP_DESCRIPTOR* slot(int i) const { return reinterpret_cast<VIP_DESCRIPTOR*>(mem.base + size_t(i) * kSlot); }
+  uint8_t* buffer(VIP_DESCRIPTOR* d) const { return reinterpret_cast<uint8_t*>(d) + sizeof(VIP_DESCRIPTOR) + 64; }
+};
+
+struct SegReg {
+  uint32_t gen;
+  void* addr;
+  VIP_MEM_HANDLE handle;
+};
+
+struct ViplEndpoint {
+  VIP_CQ_HANDLE cq = nullptr;
+  std::vector<uint8_t> disc;
+  std::mutex mu;                        // guards `accepted` and `seg_*` (listener thread)
+  std::vector<std::unique_ptr<Conn>> accepted;
+  uint32_t seg_gen = 0, seg_len = 0, seg_handle = 0;
+  uint64_t seg_addr = 0;
+  std::vector<std::unique_ptr<Conn>> conns;   // main thread from here on
+  std::map<VIP_VI_HANDLE, Conn*> by_vi;
+  std::map<en_t, Conn*> by_name;
+  std::vector<SegReg> segs;             // kept registered until the endpoint goes
+  Region bounce;                        // RDMA source for Long payloads
+  std::vector<VIP_VI_HANDLE> stash;     // receive completions AM_WaitSema took
+  std::thread listener;
+  std::atomic<bool> stop{false};
+};
+
+ViplEndpoint& state(Endpoint& ep) { return *static_cast<ViplEndpoint*>(ep.transport_state); }
+
+std::vector<uint8_t> discriminator(uint32_t pid, uint16_t index) {
+  std::vector<uint8_t> d = {'A', 'M', 0, 0, 0, 0, 0, 0};
+  std::memcpy(&d[2], &pid, 4);
+  std::memcpy(&d[6], &index, 2);
+  return d;
+}
+
+std::vector<uint8_t> address(uint16_t node, const std::vector<uint8_t>& disc) {
+  std::vector<uint8_t> a(sizeof(VIP_NET_ADDRESS) + 2 + disc.size());
+  auto* na = reinterpret_cast<VIP_NET_ADDRESS*>(a.data());
+  na->HostAddressLen = 2;
+  na->DiscriminatorLen = VIP_UINT16(disc.size());
+  std::memcpy(na->HostAddress, &node, 2);
+  std::memcpy(na->HostAddress + 2, disc.data(), disc.size());
+  return a;
+}
+
+void fill_header(ViplEndpoint& s, const Endpoint& ep, ViHeader& h, bool greeting) {
+  std::lock_guard hold(s.mu);
+  h = ViHeader{kMagicVi, greeting ? 1u : 0u, s.seg_gen, s.seg_len, s.seg_addr, s.seg_handle, 0, ep.name};
+}
+
+void post_recv(Conn& c, VIP_DESCRIPTOR* d) {
+  std::memset(&d->CS, 0, sizeof d->CS);
+  d->CS.SegCount = 1;
+  d->CS.Length = kBuffer;
+  d->DS[0].Local.Data.Address = c.buffer(d);
+  d->DS[0].Local.Handle = c.mem.handle;
+  d->DS[0].Local.Length = kBuffer;
+  VipPostRecv(c.vi, d, c.mem.handle);
+}
+
+// A VI with its buffers and receives posted (not yet connected).
+std::unique_ptr<Conn> new_conn(ViplEndpoint& s) {
+  auto c = std::make_unique<Conn>();
+  VIP_VI_ATTRIBUTES a{};
+  a.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
+  a.MaxTransferSize = AMUDP_MAX_LONG;
+  a.Ptag = nic.ptag;
+  a.EnableRdmaWrite = VIP_TRUE;
+  if (!c->mem.allocate(size_t(kRecvs + kSends) * kSlot, false)) return nullptr;
+  if (VipCreateVi(nic.handle, &a, nullptr, s.cq, &c->vi) != VIP_SUCCESS) {
+    c->mem.release();
+    return nullptr;
+  }
+  for (int i = 0; i < kRecvs; i++) post_recv(*c, c->slot(i));
+  for (int i = kRecvs; i < kRecvs + kSends; i++) c->free_sends.push_back(c->slot(i));
+  return c;
+}
+
+void destroy_conn(Conn& c) {
+  if (c.vi) {
+    VipDisconnect(c.vi);
+    VIP_DESCRIPTOR* d;
+    while (VipRecvDone(c.vi, &d) == VIP_SUCCESS) {}
+    while (VipSendDone(c.vi, &d) == VIP_SUCCESS) {}
+    VipDestroyVi(c.vi);
+  }
+  c.mem.release();
+}
+
+// Takes back the send descriptors the NIC has finished with.
+void reap_sends(Conn& c) {
+  VIP_DESCRIPTOR* d;
+  while (VipSendDone(c.vi, &d) == VIP_SUCCESS) {
+    if (d->CS.Status & VIP_STATUS_ERROR_MASK) c.broken = true;
+    if ((d->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_SENDRECV) c.free_sends.push_back(d);
+  }
+}
+
+// A free send descriptor; waits for one (the NIC completes sends on its own).
+VIP_DESCRIPTOR* take_send(Conn& c) {
+  for (;;) {
+    if (!c.free_sends.empty()) {
+      VIP_DESCRIPTOR* d = c.free_sends.back();
+      c.free_sends.pop_back();
+      return d;
+    }
+    if (c.broken) return nullptr;
+    VIP_DESCRIPTOR* d;
+    if (VipSendWait(c.vi, 1000, &d) == VIP_SUCCESS) {
+      if (d->CS.Status & VIP_STATUS_ERROR_MASK) c.broken = true;
+      if ((d->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_SENDRECV) c.free_sends.push_back(d);
+    }
+  }
+}
+
+bool post_message(Conn& c, const ViHeader& vh, const void* head, size_t head_len, const void* payload,
+                  size_t payload_len) {
+  reap_sends(c);
+  VIP_DESCRIPTOR* d = take_send(c);
+  if (!d) return false;
+  uint8_t* b = c.buffer(d);
+  std::memcpy(b, &vh, sizeof vh);
+  if (head_len) std::memcpy(b + sizeof vh, head, head_len);
+  if (payload_len) std::memcpy(b + sizeof vh + head_len, payload, payload_len);
+  auto len = VIP_UINT32(sizeof vh + head_len + payload_len);
+  std::memset(&d->CS, 0, sizeof d->CS);
+  d->CS.Control = VIP_CONTROL_OP_SENDRECV;
+  d->CS.SegCount = 1;
+  d->CS.Length = len;
+  d->DS[0].Local.Data.Address = b;
+  d->DS[0].Local.Handle = c.mem.handle;
+  d->DS[0].Local.Length = len;
+  if (VipPostSend(c.vi, d, c.mem.handle) != VIP_SUCCESS) {
+    c.free_sends.push_back(d);
+    c.broken = true;
+    return false;
+  }
+  return true;
+}
+
+// Writes a Long payload into the peer's segment (RDMA), through the bounce
+// buffer; returns when the NIC has it, so the bounce may be reused.
+bool rdma_write(ViplEndpoint& s, Conn& c, uint32_t offset, const void* src, size_t n) {
+  std::memcpy(s.bounce.base, src, n);
+  reap_sends(c);
+  VIP_DESCRIPTOR* d = take_send(c);
+  if (!d) return false;
+  std::memset(&d->CS, 0, sizeof d->CS);
+  d->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
+  d->CS.SegCount = 2;
+  d->CS.Length = VIP_UINT32(n);
+  d->DS[0].Remote.Data.AddressBits = c.seg_addr + offset;
+  d->DS[0].Remote.Handle = c.seg_handle;
+  d->DS[0].Remote.Reserved = 0;
+  d->DS[1].Local.Data.Address = s.bounce.base;
+  d->DS[1].Local.Handle = s.bounce.handle;
+  d->DS[1].Local.Length = VIP_UINT32(n);
+  if (VipPostSend(c.vi, d, c.mem.handle) != VIP_SUCCESS) {
+    c.free_sends.push_back(d);
+    return false;
+  }
+  // Sends complete in order: wait until this one has, recycling the rest.
+  for (;;) {
+    VIP_DESCRIPTOR* done;
+    if (VipSendWait(c.vi, 1000, &done) != VIP_SUCCESS) {
+      if (c.broken) return false;
+      continue;
+    }
+    bool error = done->CS.Status & VIP_STATUS_ERROR_MASK;
+    c.free_sends.push_back(done);
+    if (error) c.broken = true;
+    if (done == d) return !error;
+  }
+}
+
+void adopt(ViplEndpoint& s, std::unique_ptr<Conn> c) {
+  s.by_vi[c->vi] = c.get();
+  if (c->named) s.by_name[c->peer] = c.get();
+  s.conns.push_back(std::move(c));
+}
+
+void adopt_accepted(ViplEndpoint& s) {
+  std::vector<std::unique_ptr<Conn>> got;
+  {
+    std::lock_guard hold(s.mu);
+    got.swap(s.accepted);
+  }
+  for (auto& c : got) adopt(s, std::move(c));
+}
+
+// The listener: accepts every connection to this endpoint's discriminator
+// and greets the peer with this endpoint's name and segment.
+void listen_loop(Endpoint* ep) {
+  ViplEndpoint& s = state(*ep);
+  std::vector<uint8_t> local = address(nic.node, s.disc);
+  std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 2 + 64);
+  while (!s.stop.load()) {
+    VIP_CONN_HANDLE conn;
+    VIP_VI_ATTRIBUTES ra;
+    auto* r = reinterpret_cast<VIP_NET_ADDRESS*>(remote.data());
+    r->HostAddressLen = 2;
+    r->DiscriminatorLen = 64;
+    if (VipConnectWait(nic.handle, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()), kListenSliceMs, r, &ra,
+                       &conn) != VIP_SUCCESS)
+      continue;
+    std::unique_ptr<Conn> c = new_conn(s);
+    if (!c || VipConnectAccept(conn, c->vi) != VIP_SUCCESS) {
+      if (c) destroy_conn(*c);
+      else VipConnectReject(conn);
+      continue;
+    }
+    ViHeader vh;
+    fill_header(s, *ep, vh, true);
+    post_message(*c, vh, nullptr, 0, nullptr, 0);
+    std::lock_guard hold(s.mu);
+    s.accepted.push_back(std::move(c));
+  }
+}
+
+Conn* connect_to(Endpoint& ep, const en_t& dest) {
+  ViplEndpoint& s = state(ep);
+  std::unique_ptr<Conn> c = new_conn(s);
+  if (!c) return nullptr;
+  std::vector<uint8_t> local = address(nic.node, s.disc);
+  std::vector<uint8_t> remote = address(uint16_t(dest.host), discriminator(dest.id, dest.index));
+  VIP_VI_ATTRIBUTES ra;
+  if (VipConnectRequest(c->vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
+                        reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), kConnectTimeoutMs, &ra) != VIP_SUCCESS) {
+    destroy_conn(*c);
+    return nullptr;
+  }
+  c->peer = dest;
+  c->named = true;
+  ViHeader vh;
+  fill_header(s, ep, vh, true);
+  post_message(*c, vh, nullptr, 0, nullptr, 0);
+  Conn* raw = c.get();
+  adopt(s, std::move(c));
+  return raw;
+}
+
+void forget(ViplEndpoint& s, Conn& c) {
+  if (c.named) {
+    auto it = s.by_name.find(c.peer);
+    if (it != s.by_name.end() && it->second == &c) s.by_name.erase(it);
+  }
+}
+
+// One receive completion on `vi`: greeting, AM packet, or a broken VI.
+void receive(Endpoint& ep, VIP_VI_HANDLE vi) {
+  ViplEndpoint& s = state(ep);
+  auto it = s.by_vi.find(vi);
+  if (it == s.by_vi.end()) {
+    adopt_accepted(s);
+    it = s.by_vi.find(vi);
+    if (it == s.by_vi.end()) return;
+  }
+  Conn& c = *it->second;
+  VIP_DESCRIPTOR* d;
+  if (VipRecvDone(vi, &d) != VIP_SUCCESS) return;
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) {  // flushed: the connection is gone
+    if (!c.broken) {
+      c.broken = true;
+      forget(s, c);
+      if (c.named) peer_unreachable(ep, c.peer);
+    }
+    return;
+  }
+  const uint8_t* b = c.buffer(d);
+  uint32_t len = d->CS.Length;
+  ViHeader vh;
+  if (len >= sizeof vh && (std::memcpy(&vh, b, sizeof vh), vh.magic == kMagicVi)) {
+    if (!c.named) {  // the peer's first packet names it
+      c.peer = vh.sender;
+      c.named = true;
+      if (!s.by_name.count(c.peer)) s.by_name[c.peer] = &c;
+    }
+    c.greeted = true;
+    c.seg_gen = vh.seg_gen;
+    c.seg_len = vh.seg_len;
+    c.seg_addr = vh.seg_addr;
+    c.seg_handle = vh.seg_handle;
+    if (!vh.greeting) {
+      // Copy out before reposting: the handler may run long, and the
+      // buffer must be back on the queue for the credits to hold.
+      std::vector<uint8_t> msg(b + sizeof vh, b + len);
+      post_recv(c, d);
+      deliver(ep, c.peer, msg.data(), msg.size());
+      return;
+    }
+  }
+  post_recv(c, d);
+}
+
+// ---- the ops
+
+int vipl_start() {
+  const char* n = std::getenv("ULNIC_NODE");
+  std::string device = std::string("nic") + (n && *n ? n : "0");
+  if (VipOpenNic(reinterpret_cast<const VIP_CHAR*>(device.c_str()), &nic.handle) != VIP_SUCCESS) {
+    std::fprintf(stderr, "AM vipl: cannot open %s (is a cluster up? ULNIC_CLUSTER/ULNIC_NODE)\n", device.c_str());
+    return AM_ERR_RESOURCE;
+  }
+  VipQueryNic(nic.handle, &nic.attrs);
+  // Connection loss shows as flushed receives (receive() reports it to the
+  // core); the asynchronous report would only repeat it on stderr.
+  VipErrorCallback(nic.handle, nullptr, [](VIP_PVOID, VIP_ERROR_DESCRIPTOR*) {});
+  std::memcpy(&nic.node, nic.attrs.LocalNicAddress, 2);
+  if (VipCreatePtag(nic.handle, &nic.ptag) != VIP_SUCCESS) {
+    VipCloseNic(nic.handle);
+    return AM_ERR_RESOURCE;
+  }
+  return AM_OK;
+}
+
+void vipl_stop() {
+  VipDestroyPtag(nic.handle, nic.ptag);
+  VipCloseNic(nic.handle);
+  nic = {};
+}
+
+int vipl_open(Endpoint& ep, en_t& name) {
+  auto s = std::make_unique<ViplEndpoint>();
+  if (VipCreateCQ(nic.handle, 4096, &s->cq) != VIP_SUCCESS) return AM_ERR_RESOURCE;
+  if (!s->bounce.allocate(AMUDP_MAX_LONG, false)) {
+    VipDestroyCQ(s->cq);
+    return AM_ERR_RESOURCE;
+  }
+  name = en_t{};
+  name.host = nic.node;
+  name.id = uint32_t(getpid());
+  name.index = uint16_t(ep.index);
+  name.transport = AMX_TRANSPORT_VIPL;
+  ep.name = name;
+  s->disc = discriminator(name.id, name.index);
+  ep.transport_state = s.release();
+  state(ep).listener = std::thread(listen_loop, &ep);
+  return AM_OK;
+}
+
+void vipl_close(Endpoint& ep) {
+  ViplEndpoint* s = &state(ep);
+  s->stop = true;
+  s->listener.join();
+  adopt_accepted(*s);
+  for (auto& c : s->conns) destroy_conn(*c);
+  for (SegReg& r : s->segs) VipDeregisterMem(nic.handle, r.addr, r.handle);
+  s->bounce.release();
+  VipDestroyCQ(s->cq);
+  delete s;
+  ep.transport_state = nullptr;
+}
+
+int vipl_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const void* payload,
+              size_t payload_len) {
+  ViplEndpoint& s = state(ep);
+  adopt_accepted(s);
+  auto it = s.by_name.find(dest);
+  Conn* c = it != s.by_name.end() ? it->second : connect_to(ep, dest);
+  if (!c || c->broken) return EUNREACHABLE;
+  auto* h = static_cast<PacketHeader*>(head);
+  if (h->category == Category::kLong && payload_len) {
+    // The peer's segment must be known: its greeting comes right after the
+    // connection; take what arrives meanwhile.
+    for (int i = 0; !c->greeted && !c->broken && i < 5000; i++)
+      if (lib().transport->poll(ep, kPollBudget) == 0) usleep(1000);
+    if (c->seg_gen && c->seg_addr && uint64_t(h->offset) + payload_len <= c->seg_len) {
+      if (!rdma_write(s, *c, h->offset, payload, payload_len)) return EUNREACHABLE;
+      h->placed = c->seg_gen;
+    } else {
+      h->placed = kNotPlaced;
+    }
+    payload_len = 0;
+  }
+  ViHeader vh;
+  fill_header(s, ep, vh, false);
+  return post_message(*c, vh, head, head_len, payload, payload_len) ? 0 : EUNREACHABLE;
+}
+
+int vipl_poll(Endpoint& ep, int budget) {
+  ViplEndpoint& s = state(ep);
+  adopt_accepted(s);
+  int n = 0;
+  while (n < budget && !s.stash.empty()) {
+    VIP_VI_HANDLE vi = s.stash.front();
+    s.stash.erase(s.stash.begin());
+    receive(ep, vi);
+    n++;
+  }
+  VIP_VI_HANDLE vi;
+  VIP_BOOLEAN is_recv;
+  while (n < budget && VipCQDone(s.cq, &vi, &is_recv) == VIP_SUCCESS) {
+    receive(ep, vi);
+    n++;
+  }
+  return n;
+}
+
+bool vipl_wait(Bundle& eb, int timeout_ms) {
+  if (eb.endpoints.empty()) {
+    if (timeout_ms > 0) usleep(useconds_t(timeout_ms) * 1000);
+    return false;
+  }
+  for (Endpoint* ep : eb.endpoints)
+    if (!state(*ep).stash.empty()) return true;
+  // One endpoint: block on its CQ. Several: look at each in turn, briefly.
+  VIP_ULONG slice = eb.endpoints.size() == 1 ? (timeout_ms < 0 ? VIP_INFINITE : VIP_ULONG(timeout_ms)) : 1;
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 1ll << 40 : timeout_ms);
+  do {
+    for (Endpoint* ep : eb.endpoints) {
+      VIP_VI_HANDLE vi;
+      VIP_BOOLEAN is_recv;
+      if (VipCQWait(state(*ep).cq, slice, &vi, &is_recv) == VIP_SUCCESS) {
+        state(*ep).stash.push_back(vi);
+        return true;
+      }
+    }
+  } while (Clock::now() < deadline);
+  return false;
+}
+
+// A new segment: registered for RDMA writes under the endpoint's ptag, and
+// announced in every packet from now on. Old registrations stay (a write
+// aimed at one may still be in flight); they go with the endpoint.
+int vipl_segment_changed(Endpoint& ep) {
+  ViplEndpoint& s = state(ep);
+  VIP_MEM_HANDLE handle = 0;
+  if (ep.seg && ep.seg_len) {
+    VIP_MEM_ATTRIBUTES a{nic.ptag, VIP_TRUE, VIP_FALSE};
+    if (VipRegisterMem(nic.handle, ep.seg, VIP_ULONG(ep.seg_len), &a, &handle) != VIP_SUCCESS)
+      return AM_ERR_RESOURCE;
+    s.segs.push_back(SegReg{ep.seg_gen, ep.seg, handle});
+  }
+  std::lock_guard hold(s.mu);
+  s.seg_gen = ep.seg_gen;
+  s.seg_len = uint32_t(ep.seg_len);
+  s.seg_addr = reinterpret_cast<uint64_t>(ep.seg);
+  s.seg_handle = handle;
+  return AM_OK;
+}
+
+const Transport kVipl = {
+    "vipl", AMX_TRANSPORT_VIPL, /*reliable=*/true,
+    uint32_t(kBuffer - sizeof(ViHeader)), /*window=*/1, kMaxDepth, /*places_long=*/true,
+    vipl_start, vipl_stop, vipl_open, vipl_close, vipl_send, vipl_poll, vipl_wait, vipl_segment_changed,
+};
+
+}  // namespace
+
+const Transport* vipl_transport() { return &kVipl; }
+
+}  // namespace ulnic::am
