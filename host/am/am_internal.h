@@ -145,7 +145,6 @@ struct Peer {
   std::vector<InInstance> in;     // size: my depth (what I accept from this peer)
   int outstanding = 0;
   uint32_t next_seq = 1;
-  int hint = 0;                   // where to look for a free instance
 };
 
 struct Translation {

@@ -476,14 +476,11 @@ void read_args(int32_t* out, int n, va_list ap) {
   for (int i = 0; i < n; i++) out[i] = int32_t(va_arg(ap, int));
 }
 
+// The lowest free instance: a sender deeper than its receiver stays within
+// the receiver's k while it has no more than k requests out.
 OutInstance* free_instance(Peer& peer) {
-  for (size_t k = 0; k < peer.out.size(); k++) {
-    size_t i = (size_t(peer.hint) + k) % peer.out.size();
-    if (!peer.out[i].busy) {
-      peer.hint = int(i + 1);
-      return &peer.out[i];
-    }
-  }
+  for (OutInstance& o : peer.out)
+    if (!o.busy) return &o;
   return nullptr;
 }
 
