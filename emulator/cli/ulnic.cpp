@@ -176,7 +176,8 @@ const char* counter_name(uint32_t i) {
       "link_out_of_order", "link_bad_packets", "link_unreachable", "link_restarts", "puts_done",
       "puts_refused",    "vmmc_sends",      "vmmc_violations", "vmmc_notifications", "events_dropped",
       "mail_out",        "mail_in",         "mail_dropped",
-      "vi_ops",          "vi_recvs",        "vi_refused",      "vi_connects"};
+      "vi_ops",          "vi_recvs",        "vi_refused",      "vi_connects",
+      "am_messages",     "am_refused"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "lcp/mail.h"
+#include "lcp/am.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
 
@@ -49,6 +50,7 @@ bool control_poll(Control& c, SlotTable& slots, uint64_t now) {
         r.value = slot_detach(slots, cmd.slot);
         vmmc_slot_detached(cmd.slot);
         vi_slot_detached(cmd.slot);
+        am_slot_detached(cmd.slot);
         core::log("ctrl: detach slot %u, %lu flushed\n", cmd.slot, r.value);
         break;
       case abi::kCtrlMailbox:

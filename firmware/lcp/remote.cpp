@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 #include "hal/clint.h"
+#include "lcp/am.h"
 #include "lcp/mail.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
@@ -22,7 +23,7 @@ struct PutOp {
   uint32_t sent;          // bytes handed to the link
   uint64_t stalled_since; // mtime the link first refused more of it (0: not stalled)
   // Where it goes (a put names it; a VMMC send has it from its import).
-  uint8_t wire_op;        // kWireOpPut or kWireOpSend
+  uint8_t wire_op;        // kWireOpPut, kWireOpSend or kWireOpAm
   uint8_t wire_flags;     // kWireNotify on the last packet
   uint16_t dst_slot;
   uint32_t dst_node, dst_key;
@@ -200,12 +201,40 @@ abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
   return abi::kCqOk;
 }
 
+abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
+  (void)t;
+  uint64_t src = 0;
+  abi::CqStatus st = am_check_send(s, e, src);
+  if (st != abi::kCqOk) return st;
+  bool local = e.dst_node == core::status::block().node_id;
+  if (!local && (!link::enabled() || e.dst_node >= link::nodes())) return abi::kCqBadSlot;
+  PutOp* op = new_op(s, e, src);
+  if (!op) return abi::kCqNoResources;
+  op->wire_op = abi::kWireOpAm;
+  op->local = local;
+  op->dst_node = e.dst_node;
+  op->dst_slot = e.dst_slot;
+  return abi::kCqOk;
+}
+
+// What the receiving NIC does with one packet of a VMMC send or an AM message
+// (the same, whether it came over the wire or from a slot of this NIC).
+uint8_t place_packet(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  return h.op == abi::kWireOpAm ? am_place(src, h, payload) : vmmc_place(src, h, payload);
+}
+
+void last_packet(uint32_t src, const abi::WireHeader& h, bool ok) {
+  if (h.op == abi::kWireOpAm) am_last(src, h, ok);
+  else vmmc_last(src, h, ok);
+}
+
 // A send between two slots of this NIC: the receiving checks run as if the
 // chunks had come over the wire, a bounded amount per pass.
 bool local_feed(PutOp& op, Slot& s) {
   uint64_t budget = kCopyChunk;
   abi::WireHeader h{};
-  h.op = abi::kWireOpSend;
+  h.op = op.wire_op;
+  h.dst_slot = op.dst_slot;
   h.dst_key = op.dst_key;
   h.op_id = op.op_id;
   h.op_length = op.sqe.length;
@@ -215,13 +244,13 @@ bool local_feed(PutOp& op, Slot& s) {
     h.payload_len = uint16_t(len);
     h.dst_addr = op.dst_addr + op.sent;
     h.flags = uint8_t((op.sent == 0 ? abi::kWireFirst : 0) | (op.sent + len == op.sqe.length ? op.wire_flags : 0));
-    uint8_t st = vmmc_place(op.dst_node, h, reinterpret_cast<const uint8_t*>(op.src + op.sent));
+    uint8_t st = place_packet(op.dst_node, h, reinterpret_cast<const uint8_t*>(op.src + op.sent));
     if (st != abi::kCqOk && op.local_verdict == abi::kCqOk) op.local_verdict = st;
     op.sent += len;
     budget -= len < budget ? len : budget;
   }
   if (op.sent < op.sqe.length) return false;  // more next pass
-  vmmc_last(op.dst_node, h, op.local_verdict == abi::kCqOk);
+  last_packet(op.dst_node, h, op.local_verdict == abi::kCqOk);
   finish(op, abi::CqStatus(op.local_verdict));
   return true;
 }
@@ -242,7 +271,7 @@ bool put_feed(SlotTable& t, Slot& s) {
     abi::WireHeader h{};
     h.op = op.wire_op;
     h.flags = op.sent + len == op.sqe.length ? uint8_t(abi::kWireLast | op.wire_flags) : 0;
-    if (op.sent == 0 && op.wire_op == abi::kWireOpSend) h.flags |= abi::kWireFirst;
+    if (op.sent == 0 && op.wire_op != abi::kWireOpPut) h.flags |= abi::kWireFirst;
     h.dst_slot = op.dst_slot;
     h.dst_key = op.dst_key;
     h.dst_addr = op.dst_addr + op.sent;
@@ -269,8 +298,8 @@ bool remote_poll(SlotTable& t) {
 }
 
 void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
-  if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend) {
-    uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : vmmc_place(src, h, payload);
+  if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend || h.op == abi::kWireOpAm) {
+    uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : place_packet(src, h, payload);
     if (st != abi::kCqOk) {
       if (h.op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsRefused);
       note_refusal(src, h.op_id, st);
@@ -278,7 +307,7 @@ void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* paylo
     if (h.flags & abi::kWireLast) {
       uint8_t verdict = take_refusal(src, h.op_id);
       // The data is in place (in-order link): now the receiver may look.
-      if (h.op == abi::kWireOpSend) vmmc_last(src, h, verdict == abi::kCqOk);
+      if (h.op != abi::kWireOpPut) last_packet(src, h, verdict == abi::kCqOk);
       remote_send_result(src, h.op_id, verdict);
     }
   } else if (h.op == abi::kWireOpResult && (h.op_id & kViOpFlag)) {
@@ -312,6 +341,7 @@ void remote_peer_lost(uint32_t peer) {
   g.pending_count = kept;
   vmmc_peer_lost(peer);
   vi_peer_lost(peer);
+  am_peer_lost(peer);
 }
 
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {

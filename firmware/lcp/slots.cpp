@@ -6,6 +6,7 @@
 #include "hal/clint.h"
 #include "hal/cpu.h"
 #include "hal/mmio.h"
+#include "lcp/am.h"
 #include "lcp/remote.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
@@ -191,7 +192,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
     }
     return vi_execute(t, s, e);
   }
-  uint8_t flags_ok = is_send(e) ? abi::kSqNotify : 0;
+  uint8_t flags_ok = is_send(e) ? abi::kSqNotify : e.opcode == abi::kOpAmEndpoint ? abi::kSqAmClose : 0;
   if ((e.flags & ~flags_ok) != 0 || e.reserved != 0 || e.opcode >= abi::kOpcodeCount)
     return complete(s, e, abi::kCqBadOpcode, 0);
   switch (e.opcode) {
@@ -234,6 +235,10 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       abi::CqStatus st = vmmc_fields_ok(e) ? vmmc_redirect(s, e, result) : abi::kCqBadOpcode;
       return complete(s, e, st, result);
     }
+    case abi::kOpAmEndpoint:
+      return complete(s, e, am_configure(s, e), 0);
+    case abi::kOpAmSend:
+      return start_remote(s, e, am_start(t, s, e));
     case abi::kOpSendInline: {
       uint8_t payload[abi::kMaxInline];
       abi::CqStatus st = e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline(s, e.length, payload);

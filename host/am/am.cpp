@@ -26,6 +26,7 @@ const Transport* transport_named(const char* name) {
   if (!name) return nullptr;
   if (std::strcmp(name, "udp") == 0) return udp_transport();
   if (std::strcmp(name, "vipl") == 0) return vipl_transport();
+  if (std::strcmp(name, "native") == 0) return native_transport();
   return nullptr;
 }
 
@@ -205,15 +206,16 @@ int AM_SetSeg(ep_t ea, void* addr, uintptr_t nbytes) {
   if (!valid(ea) || nbytes > AMUDP_MAX_SEGLENGTH || (!addr && nbytes)) return AM_ERR_BAD_ARG;
   void* old = ea->seg;
   uintptr_t old_len = ea->seg_len;
+  uint32_t old_gen = ea->seg_gen;
   ea->seg = addr;
   ea->seg_len = nbytes;
   ea->seg_gen++;
-  if (lib().transport->segment_changed) {
-    int rc = lib().transport->segment_changed(*ea);
+  if (lib().transport->endpoint_changed) {
+    int rc = lib().transport->endpoint_changed(*ea);
     if (rc != AM_OK) {
       ea->seg = old;
       ea->seg_len = old_len;
-      ea->seg_gen++;
+      ea->seg_gen = old_gen;
       return rc;
     }
   }
@@ -230,7 +232,15 @@ int AM_GetTag(ep_t ea, tag_t* tag) {
 int AM_SetTag(ep_t ea, tag_t tag) {
   AM_CHECK_INIT();
   if (!valid(ea)) return AM_ERR_BAD_ARG;
+  tag_t old = ea->tag;
   ea->tag = tag;
+  if (lib().transport->endpoint_changed) {
+    int rc = lib().transport->endpoint_changed(*ea);
+    if (rc != AM_OK) {
+      ea->tag = old;
+      return rc;
+    }
+  }
   return AM_OK;
 }
 

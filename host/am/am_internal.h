@@ -66,6 +66,9 @@ struct PacketHeader {
 };
 static_assert(sizeof(PacketHeader) == 48);
 constexpr uint32_t kNotPlaced = 0xFFFFFFFFu;
+// The NIC wrote the payload into the segment it had when the message
+// arrived, after checking its bounds (native transport).
+constexpr uint32_t kPlacedByNic = 0xFFFFFFFEu;
 constexpr uint8_t kMagic = 0xA2;
 
 // ---- transports (rdma-core style: one constant ops table per backend)
@@ -101,13 +104,14 @@ struct Transport {
   // Blocks until a packet has arrived at an endpoint of the bundle (true) or
   // `timeout_ms` passed (false; -1: no limit). Takes nothing.
   bool (*wait)(Bundle& eb, int timeout_ms);
-  // AM_SetSeg happened (ep.seg, seg_len, seg_gen are new): 0 or AM_ERR_*.
-  // nullptr: nothing to do.
-  int (*segment_changed)(Endpoint& ep);
+  // AM_SetSeg or AM_SetTag happened (ep.seg, seg_len, seg_gen, tag are
+  // new): 0 or AM_ERR_*. nullptr: nothing to do.
+  int (*endpoint_changed)(Endpoint& ep);
 };
 
 const Transport* udp_transport();
 const Transport* vipl_transport();
+const Transport* native_transport();
 
 // ---- request instances
 // One message on the wire: the header and arguments, the payload, and (on
@@ -220,6 +224,10 @@ Clock::time_point next_deadline(const Endpoint& ep);
 // Transports (from poll): the peer is gone for good (its connection broke):
 // requests outstanding to it come back to handler 0 with EUNREACHABLE.
 void peer_unreachable(Endpoint& ep, const en_t& peer);
+// Transports (from poll or send): a message the transport sent came back
+// refused with `status` (EBAD..., ECONGESTION, EUNREACHABLE): a request
+// gives its credit back and goes to handler 0, as does a reply.
+void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int status);
 // Forgets everything owed to or by the endpoint (AM_FreeEndpoint).
 void drop_endpoint_state(Endpoint& ep);
 

@@ -259,7 +259,7 @@ int check_long(const Endpoint& ep, const PacketHeader& h) {
   if (uint64_t(h.offset) + h.nbytes > ep.seg_len) return EBADLENGTH;
   // Placed by the transport into another segment than this one (changed
   // since the sender learned it), or not placed at all.
-  if (h.placed && h.nbytes && h.placed != ep.seg_gen) return EBADSEGOFF;
+  if (h.placed && h.placed != kPlacedByNic && h.nbytes && h.placed != ep.seg_gen) return EBADSEGOFF;
   return 0;
 }
 
@@ -640,6 +640,19 @@ void peer_unreachable(Endpoint& ep, const en_t& name) {
     release(peer, o);
     run_returned(ep, sent, name, EUNREACHABLE, true);
   }
+}
+
+void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int status) {
+  if (sent.kind != Kind::kRequest) {
+    if (sent.kind == Kind::kReply) run_returned(ep, sent, dest, status, false);
+    return;  // an ack or a return that did not arrive: the requester retries or gives up
+  }
+  auto it = ep.peers.find(dest);
+  if (it == ep.peers.end() || sent.instance >= it->second->out.size()) return;
+  OutInstance& o = it->second->out[sent.instance];
+  if (!o.busy || o.seq != sent.seq) return;  // already answered
+  release(*it->second, o);
+  run_returned(ep, sent, dest, status, true);
 }
 
 void drop_endpoint_state(Endpoint& ep) { ep.peers.clear(); }

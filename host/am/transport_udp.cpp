@@ -144,7 +144,7 @@ bool udp_wait(Bundle& eb, int timeout_ms) {
 const Transport kUdp = {
     "udp", AMX_TRANSPORT_UDP, /*reliable=*/false, kMaxDatagram, kWindow, AMUDP_MAX_NETWORKDEPTH,
     /*places_long=*/false,
-    udp_start, udp_stop, udp_open, udp_close, udp_send, udp_poll, udp_wait, /*segment_changed=*/nullptr,
+    udp_start, udp_stop, udp_open, udp_close, udp_send, udp_poll, udp_wait, /*endpoint_changed=*/nullptr,
 };
 
 }  // namespace

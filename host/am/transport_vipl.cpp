@@ -131,7 +131,7 @@ struct ViplEndpoint {
   std::map<en_t, Conn*> by_name;
   std::vector<SegReg> segs;             // kept registered until the endpoint goes
   Region bounce;                        // RDMA source for Long payloads
-  std::vector<VIP_VI_HANDLE> stash;     // receive completions AM_WaitSema took
+  std::vector<VIP_VI_HANDLE> stash;     // receive completions taken from the CQ, not yet served
   std::thread listener;
   std::atomic<bool> stop{false};
 };
@@ -365,7 +365,12 @@ void receive(Endpoint& ep, VIP_VI_HANDLE vi) {
   if (it == s.by_vi.end()) {
     adopt_accepted(s);
     it = s.by_vi.find(vi);
-    if (it == s.by_vi.end()) return;
+    if (it == s.by_vi.end()) {
+      // A VI the listener has accepted but not handed over yet (the peer
+      // was quick): look again at the next poll.
+      s.stash.push_back(vi);
+      return;
+    }
   }
   Conn& c = *it->second;
   VIP_DESCRIPTOR* d;
@@ -445,6 +450,7 @@ int vipl_open(Endpoint& ep, en_t& name) {
   name.transport = AMX_TRANSPORT_VIPL;
   ep.name = name;
   s->disc = discriminator(name.id, name.index);
+  s->seg_gen = ep.seg_gen;
   ep.transport_state = s.release();
   state(ep).listener = std::thread(listen_loop, &ep);
   return AM_OK;
@@ -493,7 +499,7 @@ int vipl_poll(Endpoint& ep, int budget) {
   ViplEndpoint& s = state(ep);
   adopt_accepted(s);
   int n = 0;
-  while (n < budget && !s.stash.empty()) {
+  for (size_t waiting = s.stash.size(); n < budget && waiting; waiting--) {
     VIP_VI_HANDLE vi = s.stash.front();
     s.stash.erase(s.stash.begin());
     receive(ep, vi);
@@ -533,9 +539,11 @@ bool vipl_wait(Bundle& eb, int timeout_ms) {
 
 // A new segment: registered for RDMA writes under the endpoint's ptag, and
 // announced in every packet from now on. Old registrations stay (a write
-// aimed at one may still be in flight); they go with the endpoint.
-int vipl_segment_changed(Endpoint& ep) {
+// aimed at one may still be in flight); they go with the endpoint. (A new
+// tag needs nothing: the library checks tags.)
+int vipl_endpoint_changed(Endpoint& ep) {
   ViplEndpoint& s = state(ep);
+  if (ep.seg_gen == s.seg_gen) return AM_OK;
   VIP_MEM_HANDLE handle = 0;
   if (ep.seg && ep.seg_len) {
     VIP_MEM_ATTRIBUTES a{nic.ptag, VIP_TRUE, VIP_FALSE};
@@ -554,7 +562,7 @@ int vipl_segment_changed(Endpoint& ep) {
 const Transport kVipl = {
     "vipl", AMX_TRANSPORT_VIPL, /*reliable=*/true,
     uint32_t(kBuffer - sizeof(ViHeader)), /*window=*/1, kMaxDepth, /*places_long=*/true,
-    vipl_start, vipl_stop, vipl_open, vipl_close, vipl_send, vipl_poll, vipl_wait, vipl_segment_changed,
+    vipl_start, vipl_stop, vipl_open, vipl_close, vipl_send, vipl_poll, vipl_wait, vipl_endpoint_changed,
 };
 
 }  // namespace

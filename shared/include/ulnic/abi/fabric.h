@@ -70,6 +70,8 @@ enum WireOp : uint8_t {
   kWireOpViReadReq = 7,  // RDMA read request: dst_addr/dst_key as for a write, op_length bytes
   kWireOpViReadResp = 8, // RDMA read data back: dst_addr = offset in the read
   kWireOpViConn = 9,     // connection management: payload is a ViConnMessage
+  kWireOpAm = 10,        // an AM message (abi/am.h): dst_addr = offset in the operation's
+                         // bytes (AmPrefix first), op_length = their total
 };
 
 enum WireFlags : uint8_t {

@@ -122,6 +122,13 @@ enum SqOpcode : uint8_t {
   kOpViReject = 15,
   kOpViCancel = 16,
   kOpViDisconnect = 17,
+  // Active Messages (abi/am.h).
+  kOpAmEndpoint = 18,  // configure endpoint dst_slot (< kMaxAmEndpoints): ring = `length`
+                       // entries (a power of 2) at src_addr (key src_key); segment
+                       // reg_offset bytes at dst_addr (key dst_key; 0 bytes: none);
+                       // tag = access | uint64(src_slot) << 32. kSqAmClose: free it
+  kOpAmSend = 19,      // send `length` bytes at src_addr (key src_key): AmPrefix,
+                       // message, Long payload; to node dst_node, slot dst_slot
   kOpcodeCount,
 };
 
@@ -129,6 +136,7 @@ enum SqFlags : uint8_t {
   kSqNotify = 1u << 0,   // kOpSend*: run the receiver's notification handler
   kSqViPeer = 1u << 1,   // kOpViConnect: peer-to-peer
   kSqViListen = 1u << 2, // kOpViCancel: cancel a listen, not a connect
+  kSqAmClose = 1u << 3,  // kOpAmEndpoint: free the endpoint
 };
 
 enum MemAccess : uint32_t {
@@ -195,6 +203,12 @@ enum CqStatus : uint16_t {
   kCqRemoteDescError = 24,   // the receive descriptor was bad
   kCqRemoteRdmaProt = 25,    // RDMA refused (handle, ptag, enables, bounds)
   kCqRemoteNotConnected = 26,  // the target VI is not connected to the sender
+  // kOpAmSend, decided by the destination NIC (nothing was written):
+  kCqAmBadEndpoint = 27,     // no such endpoint in the destination slot
+  kCqAmBadTag = 28,          // a request's tag does not match the endpoint's
+  kCqAmCongestion = 29,      // the endpoint's receive ring is full
+  kCqAmBadSegOffset = 30,    // a Long's offset is past the segment (or no segment)
+  kCqAmBadLength = 31,       // a Long's end is past the segment
 };
 
 struct CqEntry {

@@ -64,6 +64,8 @@ enum Counter : uint32_t {
   kCtrViRecvs,             // VI receive descriptors completed (any status)
   kCtrViRefused,           // arriving VI operations refused (no receive, protection, not connected)
   kCtrViConnects,          // VIs connected
+  kCtrAmMessages,          // AM messages published into a receive ring
+  kCtrAmRefused,           // arriving AM messages refused (endpoint, tag, ring full, segment)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;

@@ -37,6 +37,7 @@ constexpr uint64_t proxy_base(uint32_t import_index) { return uint64_t(import_in
 enum EqType : uint32_t {
   kEqNotification = 1,   // a send with kSqNotify finished landing in an export
   kEqViError = 2,        // a VI's asynchronous error (abi/vi.h)
+  kEqAmArrival = 3,      // a message was published in AM endpoint export_handle's ring
 };
 
 enum EqFlags : uint32_t {

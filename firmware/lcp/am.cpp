@@ -1,0 +1,231 @@
+#include "lcp/am.h"
+
+#include <string.h>
+
+#include "core/status.h"
+
+namespace lcp {
+namespace {
+
+struct Endpoint {
+  bool used;
+  uint64_t tag;
+  uint32_t ring_key;
+  uint64_t ring_va;
+  uint32_t entries;       // a power of 2
+  uint64_t produced;      // entries handed out (reserved) so far
+  uint32_t seg_key;
+  uint64_t seg_va, seg_len;
+};
+
+// A message being received: where its bytes go.
+struct Assembly {
+  bool used;
+  uint32_t src;
+  uint64_t op_id;
+  uint16_t src_slot;
+  uint32_t slot;
+  uint64_t generation;
+  uint8_t ep;
+  uint64_t entry;          // its ring entry's number
+  abi::AmPrefix prefix;
+  uint8_t status;          // kCqOk, or why the rest is dropped
+};
+
+struct State {
+  SlotTable* t;
+  Endpoint eps[abi::kMaxSlots][abi::kMaxAmEndpoints];
+  Assembly in[kMaxAmAssemblies];
+} g;
+
+uint64_t ring_bytes(uint32_t entries) { return sizeof(abi::AmRingControl) + uint64_t(entries) * abi::kAmEntryBytes; }
+
+// The NIC address of the ring, or 0 if its registration is gone.
+uint64_t ring_nic(const Slot& s, const Endpoint& ep) {
+  uint64_t nic = 0;
+  if (slot_translate(s, ep.ring_key, ep.ring_va, ring_bytes(ep.entries), abi::kAccessLocal, nic) != abi::kCqOk)
+    return 0;
+  return nic;
+}
+
+// What the process says it has consumed (untrusted: anything but a count
+// within the ring reads as "full").
+uint64_t consumed(uint64_t ring) {
+  return __atomic_load_n(reinterpret_cast<volatile uint64_t*>(ring), __ATOMIC_ACQUIRE);
+}
+
+bool tag_ok(uint64_t mine, uint64_t theirs) {
+  constexpr uint64_t kAll = 1, kNone = 0;  // AM_ALL, AM_NONE
+  return mine == kAll || (mine != kNone && mine == theirs);
+}
+
+Assembly* find(uint32_t src, uint64_t op_id) {
+  for (Assembly& a : g.in)
+    if (a.used && a.src == src && a.op_id == op_id) return &a;
+  return nullptr;
+}
+
+// The first packet: every check, then a ring entry for the message.
+uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  if (h.payload_len < sizeof(abi::AmPrefix) || h.dst_addr != 0 || h.dst_slot >= abi::kMaxSlots)
+    return abi::kCqAmBadEndpoint;
+  abi::AmPrefix p;
+  memcpy(&p, payload, sizeof p);
+  if (p.dst_ep >= abi::kMaxAmEndpoints || p.msg_len == 0 || p.msg_len > abi::kAmMaxMessage ||
+      p.long_len > abi::kAmMaxLong || uint64_t(sizeof p) + p.msg_len + p.long_len != h.op_length)
+    return abi::kCqAmBadEndpoint;
+  Slot& s = g.t->slots[h.dst_slot];
+  Endpoint& ep = g.eps[h.dst_slot][p.dst_ep];
+  if (s.state != abi::SlotState::kActive || !ep.used) return abi::kCqAmBadEndpoint;
+  if ((p.flags & abi::kAmRequest) && !tag_ok(ep.tag, p.tag)) return abi::kCqAmBadTag;
+  if (p.long_len) {
+    if (ep.seg_len == 0 || p.long_offset > ep.seg_len) return abi::kCqAmBadSegOffset;
+    if (uint64_t(p.long_offset) + p.long_len > ep.seg_len) return abi::kCqAmBadLength;
+  }
+  uint64_t ring = ring_nic(s, ep);
+  if (!ring) return abi::kCqAmBadEndpoint;
+  if (ep.produced - consumed(ring) >= ep.entries) return abi::kCqAmCongestion;
+  Assembly* a = nullptr;
+  for (Assembly& x : g.in)
+    if (!x.used) {
+      a = &x;
+      break;
+    }
+  if (!a) return abi::kCqAmCongestion;
+  *a = Assembly{true, src, h.op_id, h.src_slot, h.dst_slot, s.generation, p.dst_ep, ep.produced++, p, abi::kCqOk};
+  return abi::kCqOk;
+}
+
+// Writes [off, off+len) of the operation's bytes where they belong.
+uint8_t place(Assembly& a, uint64_t off, const uint8_t* bytes, uint32_t len) {
+  if (!slot_live(*g.t, a.slot, a.generation)) return abi::kCqAmBadEndpoint;
+  const Slot& s = g.t->slots[a.slot];
+  const Endpoint& ep = g.eps[a.slot][a.ep];
+  if (!ep.used) return abi::kCqAmBadEndpoint;
+  const uint64_t msg_start = sizeof(abi::AmPrefix), long_start = msg_start + a.prefix.msg_len;
+  while (len) {
+    uint64_t nic = 0;
+    uint32_t n = len;
+    if (off < msg_start) {  // the prefix: already read
+      n = uint32_t(msg_start - off < len ? msg_start - off : len);
+    } else if (off < long_start) {
+      n = uint32_t(long_start - off < len ? long_start - off : len);
+      uint64_t ring = ring_nic(s, ep);
+      if (!ring) return abi::kCqAmBadEndpoint;
+      nic = ring + sizeof(abi::AmRingControl) + (a.entry & (ep.entries - 1)) * abi::kAmEntryBytes +
+            sizeof(abi::AmRxEntry) + (off - msg_start);
+    } else {
+      uint64_t at = ep.seg_va + a.prefix.long_offset + (off - long_start);
+      if (slot_translate(s, ep.seg_key, at, n, abi::kAccessRemoteWrite, nic) != abi::kCqOk)
+        return abi::kCqAmBadSegOffset;  // the segment's registration went away meanwhile
+    }
+    if (nic) memcpy(reinterpret_cast<void*>(nic), bytes, n);
+    off += n, bytes += n, len -= n;
+  }
+  return abi::kCqOk;
+}
+
+// Publishes the assembly's entry: the message, or (refused after its entry
+// was taken) an empty one the process skips, so later entries are not held up.
+void publish(Assembly& a, bool ok) {
+  a.used = false;
+  if (!slot_live(*g.t, a.slot, a.generation)) return;
+  Slot& s = g.t->slots[a.slot];
+  Endpoint& ep = g.eps[a.slot][a.ep];
+  uint64_t ring = ep.used ? ring_nic(s, ep) : 0;
+  if (!ring) return;
+  auto* e = reinterpret_cast<abi::AmRxEntry*>(ring + sizeof(abi::AmRingControl) +
+                                              (a.entry & (ep.entries - 1)) * abi::kAmEntryBytes);
+  abi::AmRxEntry head{};
+  head.len = ok ? a.prefix.msg_len : 0;
+  head.src_node = uint16_t(a.src);
+  head.src_slot = a.src_slot;
+  head.src_ep = a.prefix.src_ep;
+  head.flags = a.prefix.flags;
+  head.long_len = ok ? a.prefix.long_len : 0;
+  head.long_offset = a.prefix.long_offset;
+  memcpy(reinterpret_cast<uint8_t*>(e) + sizeof(uint32_t), reinterpret_cast<const uint8_t*>(&head) + sizeof(uint32_t),
+         sizeof head - sizeof(uint32_t));
+  // The process reads the entry once seq says so: everything before first.
+  __atomic_store_n(&e->seq, uint32_t(a.entry + 1), __ATOMIC_RELEASE);
+  if (ok) core::status::count(ulnic::abi::kCtrAmMessages);
+  abi::EqEntry ev{};
+  ev.type = abi::kEqAmArrival;
+  ev.export_handle = a.ep;
+  ev.src_node = uint16_t(a.src);
+  ev.length = head.len;
+  slot_post_event(*g.t, a.slot, ev);
+}
+
+}  // namespace
+
+void am_init(SlotTable& t) {
+  memset(&g, 0, sizeof g);
+  g.t = &t;
+}
+
+abi::CqStatus am_configure(Slot& s, const abi::SqEntry& e) {
+  if (e.dst_slot >= abi::kMaxAmEndpoints || e.dst_node != 0) return abi::kCqBadOpcode;
+  Endpoint& ep = g.eps[s.index][e.dst_slot];
+  if (e.flags & abi::kSqAmClose) {
+    ep = Endpoint{};
+    return abi::kCqOk;
+  }
+  uint32_t n = e.length;
+  if (n == 0 || n > abi::kAmMaxRingEntries || (n & (n - 1))) return abi::kCqBadLength;
+  uint64_t ring = 0, seg = 0;
+  abi::CqStatus st = slot_translate(s, e.src_key, e.src_addr, ring_bytes(n), abi::kAccessLocal, ring);
+  if (st != abi::kCqOk) return st;
+  if (e.reg_offset) {
+    st = slot_translate(s, e.dst_key, e.dst_addr, e.reg_offset, abi::kAccessRemoteWrite, seg);
+    if (st != abi::kCqOk) return st;
+  }
+  // The same ring again (a new tag or segment) keeps its place; a new one
+  // starts where its process says it is.
+  bool same_ring = ep.used && ep.ring_key == e.src_key && ep.ring_va == e.src_addr && ep.entries == n;
+  uint64_t produced = same_ring ? ep.produced : consumed(ring);
+  ep = Endpoint{true, uint64_t(e.access) | uint64_t(e.src_slot) << 32, e.src_key, e.src_addr, n, produced,
+                e.dst_key, e.reg_offset ? e.dst_addr : 0, e.reg_offset};
+  return abi::kCqOk;
+}
+
+abi::CqStatus am_check_send(const Slot& s, const abi::SqEntry& e, uint64_t& src) {
+  if (e.dst_slot >= abi::kMaxSlots || e.access || e.src_slot || e.reg_offset || e.dst_key || e.dst_addr)
+    return abi::kCqBadOpcode;
+  if (e.length <= sizeof(abi::AmPrefix) || e.length > sizeof(abi::AmPrefix) + abi::kAmMaxMessage + abi::kAmMaxLong)
+    return abi::kCqBadLength;
+  return slot_translate(s, e.src_key, e.src_addr, e.length, abi::kAccessLocal, src);
+}
+
+uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  Assembly* a = find(src, h.op_id);
+  if (!a) {
+    if (!(h.flags & abi::kWireFirst)) return abi::kCqAmBadEndpoint;  // refused at its first packet
+    uint8_t st = begin(src, h, payload);
+    if (st != abi::kCqOk) {
+      core::status::count(ulnic::abi::kCtrAmRefused);
+      return st;
+    }
+    a = find(src, h.op_id);
+  }
+  if (a->status == abi::kCqOk) a->status = place(*a, h.dst_addr, payload, h.payload_len);
+  return a->status;
+}
+
+void am_last(uint32_t src, const abi::WireHeader& h, bool ok) {
+  Assembly* a = find(src, h.op_id);
+  if (a) publish(*a, ok && a->status == abi::kCqOk);
+}
+
+void am_peer_lost(uint32_t peer) {
+  for (Assembly& a : g.in)
+    if (a.used && a.src == peer) publish(a, false);
+}
+
+void am_slot_detached(uint32_t slot) {
+  for (Endpoint& ep : g.eps[slot]) ep = Endpoint{};
+  for (Assembly& a : g.in)
+    if (a.used && a.slot == slot) a.used = false;
+}
+
+}  // namespace lcp

@@ -1,0 +1,32 @@
+// Active Messages on the NIC (abi/am.h): per-slot endpoints with a tag, a
+// receive ring in host memory and a segment; arriving messages are checked
+// (endpoint, tag, ring room, segment bounds) at their first packet, written
+// into a ring entry (the payload of a Long straight into the segment) and
+// published after their last. Messages travel as kWireOpAm operations on
+// remote.cpp's put machinery (so the link's reliability, verdicts and the
+// same-NIC path come with it).
+#pragma once
+
+#include "lcp/slots.h"
+#include "ulnic/abi/am.h"
+#include "ulnic/abi/fabric.h"
+
+namespace lcp {
+
+constexpr uint32_t kMaxAmAssemblies = 32;  // messages arriving at once, per NIC
+
+void am_init(SlotTable& t);
+// kOpAmEndpoint: configures (or frees) one of the slot's endpoints.
+abi::CqStatus am_configure(Slot& s, const abi::SqEntry& e);
+// kOpAmSend: checks the descriptor and the prefix it points at; the NIC
+// address of its bytes in `src`.
+abi::CqStatus am_check_send(const Slot& s, const abi::SqEntry& e, uint64_t& src);
+// One arriving packet of a kWireOpAm operation from node `src`: kCqOk or the
+// refusal (nothing of a refused message is written).
+uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
+// Its last packet has been placed (`ok`: no refusal): publish the entry.
+void am_last(uint32_t src, const abi::WireHeader& h, bool ok);
+void am_peer_lost(uint32_t peer);
+void am_slot_detached(uint32_t slot);
+
+}  // namespace lcp

@@ -1,0 +1,373 @@
+// Native AM: the NIC does the transport (abi/am.h, firmware/lcp/am.cpp).
+//
+// Each endpoint is one of the slot's AM endpoints in the firmware: the
+// process gives it a receive ring in registered slot memory, its tag and
+// its segment (registered for remote writes). A message goes out as one
+// kOpAmSend: AmPrefix + the AM packet (+ a Long's payload) staged in
+// registered memory. The destination NIC checks endpoint, tag, ring room
+// and segment bounds at the first packet, writes the packet into a ring
+// entry and the payload straight into the segment, and publishes the entry
+// after the last byte; a refusal comes back as the send's CQ status, which
+// becomes a returned message. The NIC's link is reliable, so the core
+// neither retransmits nor keeps copies.
+//
+// An endpoint's name: host = node, port = slot, index = the firmware
+// endpoint (0..7), id = 0.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "am_internal.h"
+#include "ulnic/abi/am.h"
+#include "ulnic/nic.h"
+
+namespace ulnic::am {
+namespace {
+
+constexpr uint32_t kRingEntries = 256;  // > 2 x depth x peers of the jobs here; full = ECONGESTION
+constexpr size_t kStaging = (size_t(2) << 20) + (64 << 10);  // a 1 MiB Long and smaller messages beside it
+constexpr auto kNicWait = std::chrono::milliseconds(30000);
+
+std::unique_ptr<ulnic::Nic> nic;
+uint32_t fw_endpoints_used = 0;  // bit i: firmware endpoint i taken
+
+// A send the NIC has not completed: its staging bytes and (for a returned
+// message) where it went and what it was.
+struct InFlight {
+  Endpoint* ep;
+  size_t offset, bytes;
+  en_t dest;
+  PacketHeader header;
+};
+
+struct NativeEndpoint {
+  uint8_t fw = 0;                  // firmware endpoint index
+  uint8_t* ring = nullptr;         // AmRingControl + entries (slot heap)
+  MemRegion ring_mr;
+  uint64_t consumed = 0;           // our copy of AmRingControl.consumed
+  uint8_t* staging = nullptr;
+  MemRegion staging_mr;
+  std::map<size_t, size_t> free_spans;  // staging: offset -> bytes
+  MemRegion seg_mr;                // the segment's registration (length 0: none)
+  uint32_t seg_gen_registered = 0;
+};
+
+std::map<uint64_t, InFlight> in_flight;  // by user_data
+uint64_t next_user_data = 1;
+
+NativeEndpoint& state(Endpoint& ep) { return *static_cast<NativeEndpoint*>(ep.transport_state); }
+
+int am_status(abi::CqStatus st) {
+  switch (st) {
+    case abi::kCqAmBadEndpoint: return EBADENDPOINT;
+    case abi::kCqAmBadTag: return EBADTAG;
+    case abi::kCqAmCongestion: return ECONGESTION;
+    case abi::kCqAmBadSegOffset: return EBADSEGOFF;
+    case abi::kCqAmBadLength: return EBADLENGTH;
+    default: return EUNREACHABLE;  // unreachable node, dead slot, link gave up
+  }
+}
+
+// ---- staging memory: first fit over the registered area
+
+bool take_span(NativeEndpoint& s, size_t bytes, size_t& offset) {
+  bytes = (bytes + 63) & ~size_t(63);
+  for (auto it = s.free_spans.begin(); it != s.free_spans.end(); ++it) {
+    if (it->second < bytes) continue;
+    offset = it->first;
+    size_t left = it->second - bytes;
+    s.free_spans.erase(it);
+    if (left) s.free_spans[offset + bytes] = left;
+    return true;
+  }
+  return false;
+}
+
+void give_span(NativeEndpoint& s, size_t offset, size_t bytes) {
+  bytes = (bytes + 63) & ~size_t(63);
+  auto it = s.free_spans.emplace(offset, bytes).first;
+  auto next = std::next(it);
+  if (next != s.free_spans.end() && it->first + it->second == next->first) {
+    it->second += next->second;
+    s.free_spans.erase(next);
+  }
+  if (it != s.free_spans.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second == it->first) {
+      prev->second += it->second;
+      s.free_spans.erase(it);
+    }
+  }
+}
+
+// ---- completions (one CQ for the process: user_data says whose)
+
+void complete(const abi::CqEntry& c) {
+  auto it = in_flight.find(c.user_data);
+  if (it == in_flight.end()) return;  // a configuration call's, taken by Nic::run
+  InFlight f = it->second;
+  in_flight.erase(it);
+  give_span(state(*f.ep), f.offset, f.bytes);
+  if (c.status != abi::kCqOk) send_failed(*f.ep, f.dest, f.header, am_status(abi::CqStatus(c.status)));
+}
+
+int reap() {
+  int n = 0;
+  abi::CqEntry c;
+  while (nic->poll(c)) {
+    complete(c);
+    n++;
+  }
+  abi::EqEntry ev;
+  while (nic->poll_event(ev)) {}  // arrivals: only wake-ups, the rings hold the messages
+  return n;
+}
+
+// Waits until the NIC completes something (a send, freeing staging or SQ room).
+bool wait_completion() {
+  if (reap()) return true;
+  auto r = nic->wait(kNicWait);
+  if (!r) return false;
+  complete(*r);
+  return true;
+}
+
+// ---- endpoint configuration
+
+int configure(Endpoint& ep, bool close) {
+  NativeEndpoint& s = state(ep);
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmEndpoint;
+  e.dst_slot = s.fw;
+  if (close) {
+    e.flags = abi::kSqAmClose;
+  } else {
+    e.length = kRingEntries;
+    e.src_addr = reinterpret_cast<uint64_t>(s.ring);
+    e.src_key = s.ring_mr.key;
+    if (s.seg_mr.length) {
+      e.dst_addr = reinterpret_cast<uint64_t>(s.seg_mr.addr);
+      e.dst_key = s.seg_mr.key;
+      e.reg_offset = s.seg_mr.length;
+    }
+    e.access = uint32_t(ep.tag);
+    e.src_slot = uint32_t(ep.tag >> 32);
+  }
+  auto r = nic->run(e, kNicWait);
+  return r && r->status == abi::kCqOk ? AM_OK : AM_ERR_RESOURCE;
+}
+
+// ---- the ops
+
+int native_start() {
+  auto n = ulnic::Nic::open();
+  if (!n) {
+    std::fprintf(stderr, "AM native: %s\n", n.error().message.c_str());
+    return AM_ERR_RESOURCE;
+  }
+  nic = std::move(*n);
+  return AM_OK;
+}
+
+void native_stop() {
+  in_flight.clear();
+  nic.reset();
+  fw_endpoints_used = 0;
+}
+
+int native_open(Endpoint& ep, en_t& name) {
+  uint8_t fw = 0;
+  while (fw < abi::kMaxAmEndpoints && (fw_endpoints_used >> fw & 1)) fw++;
+  if (fw == abi::kMaxAmEndpoints) return AM_ERR_RESOURCE;
+  auto s = std::make_unique<NativeEndpoint>();
+  s->fw = fw;
+  size_t ring_bytes = sizeof(abi::AmRingControl) + size_t(kRingEntries) * abi::kAmEntryBytes;
+  s->ring = static_cast<uint8_t*>(nic->alloc(ring_bytes, 4096));
+  s->staging = static_cast<uint8_t*>(nic->alloc(kStaging, 4096));
+  auto undo = [&] {
+    if (s->ring_mr.key) (void)nic->deregister(s->ring_mr);
+    if (s->staging_mr.key) (void)nic->deregister(s->staging_mr);
+    if (s->ring) nic->free(s->ring);
+    if (s->staging) nic->free(s->staging);
+    return AM_ERR_RESOURCE;
+  };
+  if (!s->ring || !s->staging) return undo();
+  std::memset(s->ring, 0, ring_bytes);
+  auto rr = nic->register_memory(s->ring, ring_bytes, abi::kAccessLocal);
+  if (!rr) return undo();
+  s->ring_mr = *rr;
+  auto sr = nic->register_memory(s->staging, kStaging, abi::kAccessLocal);
+  if (!sr) return undo();
+  s->staging_mr = *sr;
+  s->free_spans[0] = kStaging;
+  s->seg_gen_registered = ep.seg_gen;
+  ep.transport_state = s.get();
+  if (configure(ep, false) != AM_OK) {
+    ep.transport_state = nullptr;
+    return undo();
+  }
+  s.release();
+  fw_endpoints_used |= 1u << fw;
+  name = en_t{};
+  name.host = nic->node();
+  name.port = nic->slot();
+  name.index = fw;
+  name.transport = AMX_TRANSPORT_NATIVE;
+  return AM_OK;
+}
+
+void native_close(Endpoint& ep) {
+  NativeEndpoint* s = &state(ep);
+  // Sends still in flight finish first: their staging bytes are the NIC's.
+  while (std::any_of(in_flight.begin(), in_flight.end(), [&](auto& f) { return f.second.ep == &ep; }))
+    if (!wait_completion()) break;
+  (void)configure(ep, true);
+  (void)nic->deregister(s->ring_mr);
+  (void)nic->deregister(s->staging_mr);
+  if (s->seg_mr.length) (void)nic->deregister(s->seg_mr);
+  nic->free(s->ring);
+  nic->free(s->staging);
+  fw_endpoints_used &= ~(1u << s->fw);
+  delete s;
+  ep.transport_state = nullptr;
+}
+
+int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const void* payload,
+                size_t payload_len) {
+  NativeEndpoint& s = state(ep);
+  auto* h = static_cast<PacketHeader*>(head);
+  bool is_long = h->category == Category::kLong;
+  size_t msg_len = head_len + (is_long ? 0 : payload_len);
+  size_t long_len = is_long ? payload_len : 0;
+  size_t bytes = sizeof(abi::AmPrefix) + msg_len + long_len;
+  if (is_long && long_len) h->placed = kPlacedByNic;
+  size_t offset = 0;
+  while (!take_span(s, bytes, offset))
+    if (!wait_completion()) return EUNREACHABLE;
+  uint8_t* p = s.staging + offset;
+  abi::AmPrefix pre{};
+  pre.tag = h->tag;
+  pre.msg_len = uint32_t(msg_len);
+  pre.long_len = uint32_t(long_len);
+  pre.long_offset = h->offset;
+  pre.dst_ep = uint8_t(dest.index);
+  pre.src_ep = s.fw;
+  pre.flags = h->kind == Kind::kRequest ? abi::kAmRequest : 0;
+  std::memcpy(p, &pre, sizeof pre);
+  std::memcpy(p + sizeof pre, head, head_len);
+  if (payload_len) std::memcpy(p + sizeof pre + head_len, payload, payload_len);
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmSend;
+  e.length = uint32_t(bytes);
+  e.src_addr = reinterpret_cast<uint64_t>(p);
+  e.src_key = s.staging_mr.key;
+  e.dst_node = dest.host;
+  e.dst_slot = uint16_t(dest.port);
+  e.user_data = next_user_data++;
+  in_flight[e.user_data] = InFlight{&ep, offset, bytes, dest, *h};
+  while (!nic->post(e)) {
+    if (!wait_completion()) {
+      in_flight.erase(e.user_data);
+      give_span(s, offset, bytes);
+      return EUNREACHABLE;
+    }
+  }
+  return 0;
+}
+
+const abi::AmRxEntry* ready_entry(NativeEndpoint& s) {
+  auto* e = reinterpret_cast<const abi::AmRxEntry*>(s.ring + sizeof(abi::AmRingControl) +
+                                                    (s.consumed % kRingEntries) * abi::kAmEntryBytes);
+  // acquire: the entry's bytes were written before its seq (firmware's release)
+  uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+  return seq == uint32_t(s.consumed + 1) ? e : nullptr;
+}
+
+int native_poll(Endpoint& ep, int budget) {
+  reap();
+  NativeEndpoint& s = state(ep);
+  int n = 0;
+  while (n < budget) {
+    const abi::AmRxEntry* e = ready_entry(s);
+    if (!e) break;
+    if (e->len && e->len <= abi::kAmMaxMessage) {
+      en_t src{};
+      src.host = e->src_node;
+      src.port = e->src_slot;
+      src.index = e->src_ep;
+      src.transport = AMX_TRANSPORT_NATIVE;
+      deliver(ep, src, reinterpret_cast<const uint8_t*>(e + 1), e->len);
+      n++;
+    }
+    // The entry is the NIC's again only now: a medium handler read it in place.
+    s.consumed++;
+    auto* ctl = reinterpret_cast<abi::AmRingControl*>(s.ring);
+    __atomic_store_n(&ctl->consumed, s.consumed, __ATOMIC_RELEASE);  // the NIC reads it for ring room
+    if (!ep.transport_state) break;  // a handler freed the endpoint
+  }
+  return n;
+}
+
+bool any_ready(Bundle& eb) {
+  for (Endpoint* ep : eb.endpoints)
+    if (ready_entry(state(*ep))) return true;
+  return false;
+}
+
+bool native_wait(Bundle& eb, int timeout_ms) {
+  reap();
+  if (any_ready(eb)) return true;
+  auto until = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 1ll << 40 : timeout_ms);
+  while (Clock::now() < until) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (!nic->wait_ready(std::min(left, std::chrono::milliseconds(1000)))) {
+      if (nic->state() != abi::SlotState::kActive) return false;
+      continue;
+    }
+    reap();
+    if (any_ready(eb)) return true;
+  }
+  return false;
+}
+
+// A new tag or segment: the firmware's endpoint is told. A new segment is
+// registered for remote writes first (the old one is let go: registrations
+// may not overlap moved pages).
+int native_endpoint_changed(Endpoint& ep) {
+  NativeEndpoint& s = state(ep);
+  if (ep.seg_gen != s.seg_gen_registered) {
+    if (s.seg_mr.length) {
+      (void)nic->deregister(s.seg_mr);
+      s.seg_mr = MemRegion{};
+    }
+    if (ep.seg && ep.seg_len) {
+      auto r = nic->register_memory(ep.seg, ep.seg_len, abi::kAccessLocal | abi::kAccessRemoteWrite);
+      if (!r) {
+        std::fprintf(stderr, "AM native: cannot register the segment: %s\n", r.error().message.c_str());
+        (void)configure(ep, false);
+        return AM_ERR_RESOURCE;
+      }
+      s.seg_mr = *r;
+    }
+    s.seg_gen_registered = ep.seg_gen;
+  }
+  return configure(ep, false);
+}
+
+const Transport kNative = {
+    "native", AMX_TRANSPORT_NATIVE, /*reliable=*/true, uint32_t(abi::kAmMaxMessage), /*window=*/1,
+    AMUDP_MAX_NETWORKDEPTH, /*places_long=*/true,
+    native_start, native_stop, native_open, native_close, native_send, native_poll, native_wait,
+    native_endpoint_changed,
+};
+
+}  // namespace
+
+const Transport* native_transport() { return &kNative; }
+
+}  // namespace ulnic::am

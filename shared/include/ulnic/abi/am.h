@@ -1,0 +1,75 @@
+// Active Messages on the NIC (DESIGN §8, §9; host/am/transport_native.cpp):
+// what the AM library and the firmware share beyond slot.h.
+//
+//   * A slot has kMaxAmEndpoints AM endpoints in the firmware. The process
+//     configures one with kOpAmEndpoint: its tag, its receive queue (a ring
+//     in the process's registered memory) and its segment (registered with
+//     kAccessRemoteWrite).
+//   * kOpAmSend sends `length` bytes of registered memory: an AmPrefix, the
+//     message (the AM layer's packet, at most kAmMaxMessage bytes) and, for a
+//     Long, its payload. The receiving NIC decides at the first packet: the
+//     endpoint exists, a request's tag matches (AM_ALL 1 takes every tag,
+//     AM_NONE 0 none), the ring has a free entry (the credit), a Long fits
+//     the segment. Then it writes the message into the ring entry and the
+//     payload straight into the segment, and publishes the entry after the
+//     last byte. A refusal writes nothing and comes back to the sender as
+//     the operation's CQ status (kCqAm*), which the library turns into a
+//     returned message.
+//   * The process consumes entries in order and tells the NIC how far it got
+//     (AmRingControl.consumed); the NIC never reuses an unconsumed entry.
+//     Each publication also posts a kEqAmArrival event, the wake-up of a
+//     process asleep on its slot.
+#pragma once
+
+#include "ulnic/abi/types.h"
+
+namespace ulnic::abi {
+
+constexpr uint32_t kMaxAmEndpoints = 8;        // per slot
+constexpr uint32_t kAmMaxMessage = 4288;       // the AM layer's packet: header + 16 args + 4 KiB medium
+constexpr uint32_t kAmMaxRingEntries = 1024;
+constexpr uint32_t kAmMaxLong = 1u << 20;      // AM_MaxLong()
+
+// The first bytes of every kOpAmSend payload (written by the sender).
+struct AmPrefix {
+  uint64_t tag;          // the tag the sender has for the destination endpoint
+  uint32_t msg_len;      // message bytes after this prefix (1..kAmMaxMessage)
+  uint32_t long_len;     // Long payload bytes after the message (0: none)
+  uint32_t long_offset;  // where in the destination's segment they go
+  uint8_t dst_ep;        // destination endpoint (index in the destination slot)
+  uint8_t src_ep;        // sending endpoint (index in the sending slot)
+  uint8_t flags;         // AmPrefixFlags
+  uint8_t reserved0;
+  uint8_t reserved[40];  // 0
+};
+ULNIC_ABI_CHECK_SIZE(AmPrefix, 64);
+
+enum AmPrefixFlags : uint8_t {
+  kAmRequest = 1u << 0,  // a request: tag-checked (replies answer a request the destination sent)
+};
+
+// The receive ring: this control block, then `entries` entries of
+// kAmEntryBytes each (an AmRxEntry, then the message).
+struct AmRingControl {
+  uint64_t consumed;     // host-written: entries the process is done with
+  uint64_t reserved[7];
+};
+ULNIC_ABI_CHECK_SIZE(AmRingControl, 64);
+
+struct AmRxEntry {
+  uint32_t seq;          // NIC-written last (release): entry number + 1 (mod 2^32)
+  uint32_t len;          // message bytes that follow (0: nothing, skip it)
+  uint16_t src_node;
+  uint16_t src_slot;
+  uint8_t src_ep;
+  uint8_t flags;         // AmPrefixFlags of the message
+  uint16_t reserved0;
+  uint32_t long_len;     // a Long's payload, now in the segment
+  uint32_t long_offset;
+  uint8_t reserved[40];
+};
+ULNIC_ABI_CHECK_SIZE(AmRxEntry, 64);
+constexpr uint32_t kAmEntryBytes = sizeof(AmRxEntry) + kAmMaxMessage;  // 4352
+static_assert(kAmEntryBytes % 64 == 0);
+
+}  // namespace ulnic::abi
