@@ -6,8 +6,9 @@
  *   "udp"     AM over UDP sockets (the AMUDP design); needs no emulator
  *   "vipl"    AM over VIPL on the emulated NIC (the AMVIA design): one VI
  *             per pair of endpoints, Long payloads by RDMA write
- * Native AM on the NIC (firmware-assisted) is not built yet: naming it
- * ("native") is AM_ERR_BAD_ARG.
+ *   "native"  AM on the emulated NIC: the firmware checks tags and ring
+ *             room, delivers into the endpoint's receive ring in host
+ *             memory and writes Long payloads straight into the segment
  * What each call does, and the provider's choices where AM-2 leaves room,
  * are in host/am/SEMANTICS.md.
  */
@@ -110,7 +111,7 @@ extern int AM_MaxSegLength(uintptr_t *nbytes);
 /* ---- initialization */
 extern int AM_Init(void);
 extern int AM_Terminate(void);
-/* ulnic extension: choose the transport ("udp", "vipl") before
+/* ulnic extension: choose the transport ("udp", "vipl", "native") before
  * AM_Init; AM_ERR_BAD_ARG for an unknown name, AM_ERR_IN_USE after AM_Init. */
 extern int AMX_SetTransport(const char *name);
 /* The transport in use (after AM_Init), or NULL. */
