@@ -71,8 +71,11 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
     return abi::kCqAmBadEndpoint;
   abi::AmPrefix p;
   memcpy(&p, payload, sizeof p);
+  // A malformed message names no endpoint that could take it.
+  bool reserved_zero = p.reserved0 == 0;
+  for (uint8_t b : p.reserved) reserved_zero = reserved_zero && b == 0;
   if (p.dst_ep >= abi::kMaxAmEndpoints || p.msg_len == 0 || p.msg_len > abi::kAmMaxMessage ||
-      p.long_len > abi::kAmMaxLong || uint64_t(sizeof p) + p.msg_len + p.long_len != h.op_length)
+      p.long_len > abi::kAmMaxLong || uint64_t(sizeof p) + p.msg_len + p.long_len != h.op_length || !reserved_zero)
     return abi::kCqAmBadEndpoint;
   Slot& s = g.t->slots[h.dst_slot];
   Endpoint& ep = g.eps[h.dst_slot][p.dst_ep];
@@ -84,7 +87,8 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   }
   uint64_t ring = ring_nic(s, ep);
   if (!ring) return abi::kCqAmBadEndpoint;
-  if (ep.produced - consumed(ring) >= ep.entries) return abi::kCqAmCongestion;
+  uint64_t done = consumed(ring);  // untrusted: more than was produced reads as full
+  if (done > ep.produced || ep.produced - done >= ep.entries) return abi::kCqAmCongestion;
   Assembly* a = nullptr;
   for (Assembly& x : g.in)
     if (!x.used) {
@@ -148,11 +152,13 @@ void publish(Assembly& a, bool ok) {
          sizeof head - sizeof(uint32_t));
   // The process reads the entry once seq says so: everything before first.
   __atomic_store_n(&e->seq, uint32_t(a.entry + 1), __ATOMIC_RELEASE);
-  if (ok) core::status::count(ulnic::abi::kCtrAmMessages);
+  if (!ok) return;  // an empty entry wakes nobody: the next message will
+  core::status::count(ulnic::abi::kCtrAmMessages);
   abi::EqEntry ev{};
   ev.type = abi::kEqAmArrival;
   ev.export_handle = a.ep;
   ev.src_node = uint16_t(a.src);
+  ev.src_slot = a.src_slot;
   ev.length = head.len;
   slot_post_event(*g.t, a.slot, ev);
 }

@@ -6,6 +6,7 @@
 #include "core/status.h"
 #include "lcp/mail.h"
 #include "lcp/am.h"
+#include "lcp/remote.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
 
@@ -23,6 +24,15 @@ void control_init(Control& c) {
   memset(&a, 0, sizeof a);
   c.cmds.attach(&a.cmd_ring, a.cmds, abi::kCtrlCapacity);
   c.rsps.attach(&a.rsp_ring, a.rsps, abi::kCtrlCapacity);
+}
+
+uint64_t detach_slot(SlotTable& slots, uint32_t slot) {
+  uint64_t flushed = slot_detach(slots, slot);
+  remote_slot_detached(slot);
+  vmmc_slot_detached(slot);
+  vi_slot_detached(slot);
+  am_slot_detached(slot);
+  return flushed;
 }
 
 bool control_poll(Control& c, SlotTable& slots, uint64_t now) {
@@ -47,10 +57,7 @@ bool control_poll(Control& c, SlotTable& slots, uint64_t now) {
         break;
       case abi::kCtrlDetachSlot:
         r.status = cmd.slot < abi::kMaxSlots ? abi::kCtrlOk : abi::kCtrlBadSlot;
-        r.value = slot_detach(slots, cmd.slot);
-        vmmc_slot_detached(cmd.slot);
-        vi_slot_detached(cmd.slot);
-        am_slot_detached(cmd.slot);
+        r.value = detach_slot(slots, cmd.slot);
         core::log("ctrl: detach slot %u, %lu flushed\n", cmd.slot, r.value);
         break;
       case abi::kCtrlMailbox:

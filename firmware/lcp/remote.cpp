@@ -299,6 +299,7 @@ bool remote_poll(SlotTable& t) {
 
 void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend || h.op == abi::kWireOpAm) {
+    if (h.flags & abi::kWireAbort) note_refusal(src, h.op_id, abi::kCqUnreachable);
     uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : place_packet(src, h, payload);
     if (st != abi::kCqOk) {
       if (h.op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsRefused);
@@ -342,6 +343,30 @@ void remote_peer_lost(uint32_t peer) {
   vmmc_peer_lost(peer);
   vi_peer_lost(peer);
   am_peer_lost(peer);
+}
+
+void remote_slot_detached(uint32_t slot) {
+  for (PutOp& op : g.ops) {
+    if (!op.used || op.slot != slot) continue;
+    // A VMMC send or AM message cut off after its first packet: the
+    // receiver is told, so it lets go of what it holds for it (an AM ring
+    // entry). Over the link this is best effort (a full link: the receiver
+    // lets go when it loses us).
+    if (op.wire_op != abi::kWireOpPut && op.sent > 0 && op.sent < op.sqe.length) {
+      abi::WireHeader h{};
+      h.op = op.wire_op;
+      h.flags = abi::kWireLast | abi::kWireAbort;
+      h.dst_slot = op.dst_slot;
+      h.dst_key = op.dst_key;
+      h.dst_addr = op.dst_addr + op.sent;
+      h.op_id = op.op_id;
+      h.op_length = op.sqe.length;
+      h.src_slot = uint16_t(slot);
+      if (op.local) last_packet(op.dst_node, h, false);
+      else (void)link::send(op.dst_node, h, 0, 0, ~0u, 0);
+    }
+    op.used = false;  // its process is gone: no completion
+  }
 }
 
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {

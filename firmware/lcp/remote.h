@@ -43,6 +43,10 @@ bool remote_results_pending();
 // Sends verdicts that waited for room on the link. True if it did work.
 bool remote_poll(SlotTable& t);
 
+// Slot k lost its process: its operations stop (no completions), and a
+// receiver holding part of one is told to drop it.
+void remote_slot_detached(uint32_t slot);
+
 // Link upcalls.
 void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
 void remote_peer_lost(uint32_t peer);

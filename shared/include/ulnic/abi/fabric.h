@@ -80,6 +80,8 @@ enum WireFlags : uint8_t {
   kWireFirst = 1u << 2,  // kWireOpSend, kWireOpViSend: first packet of the send
   kWireImmediate = 1u << 3,  // kWireOpViSend: dst_key carries immediate data
   kWireRdmaImm = 1u << 4,    // kWireOpViSend: ends an RDMA write with immediate data
+  kWireAbort = 1u << 5,      // kWireOpSend/kWireOpAm, with kWireLast and no payload: the
+                             // sender's process went away mid-operation; drop what came
 };
 
 struct Packet {

@@ -1,0 +1,958 @@
+// Active Messages in the firmware (firmware/lcp/am.cpp) on the real board:
+// two slots of this NIC played by the test as processes. B configures AM
+// endpoints (a receive ring in its registered memory, a segment registered
+// RemoteWrite, a tag); A sends kOpAmSend messages (AmPrefix + message + Long
+// payload built by hand in its registered memory) to B's endpoints. Sends
+// between slots of one NIC take remote.cpp's local path (local_feed ->
+// am_place / am_last), the same receiving checks as packets from the wire.
+// What is checked, byte for byte: the ring entries (header and message), the
+// segment (the Long and the bytes around it), the EQ, the sender's CQE -- and
+// above all that a refused message writes nothing at all.
+#include <string.h>
+
+#include "core/board.h"
+#include "core/status.h"
+#include "harness.h"
+#include "lcp/am.h"
+#include "lcp/control.h"
+#include "lcp/remote.h"
+#include "lcp/slots.h"
+#include "lcp/vi.h"
+#include "lcp/vmmc.h"
+#include "slot_proc.h"
+#include "ulnic/abi/am.h"
+
+namespace abi = ulnic::abi;
+
+namespace {
+
+core::board::Board g_board;
+lcp::SlotTable g_t;
+constexpr uint64_t kNow = 1'000'000;
+
+// Slot layout (both processes): rings in the first 64 KiB, then regions.
+constexpr uint32_t kSq = 32, kCq = 64, kEq = 64;
+constexpr fwtest::SlotShape kShape{0x1000, kSq, 0x2000, kCq, 0x3000, kEq, 0x10000};
+constexpr uint64_t kSrcOff = 0x100000, kSrcLen = 0x200000;   // message sources: Local
+constexpr uint64_t kRingOff = 0x400000, kRingLen = 0x800000; // receive rings: Local
+constexpr uint64_t kRingStride = 0x12000;                    // small rings (<= 16 entries) in it
+constexpr uint32_t kSmallRings = 0x300000 / kRingStride;     // below kBigRing
+constexpr uint64_t kBigRing = 0x300000;                      // region offset of a 1024-entry ring
+constexpr uint64_t kSegOff = 0x1000000;                      // segment: Local|RemoteWrite
+constexpr uint32_t kSegLen = abi::kAmMaxLong + 0x2000;
+constexpr uint64_t kLocOff = 0x1200000, kLocLen = 0x10000;   // Local only
+constexpr uint64_t kVaA = 0x7000'0000, kVaB = 0x9000'0000;
+
+constexpr uint8_t kReq = abi::kAmRequest;
+constexpr uint64_t kTag = 0xdeadbeef'12345678ull;
+constexpr uint8_t kFill = 0xee;  // untouched bytes of ring entries' message areas
+
+uint32_t self_node() { return core::status::block().node_id; }
+uint64_t ctr(abi::Counter c) { return core::status::block().counters[c]; }
+uint64_t g_token = 0x1000;
+
+uint8_t mbyte(uint8_t seed, uint32_t i) { return uint8_t(i * 131u + (i >> 9) + seed); }
+uint8_t lbyte(uint8_t seed, uint32_t i) { return uint8_t(i * 37u + (i >> 10) * 11u + seed + 0x55); }
+uint8_t sbyte(uint32_t i) { return uint8_t(i * 29u + (i >> 12) + 0x3c); }  // the segment's own bytes
+
+struct Proc : fwtest::SlotProc {
+  uint64_t va0 = 0;
+  uint32_t src_key = 0, ring_key = 0, seg_key = 0, loc_key = 0;
+  uint32_t next_ring = 0;
+
+  uint64_t va(uint64_t off) const { return va0 + off; }
+  uint32_t reg(uint64_t off, uint64_t len, uint32_t access) {
+    abi::CqEntry c = run(fwtest::register_entry(off, uint32_t(len), access, va(off)));
+    EXPECT_EQ(c.status, abi::kCqOk);
+    return c.result;
+  }
+  void open(uint32_t k, uint64_t generation, uint64_t va_base) {
+    va0 = va_base;
+    next_ring = 0;
+    map(g_t, kNow, k, kShape, 0x10000);
+    EXPECT_EQ(attach(generation), abi::kCtrlOk);
+    src_key = reg(kSrcOff, kSrcLen, abi::kAccessLocal);
+    ring_key = reg(kRingOff, kRingLen, abi::kAccessLocal);
+    seg_key = reg(kSegOff, kSegLen, abi::kAccessLocal | abi::kAccessRemoteWrite);
+    loc_key = reg(kLocOff, kLocLen, abi::kAccessLocal);
+  }
+  void fill_segment() {
+    for (uint32_t i = 0; i < kSegLen; ++i) base[kSegOff + i] = sbyte(i);
+  }
+  // The first segment byte that is not its own (kSegLen: none).
+  uint32_t segment_changed_at() const {
+    for (uint32_t i = 0; i < kSegLen; ++i)
+      if (base[kSegOff + i] != sbyte(i)) return i;
+    return kSegLen;
+  }
+  void drain() {
+    abi::EqEntry ev;
+    while (event(ev)) {
+    }
+    abi::CqEntry c;
+    while (reap(c)) {
+    }
+  }
+};
+
+Proc g_a, g_b;  // a sends, b receives (and the other way for replies)
+
+abi::SqEntry endpoint_entry(uint8_t ep, uint64_t ring_va, uint32_t ring_key, uint32_t entries, uint64_t tag,
+                            uint32_t seg_key, uint64_t seg_va, uint64_t seg_len) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmEndpoint;
+  e.dst_slot = ep;
+  e.length = entries;
+  e.src_addr = ring_va;
+  e.src_key = ring_key;
+  e.dst_addr = seg_va;
+  e.dst_key = seg_key;
+  e.reg_offset = seg_len;
+  e.access = uint32_t(tag);
+  e.src_slot = uint32_t(tag >> 32);
+  e.user_data = ++g_token;
+  return e;
+}
+
+abi::SqEntry close_entry(uint16_t ep) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmEndpoint;
+  e.flags = abi::kSqAmClose;
+  e.dst_slot = ep;
+  e.user_data = ++g_token;
+  return e;
+}
+
+// A receive ring of p's, and the endpoint it feeds.
+struct Ring {
+  Proc* p = nullptr;
+  uint8_t ep = 0;
+  uint64_t off = 0;  // slot offset of its control block
+  uint32_t entries = 0;
+  uint64_t done = 0;  // what the test has consumed (sane values only)
+
+  abi::AmRingControl* ctrl() const { return reinterpret_cast<abi::AmRingControl*>(p->base + off); }
+  abi::AmRxEntry* entry(uint64_t n) const {
+    return reinterpret_cast<abi::AmRxEntry*>(p->base + off + sizeof(abi::AmRingControl) +
+                                             (n & (entries - 1)) * abi::kAmEntryBytes);
+  }
+  uint8_t* msg(uint64_t n) const { return reinterpret_cast<uint8_t*>(entry(n)) + sizeof(abi::AmRxEntry); }
+  // The host says it is done up to `upto`; the message areas of entries it
+  // is done with go back to kFill (test bookkeeping: a shorter message
+  // later in the entry shows every byte it wrote and no more).
+  void consume(uint64_t upto) {
+    if (upto > done && upto - done <= entries) {
+      for (uint64_t n = done; n < upto; ++n) memset(msg(n), kFill, abi::kAmMaxMessage);
+      done = upto;
+    }
+    __atomic_store_n(&ctrl()->consumed, upto, __ATOMIC_RELEASE);
+  }
+  // No entry has been published, no message byte written.
+  bool untouched() const {
+    for (uint32_t n = 0; n < entries; ++n) {
+      const uint8_t* h = reinterpret_cast<const uint8_t*>(entry(n));
+      for (uint32_t i = 0; i < sizeof(abi::AmRxEntry); ++i)
+        if (h[i]) return false;
+      for (uint32_t i = 0; i < abi::kAmMaxMessage; ++i)
+        if (msg(n)[i] != kFill) return false;
+    }
+    return true;
+  }
+};
+
+// A fresh ring (control and entry headers zero, message areas kFill) of
+// `entries`, configured as endpoint `ep` of p with `tag` (and p's segment).
+Ring new_ring(Proc& p, uint8_t ep, uint32_t entries, uint64_t tag, bool segment = true) {
+  Ring r;
+  r.p = &p;
+  r.ep = ep;
+  r.entries = entries;
+  if (!EXPECT(p.next_ring < kSmallRings)) return r;
+  r.off = kRingOff + uint64_t(p.next_ring++) * kRingStride;
+  memset(p.base + r.off, 0, sizeof(abi::AmRingControl));
+  for (uint32_t n = 0; n < entries; ++n) {
+    memset(r.entry(n), 0, sizeof(abi::AmRxEntry));
+    memset(r.msg(n), kFill, abi::kAmMaxMessage);
+  }
+  abi::CqEntry c = p.run(endpoint_entry(ep, p.va(r.off), p.ring_key, entries, tag, segment ? p.seg_key : 0,
+                                        segment ? p.va(kSegOff) : 0, segment ? kSegLen : 0));
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.opcode, abi::kOpAmEndpoint);
+  return r;
+}
+
+abi::AmPrefix prefix(uint8_t dst_ep, uint32_t msg_len, uint64_t tag, uint8_t flags = kReq, uint8_t src_ep = 0,
+                     uint32_t long_len = 0, uint32_t long_offset = 0) {
+  abi::AmPrefix p{};
+  p.tag = tag;
+  p.msg_len = msg_len;
+  p.long_len = long_len;
+  p.long_offset = long_offset;
+  p.dst_ep = dst_ep;
+  p.src_ep = src_ep;
+  p.flags = flags;
+  return p;
+}
+
+// Writes prefix, message and Long into `from`'s source region at src_off
+// (message bytes mbyte(seed), Long bytes lbyte(seed)); returns the bytes.
+uint32_t build(Proc& from, const abi::AmPrefix& p, uint8_t seed, uint64_t src_off = 0) {
+  uint8_t* at = from.base + kSrcOff + src_off;
+  memcpy(at, &p, sizeof p);
+  for (uint32_t i = 0; i < p.msg_len && sizeof p + i < kSrcLen - src_off; ++i) at[sizeof p + i] = mbyte(seed, i);
+  for (uint32_t i = 0; i < p.long_len && sizeof p + p.msg_len + i < kSrcLen - src_off; ++i)
+    at[sizeof p + p.msg_len + i] = lbyte(seed, i);
+  return uint32_t(sizeof p) + p.msg_len + p.long_len;
+}
+
+abi::SqEntry send_entry(Proc& from, uint32_t length, uint16_t dst_slot, uint64_t src_off = 0) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmSend;
+  e.length = length;
+  e.src_addr = from.va(kSrcOff + src_off);
+  e.src_key = from.src_key;
+  e.dst_node = self_node();
+  e.dst_slot = dst_slot;
+  e.user_data = ++g_token;
+  return e;
+}
+
+// Builds and sends; returns the sender's completion (its user_data and
+// opcode checked, result = length exactly when kCqOk).
+abi::CqEntry send(Proc& from, const Proc& to, const abi::AmPrefix& p, uint8_t seed) {
+  uint32_t len = build(from, p, seed);
+  abi::SqEntry e = send_entry(from, len, uint16_t(to.slot));
+  abi::CqEntry c = from.run(e);
+  EXPECT_EQ(c.user_data, e.user_data);
+  EXPECT_EQ(c.opcode, abi::kOpAmSend);
+  EXPECT_EQ(c.result, c.status == abi::kCqOk ? len : 0u);
+  return c;
+}
+
+// Entry number n of r holds message p from `from` (seed), byte for byte,
+// and nothing past its message is written.
+bool holds(const Ring& r, uint64_t n, const abi::AmPrefix& p, uint8_t seed, const Proc& from) {
+  const abi::AmRxEntry* e = r.entry(n);
+  bool ok = EXPECT_EQ(e->seq, uint32_t(n + 1));
+  ok &= EXPECT_EQ(e->len, p.msg_len);
+  ok &= EXPECT_EQ(e->src_node, uint16_t(self_node()));
+  ok &= EXPECT_EQ(e->src_slot, uint16_t(from.slot));
+  ok &= EXPECT_EQ(e->src_ep, p.src_ep);
+  ok &= EXPECT_EQ(e->flags, p.flags);
+  ok &= EXPECT_EQ(e->reserved0, 0u);
+  ok &= EXPECT_EQ(e->long_len, p.long_len);
+  if (p.long_len) ok &= EXPECT_EQ(e->long_offset, p.long_offset);
+  for (uint32_t i = 0; i < sizeof e->reserved; ++i)
+    if (!EXPECT_EQ(e->reserved[i], 0u)) return false;
+  const uint8_t* m = r.msg(n);
+  for (uint32_t i = 0; i < p.msg_len; ++i)
+    if (!EXPECT_EQ(m[i], mbyte(seed, i))) {
+      fwtest::note("entry %lu: message byte %u", (unsigned long)n, i);
+      return false;
+    }
+  for (uint32_t i = p.msg_len; i < abi::kAmMaxMessage; ++i)
+    if (!EXPECT_EQ(m[i], kFill)) {
+      fwtest::note("entry %lu: byte %u past the message written", (unsigned long)n, i);
+      return false;
+    }
+  return ok;
+}
+
+// The Long of p (seed) is in `to`'s segment at its offset; every other
+// segment byte is the segment's own. Then the segment is put back.
+bool long_landed(Proc& to, const abi::AmPrefix& p, uint8_t seed) {
+  bool ok = true;
+  for (uint32_t i = 0; i < kSegLen; ++i) {
+    uint8_t want = i >= p.long_offset && i - p.long_offset < p.long_len ? lbyte(seed, i - p.long_offset) : sbyte(i);
+    if (to.base[kSegOff + i] != want) {
+      EXPECT_EQ(to.base[kSegOff + i], want);
+      fwtest::note("segment byte %u (long at %u, %u bytes)", i, p.long_offset, p.long_len);
+      ok = false;
+      break;
+    }
+  }
+  to.fill_segment();
+  return ok;
+}
+
+// One kEqAmArrival for endpoint ep, `len` message bytes.
+bool arrival(Proc& p, uint8_t ep, uint32_t len) {
+  abi::EqEntry ev{};
+  if (!EXPECT(p.event(ev))) return false;
+  bool ok = EXPECT_EQ(ev.type, uint32_t(abi::kEqAmArrival));
+  ok &= EXPECT_EQ(ev.export_handle, uint32_t(ep));
+  ok &= EXPECT_EQ(ev.src_node, uint16_t(self_node()));
+  ok &= EXPECT_EQ(ev.length, len);
+  return ok;
+}
+
+bool no_event(Proc& p) {
+  abi::EqEntry ev{};
+  return EXPECT(!p.event(ev));
+}
+
+// A refused message: the sender's status, nothing written anywhere.
+void refused(const Ring& r, const abi::AmPrefix& p, abi::CqStatus want, uint8_t seed = 9) {
+  uint64_t before = ctr(abi::kCtrAmRefused), msgs = ctr(abi::kCtrAmMessages);
+  abi::CqEntry c = send(g_a, *r.p, p, seed);
+  EXPECT_EQ(c.status, want);
+  EXPECT_EQ(ctr(abi::kCtrAmRefused), before + 1);
+  EXPECT_EQ(ctr(abi::kCtrAmMessages), msgs);
+  EXPECT(r.untouched());
+  EXPECT_EQ(r.p->segment_changed_at(), kSegLen);
+  no_event(*r.p);
+}
+
+// The next good message lands in entry n of r.
+void lands(Ring& r, uint64_t n, uint8_t seed = 0x42, uint64_t tag = kTag) {
+  abi::AmPrefix p = prefix(r.ep, 200, tag, kReq, 1);
+  CHECK_EQ(send(g_a, *r.p, p, seed).status, abi::kCqOk);
+  EXPECT(holds(r, n, p, seed, g_a));
+  arrival(*r.p, r.ep, 200);
+}
+
+}  // namespace
+
+FW_TEST(setup_two_slots) {
+  core::board::discover(g_board);
+  CHECK(g_board.num_slots >= 3);
+  CHECK(g_board.slots[0].size >= kSegOff + kSegLen + 0x100000);
+  lcp::slots_init(g_t, g_board, 1717);
+  lcp::remote_init(g_t);
+  lcp::vmmc_init(g_t);
+  lcp::vi_init(g_t);
+  lcp::am_init(g_t);
+  g_a.open(0, 1, kVaA);
+  g_b.open(1, 2, kVaB);
+  g_a.fill_segment();
+  g_b.fill_segment();
+}
+
+FW_TEST(endpoint_descriptors_are_checked) {
+  Proc& b = g_b;
+  uint64_t big = b.va(kRingOff + kBigRing);
+  auto ep = [&](uint8_t index, uint32_t entries) {
+    return endpoint_entry(index, big, b.ring_key, entries, kTag, b.seg_key, b.va(kSegOff), kSegLen);
+  };
+  // Entries: a power of 2, 1..kAmMaxRingEntries.
+  EXPECT_EQ(b.run(ep(0, 0)).status, abi::kCqBadLength);
+  EXPECT_EQ(b.run(ep(0, 3)).status, abi::kCqBadLength);
+  EXPECT_EQ(b.run(ep(0, 1000)).status, abi::kCqBadLength);
+  EXPECT_EQ(b.run(ep(0, abi::kAmMaxRingEntries + 1)).status, abi::kCqBadLength);
+  EXPECT_EQ(b.run(ep(0, abi::kAmMaxRingEntries * 2)).status, abi::kCqBadLength);
+  EXPECT_EQ(b.run(ep(0, 0x80000000u)).status, abi::kCqBadLength);
+  CHECK_EQ(b.run(ep(0, abi::kAmMaxRingEntries)).status, abi::kCqOk);  // 4.25 MiB: fits the registration
+  CHECK_EQ(b.run(close_entry(0)).status, abi::kCqOk);
+  // The ring: registered, Local, wholly inside its registration.
+  abi::SqEntry e = ep(0, 4);
+  e.src_key = b.ring_key ^ 0x100;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadKey);
+  e.src_key = 0;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadKey);
+  e.src_key = 0x77;  // a key never handed out
+  EXPECT_EQ(b.run(e).status, abi::kCqBadKey);
+  e = ep(0, 4);
+  e.src_addr = b.va(0x8000);  // not registered memory (the slot's ring area)
+  EXPECT_EQ(b.run(e).status, abi::kCqBadLength);
+  e = ep(0, 8);
+  e.src_addr = b.va(kRingOff + kRingLen) - sizeof(abi::AmRingControl) - 7 * abi::kAmEntryBytes;  // one entry short
+  EXPECT_EQ(b.run(e).status, abi::kCqBadLength);
+  e = ep(0, abi::kAmMaxRingEntries);
+  e.src_addr = b.va(kRingOff + kRingLen - 0x400000);  // 4 MiB left: a 1024-entry ring runs off
+  EXPECT_EQ(b.run(e).status, abi::kCqBadLength);
+  // The segment: RemoteWrite, inside its registration.
+  e = ep(0, 4);
+  e.dst_key = b.loc_key;
+  e.dst_addr = b.va(kLocOff);
+  e.reg_offset = kLocLen;
+  EXPECT_EQ(b.run(e).status, abi::kCqProtection);
+  e = ep(0, 4);
+  e.reg_offset = kSegLen + 1;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadLength);
+  e = ep(0, 4);
+  e.dst_addr = b.va(kSegOff) + 1;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadLength);
+  e = ep(0, 4);
+  e.dst_key = b.seg_key ^ 0x100;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadKey);
+  // The index, and fields that must be zero.
+  EXPECT_EQ(b.run(ep(abi::kMaxAmEndpoints, 4)).status, abi::kCqBadOpcode);
+  EXPECT_EQ(b.run(ep(255, 4)).status, abi::kCqBadOpcode);
+  e = ep(0, 4);
+  e.dst_slot = 0xffff;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadOpcode);
+  EXPECT_EQ(b.run(close_entry(abi::kMaxAmEndpoints)).status, abi::kCqBadOpcode);
+  e = ep(0, 4);
+  e.dst_node = 1;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadOpcode);
+  e = ep(0, 4);
+  e.flags = abi::kSqNotify;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadOpcode);
+  e = ep(0, 4);
+  e.reserved = 1;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadOpcode);
+  // None of that configured anything: endpoint 0 does not exist.
+  abi::AmPrefix p = prefix(0, 16, kTag);
+  EXPECT_EQ(send(g_a, b, p, 1).status, abi::kCqAmBadEndpoint);
+  EXPECT_EQ(b.segment_changed_at(), kSegLen);
+  no_event(b);
+  // A refused reconfiguration leaves a configured endpoint as it was.
+  Ring r = new_ring(b, 1, 4, kTag);
+  e = endpoint_entry(1, b.va(kRingOff + kBigRing), b.ring_key, 4, 5, b.loc_key, b.va(kLocOff), kLocLen);
+  EXPECT_EQ(b.run(e).status, abi::kCqProtection);
+  lands(r, 0);
+  EXPECT_EQ(b.run(close_entry(1)).status, abi::kCqOk);
+  // Closing a closed endpoint is fine.
+  EXPECT_EQ(b.run(close_entry(1)).status, abi::kCqOk);
+}
+
+FW_TEST(a_message_lands_in_entry_0_byte_for_byte) {
+  Ring r = new_ring(g_b, 0, 8, kTag);
+  uint64_t msgs = ctr(abi::kCtrAmMessages);
+  abi::AmPrefix p = prefix(0, 100, kTag, kReq, 3);
+  abi::CqEntry c = send(g_a, g_b, p, 7);
+  CHECK_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 64u + 100u);
+  EXPECT_EQ(ctr(abi::kCtrAmMessages), msgs + 1);
+  EXPECT(holds(r, 0, p, 7, g_a));
+  EXPECT_EQ(r.entry(1)->seq, 0u);
+  EXPECT_EQ(r.msg(1)[0], kFill);
+  EXPECT_EQ(r.ctrl()->consumed, 0u);  // the host's word: never written by the NIC
+  arrival(g_b, 0, 100);
+  no_event(g_b);
+  no_event(g_a);
+  EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
+  // A one-byte message, a reply, from another endpoint.
+  p = prefix(0, 1, 0, 0, 7);
+  CHECK_EQ(send(g_a, g_b, p, 8).status, abi::kCqOk);
+  EXPECT(holds(r, 1, p, 8, g_a));
+  arrival(g_b, 0, 1);
+  EXPECT_EQ(r.entry(2)->seq, 0u);
+}
+
+FW_TEST(the_largest_message_spans_two_packets) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  abi::AmPrefix p = prefix(0, abi::kAmMaxMessage, kTag, kReq, 2);
+  CHECK_EQ(send(g_a, g_b, p, 0x31).status, abi::kCqOk);
+  EXPECT(holds(r, 0, p, 0x31, g_a));
+  // The next entry's header is right behind the message: untouched.
+  const uint8_t* next = reinterpret_cast<const uint8_t*>(r.entry(1));
+  for (uint32_t i = 0; i < sizeof(abi::AmRxEntry); ++i) EXPECT_EQ(next[i], 0u);
+  arrival(g_b, 0, abi::kAmMaxMessage);
+  // 4096 - 64: exactly one packet; 4097 - 64: the message ends one byte into the second.
+  p = prefix(0, abi::kMtu - 64, kTag, kReq, 2);
+  CHECK_EQ(send(g_a, g_b, p, 0x32).status, abi::kCqOk);
+  EXPECT(holds(r, 1, p, 0x32, g_a));
+  arrival(g_b, 0, abi::kMtu - 64);
+  p = prefix(0, abi::kMtu - 63, kTag, kReq, 2);
+  CHECK_EQ(send(g_a, g_b, p, 0x33).status, abi::kCqOk);
+  EXPECT(holds(r, 2, p, 0x33, g_a));
+  arrival(g_b, 0, abi::kMtu - 63);
+}
+
+FW_TEST(a_long_lands_at_its_offset_in_the_segment) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  abi::AmPrefix p = prefix(0, 40, kTag, kReq, 1, 3000, 1234);
+  CHECK_EQ(send(g_a, g_b, p, 0x50).status, abi::kCqOk);
+  EXPECT(holds(r, 0, p, 0x50, g_a));
+  EXPECT(long_landed(g_b, p, 0x50));
+  arrival(g_b, 0, 40);
+  // A Long whose message fills its first packet exactly, then the payload.
+  p = prefix(0, abi::kMtu - 64, kTag, kReq, 1, 5000, 77);
+  CHECK_EQ(send(g_a, g_b, p, 0x51).status, abi::kCqOk);
+  EXPECT(holds(r, 1, p, 0x51, g_a));
+  EXPECT(long_landed(g_b, p, 0x51));
+  arrival(g_b, 0, abi::kMtu - 64);
+  // Ending exactly at the end of the segment; one byte at its very start.
+  p = prefix(0, 9, kTag, kReq, 1, 4321, kSegLen - 4321);
+  CHECK_EQ(send(g_a, g_b, p, 0x52).status, abi::kCqOk);
+  EXPECT(holds(r, 2, p, 0x52, g_a));
+  EXPECT(long_landed(g_b, p, 0x52));
+  p = prefix(0, 9, kTag, kReq, 1, 1, 0);
+  CHECK_EQ(send(g_a, g_b, p, 0x53).status, abi::kCqOk);
+  EXPECT(holds(r, 3, p, 0x53, g_a));
+  EXPECT(long_landed(g_b, p, 0x53));
+  g_b.drain();
+}
+
+FW_TEST(a_100k_long_spans_many_packets) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  abi::AmPrefix p = prefix(0, 333, kTag, kReq, 4, 100 * 1024, 0x3001);
+  CHECK_EQ(send(g_a, g_b, p, 0x60).status, abi::kCqOk);
+  EXPECT(holds(r, 0, p, 0x60, g_a));
+  EXPECT(long_landed(g_b, p, 0x60));
+  arrival(g_b, 0, 333);
+  no_event(g_b);
+}
+
+FW_TEST(a_long_of_exactly_max_long) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  abi::AmPrefix p = prefix(0, abi::kAmMaxMessage, kTag, kReq, 5, abi::kAmMaxLong, 0x1000);
+  CHECK_EQ(send(g_a, g_b, p, 0x70).status, abi::kCqOk);
+  EXPECT(holds(r, 0, p, 0x70, g_a));
+  EXPECT(long_landed(g_b, p, 0x70));
+  arrival(g_b, 0, abi::kAmMaxMessage);
+  // The whole segment but nothing more: the bytes before and after are checked above.
+  p = prefix(0, 1, kTag, kReq, 5, abi::kAmMaxLong, 0x2000);
+  CHECK_EQ(send(g_a, g_b, p, 0x71).status, abi::kCqOk);
+  EXPECT(holds(r, 1, p, 0x71, g_a));
+  EXPECT(long_landed(g_b, p, 0x71));
+  arrival(g_b, 0, 1);
+}
+
+FW_TEST(no_such_endpoint_is_refused_and_writes_nothing) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  refused(r, prefix(5, 64, kTag), abi::kCqAmBadEndpoint);                      // never configured
+  refused(r, prefix(abi::kMaxAmEndpoints, 64, kTag), abi::kCqAmBadEndpoint);   // no such index
+  refused(r, prefix(255, 64, kTag, kReq, 0, 100, 0), abi::kCqAmBadEndpoint);
+  // A closed endpoint.
+  Ring closed = new_ring(g_b, 2, 4, kTag);
+  CHECK_EQ(g_b.run(close_entry(2)).status, abi::kCqOk);
+  refused(r, prefix(2, 64, kTag), abi::kCqAmBadEndpoint);
+  EXPECT(closed.untouched());
+  // A slot nobody attached; a slot index that cannot be.
+  abi::AmPrefix p = prefix(0, 64, kTag);
+  uint32_t len = build(g_a, p, 3);
+  abi::CqEntry c = g_a.run(send_entry(g_a, len, 2));
+  EXPECT_EQ(c.status, abi::kCqAmBadEndpoint);
+  c = g_a.run(send_entry(g_a, len, abi::kMaxSlots));
+  EXPECT_EQ(c.status, abi::kCqBadOpcode);
+  EXPECT(r.untouched());
+  no_event(g_b);
+  lands(r, 0);
+}
+
+FW_TEST(tags_are_checked_on_requests_only) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  refused(r, prefix(0, 64, kTag + 1), abi::kCqAmBadTag);
+  refused(r, prefix(0, 64, kTag ^ (1ull << 40)), abi::kCqAmBadTag);  // the tag's high half counts
+  refused(r, prefix(0, 64, uint32_t(kTag)), abi::kCqAmBadTag);
+  refused(r, prefix(0, 64, 1), abi::kCqAmBadTag);  // AM_ALL is no wildcard on the sending side
+  refused(r, prefix(0, 64, 0), abi::kCqAmBadTag);
+  refused(r, prefix(0, 64, kTag + 1, kReq, 0, 100, 0), abi::kCqAmBadTag);  // a Long too
+  // The same message as a reply passes: it lands in entry 0.
+  abi::AmPrefix p = prefix(0, 64, kTag + 1, 0);
+  CHECK_EQ(send(g_a, g_b, p, 0x11).status, abi::kCqOk);
+  EXPECT(holds(r, 0, p, 0x11, g_a));
+  arrival(g_b, 0, 64);
+  lands(r, 1);
+  // AM_ALL (1) takes every tag; AM_NONE (0) no request.
+  Ring all = new_ring(g_b, 1, 8, 1);
+  uint64_t tags[] = {0, 1, 5, kTag, ~0ull};
+  for (uint32_t i = 0; i < 5; ++i) {
+    p = prefix(1, 10 + i, tags[i]);
+    CHECK_EQ(send(g_a, g_b, p, uint8_t(i)).status, abi::kCqOk);
+    EXPECT(holds(all, i, p, uint8_t(i), g_a));
+    arrival(g_b, 1, 10 + i);
+  }
+  Ring none = new_ring(g_b, 2, 4, 0);
+  refused(none, prefix(2, 64, 0), abi::kCqAmBadTag);
+  refused(none, prefix(2, 64, 1), abi::kCqAmBadTag);
+  refused(none, prefix(2, 64, kTag), abi::kCqAmBadTag);
+  p = prefix(2, 64, 0, 0);
+  CHECK_EQ(send(g_a, g_b, p, 0x12).status, abi::kCqOk);
+  EXPECT(holds(none, 0, p, 0x12, g_a));
+  arrival(g_b, 2, 64);
+  // Close them: later tests reuse the indices.
+  EXPECT_EQ(g_b.run(close_entry(1)).status, abi::kCqOk);
+  EXPECT_EQ(g_b.run(close_entry(2)).status, abi::kCqOk);
+}
+
+FW_TEST(a_full_ring_refuses_until_the_host_consumes) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  abi::AmPrefix ps[4];
+  for (uint32_t i = 0; i < 4; ++i) {
+    ps[i] = prefix(0, 100 + i, kTag, kReq, uint8_t(i));
+    CHECK_EQ(send(g_a, g_b, ps[i], uint8_t(0x20 + i)).status, abi::kCqOk);
+    arrival(g_b, 0, 100 + i);
+  }
+  uint64_t refused_before = ctr(abi::kCtrAmRefused);
+  abi::AmPrefix p = prefix(0, 500, kTag);
+  EXPECT_EQ(send(g_a, g_b, p, 0x30).status, abi::kCqAmCongestion);
+  p = prefix(0, 50, kTag, 0, 0, 200, 0);  // replies and Longs too
+  EXPECT_EQ(send(g_a, g_b, p, 0x30).status, abi::kCqAmCongestion);
+  EXPECT_EQ(ctr(abi::kCtrAmRefused), refused_before + 2);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT(holds(r, i, ps[i], uint8_t(0x20 + i), g_a));  // nothing overwritten
+  EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
+  no_event(g_b);
+  // The host is done with entry 0: one more fits, in entry 0, as number 4.
+  r.consume(1);
+  p = prefix(0, 77, kTag, kReq, 9);
+  CHECK_EQ(send(g_a, g_b, p, 0x34).status, abi::kCqOk);
+  EXPECT(holds(r, 4, p, 0x34, g_a));
+  EXPECT_EQ(r.entry(4)->seq, 5u);
+  arrival(g_b, 0, 77);
+  EXPECT_EQ(send(g_a, g_b, prefix(0, 5, kTag), 0x35).status, abi::kCqAmCongestion);
+  EXPECT(holds(r, 1, ps[1], 0x21, g_a));
+  // All consumed: three more fit, the fourth does not.
+  r.consume(5);
+  for (uint32_t i = 5; i < 8; ++i) {
+    p = prefix(0, 10 * i, kTag, kReq, uint8_t(i));
+    CHECK_EQ(send(g_a, g_b, p, uint8_t(i)).status, abi::kCqOk);
+    EXPECT(holds(r, i, p, uint8_t(i), g_a));
+    arrival(g_b, 0, 10 * i);
+  }
+  CHECK_EQ(send(g_a, g_b, prefix(0, 11, kTag), 0x36).status, abi::kCqOk);
+  arrival(g_b, 0, 11);
+  EXPECT_EQ(send(g_a, g_b, prefix(0, 11, kTag), 0x37).status, abi::kCqAmCongestion);
+  no_event(g_b);
+}
+
+FW_TEST(long_bounds_are_checked_against_the_segment) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  refused(r, prefix(0, 64, kTag, kReq, 0, 1, kSegLen + 1), abi::kCqAmBadSegOffset);
+  refused(r, prefix(0, 64, kTag, kReq, 0, 100, 0xffffffffu), abi::kCqAmBadSegOffset);
+  refused(r, prefix(0, 64, kTag, kReq, 0, 1, kSegLen), abi::kCqAmBadLength);  // starts at the end
+  refused(r, prefix(0, 64, kTag, kReq, 0, 11, kSegLen - 10), abi::kCqAmBadLength);
+  refused(r, prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0x2001), abi::kCqAmBadLength);
+  refused(r, prefix(0, 64, kTag, 0, 0, 8192, kSegLen - 4096), abi::kCqAmBadLength);  // a reply too
+  lands(r, 0);
+  // An endpoint without a segment takes no Long at all, but short messages.
+  Ring bare = new_ring(g_b, 3, 4, kTag, false);
+  refused(bare, prefix(3, 64, kTag, kReq, 0, 1, 0), abi::kCqAmBadSegOffset);
+  refused(bare, prefix(3, 64, kTag, 0, 0, 4096, 0), abi::kCqAmBadSegOffset);
+  abi::AmPrefix p = prefix(3, 64, kTag, kReq, 0, 0, 0x7777);  // a long_offset without a Long is nothing
+  CHECK_EQ(send(g_a, g_b, p, 0x44).status, abi::kCqOk);
+  EXPECT(holds(bare, 0, p, 0x44, g_a));
+  arrival(g_b, 3, 64);
+  EXPECT_EQ(g_b.run(close_entry(3)).status, abi::kCqOk);
+}
+
+FW_TEST(untrusted_send_descriptors_are_refused_without_a_crash) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  auto status = [&](const abi::SqEntry& e) {
+    abi::CqEntry c = g_a.run(e);
+    EXPECT_EQ(c.user_data, e.user_data);
+    EXPECT_EQ(c.result, 0u);
+    return c.status;
+  };
+  auto check = [&](uint16_t got, abi::CqStatus want, int line) {
+    if (!EXPECT_EQ(got, uint16_t(want))) fwtest::note("case at line %d", line);
+    EXPECT(r.untouched());
+    EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
+    no_event(g_b);
+  };
+  // The length disagrees with the prefix (the receiving side checks).
+  abi::AmPrefix p = prefix(0, 100, kTag, kReq, 0, 50, 0);
+  uint32_t len = build(g_a, p, 1);
+  check(status(send_entry(g_a, len + 1, 1)), abi::kCqAmBadEndpoint, __LINE__);
+  check(status(send_entry(g_a, len - 1, 1)), abi::kCqAmBadEndpoint, __LINE__);
+  check(status(send_entry(g_a, len + 4096, 1)), abi::kCqAmBadEndpoint, __LINE__);  // a second packet more
+  check(status(send_entry(g_a, 65, 1)), abi::kCqAmBadEndpoint, __LINE__);
+  // msg_len 0 or too long (consistent lengths).
+  p = prefix(0, 0, kTag, kReq, 0, 100, 0);
+  check(status(send_entry(g_a, build(g_a, p, 1), 1)), abi::kCqAmBadEndpoint, __LINE__);
+  p = prefix(0, abi::kAmMaxMessage + 1, kTag);
+  check(status(send_entry(g_a, build(g_a, p, 1), 1)), abi::kCqAmBadEndpoint, __LINE__);
+  p = prefix(0, 0xffffffffu, kTag);
+  build(g_a, p, 1);
+  check(status(send_entry(g_a, 4096, 1)), abi::kCqAmBadEndpoint, __LINE__);
+  // A Long over kAmMaxLong (the length is still within the send limit).
+  p = prefix(0, 1, kTag, kReq, 0, abi::kAmMaxLong + 1, 0);
+  check(status(send_entry(g_a, build(g_a, p, 1), 1)), abi::kCqAmBadEndpoint, __LINE__);
+  // long_len + msg_len wrapping 32 bits to the right total.
+  p = prefix(0, 100, kTag, kReq, 0, 0xffffffffu - 99 + 50, 0);  // 100 + long_len == 50 (mod 2^32)
+  build(g_a, p, 1);
+  check(status(send_entry(g_a, 64 + 50, 1)), abi::kCqAmBadEndpoint, __LINE__);
+  // Lengths the sending side refuses.
+  p = prefix(0, 100, kTag);
+  len = build(g_a, p, 1);
+  check(status(send_entry(g_a, 0, 1)), abi::kCqBadLength, __LINE__);
+  check(status(send_entry(g_a, 64, 1)), abi::kCqBadLength, __LINE__);
+  check(status(send_entry(g_a, 64 + abi::kAmMaxMessage + abi::kAmMaxLong + 1, 1)), abi::kCqBadLength, __LINE__);
+  check(status(send_entry(g_a, 0xffffffffu, 1)), abi::kCqBadLength, __LINE__);
+  // The source: registered, Local, wholly inside its registration.
+  abi::SqEntry e = send_entry(g_a, len, 1);
+  e.src_key = 0;
+  check(status(e), abi::kCqBadKey, __LINE__);
+  e.src_key = g_a.src_key ^ 0x100;
+  check(status(e), abi::kCqBadKey, __LINE__);
+  e = send_entry(g_a, len, 1);
+  e.src_addr = 0x1234'0000;
+  check(status(e), abi::kCqBadLength, __LINE__);
+  e = send_entry(g_a, len, 1, kSrcLen - len + 1);  // runs off by one byte
+  check(status(e), abi::kCqBadLength, __LINE__);
+  e = send_entry(g_a, len, 1);
+  e.src_key = g_a.ring_key;  // a registration that does not hold that address
+  check(status(e), abi::kCqBadLength, __LINE__);
+  // Fields a send does not use must be zero.
+  for (int field = 0; field < 8; ++field) {
+    e = send_entry(g_a, len, 1);
+    switch (field) {
+      case 0: e.access = 1; break;
+      case 1: e.src_slot = 1; break;
+      case 2: e.reg_offset = 1; break;
+      case 3: e.dst_key = 1; break;
+      case 4: e.dst_addr = 1; break;
+      case 5: e.flags = abi::kSqNotify; break;
+      case 6: e.flags = abi::kSqAmClose; break;
+      case 7: e.reserved = 1; break;
+    }
+    check(status(e), abi::kCqBadOpcode, __LINE__ + field * 1000);
+  }
+  // Another node with no fabric link in this image.
+  e = send_entry(g_a, len, 1);
+  e.dst_node = self_node() + 1;
+  check(status(e), abi::kCqBadSlot, __LINE__);
+  // After all that the ring is as new: the next good message takes entry 0.
+  lands(r, 0);
+  lands(r, 1);
+}
+
+FW_TEST(a_garbage_consumed_word_reads_as_full) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  lands(r, 0);
+  uint64_t bad[] = {2, 5, 1ull << 40, 0x8000'0000'0000'0001ull, ~0ull - 100};
+  for (uint64_t v : bad) {
+    r.consume(v);
+    EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag), 0x5a).status, abi::kCqAmCongestion);
+    EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag, 0, 0, 300, 0), 0x5a).status, abi::kCqAmCongestion);
+    EXPECT_EQ(r.entry(1)->seq, 0u);
+    EXPECT_EQ(r.msg(1)[0], kFill);
+    EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
+    no_event(g_b);
+  }
+  // A sane value again: on it goes from where it was.
+  r.consume(1);
+  lands(r, 1);
+  r.consume(0);  // going backwards but still within the ring: 2 of 4 in use
+  lands(r, 2);
+  lands(r, 3);
+  EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag), 0x5b).status, abi::kCqAmCongestion);
+  r.consume(4);
+  lands(r, 4);
+}
+
+FW_TEST(the_ring_wraps_with_increasing_seq) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  // Consuming each message as it comes: 14 messages through 4 entries.
+  for (uint32_t i = 0; i < 14; ++i) {
+    abi::AmPrefix p = prefix(0, 1 + i * 300, kTag, kReq, uint8_t(i & 7));
+    CHECK_EQ(send(g_a, g_b, p, uint8_t(0x80 + i)).status, abi::kCqOk);
+    if (!holds(r, i, p, uint8_t(0x80 + i), g_a)) fwtest::note("message %u", i);
+    EXPECT_EQ(r.entry(i)->seq, i + 1);
+    arrival(g_b, 0, 1 + i * 300);
+    // Entries not reused yet keep their older numbers.
+    if (i >= 1) EXPECT_EQ(r.entry(i - 1)->seq, i);
+    if (i >= 3) EXPECT_EQ(r.entry(i + 1)->seq, i + 1 - 3);
+    r.consume(i + 1);
+  }
+  // Lagging behind: 14 produced, 14 consumed. Numbers 14, 15, 16 go to
+  // entries 2, 3, 0; the host finishes 14 and 15; 17, 18, 19 go to entries
+  // 1, 2, 3; then the ring (16..19) is full.
+  abi::AmPrefix p[6];
+  for (uint32_t i = 0; i < 3; ++i) {
+    p[i] = prefix(0, 20 + i, kTag, kReq, uint8_t(i));
+    CHECK_EQ(send(g_a, g_b, p[i], uint8_t(i)).status, abi::kCqOk);
+  }
+  r.consume(16);
+  for (uint32_t i = 3; i < 6; ++i) {
+    p[i] = prefix(0, 20 + i, kTag, kReq, uint8_t(i));
+    CHECK_EQ(send(g_a, g_b, p[i], uint8_t(i)).status, abi::kCqOk);
+  }
+  for (uint32_t i = 2; i < 6; ++i) EXPECT(holds(r, 14 + i, p[i], uint8_t(i), g_a));
+  EXPECT_EQ(r.entry(2)->seq, 19u);
+  EXPECT_EQ(r.entry(3)->seq, 20u);
+  EXPECT_EQ(r.entry(0)->seq, 17u);
+  EXPECT_EQ(r.entry(1)->seq, 18u);
+  EXPECT_EQ(send(g_a, g_b, prefix(0, 8, kTag), 0x99).status, abi::kCqAmCongestion);
+  for (uint32_t i = 0; i < 6; ++i) arrival(g_b, 0, 20 + i);
+  no_event(g_b);
+}
+
+FW_TEST(reconfiguring_the_same_ring_keeps_its_place) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  lands(r, 0);
+  lands(r, 1);
+  // A new tag on the same ring: numbering goes on, the old tag is refused.
+  abi::SqEntry e = endpoint_entry(0, g_b.va(r.off), g_b.ring_key, 4, kTag + 7, g_b.seg_key, g_b.va(kSegOff), kSegLen);
+  CHECK_EQ(g_b.run(e).status, abi::kCqOk);
+  EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag), 1).status, abi::kCqAmBadTag);
+  lands(r, 2, 0x42, kTag + 7);
+  // Closed and opened again: it starts where the process says it is.
+  CHECK_EQ(g_b.run(close_entry(0)).status, abi::kCqOk);
+  r.consume(3);
+  CHECK_EQ(g_b.run(e).status, abi::kCqOk);
+  lands(r, 3, 0x43, kTag + 7);
+}
+
+FW_TEST(replies_flow_back_to_the_sender_slot) {
+  Ring r = new_ring(g_a, 6, 4, 1);
+  abi::AmPrefix p = prefix(6, 123, 99, 0, 2, 2000, 5000);
+  uint32_t len = build(g_b, p, 0x77);
+  abi::SqEntry e = send_entry(g_b, len, uint16_t(g_a.slot));
+  abi::CqEntry c = g_b.run(e);
+  CHECK_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, len);
+  EXPECT(holds(r, 0, p, 0x77, g_b));
+  EXPECT(long_landed(g_a, p, 0x77));
+  arrival(g_a, 6, 123);
+  no_event(g_b);
+  // And a slot sending to itself.
+  p = prefix(6, 5, 1, kReq, 6);
+  len = build(g_a, p, 0x78);
+  CHECK_EQ(g_a.run(send_entry(g_a, len, uint16_t(g_a.slot))).status, abi::kCqOk);
+  EXPECT(holds(r, 1, p, 0x78, g_a));
+  arrival(g_a, 6, 5);
+}
+
+FW_TEST(a_segment_deregistered_mid_long_publishes_an_empty_entry) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  abi::AmPrefix p = prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0x1000);
+  abi::SqEntry e = send_entry(g_a, build(g_a, p, 0x90), 1);
+  g_a.submit(e);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, kNow);
+  abi::CqEntry c{};
+  CHECK(!g_a.reap(c));  // 1 MiB takes more passes than that
+  abi::SqEntry d{};
+  d.opcode = abi::kOpDeregister;
+  d.src_key = g_b.seg_key;
+  d.user_data = ++g_token;
+  g_b.submit(d);
+  c.status = 0xffff;
+  for (int i = 0; i < 1000 && !g_a.reap(c); ++i) lcp::slots_service(g_t, kNow);
+  EXPECT_EQ(c.status, abi::kCqAmBadSegOffset);
+  EXPECT_EQ(c.user_data, e.user_data);
+  abi::CqEntry dc{};
+  CHECK(g_b.reap(dc));
+  EXPECT_EQ(dc.status, abi::kCqOk);
+  // The entry it had is published empty, so the process can move past it.
+  EXPECT_EQ(r.entry(0)->seq, 1u);
+  EXPECT_EQ(r.entry(0)->len, 0u);
+  EXPECT_EQ(r.entry(0)->long_len, 0u);
+  g_b.drain();
+  // With a segment again, the next message takes the next entry.
+  g_b.seg_key = g_b.reg(kSegOff, kSegLen, abi::kAccessLocal | abi::kAccessRemoteWrite);
+  g_b.fill_segment();
+  CHECK_EQ(g_b.run(endpoint_entry(0, g_b.va(r.off), g_b.ring_key, 4, kTag, g_b.seg_key, g_b.va(kSegOff), kSegLen))
+               .status,
+           abi::kCqOk);
+  p = prefix(0, 64, kTag, kReq, 0, 4096, 0);
+  CHECK_EQ(send(g_a, g_b, p, 0x91).status, abi::kCqOk);
+  EXPECT(holds(r, 1, p, 0x91, g_a));
+  EXPECT(long_landed(g_b, p, 0x91));
+  arrival(g_b, 0, 64);
+}
+
+FW_TEST(detach_of_the_receiving_slot_mid_way) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  Ring r1 = new_ring(g_b, 1, 4, 1);
+  lands(r, 0);
+  // A 1 MiB Long under way when the receiving process goes.
+  abi::AmPrefix p = prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0);
+  abi::SqEntry e = send_entry(g_a, build(g_a, p, 0xa0), 1);
+  g_a.submit(e);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, kNow);
+  abi::CqEntry c{};
+  CHECK(!g_a.reap(c));
+  lcp::detach_slot(g_t, 1);  // what control.cpp does for kCtrlDetachSlot
+  uint32_t seg_mark = g_b.segment_changed_at();
+  EXPECT(seg_mark < kSegLen);  // part of it had landed
+  c.status = 0xffff;
+  for (int i = 0; i < 1000 && !g_a.reap(c); ++i) lcp::slots_service(g_t, kNow);
+  EXPECT_EQ(c.status, abi::kCqAmBadEndpoint);
+  EXPECT_EQ(c.user_data, e.user_data);
+  EXPECT_EQ(r.entry(1)->seq, 0u);  // never published (its message bytes had been placed)
+  uint8_t snapshot[abi::kAmEntryBytes];
+  memcpy(snapshot, r.entry(1), sizeof snapshot);
+  // Later sends: refused, nothing written.
+  for (uint8_t ep = 0; ep < 2; ++ep) {
+    EXPECT_EQ(send(g_a, g_b, prefix(ep, 64, kTag), 0xa1).status, abi::kCqAmBadEndpoint);
+    EXPECT_EQ(send(g_a, g_b, prefix(ep, 64, kTag, 0, 0, 100, 0), 0xa1).status, abi::kCqAmBadEndpoint);
+  }
+  EXPECT(memcmp(snapshot, r.entry(1), sizeof snapshot) == 0);
+  EXPECT(r1.untouched());
+  // A new process on the slot inherits no endpoint.
+  g_b.open(1, 3, kVaB);
+  g_b.fill_segment();
+  EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag), 0xa2).status, abi::kCqAmBadEndpoint);
+  EXPECT_EQ(send(g_a, g_b, prefix(1, 64, kTag), 0xa2).status, abi::kCqAmBadEndpoint);
+  EXPECT(r1.untouched());
+  EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
+  no_event(g_b);
+  // Its own endpoint works.
+  Ring fresh = new_ring(g_b, 0, 4, kTag);
+  lands(fresh, 0);
+  p = prefix(0, 64, kTag, kReq, 0, 100 * 1024, 0x800);
+  CHECK_EQ(send(g_a, g_b, p, 0xa3).status, abi::kCqOk);
+  EXPECT(holds(fresh, 1, p, 0xa3, g_a));
+  EXPECT(long_landed(g_b, p, 0xa3));
+  arrival(g_b, 0, 64);
+}
+
+// consumed is a 64-bit count: a value above what the NIC has produced is
+// garbage however close it is to 2^64 (the brief: bigger than produced ->
+// full). produced - consumed wraps for those values, though.
+FW_TEST(a_consumed_word_just_below_2_64_reads_as_full) {
+  Ring r = new_ring(g_b, 2, 4, kTag);
+  lands(r, 0);  // produced 1
+  uint64_t bad[] = {~0ull, ~0ull - 1};  // produced - consumed = 2, 3
+  for (uint64_t v : bad) {
+    r.consume(v);
+    EXPECT_EQ(send(g_a, g_b, prefix(2, 64, kTag), 0x5c).status, abi::kCqAmCongestion);
+    EXPECT_EQ(r.entry(1)->seq, 0u);
+    EXPECT_EQ(r.msg(1)[0], kFill);
+    g_b.drain();
+  }
+}
+
+// The sending process goes while its 1 MiB Long is half way into B's ring
+// entry: the entry it had must not stay unpublished forever (the process
+// consumes in order; abi/am.h, am.cpp publish(): "an empty one the process
+// skips, so later entries are not held up"), and the NIC's AM assembly
+// table must not keep the dead message.
+FW_TEST(detach_of_the_sending_slot_mid_way_does_not_wedge_the_receiver) {
+  Ring r = new_ring(g_b, 0, 4, kTag);
+  abi::AmPrefix p = prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0);
+  abi::SqEntry e = send_entry(g_a, build(g_a, p, 0xb0), 1);
+  g_a.submit(e);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, kNow);
+  abi::CqEntry c{};
+  CHECK(!g_a.reap(c));
+  lcp::detach_slot(g_t, 0);
+  for (int i = 0; i < 100; ++i) lcp::slots_service(g_t, kNow);
+  g_b.fill_segment();
+  // A new process on A's slot sends to the same endpoint.
+  g_a.open(0, 4, kVaA);
+  abi::AmPrefix q = prefix(0, 64, kTag, kReq, 1);
+  CHECK_EQ(send(g_a, g_b, q, 0xb1).status, abi::kCqOk);
+  // Entry 0 (the dead Long's) is published, empty; the new message follows it.
+  EXPECT_EQ(r.entry(0)->seq, 1u);
+  EXPECT_EQ(r.entry(0)->len, 0u);
+  EXPECT(holds(r, 1, q, 0xb1, g_a));
+  g_b.drain();
+  // And the NIC keeps taking messages (no assembly left behind): more dead
+  // Longs than it has assemblies (the host keeping room in the ring), then
+  // a good message to another endpoint.
+  for (uint32_t k = 0; k < lcp::kMaxAmAssemblies + 2; ++k) {
+    r.consume(2 + k);
+    g_a.submit(send_entry(g_a, build(g_a, p, 0xb2), 1));
+    for (int i = 0; i < 2; ++i) lcp::slots_service(g_t, kNow);
+    lcp::detach_slot(g_t, 0);
+    g_a.open(0, 5 + k, kVaA);
+  }
+  g_b.drain();
+  Ring r2 = new_ring(g_b, 1, 4, kTag);
+  g_b.fill_segment();
+  lands(r2, 0);
+}
+
+// The sender's side of the same: each sending process that goes in the
+// middle of a send must give back the NIC's operation (remote.cpp PutOp,
+// kMaxPuts per NIC), or after kMaxPuts such detaches no slot can send.
+FW_TEST(detach_of_the_sending_slot_mid_way_frees_its_operation) {
+  Ring r = new_ring(g_b, 3, 16, kTag);
+  (void)r;
+  abi::AmPrefix p = prefix(3, 64, kTag, kReq, 0, abi::kAmMaxLong, 0);
+  static uint64_t generation = 100;
+  for (uint32_t k = 0; k < lcp::kMaxPuts + 1; ++k) {
+    g_a.submit(send_entry(g_a, build(g_a, p, 0xc0), 1));
+    for (int i = 0; i < 2; ++i) lcp::slots_service(g_t, kNow);
+    lcp::detach_slot(g_t, 0);
+    g_a.open(0, ++generation, kVaA);
+  }
+  g_b.drain();
+  abi::CqEntry c = send(g_a, g_b, prefix(3, 64, kTag), 0xc1);
+  EXPECT(c.status != 0xffff);
+  if (!EXPECT(c.status != abi::kCqNoResources)) fwtest::note("no PutOp left for any slot of the NIC");
+}
