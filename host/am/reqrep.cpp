@@ -281,6 +281,23 @@ void piece_ack(Endpoint& ep, const en_t& to, const PacketHeader& of, uint64_t bi
   send_control(ep, to, a);
 }
 
+// Runs the handler of a request or reply that has arrived whole: a medium's
+// buffer is the packet, a Long's the segment.
+const Token* run_message(Endpoint& ep, Peer* peer, const en_t& src, const Packet& p, bool request) {
+  const PacketHeader& h = *p.h;
+  Token* t = take_token();
+  t->is_request = request;
+  t->ep = &ep;
+  t->peer = peer;
+  t->source = src;
+  t->tag = h.tag;
+  t->hdr = h;
+  void* buf = h.category == Category::kLong ? static_cast<uint8_t*>(ep.seg) + h.offset
+                                            : const_cast<uint8_t*>(p.payload);
+  run_handler(t, ep.handlers[h.handler], p.args, buf, h.nbytes);
+  return t;
+}
+
 void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
   const PacketHeader& h = *p.h;
   Peer& peer = peer_for(ep, src);
@@ -311,16 +328,7 @@ void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
   }
   in.seq_assembling = 0;
   in.seq_done = h.seq;  // from here a duplicate gets the answer below
-  Token* t = take_token();
-  t->is_request = true;
-  t->ep = &ep;
-  t->peer = &peer;
-  t->source = src;
-  t->tag = h.tag;
-  t->hdr = h;
-  void* buf = h.category == Category::kLong ? static_cast<uint8_t*>(ep.seg) + h.offset
-                                            : const_cast<uint8_t*>(p.payload);
-  run_handler(t, ep.handlers[h.handler], p.args, buf, h.nbytes);
+  const Token* t = run_message(ep, &peer, src, p, true);
   if (!t->replied) {
     PacketHeader a = h;
     a.kind = Kind::kAck;
@@ -385,15 +393,7 @@ void on_answer(Endpoint& ep, const en_t& src, const Packet& p) {
     if (o->reply_pieces != all_pieces(n)) return;
   }
   release(*peer, *o);  // the credit is back before the handler runs
-  Token* t = take_token();
-  t->ep = &ep;
-  t->peer = peer;
-  t->source = src;
-  t->tag = h.tag;
-  t->hdr = h;
-  void* buf = h.category == Category::kLong ? static_cast<uint8_t*>(ep.seg) + h.offset
-                                            : const_cast<uint8_t*>(p.payload);
-  run_handler(t, ep.handlers[h.handler], p.args, buf, h.nbytes);
+  run_message(ep, peer, src, p, false);
 }
 
 void on_piece_ack(Endpoint& ep, const en_t& src, const PacketHeader& h) {
