@@ -66,7 +66,8 @@ PutOp* find(uint64_t op_id) {
 
 void finish(PutOp& op, abi::CqStatus status) {
   slot_post_completion(*g.t, op.slot, op.generation, op.sqe, status, status == abi::kCqOk ? op.sqe.length : 0);
-  core::status::count(op.wire_op == abi::kWireOpPut ? ulnic::abi::kCtrPutsDone : ulnic::abi::kCtrVmmcSends);
+  if (op.wire_op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsDone);
+  if (op.wire_op == abi::kWireOpSend) core::status::count(ulnic::abi::kCtrVmmcSends);
   op.used = false;
 }
 

@@ -8,7 +8,7 @@
 //
 // Connections: every endpoint has a listener thread blocked in
 // VipConnectWait on the endpoint's own discriminator (libvipl releases its
-// lock while waiting); a sender connects on its first message to a peer
+// lock while it sleeps); a sender connects on its first message to a peer
 // (VipConnectRequest, in the sender's thread). Each side greets the other on
 // a new VI with its name and segment; every later packet repeats the
 // segment (generation, address, length, memory handle), so a sender's view
@@ -44,7 +44,6 @@ constexpr int kRecvs = 2 * kMaxDepth + 2;  // requests in + replies in + greetin
 constexpr int kSends = 2 * kMaxDepth + 2;
 constexpr uint32_t kMagicVi = 0x49564D41;  // "AMVI"
 constexpr VIP_ULONG kConnectTimeoutMs = 5000;
-constexpr VIP_ULONG kListenSliceMs = 100;  // how soon a listener notices AM_FreeEndpoint
 
 // Every VI message starts with this: who sends, and its segment as of now.
 struct ViHeader {
@@ -301,20 +300,31 @@ void adopt_accepted(ViplEndpoint& s) {
 }
 
 // The listener: accepts every connection to this endpoint's discriminator
-// and greets the peer with this endpoint's name and segment.
+// and greets the peer with this endpoint's name and segment. It waits
+// without a timeout: a ConnectWait that times out must cancel its listen
+// on the NIC, and the cancel queues behind the process's own sends while
+// the thread holds libvipl's lock (a stall of up to libvipl's 10 s NIC
+// timeout). vipl_close wakes it by connecting to it.
 void listen_loop(Endpoint* ep) {
   ViplEndpoint& s = state(*ep);
   std::vector<uint8_t> local = address(nic.node, s.disc);
   std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 2 + 64);
-  while (!s.stop.load()) {
+  for (;;) {
     VIP_CONN_HANDLE conn;
     VIP_VI_ATTRIBUTES ra;
     auto* r = reinterpret_cast<VIP_NET_ADDRESS*>(remote.data());
     r->HostAddressLen = 2;
     r->DiscriminatorLen = 64;
-    if (VipConnectWait(nic.handle, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()), kListenSliceMs, r, &ra,
-                       &conn) != VIP_SUCCESS)
+    VIP_RETURN rc = VipConnectWait(nic.handle, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()), VIP_INFINITE, r,
+                                   &ra, &conn);
+    if (s.stop.load()) {
+      if (rc == VIP_SUCCESS) VipConnectReject(conn);
+      return;
+    }
+    if (rc != VIP_SUCCESS) {
+      usleep(10000);  // the NIC refused the listen (its table is full): try again soon
       continue;
+    }
     std::unique_ptr<Conn> c = new_conn(s);
     if (!c || VipConnectAccept(conn, c->vi) != VIP_SUCCESS) {
       if (c) destroy_conn(*c);
@@ -327,6 +337,25 @@ void listen_loop(Endpoint* ep) {
     std::lock_guard hold(s.mu);
     s.accepted.push_back(std::move(c));
   }
+}
+
+// Wakes the listener for good: a connection request it rejects.
+void stop_listener(Endpoint& ep) {
+  ViplEndpoint& s = state(ep);
+  s.stop = true;
+  VIP_VI_ATTRIBUTES a{};
+  a.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
+  a.MaxTransferSize = AMUDP_MAX_LONG;
+  a.Ptag = nic.ptag;
+  VIP_VI_HANDLE vi;
+  if (VipCreateVi(nic.handle, &a, nullptr, nullptr, &vi) == VIP_SUCCESS) {
+    std::vector<uint8_t> local = address(nic.node, s.disc);
+    VIP_VI_ATTRIBUTES ra;
+    (void)VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
+                            reinterpret_cast<VIP_NET_ADDRESS*>(local.data()), kConnectTimeoutMs, &ra);
+    VipDestroyVi(vi);
+  }
+  s.listener.join();
 }
 
 Conn* connect_to(Endpoint& ep, const en_t& dest) {
@@ -458,8 +487,7 @@ int vipl_open(Endpoint& ep, en_t& name) {
 
 void vipl_close(Endpoint& ep) {
   ViplEndpoint* s = &state(ep);
-  s->stop = true;
-  s->listener.join();
+  stop_listener(ep);
   adopt_accepted(*s);
   for (auto& c : s->conns) destroy_conn(*c);
   for (SegReg& r : s->segs) VipDeregisterMem(nic.handle, r.addr, r.handle);
