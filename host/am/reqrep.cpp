@@ -330,11 +330,14 @@ void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
   in.seq_done = h.seq;  // from here a duplicate gets the answer below
   const Token* t = run_message(ep, &peer, src, p, true);
   if (!t->replied) {
-    PacketHeader a = h;
+    // The ack names the request (instance, serial) and nothing else: a
+    // copy of a Long's header kept `placed`, which parse() refuses on a Short.
+    PacketHeader a{};
+    a.magic = kMagic;
     a.kind = Kind::kAck;
-    a.nargs = 0;
-    a.nbytes = 0;
     a.category = Category::kShort;
+    a.instance = h.instance;
+    a.seq = h.seq;
     (void)answer(ep, peer, in, a, nullptr, nullptr);
   }
 }
