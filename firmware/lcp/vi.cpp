@@ -284,15 +284,24 @@ void scatter(const Desc& d, uint64_t off, const uint8_t* p, uint32_t len) {
 
 void deliver_conn(uint32_t src, const ConnMessage& m);
 
+// Connection messages are control traffic: they may use the link's reserve.
 bool link_conn(uint32_t dst, const ConnMessage& m) {
-  if (!link::can_send(dst)) return false;
+  if (!link::can_send(dst, true)) return false;
   Outgoing& o = g.pool[g.pool_serial % kPool];
   o.serial = ++g.pool_serial;
   o.m = m;
   abi::WireHeader h{};
   h.op = abi::kWireOpViConn;
   h.op_length = sizeof m;
-  return link::send(dst, h, reinterpret_cast<uint64_t>(&o.m), sizeof m, kViOwner, o.serial) != 0;
+  return link::send(dst, h, reinterpret_cast<uint64_t>(&o.m), sizeof m, kViOwner, o.serial, true) != 0;
+}
+
+// A connection message for `dst` waits for room: a VI's data must not
+// overtake it (the accept that connects the client's side comes first).
+bool conn_waiting(uint32_t dst) {
+  for (uint32_t n = 0; n < g.backlog_count; ++n)
+    if (g.backlog[(g.backlog_head + n) % kBacklog].dst == dst) return true;
+  return false;
 }
 
 // Sends a connection message now, or as soon as the link has room (in
@@ -998,6 +1007,7 @@ bool vi_feed(SlotTable& t, Slot& s) {
     }
     h.payload_len = uint16_t(len);  // the link sets it too; the local path needs it
     if (op.dst_node != self()) {
+      if (conn_waiting(op.dst_node)) return false;
       if (LinkRoom room = link_room(op.dst_node, op.stalled_since); room != LinkRoom::kYes) {
         if (room == LinkRoom::kWait) return false;
         sender_verdict(op, abi::kCqUnreachable);
