@@ -53,7 +53,8 @@ bool loop_pass(LoopState& s, uint64_t now) {
   if (s.control) worked |= control_poll(*s.control, *s.slots, now);
   if (s.control) worked |= mail_poll();
   worked |= link::poll_rx(now);
-  // Verdicts the link had no room for go before new data (see link_room).
+  // Verdicts the link had no room for go first: new data would take each
+  // place an ACK frees, and a peer's operations wait for the verdicts.
   if (s.slots) worked |= remote_poll(*s.slots);
   if (s.slots) worked |= slots_service(*s.slots, now);
   if (s.slots) worked |= vi_poll(*s.slots, now);

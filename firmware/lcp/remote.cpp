@@ -52,9 +52,8 @@ struct State {
   SlotTable* t;
   PutOp ops[kMaxPuts];
   uint64_t serial;
-  Pending pending[kMaxPendingResults];  // in order; entries for different peers do not wait on each other
-  uint32_t pending_count;
-  uint16_t pending_to[abi::kMaxNodes];  // per destination, to let its data wait behind them
+  Pending pending[kMaxPendingResults];
+  uint32_t pending_head, pending_count;
   Refusal refusals[kMaxPuts];
 };
 State g;
@@ -78,7 +77,7 @@ bool send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
   h.op = abi::kWireOpResult;
   h.op_id = op_id;
   h.status = status;
-  return link::send(dst, h, 0, 0, ~0u, 0, true) != 0;
+  return link::send(dst, h, 0, 0, ~0u, 0) != 0;
 }
 
 
@@ -133,9 +132,7 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
 }  // namespace
 
 LinkRoom link_room(uint32_t dst, uint64_t& stalled_since) {
-  // Verdicts owed to `dst` go first: they finish its operations, and an
-  // operation of ours cannot finish before its own verdict comes back anyway.
-  if (link::can_send(dst) && (dst >= abi::kMaxNodes || g.pending_to[dst] == 0)) {
+  if (link::can_send(dst)) {
     stalled_since = 0;
     return LinkRoom::kYes;
   }
@@ -147,16 +144,12 @@ LinkRoom link_room(uint32_t dst, uint64_t& stalled_since) {
 }
 
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
-  if (dst >= abi::kMaxNodes) return;
-  if (g.pending_to[dst] == 0 && send_result(dst, op_id, status)) return;
-  if (g.pending_count == kMaxPendingResults) {
-    // Out of the bound above (a peer that reuses operations it gave up on):
-    // that operation of the peer's never hears back.
-    core::log("remote: verdict for node %u dropped: %u waiting\n", dst, g.pending_count);
+  if (g.pending_count == 0 && send_result(dst, op_id, status)) return;
+  if (g.pending_count == kMaxPendingResults) {  // the sender will time out: unreachable
+    core::log("remote: verdict for node %u dropped, %u waiting\n", dst, g.pending_count);
     return;
   }
-  g.pending[g.pending_count++] = Pending{dst, op_id, status};
-  ++g.pending_to[dst];
+  g.pending[(g.pending_head + g.pending_count++) % kMaxPendingResults] = Pending{dst, op_id, status};
 }
 
 bool remote_results_pending() { return g.pending_count != 0; }
@@ -298,20 +291,14 @@ bool put_feed(SlotTable& t, Slot& s) {
 
 bool remote_poll(SlotTable& t) {
   (void)t;
-  // One pass: each destination's verdicts in order, as many as its link
-  // takes; a full link holds up only its own.
-  uint32_t kept = 0;
-  for (uint32_t n = 0; n < g.pending_count; ++n) {
-    const Pending p = g.pending[n];
-    // A refusal means p.dst's link is full: its later verdicts stay too, in order.
-    if (send_result(p.dst, p.op_id, p.status)) {
-      --g.pending_to[p.dst];
-      continue;
-    }
-    g.pending[kept++] = p;
+  bool worked = false;
+  while (g.pending_count) {
+    Pending& p = g.pending[g.pending_head];
+    if (!send_result(p.dst, p.op_id, p.status)) break;
+    g.pending_head = (g.pending_head + 1) % kMaxPendingResults;
+    --g.pending_count;
+    worked = true;
   }
-  bool worked = kept != g.pending_count;
-  g.pending_count = kept;
   return worked;
 }
 
@@ -353,10 +340,11 @@ void remote_peer_lost(uint32_t peer) {
   // Verdicts still owed to it are moot (its operations are gone with it);
   // left here they would hold up every verdict behind them.
   uint32_t kept = 0;
-  for (uint32_t n = 0; n < g.pending_count; ++n)
-    if (g.pending[n].dst != peer) g.pending[kept++] = g.pending[n];
+  for (uint32_t n = 0; n < g.pending_count; ++n) {
+    const Pending& p = g.pending[(g.pending_head + n) % kMaxPendingResults];
+    if (p.dst != peer) g.pending[(g.pending_head + kept++) % kMaxPendingResults] = p;
+  }
   g.pending_count = kept;
-  if (peer < abi::kMaxNodes) g.pending_to[peer] = 0;
   vmmc_peer_lost(peer);
   vi_peer_lost(peer);
   am_peer_lost(peer);

@@ -16,9 +16,9 @@
 namespace lcp {
 
 constexpr uint32_t kMaxPuts = 64;          // operations in flight per NIC
-// Verdicts waiting for link room. A peer has at most kMaxPuts + kMaxViOps
-// (+ RDMA reads) operations waiting for our verdicts, and verdicts take the
-// link's reserved places before any data, so this holds them with room to spare.
+// Verdicts waiting for link room. Peers have at most kMaxPuts + kMaxViOps
+// operations each waiting for our verdicts, and a dropped verdict leaves its
+// sender to time out, so this holds every peer's with room to spare.
 constexpr uint32_t kMaxPendingResults = 1024;
 
 void remote_init(SlotTable& t);
@@ -37,9 +37,8 @@ bool put_feed(SlotTable& t, Slot& s);
 // keeps the operation's first refusal), kGone after.
 enum class LinkRoom { kYes, kWait, kGone };
 LinkRoom link_room(uint32_t dst, uint64_t& stalled_since);
-// Sends a receiver's verdict on operation `op_id` back to `dst` (now, or
-// once the link has room: in order per destination, and before any more of
-// our data goes to `dst`).
+// Sends a receiver's verdict on operation `op_id` back to `dst` (now, or in
+// order once the link has room).
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);
 // Verdicts wait for room on the link: a message that must not overtake
 // them (a VI disconnect after the verdict on its last send) waits too.

@@ -284,24 +284,15 @@ void scatter(const Desc& d, uint64_t off, const uint8_t* p, uint32_t len) {
 
 void deliver_conn(uint32_t src, const ConnMessage& m);
 
-// Connection messages are control traffic: they may use the link's reserve.
 bool link_conn(uint32_t dst, const ConnMessage& m) {
-  if (!link::can_send(dst, true)) return false;
+  if (!link::can_send(dst)) return false;
   Outgoing& o = g.pool[g.pool_serial % kPool];
   o.serial = ++g.pool_serial;
   o.m = m;
   abi::WireHeader h{};
   h.op = abi::kWireOpViConn;
   h.op_length = sizeof m;
-  return link::send(dst, h, reinterpret_cast<uint64_t>(&o.m), sizeof m, kViOwner, o.serial, true) != 0;
-}
-
-// A connection message for `dst` waits for room: a VI's data must not
-// overtake it (the accept that connects the client's side comes first).
-bool conn_waiting(uint32_t dst) {
-  for (uint32_t n = 0; n < g.backlog_count; ++n)
-    if (g.backlog[(g.backlog_head + n) % kBacklog].dst == dst) return true;
-  return false;
+  return link::send(dst, h, reinterpret_cast<uint64_t>(&o.m), sizeof m, kViOwner, o.serial) != 0;
 }
 
 // Sends a connection message now, or as soon as the link has room (in
@@ -364,9 +355,21 @@ void finish_op(ViOp& op, uint32_t status) {
   complete_desc(op.slot, op.vi, op.desc, abi::kOpViPostSend, abi::kViStDone | op_bits(op) | status, false, 0, false, 0);
 }
 
-void flush_sends(uint32_t slot, uint32_t vi) {
+// A VI's oldest operation still in flight (ops are numbered as posted; the
+// table's order is not theirs), or null.
+template <class Which>
+ViOp* oldest_op(Which which) {
+  ViOp* oldest = nullptr;
   for (ViOp& op : g.ops)
-    if (op.used && op.slot == slot && op.vi == vi) finish_op(op, abi::kViStFlushed);
+    if (op.used && which(op) && (!oldest || op.op_id >> 8 < oldest->op_id >> 8)) oldest = &op;
+  return oldest;
+}
+
+// Descriptors complete in the order they were posted (VipSendDone looks at
+// the queue's head), so a flush goes oldest first.
+void flush_sends(uint32_t slot, uint32_t vi) {
+  while (ViOp* op = oldest_op([&](const ViOp& o) { return o.slot == slot && o.vi == vi; }))
+    finish_op(*op, abi::kViStFlushed);
 }
 
 // Tells the server a pending connect of ours is off.
@@ -952,10 +955,22 @@ void vi_execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   }
 }
 
+// The accept that connects the peer's side of (slot, vi) is still waiting
+// for link room: the VI's data must not overtake it (the peer would refuse
+// it as not connected and the connection would break).
+bool accept_waiting(uint32_t slot, uint32_t vi) {
+  for (uint32_t n = 0; n < g.backlog_count; ++n) {
+    const ConnMessage& m = g.backlog[(g.backlog_head + n) % kBacklog].m;
+    if (m.kind == kConnAccept && m.slot == slot && m.vi == vi) return true;
+  }
+  return false;
+}
+
 bool vi_feed(SlotTable& t, Slot& s) {
   (void)t;
   ViOp& op = g.ops[s.vi_op];
   const uint64_t op_id = op.op_id;
+  if (op.used && g.backlog_count && accept_waiting(op.slot, op.vi)) return false;
   while (op.used && op.op_id == op_id) {
     const Desc& d = op.d;
     const bool imm = d.cs.control & abi::kViCtlImmediate;
@@ -1007,7 +1022,6 @@ bool vi_feed(SlotTable& t, Slot& s) {
     }
     h.payload_len = uint16_t(len);  // the link sets it too; the local path needs it
     if (op.dst_node != self()) {
-      if (conn_waiting(op.dst_node)) return false;
       if (LinkRoom room = link_room(op.dst_node, op.stalled_since); room != LinkRoom::kYes) {
         if (room == LinkRoom::kWait) return false;
         sender_verdict(op, abi::kCqUnreachable);
@@ -1133,8 +1147,8 @@ void vi_result(uint32_t src, const abi::WireHeader& h) {
 }
 
 void vi_peer_lost(uint32_t peer) {
-  for (ViOp& op : g.ops)
-    if (op.used && op.dst_node == peer) sender_verdict(op, abi::kCqUnreachable);
+  while (ViOp* op = oldest_op([&](const ViOp& o) { return o.dst_node == peer; }))
+    sender_verdict(*op, abi::kCqUnreachable);
   for (Responder& r : g.responders)
     if (r.used && r.node == peer) r.used = false;
   for (Conn& c : g.conns)

@@ -353,16 +353,15 @@ void set_rx_drop(uint32_t per_65536, uint32_t seed) {
   g.drop_rng = seed | 1u;
 }
 
-bool can_send(uint32_t dst, bool control) {
+bool can_send(uint32_t dst) {
   if (!g.enabled || dst >= g.nodes || dst == g.self) return false;
   const Peer& p = g.peers[dst];
-  uint32_t window = control ? kWindow : kWindow - kControlReserve;
-  return p.next_seq - p.acked - 1 < window && p.resend_next == p.next_seq && tx_ring(tx_port(dst)).free_space() > 0;
+  return p.next_seq - p.acked - 1 < kWindow && p.resend_next == p.next_seq && tx_ring(tx_port(dst)).free_space() > 0;
 }
 
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
-              uint64_t generation, bool control) {
-  if (!can_send(dst, control) || len > abi::kMtu) return 0;
+              uint64_t generation) {
+  if (!can_send(dst) || len > abi::kMtu) return 0;
   Peer& p = g.peers[dst];
   uint32_t seq = p.next_seq;
   TxEntry& e = p.win[seq % kWindow];

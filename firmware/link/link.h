@@ -21,11 +21,7 @@ namespace link {
 
 namespace abi = ulnic::abi;
 
-constexpr uint32_t kWindow = 36;             // unacknowledged data packets per peer
-// The last few places of the window are for control packets (verdicts):
-// operations' data never takes them, so a receiver's verdicts always find
-// room soon, however long the transfers going the same way.
-constexpr uint32_t kControlReserve = 4;
+constexpr uint32_t kWindow = 32;             // unacknowledged data packets per peer
 constexpr uint64_t kAckDelayUs = 30;         // a standalone ACK waits this long for a ride
 constexpr uint32_t kAckEvery = 8;            // ... or until this many packets arrived
 constexpr uint64_t kRtoInitialUs = 2'000;    // retransmission timeout before the first RTT sample
@@ -62,16 +58,15 @@ bool enabled();
 uint32_t self();
 uint32_t nodes();
 
-// Room to send one more data packet to `dst` now? `control`: a packet that
-// may use the reserved places (kControlReserve).
-bool can_send(uint32_t dst, bool control = false);
+// Room to send one more data packet to `dst` now?
+bool can_send(uint32_t dst);
 // Queues a data packet: `h` carries the operation fields (op, flags, dst_*,
 // op_id, op_length); the link fills in addressing, sequence, ack, checksum.
 // The payload is read from `payload` (a NIC address in host memory) now and
 // again on every retransmission while payload_valid(owner, generation).
 // Returns the sequence number, or 0 if it could not be queued.
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
-              uint64_t owner_generation, bool control = false);
+              uint64_t owner_generation);
 // Receive work: at most a bounded number of packets. True if it did work.
 bool poll_rx(uint64_t now);
 // Timers: retransmissions, standalone ACKs, unreachable peers. True if it did work.
