@@ -69,6 +69,7 @@ bool Nic::poll(abi::CqEntry& out) {
   if (!stashed_.empty()) {
     out = stashed_.front();
     stashed_.pop_front();
+    stash_size_.store(stashed_.size());
     return true;
   }
   return poll_ring(out);
@@ -117,14 +118,14 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
 Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   abi::CqEntry out;
   if (poll(out)) return out;
-  if (auto r = block_until([&] { return !stashed_.empty() || cq_.available() > 0; }, timeout, spin); !r)
+  if (auto r = block_until([&] { return completion_ready(); }, timeout, spin); !r)
     return std::unexpected(r.error());
   if (!poll(out)) return fail("completion vanished");
   return out;
 }
 
 Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
-  return block_until([&] { return !stashed_.empty() || cq_.available() > 0 || eq_.available() > 0; }, timeout, spin);
+  return block_until([&] { return completion_ready() || eq_.published(); }, timeout, spin);
 }
 
 bool Nic::post(const abi::SqEntry& e, const void* payload, size_t bytes) {
@@ -157,6 +158,7 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
     abi::CqEntry c;
     if (cq_.peek() && poll_ring(c)) {
       stashed_.push_back(c);
+      stash_size_.store(stashed_.size());
       continue;
     }
     if (timeout.count() >= 0 && Clock::now() - start > timeout) return fail("run: send queue full");
@@ -170,10 +172,11 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
         return c;
       }
       stashed_.push_back(c);
+      stash_size_.store(stashed_.size());
     }
     auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     if (timeout.count() >= 0 && left.count() <= 0) return fail("timed out waiting for the NIC");
-    if (auto r = block_until([&] { return cq_.available() > 0; }, timeout.count() >= 0 ? left : timeout,
+    if (auto r = block_until([&] { return cq_.published(); }, timeout.count() >= 0 ? left : timeout,
                              std::chrono::microseconds(20));
         !r)
       return std::unexpected(r.error());

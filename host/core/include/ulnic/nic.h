@@ -160,6 +160,11 @@ class Nic {
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   uint32_t posted_ = 0, reaped_ = 0;
   std::deque<abi::CqEntry> stashed_;         // reaped while run() waited for its own
+  // Its size, for block_until's ready() checks: a thread may sleep in
+  // wait_ready() without the lock its library holds while another reaps
+  // (libvipl), so those checks read only atomics and never move ring indices.
+  std::atomic<size_t> stash_size_{0};
+  bool completion_ready() const { return stash_size_.load() > 0 || cq_.published(); }
   uint64_t run_serial_ = 0;
   std::map<uint64_t, uint64_t> free_;        // heap: offset -> size
   std::map<uint64_t, uint64_t> allocated_;   // heap: offset -> size

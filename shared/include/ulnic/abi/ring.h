@@ -144,6 +144,17 @@ class RingConsumer {
     return tail_cache_ - head_;
   }
 
+  // Has the producer published entries this consumer has not released yet?
+  // Reads only the two shared indices and changes nothing, so a thread that
+  // is not the consumer may ask while the consumer works (a sleeper's
+  // "anything to do?"); available() may not be called that way.
+  bool published() const {
+    if (!shared_ctl_) return false;
+    uint32_t head = ring_detail::load_acquire(&shared_ctl_->head);
+    uint32_t tail = ring_detail::load_acquire(&shared_ctl_->tail);
+    return tail != head && tail - head <= capacity_;
+  }
+
   // The oldest unread entry, or nullptr. Stays valid until pop()+release().
   const T* peek() {
     if (available() == 0) return nullptr;
