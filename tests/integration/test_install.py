@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""libvipl installs like a real library: `cmake --install` into a fresh
-prefix, then programs outside the tree build against the installed copy with
-pkg-config and with find_package(vipl), and run.
+"""libvipl and the AM-2 library install like real libraries: `cmake
+--install` into a fresh prefix, then programs outside the tree build against
+the installed copy with pkg-config and with find_package (vipl, am), and run:
+the VIPL program directly, the AM-2 SPMD program under the installed
+`<prefix>/bin/ulnic run -n 3 --transport udp`.
 
 Needs ULNIC_BUILD (the build directory) in the environment.
 """
@@ -29,6 +31,85 @@ int main(void) {
 }
 """
 
+# An AM-2 SPMD program as a user writes it: only amudp.h / amudp_spmd.h.
+# Every rank sends every rank (itself included) a medium request whose
+# handler checks the payload and replies, and a Long into its segment;
+# every rank checks what came (60 s at most), says ok, and the job ends.
+AM_PROGRAM = r"""
+#include <amudp_spmd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int my_rank, nprocs, replies, longs_in, bad;
+static char seg[4096 * 16];
+
+static void on_medium(void *token, void *buf, size_t nbytes, int from) {
+  char want[64];
+  snprintf(want, sizeof want, "hello from %d", from);
+  if (nbytes != strlen(want) + 1 || memcmp(buf, want, nbytes) != 0) bad++;
+  if (AM_Reply1(token, 2, my_rank) != AM_OK) bad++;
+}
+
+static void on_reply(void *token, int from) {
+  (void)token;
+  if (from < 0 || from >= nprocs) bad++;
+  replies++;
+}
+
+static void on_long(void *token, void *buf, size_t nbytes, int from) {
+  size_t i;
+  (void)token;
+  if ((char *)buf != seg + 4096 * from || nbytes != 4096) bad++;
+  for (i = 0; i < nbytes; i++)
+    if (((unsigned char *)buf)[i] != (unsigned char)(from * 7 + i)) bad++;
+  longs_in++;
+}
+
+int main(int argc, char **argv) {
+  eb_t eb;
+  ep_t ep;
+  uint64_t tag;
+  char msg[64];
+  static unsigned char block[4096];
+  int r, i;
+  if (AMUDP_SPMDStartup(&argc, &argv, 0, 0, NULL, &tag, &eb, &ep) != AM_OK) return 2;
+  my_rank = AMUDP_SPMDMyProc();
+  nprocs = AMUDP_SPMDNumProcs();
+  if (AM_SetSeg(ep, seg, sizeof seg) != AM_OK || AM_SetHandler(ep, 1, on_medium) != AM_OK ||
+      AM_SetHandler(ep, 2, on_reply) != AM_OK || AM_SetHandler(ep, 3, on_long) != AM_OK)
+    return 3;
+  AMUDP_SPMDBarrier();
+  snprintf(msg, sizeof msg, "hello from %d", my_rank);
+  for (i = 0; i < 4096; i++) block[i] = (unsigned char)(my_rank * 7 + i);
+  for (r = 0; r < nprocs; r++) {
+    if (AM_RequestI1(ep, r, 1, msg, (int)strlen(msg) + 1, my_rank) != AM_OK) bad++;
+    if (AM_RequestXfer1(ep, r, (uintptr_t)4096 * my_rank, 3, block, 4096, my_rank) != AM_OK) bad++;
+  }
+  {
+    time_t deadline = time(NULL) + 60;
+    while ((replies < nprocs || longs_in < nprocs) && time(NULL) < deadline) AM_Poll(eb);
+    if (replies < nprocs || longs_in < nprocs) bad++;
+  }
+  AMUDP_SPMDBarrier();
+  printf("%s rank %d of %d: %s\n", AMX_TransportName(), my_rank, nprocs, bad ? "FAIL" : "ok");
+  fflush(stdout);
+  AMUDP_SPMDBarrier();
+  AMUDP_SPMDExit(bad ? 1 : 0);
+  return 0;
+}
+"""
+
+AM_CMAKELISTS = """
+cmake_minimum_required(VERSION 3.20)
+project(outside_am C)
+find_package(am REQUIRED CONFIG)
+add_executable(outside_am main_am.c)
+target_link_libraries(outside_am PRIVATE am::am)
+set_target_properties(outside_am PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)
+"""
+
 CMAKELISTS = """
 cmake_minimum_required(VERSION 3.20)
 project(outside C CXX)
@@ -49,6 +130,8 @@ class Install(unittest.TestCase):
         cls.env = dict(os.environ, ULNIC_RUNTIME_DIR=os.path.join(cls.tmp, "run"), ULNIC_CLUSTER="none")
         with open(os.path.join(cls.tmp, "main.c"), "w") as f:
             f.write(PROGRAM)
+        with open(os.path.join(cls.tmp, "main_am.c"), "w") as f:
+            f.write(AM_PROGRAM)
 
     @classmethod
     def tearDownClass(cls):
@@ -61,8 +144,11 @@ class Install(unittest.TestCase):
 
     def test_the_prefix_holds_header_libraries_and_package_files(self):
         for f in ("include/vipl.h", "lib/libulnic_vipl.a", "lib/libulnic_core.a", "lib/libulnic_util.a",
-                  "lib/pkgconfig/vipl.pc", "lib/cmake/vipl/viplConfig.cmake"):
+                  "lib/pkgconfig/vipl.pc", "lib/cmake/vipl/viplConfig.cmake",
+                  "include/amudp.h", "include/amudp_spmd.h", "lib/libulnic_am.a", "lib/libulnic_am_spmd_master.a",
+                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, f)), f)
+        self.assertTrue(os.access(os.path.join(self.prefix, "bin", "ulnic"), os.X_OK))
 
     def test_a_c_program_builds_with_pkg_config_and_runs(self):
         env = dict(self.env, PKG_CONFIG_PATH=os.path.join(self.prefix, "lib", "pkgconfig"))
@@ -84,6 +170,37 @@ class Install(unittest.TestCase):
         self.run_ok(["cmake", "-S", src, "-B", bld, f"-DCMAKE_PREFIX_PATH={self.prefix}"])
         self.run_ok(["cmake", "--build", bld])
         self.assertIn("bad=2 absent=3", self.run_ok([os.path.join(bld, "outside")]))
+
+    def run_am_job(self, exe, nproc=3):
+        """The installed `ulnic run` starts an AM-2 job of the program built outside the tree."""
+        env = {k: v for k, v in self.env.items() if not k.startswith("ULNIC_AM_")}
+        out = self.run_ok([os.path.join(self.prefix, "bin", "ulnic"), "run", "-n", str(nproc), "--transport", "udp",
+                           exe], env=env)
+        for r in range(nproc):
+            self.assertIn(f"udp rank {r} of {nproc}: ok\n", out)
+        self.assertNotIn("FAIL", out)
+
+    def test_an_am2_spmd_program_builds_with_pkg_config_and_runs_under_ulnic_run(self):
+        env = dict(self.env, PKG_CONFIG_PATH=os.path.join(self.prefix, "lib", "pkgconfig"))
+        cflags = self.run_ok(["pkg-config", "--cflags", "am"], env=env).split()
+        libs = self.run_ok(["pkg-config", "--libs", "am"], env=env).split()
+        self.assertEqual([os.path.normpath(f[2:]) for f in cflags if f.startswith("-I")],
+                         [os.path.join(self.prefix, "include")])
+        exe = os.path.join(self.tmp, "pc_am_prog")
+        self.run_ok(["cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", *cflags,
+                     os.path.join(self.tmp, "main_am.c"), "-o", exe, *libs], env=env)
+        self.run_am_job(exe)
+
+    def test_an_am2_cmake_project_builds_with_find_package_and_runs_under_ulnic_run(self):
+        src = os.path.join(self.tmp, "cmake_am_src")
+        os.makedirs(src, exist_ok=True)
+        shutil.copy(os.path.join(self.tmp, "main_am.c"), src)
+        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+            f.write(AM_CMAKELISTS)
+        bld = os.path.join(self.tmp, "cmake_am_build")
+        self.run_ok(["cmake", "-S", src, "-B", bld, f"-DCMAKE_PREFIX_PATH={self.prefix}"])
+        self.run_ok(["cmake", "--build", bld])
+        self.run_am_job(os.path.join(bld, "outside_am"))
 
 
 if __name__ == "__main__":
