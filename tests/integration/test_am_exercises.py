@@ -4,8 +4,10 @@ all-to-all of mediums and Longs up to 128 KiB into per-sender regions of the
 segments, a reduction with a broadcast, remote put/get through handlers;
 every byte checked by every rank) started by `ulnic run`:
   * over UDP, 8 ranks, with no loss and with 30 % of datagrams dropped;
-  * natively on the NICs of a 4-node cluster, 8 ranks (4 nodes x 2
-    processes), twice on the same cluster.
+  * on the NICs of one 4-node cluster, 8 ranks (4 nodes x 2 processes,
+    rank r on node r % 4), natively and over VIPL, each twice on the same
+    NICs: a job's endpoints, VIs and registrations must not get in the next
+    one's way.
 Needs ULNIC_BIN and ULNIC_PROGRAMS in the environment.
 """
 import os
@@ -43,7 +45,7 @@ class Udp(unittest.TestCase):
         self.check({"ULNIC_AM_UDP_DROP": "0.3", "ULNIC_AM_UDP_TIMEOUT_MS": "30000"})
 
 
-class Native(unittest.TestCase):
+class OnNics(unittest.TestCase):
     cluster = "am-ex"
 
     @classmethod
@@ -59,12 +61,19 @@ class Native(unittest.TestCase):
         subprocess.run([ULNIC, "cluster", "down", "-c", cls.cluster], capture_output=True, timeout=120)
         shutil.rmtree(cls.rundir, ignore_errors=True)
 
-    def test_four_nodes_two_processes_each_twice(self):
+    def twice(self, transport):
         for attempt in range(2):
-            rc, out = run_job("native", cluster=self.cluster)
+            rc, out = run_job(transport, cluster=self.cluster)
             self.assertEqual(rc, 0, f"job {attempt}:\n{out}")
             for r in range(RANKS):
+                self.assertIn(f"rank {r} of {RANKS} on {transport} node {r % 4}\n", out, out)
                 self.assertIn(f"exercises ok rank {r}\n", out, out)
+
+    def test_native_four_nodes_two_processes_each_twice(self):
+        self.twice("native")
+
+    def test_vipl_four_nodes_two_processes_each_twice(self):
+        self.twice("vipl")
 
 
 if __name__ == "__main__":

@@ -4,16 +4,18 @@
  *   am_exercises [--rounds R] [--mediums K] [--long-max B] [--timeout S] [EXERCISE...]
  *
  * EXERCISE is ring, alltoall, reduce or getput; none = all four, in that
- * order, with a barrier between them.
+ * order, with a barrier between them. R (8) rounds of the ring; every wait
+ * gives up after S (60) seconds.
  *   ring      a token (a medium payload) goes around the ranks R times; each
  *             rank checks every entry so far, appends its own and updates a
  *             running checksum in the header, then forwards it with
  *             AM_RequestI. Rank 0 checks the whole list at the end.
- *   alltoall  every rank sends every other rank K mediums of varying sizes
- *             and 4 Longs (AM_RequestXfer, 1 B .. 128 KiB, or --long-max) into the region of
- *             the receiver's segment reserved for that sender; the receiver
- *             checks every byte against pattern(sender, receiver, i), in the
- *             handler and again after a barrier.
+ *   alltoall  every rank sends every other rank K (16) mediums of varying
+ *             sizes and 4 Longs (AM_RequestXfer, 1 B .. 128 KiB; --long-max
+ *             caps them) into the region of the receiver's segment reserved
+ *             for that sender; the receiver checks every byte against
+ *             pattern(sender, receiver, i), in the handler and again after a
+ *             barrier (with the rest of its segment still zero).
  *   reduce    3 rounds: the sum and max of one value per rank go to rank 0
  *             by requests; rank 0 broadcasts them by requests, then every
  *             rank also fetches them by a request that rank 0 answers with a
@@ -24,7 +26,8 @@
  *             every rank gets its blocks back (a short request whose handler
  *             answers with AM_ReplyXfer into the requester's segment) and
  *             checks them.
- * Each rank prints "exercise NAME ok rank R", then "exercises ok rank R", and
+ * Each rank prints "rank R of N on TRANSPORT node ULNIC_NODE" after startup,
+ * "exercise NAME ok rank R" after each exercise, then "exercises ok rank R", and
  * the job ends with AMUDP_SPMDExit(0). A mismatch or a deadline missed prints
  * "FAIL rank R: ..." and ends the job with AMUDP_SPMDExit(1).
  */
@@ -586,7 +589,10 @@ int main(int argc, char **argv) {
       AM_SetHandler(ep, H_PUT_ACK, on_put_ack) != AM_OK || AM_SetHandler(ep, H_GET, on_get) != AM_OK ||
       AM_SetHandler(ep, H_GOT, on_got) != AM_OK)
     fail("AM_SetHandler");
-  printf("rank %d of %d on %s\n", my_rank, nprocs, AMX_TransportName());
+  {
+    const char *node = getenv("ULNIC_NODE");
+    printf("rank %d of %d on %s node %s\n", my_rank, nprocs, AMX_TransportName(), node ? node : "-");
+  }
   fflush(stdout);
   barrier("after the handlers are set"); /* every handler is set everywhere before anyone sends */
 
