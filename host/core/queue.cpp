@@ -125,7 +125,11 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
 }
 
 Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
-  return block_until([&] { return completion_ready() || eq_.published(); }, timeout, spin);
+  // A completion another thread reaps meanwhile (under its library's lock)
+  // may be the one this thread sleeps for: that counts as ready too.
+  const uint32_t seen = reaped_.load();
+  return block_until([&] { return completion_ready() || eq_.published() || reaped_.load() != seen; }, timeout,
+                     spin);
 }
 
 bool Nic::post(const abi::SqEntry& e, const void* payload, size_t bytes) {
@@ -189,7 +193,15 @@ bool Nic::poll_ring(abi::CqEntry& out) {
   out = *c;
   cq_.pop();
   cq_.release();
-  ++reaped_;
+  reaped_.fetch_add(1);
+  if (sleepers_.load() > 0) {
+    // Another thread sleeps in block_until: this may be what it waits for
+    // (wait_ready() looks at reaped_). Without the poke it would sleep out
+    // its slice, up to a second for every libvipl send a listener reaped.
+    uint64_t one = 1;
+    ssize_t ignored = ::write(completion_fd_.get(), &one, sizeof one);
+    (void)ignored;
+  }
   return true;
 }
 

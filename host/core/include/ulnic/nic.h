@@ -109,7 +109,9 @@ class Nic {
   bool poll_event(abi::EqEntry& out);
   // Notifications lost because the event queue was full.
   uint64_t events_dropped() const;
-  // Waits until a completion or an event is ready (neither is taken).
+  // Waits until a completion or an event is ready (neither is taken), or
+  // until another thread of the process took completions (they may be the
+  // ones this thread waits for: look again).
   Result<void> wait_ready(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
                           std::chrono::microseconds spin = std::chrono::microseconds(20));
 
@@ -158,7 +160,8 @@ class Nic {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> shared_sleep_{false};
   uint32_t taken_ = 0;     // SQEs taken since the last submit
-  uint32_t posted_ = 0, reaped_ = 0;
+  uint32_t posted_ = 0;
+  std::atomic<uint32_t> reaped_{0};  // read by sleepers in wait_ready()
   std::deque<abi::CqEntry> stashed_;         // reaped while run() waited for its own
   // Its size, for block_until's ready() checks: a thread may sleep in
   // wait_ready() without the lock its library holds while another reaps
