@@ -160,16 +160,21 @@ class Install(unittest.TestCase):
                     env=env)
         self.assertIn("bad=2 absent=3", self.run_ok([exe]))
 
-    def test_a_cmake_project_builds_with_find_package_and_runs(self):
-        src = os.path.join(self.tmp, "cmake_src")
+    def build_cmake_project(self, name, source, cmakelists, target):
+        """Configures and builds a project outside the tree against the prefix; returns its program."""
+        src = os.path.join(self.tmp, name + "_src")
         os.makedirs(src, exist_ok=True)
-        shutil.copy(os.path.join(self.tmp, "main.c"), src)
+        shutil.copy(os.path.join(self.tmp, source), src)
         with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
-            f.write(CMAKELISTS)
-        bld = os.path.join(self.tmp, "cmake_build")
+            f.write(cmakelists)
+        bld = os.path.join(self.tmp, name + "_build")
         self.run_ok(["cmake", "-S", src, "-B", bld, f"-DCMAKE_PREFIX_PATH={self.prefix}"])
         self.run_ok(["cmake", "--build", bld])
-        self.assertIn("bad=2 absent=3", self.run_ok([os.path.join(bld, "outside")]))
+        return os.path.join(bld, target)
+
+    def test_a_cmake_project_builds_with_find_package_and_runs(self):
+        exe = self.build_cmake_project("cmake", "main.c", CMAKELISTS, "outside")
+        self.assertIn("bad=2 absent=3", self.run_ok([exe]))
 
     def run_am_job(self, exe, nproc=3):
         """The installed `ulnic run` starts an AM-2 job of the program built outside the tree."""
@@ -192,15 +197,7 @@ class Install(unittest.TestCase):
         self.run_am_job(exe)
 
     def test_an_am2_cmake_project_builds_with_find_package_and_runs_under_ulnic_run(self):
-        src = os.path.join(self.tmp, "cmake_am_src")
-        os.makedirs(src, exist_ok=True)
-        shutil.copy(os.path.join(self.tmp, "main_am.c"), src)
-        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
-            f.write(AM_CMAKELISTS)
-        bld = os.path.join(self.tmp, "cmake_am_build")
-        self.run_ok(["cmake", "-S", src, "-B", bld, f"-DCMAKE_PREFIX_PATH={self.prefix}"])
-        self.run_ok(["cmake", "--build", bld])
-        self.run_am_job(os.path.join(bld, "outside_am"))
+        self.run_am_job(self.build_cmake_project("cmake_am", "main_am.c", AM_CMAKELISTS, "outside_am"))
 
 
 if __name__ == "__main__":
