@@ -1,0 +1,92 @@
+// Cold path: who the job is (environment) and where every rank receives
+// (a file per rank in ULNIC_FM_DIR). See fm.h for the variables.
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "fm_internal.h"
+
+namespace ulnic::fm {
+namespace {
+
+bool parse_u32(const char* s, uint32_t& out) {
+  if (!s || !*s) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = std::strtoul(s, &end, 10);
+  if (errno || *end || v > 0xffffffffUL || s[0] == '-') return false;
+  out = uint32_t(v);
+  return true;
+}
+
+std::string name_file(const Job& job, uint32_t rank) { return job.dir + "/rank." + std::to_string(rank); }
+
+}  // namespace
+
+bool read_job(Job& job, std::string& err) {
+  const char* rank = std::getenv("ULNIC_FM_RANK");
+  const char* nprocs = std::getenv("ULNIC_FM_NPROCS");
+  const char* dir = std::getenv("ULNIC_FM_DIR");
+  if (!parse_u32(rank, job.rank) || !parse_u32(nprocs, job.nprocs)) {
+    err = "ULNIC_FM_RANK and ULNIC_FM_NPROCS must be set to numbers";
+    return false;
+  }
+  if (job.nprocs == 0 || job.nprocs > FM_MAX_NODES || job.rank >= job.nprocs) {
+    err = "need 0 <= ULNIC_FM_RANK < ULNIC_FM_NPROCS <= " + std::to_string(FM_MAX_NODES);
+    return false;
+  }
+  if (!dir || !*dir || ::access(dir, W_OK | X_OK) != 0) {
+    err = "ULNIC_FM_DIR must name a writable directory";
+    return false;
+  }
+  job.dir = dir;
+  return true;
+}
+
+// Written under a temporary name and renamed: a reader sees all or nothing.
+bool publish_name(const Job& job, const EndpointName& mine, std::string& err) {
+  std::string path = name_file(job, job.rank);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) {
+    err = "cannot write " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  std::fprintf(f, "ulnic-fm %u %u %u %u\n", unsigned(kVersion), mine.node, mine.slot, mine.ep);
+  bool ok = std::fclose(f) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) err = "cannot publish " + path + ": " + std::strerror(errno);
+  return ok;
+}
+
+// The files are as untrusted as any input: a malformed one fails the job.
+bool collect_names(const Job& job, std::vector<EndpointName>& names, std::string& err) {
+  names.assign(job.nprocs, EndpointName{});
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(FM_INIT_TIMEOUT_S);
+  for (uint32_t r = 0; r < job.nprocs; ++r) {
+    std::string path = name_file(job, r);
+    FILE* f = nullptr;
+    while (!(f = std::fopen(path.c_str(), "r"))) {
+      if (std::chrono::steady_clock::now() > until) {
+        err = "rank " + std::to_string(r) + " did not publish its name in " + path;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    unsigned v = 0, node = 0, slot = 0, ep = 0;
+    int n = std::fscanf(f, "ulnic-fm %u %u %u %u", &v, &node, &slot, &ep);
+    std::fclose(f);
+    if (n != 4 || v != kVersion || node > 0xffff || slot >= abi::kMaxSlots || ep >= abi::kMaxAmEndpoints) {
+      err = "malformed endpoint name in " + path;
+      return false;
+    }
+    names[r] = EndpointName{node, slot, ep};
+  }
+  return true;
+}
+
+}  // namespace ulnic::fm

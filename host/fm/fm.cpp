@@ -1,0 +1,745 @@
+// Fast Messages 2.x over the NIC's native AM endpoints (abi/am.h).
+//
+// Every FM packet is one kOpAmSend of at most kAmMaxMessage bytes: a
+// PacketHeader and up to kPayload message bytes. Each rank receives into one
+// AM ring of kRingEntries entries in its slot; the NIC refuses a message
+// when the ring is full, so FM never sends one that could find it full:
+//
+//   * The ring is partitioned among the N senders: C = kRingEntries / N
+//     entries each. Of those, a sender may have W = C - 5 data packets not
+//     yet reported consumed (the credit window, counted by Peer.sent and
+//     Peer.granted).
+//   * Credit-only packets and the two FIN packets of FM_finalize need no
+//     credit, so reporting never waits for a report (no credit deadlock).
+//     They stay bounded: a credit packet goes out only after T = max(1, W/2)
+//     more data packets of its destination were consumed, and that
+//     destination cannot send more than W beyond what the last packet of
+//     ours it consumed told it; so at most floor(W/T) <= 3 credit packets of
+//     ours wait in its ring, plus 2 FINs: W + 3 + 2 = C. Credit packets
+//     themselves are never reported (no credit ping-pong).
+//   * Every packet also carries the cumulative count (piggybacked credit).
+//
+// A handler is a logical thread: it starts on its message's first packet on
+// a stack of its own (ucontext), reads the packet in place in the ring, and
+// when it wants bytes not yet arrived it swaps back to the extract loop,
+// which resumes it when the next packet of its message comes. By then it has
+// read every byte of the current packet, so every ring entry is done with
+// once its handler swaps back or returns, and entries are consumed in order.
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <unordered_set>
+
+#include "fm_internal.h"
+#include "ulnic/nic.h"
+
+// A stream is either direction; the library tells them apart by `inbound`.
+struct FM_stream {
+  bool inbound;
+};
+
+FM_ULONG FM_nodeid = 0;
+FM_ULONG FM_numnodes = 0;
+
+namespace ulnic::fm {
+namespace {
+
+constexpr uint32_t kRingEntries = 256;      // a power of 2 (firmware), <= kAmMaxRingEntries
+constexpr uint8_t kEndpoint = 0;            // FM's AM endpoint in its slot
+constexpr uint32_t kSendBuffers = 64;       // packets in flight per process
+constexpr size_t kBufBytes = sizeof(abi::AmPrefix) + abi::kAmMaxMessage;  // 4352: 64-byte multiple
+constexpr size_t kStackBytes = 256 << 10;   // per handler: room for ordinary C code
+constexpr size_t kMaxStreams = 64;          // open outbound streams (nested handler sends)
+constexpr uint64_t kAmAll = 1;              // AM_ALL: the endpoint takes every tag
+constexpr auto kNicWait = std::chrono::milliseconds(30000);
+static_assert(kBufBytes % 64 == 0);
+
+struct Peer {
+  EndpointName name;
+  uint32_t sent = 0;      // data packets we sent it (mod 2^32)
+  uint32_t granted = 0;   // of those, what it reported consumed
+  uint32_t reserved = 0;  // credits set aside by handlers' open streams
+  uint32_t consumed = 0;  // its data packets we consumed
+  uint32_t reported = 0;  // the `consumed` we last told it
+  uint32_t next_out = 0;  // the next message id to it
+  uint32_t next_in = 0;   // the message id its next first packet must carry
+  bool fin1 = false, fin2 = false;
+};
+
+struct Inbound;
+
+struct Outbound : FM_stream {
+  uint32_t dest = 0, handler = 0, length = 0;
+  uint32_t msg_id = 0;       // set when its first packet leaves
+  Inbound* owner = nullptr;  // the handler that opened it (nullptr: the main program)
+  uint32_t written = 0;      // message bytes appended
+  int buf = -1;              // the send buffer being filled
+  uint32_t fill = 0;         // message bytes in it
+  uint32_t reserved = 0;     // credits still set aside for it
+  bool first = true;         // its next packet is the first
+};
+
+struct Inbound : FM_stream {
+  uint32_t sender = 0, msg_id = 0, length = 0;
+  FM_handler* fn = nullptr;  // nullptr: nobody takes it; its packets are dropped
+  uint32_t next_offset = 0;
+  bool last_seen = false, done = false;
+  int result = FM_CONTINUE;
+  const uint8_t* cur = nullptr;  // the unread bytes of the current packet (in the ring)
+  uint32_t cur_left = 0;
+  ucontext_t ctx;
+  void* stack = nullptr;
+};
+
+struct State {
+  bool up = false;
+  bool closing = false;    // FM_finalize began: no new messages
+  bool fin2_sent = false;  // nothing more goes out
+  std::unique_ptr<Nic> nic;
+  uint32_t rank = 0, nprocs = 0, window = 0, threshold = 0;
+  std::vector<Peer> peers;
+  uint8_t* ring = nullptr;  // AmRingControl + entries: NIC-written, except `consumed`
+  MemRegion ring_mr;
+  uint64_t ring_consumed = 0;  // our copy of AmRingControl.consumed
+  uint8_t* bufs = nullptr;
+  MemRegion bufs_mr;
+  std::vector<int> free_bufs;
+  std::map<uint64_t, std::pair<int, abi::SqEntry>> in_flight;  // user_data -> buffer, descriptor
+  uint64_t next_user_data = 1;
+  std::unordered_set<FM_stream*> streams;   // live ones (arguments are checked against it)
+  std::map<uint64_t, Inbound*> inbound;     // sender << 32 | msg_id
+  std::vector<void*> stacks;                // free handler stacks
+  Inbound* current = nullptr;               // the handler running
+  ucontext_t sched;                         // the extract loop, while a handler runs
+  bool extracting = false;
+  uint64_t live_handlers = 0;
+  FM_stats stats{};
+};
+State g;
+FM_handler* handlers[FM_MAX_HANDLERS];  // registrations outlive FM_initialize/FM_finalize
+
+uint64_t key(uint32_t sender, uint32_t msg) { return uint64_t(sender) << 32 | msg; }
+uint32_t packets_for(uint32_t length) { return length ? (length + kPayload - 1) / kPayload : 1; }
+uint8_t* buffer(int b) { return g.bufs + size_t(b) * kBufBytes; }
+
+// ---- send completions
+
+void complete(const abi::CqEntry& c) {
+  auto it = g.in_flight.find(c.user_data);
+  if (it == g.in_flight.end()) return;  // a configuration call's, taken by Nic::run
+  // The node's table of operations in flight was full: a passing shortage.
+  if (c.status == abi::kCqNoResources && g.nic->post(it->second.second)) return;
+  if (c.status != abi::kCqOk) {
+    g.stats.send_errors++;
+    std::fprintf(stderr, "FM: a packet to node %u slot %u failed with NIC status %u\n", it->second.second.dst_node,
+                 it->second.second.dst_slot, unsigned(c.status));
+  }
+  g.free_bufs.push_back(it->second.first);
+  g.in_flight.erase(it);
+}
+
+void reap() {
+  abi::CqEntry c;
+  while (g.nic->poll(c)) complete(c);
+  abi::EqEntry ev;
+  while (g.nic->poll_event(ev)) {}  // arrivals are only wake-ups: the ring holds the packets
+}
+
+bool wait_completion() {
+  auto r = g.nic->wait(kNicWait);
+  if (!r) return false;
+  complete(*r);
+  return true;
+}
+
+int take_buffer() {
+  reap();
+  while (g.free_bufs.empty())
+    if (!wait_completion()) return -1;
+  int b = g.free_bufs.back();
+  g.free_bufs.pop_back();
+  return b;
+}
+
+PacketHeader header(uint32_t dest, PacketKind kind) {
+  PacketHeader h{};
+  h.magic = kMagic;
+  h.version = kVersion;
+  h.kind = kind;
+  h.sender = uint16_t(g.rank);
+  Peer& p = g.peers[dest];
+  h.credit = p.consumed;  // every packet reports (piggybacked credit)
+  p.reported = p.consumed;
+  return h;
+}
+
+// Sends buffer `b`: its payload is already in place after the header.
+bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
+  const Peer& p = g.peers[dest];
+  uint8_t* at = buffer(b);
+  abi::AmPrefix pre{};
+  pre.tag = kAmAll;
+  pre.msg_len = uint32_t(sizeof h) + h.payload;
+  pre.dst_ep = uint8_t(p.name.ep);
+  pre.src_ep = kEndpoint;
+  pre.flags = abi::kAmRequest;
+  std::memcpy(at, &pre, sizeof pre);
+  std::memcpy(at + sizeof pre, &h, sizeof h);
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmSend;
+  e.length = uint32_t(sizeof pre) + pre.msg_len;
+  e.src_addr = reinterpret_cast<uint64_t>(at);
+  e.src_key = g.bufs_mr.key;
+  e.dst_node = uint16_t(p.name.node);
+  e.dst_slot = uint16_t(p.name.slot);
+  e.user_data = g.next_user_data++;
+  g.in_flight[e.user_data] = {b, e};
+  while (!g.nic->post(e)) {
+    if (!wait_completion()) {
+      g.in_flight.erase(e.user_data);
+      g.free_bufs.push_back(b);
+      g.stats.send_errors++;
+      return false;
+    }
+  }
+  g.stats.packets_sent++;
+  return true;
+}
+
+bool send_control(uint32_t dest, PacketKind kind) {
+  int b = take_buffer();
+  if (b < 0) return false;
+  return post_packet(dest, b, header(dest, kind));
+}
+
+// After consuming a data packet of `r`: report once T of them are unreported.
+void maybe_credit(uint32_t r) {
+  Peer& p = g.peers[r];
+  if (p.consumed - p.reported < g.threshold || g.fin2_sent || p.fin2) return;
+  if (send_control(r, kCredit)) g.stats.credit_packets_sent++;
+}
+
+// ---- receiving
+
+const abi::AmRxEntry* ready_entry() {
+  auto* e = reinterpret_cast<const abi::AmRxEntry*>(g.ring + sizeof(abi::AmRingControl) +
+                                                    (g.ring_consumed % kRingEntries) * abi::kAmEntryBytes);
+  // acquire: the NIC wrote the entry's bytes before its seq (its release)
+  uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+  return seq == uint32_t(g.ring_consumed + 1) ? e : nullptr;
+}
+
+void consume_entry() {
+  g.ring_consumed++;
+  auto* ctl = reinterpret_cast<abi::AmRingControl*>(g.ring);
+  // release: we are done reading the entry; the NIC reuses it once it sees this
+  __atomic_store_n(&ctl->consumed, g.ring_consumed, __ATOMIC_RELEASE);
+}
+
+void* take_stack() {
+  if (!g.stacks.empty()) {
+    void* s = g.stacks.back();
+    g.stacks.pop_back();
+    return s;
+  }
+  void* s = ::mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (s == MAP_FAILED) return nullptr;
+  ::mprotect(s, 4096, PROT_NONE);  // guard page: an overflow faults instead of corrupting
+  return s;
+}
+
+void handler_main() {
+  Inbound* m = g.current;
+  m->result = m->fn(m, m->sender);
+  m->done = true;
+}  // returns to uc_link: the extract loop
+
+// Runs or resumes the message's handler on `n` bytes at `data`; false if
+// it could not be started (no stack).
+bool run(Inbound& m, const uint8_t* data, uint32_t n) {
+  m.cur = data;
+  m.cur_left = n;
+  if (!m.stack) {
+    m.stack = take_stack();
+    if (!m.stack) return false;
+    getcontext(&m.ctx);
+    m.ctx.uc_stack.ss_sp = m.stack;
+    m.ctx.uc_stack.ss_size = kStackBytes;
+    m.ctx.uc_link = &g.sched;
+    makecontext(&m.ctx, handler_main, 0);
+    g.live_handlers++;
+    g.stats.max_live_handlers = std::max<unsigned long long>(g.stats.max_live_handlers, g.live_handlers);
+  }
+  g.current = &m;
+  swapcontext(&g.sched, &m.ctx);
+  g.current = nullptr;
+  m.cur = nullptr;  // the entry goes back to the NIC: unread bytes are discarded
+  m.cur_left = 0;
+  if (m.done) {
+    g.stacks.push_back(m.stack);
+    m.stack = nullptr;
+    g.live_handlers--;
+  }
+  return true;
+}
+
+void finish_if_over(Inbound* m) {
+  if (!(m->done && m->last_seen)) return;
+  g.inbound.erase(key(m->sender, m->msg_id));
+  g.streams.erase(m);
+  delete m;
+}
+
+// A packet that breaks its message (bad offset or length): the handler sees
+// the message end there rather than wait forever.
+void cut_message(Inbound* m) {
+  m->last_seen = true;
+  if (!m->done && m->stack) run(*m, nullptr, 0);
+  if (!m->done) m->done = true;
+  finish_if_over(m);
+}
+
+// A data packet of `r`: start or continue its message. Returns payload bytes.
+bool data_packet(uint32_t r, const PacketHeader& h, const uint8_t* data, bool& quit) {
+  Peer& p = g.peers[r];
+  Inbound* m = nullptr;
+  if (h.flags & kFirst) {
+    if (h.msg_id != p.next_in || h.offset != 0 || h.handler >= FM_MAX_HANDLERS || h.payload > h.length) return false;
+    p.next_in++;
+    m = new Inbound();
+    m->inbound = true;
+    m->sender = r;
+    m->msg_id = h.msg_id;
+    m->length = h.length;
+    m->fn = handlers[h.handler];
+    if (!m->fn) {
+      std::fprintf(stderr, "FM: message from node %u for handler %u, which is not registered: dropped\n", r,
+                   unsigned(h.handler));
+      g.stats.bad_packets++;
+      m->done = true;
+    }
+    g.inbound[key(r, h.msg_id)] = m;
+    g.streams.insert(m);
+  } else {
+    auto it = g.inbound.find(key(r, h.msg_id));
+    if (it == g.inbound.end()) return false;
+    m = it->second;
+    if (h.offset != m->next_offset || h.payload > m->length - h.offset || h.length != m->length) {
+      cut_message(m);
+      return false;
+    }
+  }
+  m->next_offset += h.payload;
+  if (h.flags & kLast) m->last_seen = true;
+  if (!m->done) {
+    if (!run(*m, data, h.payload)) {
+      std::fprintf(stderr, "FM: no memory for a handler stack: message from node %u dropped\n", r);
+      m->done = true;
+    }
+    if (m->done && m->result == FM_QUIT) quit = true;
+  }
+  finish_if_over(m);
+  return true;
+}
+
+// One ring entry. `data_from`: the peer whose data packet it was (its
+// credit is due once the entry is consumed), or -1.
+void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& data_from) {
+  data_from = -1;
+  if (e->len == 0) return;  // an entry the NIC gave up on: nothing in it
+  g.stats.packets_received++;
+  PacketHeader h;
+  if (e->len < sizeof h || e->len > abi::kAmMaxMessage) {
+    g.stats.bad_packets++;
+    return;
+  }
+  std::memcpy(&h, e + 1, sizeof h);
+  if (h.magic != kMagic || h.version != kVersion || h.sender >= g.nprocs || h.payload != e->len - sizeof h) {
+    g.stats.bad_packets++;
+    return;
+  }
+  Peer& p = g.peers[h.sender];
+  // The NIC vouches for where it came from; the header only claims it.
+  if (e->src_node != p.name.node || e->src_slot != p.name.slot || e->src_ep != p.name.ep) {
+    g.stats.bad_packets++;
+    return;
+  }
+  if (h.kind == kData) data_from = int(h.sender);
+  // A report may only move forward, and not past what we sent.
+  uint32_t advance = h.credit - p.granted;
+  if (advance > p.sent - p.granted) {
+    g.stats.bad_packets++;
+    return;
+  }
+  p.granted = h.credit;
+  const uint8_t* payload = reinterpret_cast<const uint8_t*>(e + 1) + sizeof h;
+  switch (h.kind) {
+    case kCredit: g.stats.credit_packets_received++; break;
+    case kFin1: p.fin1 = true; break;
+    case kFin2: p.fin2 = true; break;
+    case kData:
+      if (data_packet(h.sender, h, payload, quit)) bytes += h.payload;
+      else g.stats.bad_packets++;
+      break;
+    default: g.stats.bad_packets++; break;
+  }
+}
+
+// Processes ring entries until `maxbytes` message bytes were taken (data
+// packets past the budget stay in the ring: receiver flow control).
+uint64_t extract_packets(uint64_t maxbytes, bool& quit) {
+  g.extracting = true;
+  reap();
+  uint64_t bytes = 0;
+  quit = false;
+  while (const abi::AmRxEntry* e = ready_entry()) {
+    if (bytes >= maxbytes && e->len >= sizeof(PacketHeader)) {
+      PacketHeader h;
+      std::memcpy(&h, e + 1, sizeof h);
+      if (h.kind == kData) break;
+    }
+    int data_from = -1;
+    handle_entry(e, bytes, quit, data_from);
+    consume_entry();
+    if (data_from >= 0) {
+      g.peers[data_from].consumed++;
+      maybe_credit(uint32_t(data_from));
+    }
+    if (quit) break;
+  }
+  g.extracting = false;
+  return bytes;
+}
+
+// A sender with nothing to do until packets arrive: take them all, then
+// sleep until the NIC has news (or briefly, so a lost wake-up costs little).
+void progress_blocking() {
+  bool quit;
+  uint64_t before = g.ring_consumed;
+  (void)extract_packets(~uint64_t(0), quit);
+  if (g.ring_consumed != before) return;  // a report may have come: look again first
+  (void)g.nic->wait_ready(std::chrono::milliseconds(10));
+}
+
+// ---- sending
+
+Outbound* outbound(FM_stream* st) {
+  if (!g.up || !st || !g.streams.count(st) || st->inbound) return nullptr;
+  auto* s = static_cast<Outbound*>(st);
+  return s->owner == g.current ? s : nullptr;  // a stream belongs to the thread that opened it
+}
+
+// A credit for the stream's next data packet: its reservation, or (outside
+// handlers) waiting for reports, extracting meanwhile as FM 2.x does.
+bool acquire_credit(Outbound& s) {
+  Peer& p = g.peers[s.dest];
+  if (s.reserved) {
+    s.reserved--;
+    p.reserved--;
+    return true;
+  }
+  bool waited = false;
+  while ((p.sent - p.granted) + p.reserved >= g.window) {
+    if (g.current || g.nic->state() != abi::SlotState::kActive) return false;
+    if (!waited) g.stats.credit_waits++;
+    waited = true;
+    progress_blocking();
+  }
+  return true;
+}
+
+bool flush(Outbound& s, bool last) {
+  if (!acquire_credit(s)) return false;
+  Peer& p = g.peers[s.dest];
+  PacketHeader h = header(s.dest, kData);
+  h.handler = uint16_t(s.handler);
+  // Numbered at the first packet: message order is the order first packets
+  // leave (a handler's message may start while this one waits for credits).
+  if (s.first) s.msg_id = p.next_out++;
+  h.msg_id = s.msg_id;
+  h.flags = (s.first ? uint32_t(kFirst) : 0u) | (last ? uint32_t(kLast) : 0u);
+  h.offset = s.written - s.fill;
+  h.length = s.length;
+  h.payload = s.fill;
+  p.sent++;
+  int b = s.buf;
+  s.buf = -1;
+  if (!post_packet(s.dest, b, h)) return false;
+  s.first = false;
+  s.fill = 0;
+  if (!last) {
+    s.buf = take_buffer();
+    if (s.buf < 0) return false;
+  }
+  return true;
+}
+
+void close_stream(Outbound* s) {
+  g.peers[s->dest].reserved -= s->reserved;
+  if (s->buf >= 0) g.free_bufs.push_back(s->buf);
+  g.streams.erase(s);
+  delete s;
+}
+
+uint8_t* payload_area(const Outbound& s) { return buffer(s.buf) + sizeof(abi::AmPrefix) + sizeof(PacketHeader); }
+
+// ---- setup and teardown
+
+bool configure_endpoint(bool close) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmEndpoint;
+  e.dst_slot = kEndpoint;
+  if (close) {
+    e.flags = abi::kSqAmClose;
+  } else {
+    e.length = kRingEntries;
+    e.src_addr = reinterpret_cast<uint64_t>(g.ring);
+    e.src_key = g.ring_mr.key;
+    e.access = uint32_t(kAmAll);
+    e.src_slot = uint32_t(kAmAll >> 32);
+  }
+  auto r = g.nic->run(e, kNicWait);
+  return r && r->status == abi::kCqOk;
+}
+
+void teardown() {
+  for (auto& [k, m] : g.inbound) {
+    if (m->stack) g.stacks.push_back(m->stack);  // a handler that never got its message's end
+    delete m;
+  }
+  for (FM_stream* s : g.streams)
+    if (!s->inbound) delete static_cast<Outbound*>(s);
+  for (void* s : g.stacks) ::munmap(s, kStackBytes);
+  if (g.nic) {
+    if (g.ring_mr.key) (void)g.nic->deregister(g.ring_mr);
+    if (g.bufs_mr.key) (void)g.nic->deregister(g.bufs_mr);
+    if (g.ring) g.nic->free(g.ring);
+    if (g.bufs) g.nic->free(g.bufs);
+  }
+  g = State{};
+}
+
+int fail(const std::string& why) {
+  std::fprintf(stderr, "FM_initialize: %s\n", why.c_str());
+  teardown();
+  return -1;
+}
+
+// A node's slots are wiped for a moment after their process exits: retry.
+Result<std::unique_ptr<Nic>> open_nic() {
+  auto n = Nic::open();
+  for (int i = 0; i < 100 && !n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    n = Nic::open();
+  }
+  return n;
+}
+
+}  // namespace
+}  // namespace ulnic::fm
+
+using namespace ulnic::fm;
+
+extern "C" {
+
+int FM_initialize(void) {
+  if (g.up) {
+    std::fprintf(stderr, "FM_initialize: already initialized\n");
+    return -1;
+  }
+  Job job;
+  std::string err;
+  if (!read_job(job, err)) return fail(err);
+  uint32_t c = kRingEntries / job.nprocs;
+  if (c < 6) return fail("too many nodes for the receive ring");
+  g.rank = job.rank;
+  g.nprocs = job.nprocs;
+  g.window = c - 5;
+  g.threshold = std::max(1u, g.window / 2);
+  auto n = open_nic();
+  if (!n) return fail(n.error().message);
+  g.nic = std::move(*n);
+  size_t ring_bytes = sizeof(abi::AmRingControl) + size_t(kRingEntries) * abi::kAmEntryBytes;
+  g.ring = static_cast<uint8_t*>(g.nic->alloc(ring_bytes, 4096));
+  g.bufs = static_cast<uint8_t*>(g.nic->alloc(kSendBuffers * kBufBytes, 4096));
+  if (!g.ring || !g.bufs) return fail("the slot heap has no room for the ring and send buffers");
+  std::memset(g.ring, 0, ring_bytes);
+  auto rr = g.nic->register_memory(g.ring, ring_bytes, abi::kAccessLocal);
+  if (!rr) return fail(rr.error().message);
+  g.ring_mr = *rr;
+  auto br = g.nic->register_memory(g.bufs, kSendBuffers * kBufBytes, abi::kAccessLocal);
+  if (!br) return fail(br.error().message);
+  g.bufs_mr = *br;
+  for (int b = int(kSendBuffers) - 1; b >= 0; --b) g.free_bufs.push_back(b);
+  if (!configure_endpoint(false)) return fail("the NIC refused the AM endpoint");
+  std::vector<EndpointName> names;
+  if (!publish_name(job, EndpointName{g.nic->node(), g.nic->slot(), kEndpoint}, err) ||
+      !collect_names(job, names, err))
+    return fail(err);
+  g.peers.resize(job.nprocs);
+  for (uint32_t r = 0; r < job.nprocs; ++r) g.peers[r].name = names[r];
+  FM_nodeid = job.rank;
+  FM_numnodes = job.nprocs;
+  g.up = true;
+  return 0;
+}
+
+int FM_finalize(void) {
+  if (!g.up || g.current || g.extracting) {
+    errno = EINVAL;
+    return -1;
+  }
+  g.closing = true;
+  bool ok = true;
+  // Phase 1: everyone stops sending messages (reports still flow).
+  for (uint32_t r = 0; r < g.nprocs; ++r) {
+    if (r == g.rank) g.peers[r].fin1 = true;
+    else ok = send_control(r, kFin1) && ok;
+  }
+  auto all = [](bool Peer::*flag) {
+    return std::all_of(g.peers.begin(), g.peers.end(), [&](const Peer& p) { return p.*flag; });
+  };
+  while (ok && !all(&Peer::fin1) && g.nic->state() == abi::SlotState::kActive) progress_blocking();
+  // Phase 2: after its FIN2 a rank sends nothing, so once all FIN2s are in,
+  // nothing more can arrive and the endpoint may close.
+  for (uint32_t r = 0; r < g.nprocs; ++r) {
+    if (r == g.rank) g.peers[r].fin2 = true;
+    else ok = send_control(r, kFin2) && ok;
+  }
+  g.fin2_sent = true;
+  while (ok && !all(&Peer::fin2) && g.nic->state() == abi::SlotState::kActive) progress_blocking();
+  while (!g.in_flight.empty())
+    if (!wait_completion()) break;
+  ok = ok && all(&Peer::fin2) && g.in_flight.empty();
+  (void)configure_endpoint(true);
+  teardown();
+  FM_nodeid = 0;
+  FM_numnodes = 0;
+  return ok ? 0 : -1;
+}
+
+FM_ULONG FM_register_handler(FM_ULONG id, FM_handler* handler) {
+  if (!handler) return FM_ANY_ID;
+  if (id == FM_ANY_ID) {
+    for (id = 0; id < FM_MAX_HANDLERS && handlers[id]; ++id) {}
+    if (id == FM_MAX_HANDLERS) return FM_ANY_ID;
+  }
+  if (id >= FM_MAX_HANDLERS) return FM_ANY_ID;
+  handlers[id] = handler;
+  return id;
+}
+
+FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
+  if (!g.up || g.closing || dest >= g.nprocs ||
+      length > FM_MAX_MESSAGE || handler >= FM_MAX_HANDLERS || g.streams.size() >= kMaxStreams + g.inbound.size()) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* s = new Outbound();
+  s->inbound = false;
+  s->dest = uint32_t(dest);
+  s->handler = uint32_t(handler);
+  s->length = uint32_t(length);
+  s->owner = g.current;
+  Peer& p = g.peers[s->dest];
+  if (g.current) {
+    // A handler cannot wait for credits (the extract loop is below it): all
+    // of them now, or NULL (FM 2.x's deadlock avoidance).
+    uint32_t need = packets_for(s->length);
+    if (uint64_t(p.sent - p.granted) + p.reserved + need > g.window) {
+      delete s;
+      errno = EAGAIN;
+      return nullptr;
+    }
+    p.reserved += need;
+    s->reserved = need;
+  }
+  s->buf = take_buffer();
+  if (s->buf < 0) {
+    p.reserved -= s->reserved;
+    delete s;
+    errno = EIO;
+    return nullptr;
+  }
+  g.streams.insert(s);
+  return s;
+}
+
+int FM_send_piece(FM_stream* stream, const void* buffer, FM_ULONG length) {
+  Outbound* s = outbound(stream);
+  if (!s || (length && !buffer) || length > s->length - s->written) {
+    errno = EINVAL;
+    return -1;
+  }
+  auto* from = static_cast<const uint8_t*>(buffer);
+  while (length) {
+    // A full packet leaves only when more bytes follow: the last one must say so.
+    if (s->fill == kPayload && !flush(*s, false)) {
+      errno = EIO;
+      return -1;
+    }
+    uint32_t n = uint32_t(std::min<FM_ULONG>(length, kPayload - s->fill));
+    std::memcpy(payload_area(*s) + s->fill, from, n);
+    s->fill += n;
+    s->written += n;
+    from += n;
+    length -= n;
+  }
+  return 0;
+}
+
+int FM_end_message(FM_stream* stream) {
+  Outbound* s = outbound(stream);
+  if (!s) {
+    errno = EINVAL;
+    return -1;
+  }
+  bool ok = flush(*s, true);
+  close_stream(s);
+  if (!ok) errno = EIO;
+  return ok ? 0 : -1;
+}
+
+FM_ULONG FM_receive(void* buffer, FM_stream* stream, FM_ULONG length) {
+  Inbound* m = g.current;
+  if (!m || stream != m || (length && !buffer)) {
+    errno = EINVAL;
+    return 0;
+  }
+  auto* to = static_cast<uint8_t*>(buffer);
+  FM_ULONG got = 0;
+  while (got < length) {
+    if (m->cur_left == 0) {
+      if (m->last_seen) break;
+      g.stats.handler_yields++;
+      swapcontext(&m->ctx, &g.sched);  // the extract loop resumes us with the next packet
+      continue;
+    }
+    uint32_t n = uint32_t(std::min<FM_ULONG>(length - got, m->cur_left));
+    std::memcpy(to + got, m->cur, n);
+    m->cur += n;
+    m->cur_left -= n;
+    got += n;
+  }
+  return got;
+}
+
+FM_ULONG FM_extract(FM_ULONG maxbytes) {
+  if (!g.up || g.current || g.extracting) return 0;
+  bool quit;
+  return FM_ULONG(extract_packets(maxbytes, quit));
+}
+
+void FM_get_stats(FM_stats* out) {
+  if (out) *out = g.stats;
+}
+
+}  // extern "C"

@@ -1,0 +1,55 @@
+// FM 2.x internals shared by the library's files (host/fm/SEMANTICS.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fm.h"
+#include "ulnic/abi/am.h"
+#include "ulnic/abi/slot.h"
+
+namespace ulnic::fm {
+
+namespace abi = ::ulnic::abi;
+
+// The FM packet header, first in every AM message FM sends. Host byte order
+// (little-endian on every machine of a cluster here). Untrusted on receipt.
+struct PacketHeader {
+  uint16_t magic;    // kMagic
+  uint8_t version;   // kVersion
+  uint8_t kind;      // PacketKind
+  uint16_t sender;   // the sender's FM node id (checked against its NIC address)
+  uint16_t handler;  // kData: handler id at the receiver
+  uint32_t msg_id;   // kData: the sender's message number to this receiver (0, 1, ...)
+  uint32_t flags;    // PacketFlags
+  uint32_t offset;   // kData: where this packet's bytes start in the message
+  uint32_t length;   // kData: the length bound given to FM_begin_message
+  uint32_t payload;  // message bytes after the header
+  uint32_t credit;   // data packets of the receiver the sender has consumed (cumulative, mod 2^32)
+};
+static_assert(sizeof(PacketHeader) == 32);
+
+constexpr uint16_t kMagic = 0x4d46;  // "FM"
+constexpr uint8_t kVersion = 1;
+enum PacketKind : uint8_t { kData = 1, kCredit = 2, kFin1 = 3, kFin2 = 4 };
+enum PacketFlags : uint32_t { kFirst = 1u << 0, kLast = 1u << 1 };
+
+constexpr uint32_t kPayload = abi::kAmMaxMessage - sizeof(PacketHeader);
+static_assert(kPayload == FM_PACKET_PAYLOAD);
+
+// Where a rank receives: its NIC, slot and AM endpoint.
+struct EndpointName {
+  uint32_t node = 0, slot = 0, ep = 0;
+};
+
+// bootstrap.cpp: the job from the environment and the name exchange.
+struct Job {
+  uint32_t rank = 0, nprocs = 0;
+  std::string dir;
+};
+bool read_job(Job& job, std::string& err);
+bool publish_name(const Job& job, const EndpointName& mine, std::string& err);
+bool collect_names(const Job& job, std::vector<EndpointName>& names, std::string& err);
+
+}  // namespace ulnic::fm

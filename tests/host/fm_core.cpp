@@ -1,0 +1,731 @@
+// Fast Messages 2.x core (host/fm): real processes on a real 2-node cluster
+// that this binary boots once (vipl_cluster.h) in a private runtime
+// directory. Every FM job is a set of forked children, each one FM rank
+// with its own slot (ULNIC_NODE picks the NIC); every byte is checked.
+// A child reports by its exit status; the parent asserts on those and on
+// the NICs' am_refused counters (FM must never make a NIC refuse).
+#include <fm.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "ulnic/abi/am.h"
+#include "ulnic/nic.h"
+#include "vipl_cluster.h"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ---- in the children
+
+// A child's failed check: printed, and the child exits 1 at the end.
+int g_failures = 0;
+void check(bool ok, const char* fmt, ...) {
+  if (ok) return;
+  g_failures++;
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "[rank %lu] check failed: ", FM_nodeid);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+}
+
+// The byte at `off` of message `seq` from `sender`.
+uint8_t pattern(uint32_t sender, uint32_t seq, uint64_t off) {
+  uint64_t x = (uint64_t(sender) + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(seq) + 7) * 0xC2B2AE3D27D4EB4Full ^
+               (off + 1) * 0x165667B19E3779F9ull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return uint8_t(x >> 32);
+}
+
+void fill(std::vector<uint8_t>& v, uint32_t sender, uint32_t seq) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = pattern(sender, seq, i);
+}
+
+size_t first_mismatch(const std::vector<uint8_t>& v, size_t n, uint32_t sender, uint32_t seq) {
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != pattern(sender, seq, i)) return i;
+  return SIZE_MAX;
+}
+
+// Sends message `seq` of `size` bytes (bound `bound`) in pieces cycling
+// through `pieces`.
+void send_message(unsigned dest, unsigned handler, uint32_t seq, size_t size, size_t bound,
+                  const std::vector<size_t>& pieces) {
+  std::vector<uint8_t> data(size);
+  fill(data, uint32_t(FM_nodeid), seq);
+  FM_stream* s = FM_begin_message(dest, bound, handler);
+  check(s != nullptr, "FM_begin_message(%u, %zu) = NULL", dest, bound);
+  if (!s) return;
+  size_t off = 0;
+  for (size_t k = 0; off < size; ++k) {
+    size_t n = std::min(pieces[k % pieces.size()], size - off);
+    check(FM_send_piece(s, data.data() + off, n) == 0, "FM_send_piece(%zu)", n);
+    off += n;
+  }
+  check(FM_end_message(s) == 0, "FM_end_message");
+}
+
+// What a receiver knows of a sender's messages: their sizes by seq.
+using SizeOf = std::function<size_t(uint32_t sender, uint32_t seq)>;
+
+struct Receiver {
+  SizeOf size_of;
+  std::vector<size_t> reads{5, 1000, 1, 8191, 3, 65536, 17, 4256};
+  std::map<unsigned, uint32_t> next_seq;  // per sender: messages run so far (order check)
+  uint64_t messages = 0, bytes = 0;
+  bool half = false;                      // read only half, then return (the rest is discarded)
+} g_rx;
+
+int verifying_handler(FM_stream* s, unsigned sender) {
+  uint32_t seq = g_rx.next_seq[sender]++;
+  size_t size = g_rx.size_of(sender, seq);
+  size_t want = g_rx.half ? size / 2 : size;
+  std::vector<uint8_t> buf(size + 64);
+  size_t got = 0;
+  for (size_t k = 0; got < want; ++k) {
+    size_t n = std::min(g_rx.reads[k % g_rx.reads.size()], want - got);
+    FM_ULONG r = FM_receive(buf.data() + got, s, n);
+    check(r == n, "sender %u seq %u: FM_receive(%zu) at %zu returned %lu", sender, seq, n, got, r);
+    if (r != n) break;
+    got += n;
+  }
+  if (!g_rx.half) {  // past the end: nothing more (the bound may be larger than the message)
+    FM_ULONG r = FM_receive(buf.data() + got, s, 64);
+    check(r == 0, "sender %u seq %u: %lu bytes past the end", sender, seq, r);
+  }
+  size_t bad = first_mismatch(buf, got, sender, seq);
+  check(bad == SIZE_MAX, "sender %u seq %u (%zu bytes): byte %zu differs", sender, seq, size, bad);
+  g_rx.messages++;
+  g_rx.bytes += got;
+  return FM_CONTINUE;
+}
+
+int half_handler(FM_stream* s, unsigned sender) {
+  g_rx.half = true;
+  int r = verifying_handler(s, sender);
+  g_rx.half = false;
+  return r;
+}
+
+// Extracts until `done()` or the deadline; sleeps a little when idle (two
+// cores are shared with the NICs' QEMUs).
+bool extract_until(const std::function<bool()>& done, FM_ULONG budget = 1 << 20,
+                   std::chrono::seconds limit = 40s) {
+  auto until = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() > until) return false;
+    if (FM_extract(budget) == 0) ::usleep(100);
+  }
+  return true;
+}
+
+int child_exit() {
+  check(FM_finalize() == 0, "FM_finalize");
+  return g_failures ? 1 : 0;
+}
+
+// ---- in the parent
+
+// Runs an FM job: rank r on node nodes[r], running body(r) in a forked
+// child. Returns each rank's exit status (-1: killed or timed out).
+std::vector<int> run_job(const std::vector<int>& nodes, const std::function<int(unsigned)>& body,
+                         std::chrono::seconds limit = 50s) {
+  std::string dir = "/tmp/ulnic-fmjob-XXXXXX";
+  if (!::mkdtemp(dir.data())) return std::vector<int>(nodes.size(), -1);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (unsigned r = 0; r < nodes.size(); ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("ULNIC_FM_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("ULNIC_FM_NPROCS", std::to_string(nodes.size()).c_str(), 1);
+      ::setenv("ULNIC_FM_DIR", dir.c_str(), 1);
+      ::setenv("ULNIC_NODE", std::to_string(nodes[r]).c_str(), 1);
+      int rc = body(r);
+      std::fflush(nullptr);
+      ::_exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> rc(nodes.size(), -1);
+  auto until = Clock::now() + limit;
+  size_t left = pids.size();
+  while (left) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (pids[r] <= 0) continue;
+      int st = 0;
+      if (::waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        rc[r] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        pids[r] = 0;
+        left--;
+      }
+    }
+    if (left && Clock::now() > until) {
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, SIGKILL), ::waitpid(p, nullptr, 0);
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return rc;
+}
+
+// The node's am_refused counter (`ulnic node status --json`).
+long am_refused(int node) {
+  std::string cmd = std::string(ULNIC_TEST_BINDIR) + "/ulnic node status --json -c " +
+                    vipl_test::env_or("ULNIC_CLUSTER", "") + " -n " + std::to_string(node);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string out;
+  char b[4096];
+  size_t n;
+  while ((n = std::fread(b, 1, sizeof b, p)) > 0) out.append(b, n);
+  ::pclose(p);
+  size_t at = out.find("\"am_refused\":");
+  return at == std::string::npos ? -1 : std::atol(out.c_str() + at + 13);
+}
+
+class Fm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    refused0_ = am_refused(0);
+    refused1_ = am_refused(1);
+    ASSERT_GE(refused0_, 0);
+    ASSERT_GE(refused1_, 0);
+  }
+  // FM never sends what the receiving NIC would refuse.
+  void TearDown() override {
+    EXPECT_EQ(am_refused(0), refused0_);
+    EXPECT_EQ(am_refused(1), refused1_);
+  }
+  long refused0_ = 0, refused1_ = 0;
+};
+
+constexpr unsigned kVerify = 1, kHalf = 2;
+
+// ---- gather/scatter: mismatched pieces, sizes 0 .. 1 MiB
+
+const std::vector<size_t> kSizes = {0,     1,     2,     3,     15,    16,     100,    4255,   4256,   4257,
+                                    8511,  8512,  8513,  12345, 65536, 100000, 262147, 1 << 20, 5000,   300000};
+
+TEST_F(Fm, GatherScatterAllSizes) {
+  auto rc = run_job({0, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    FM_register_handler(kHalf, half_handler);
+    g_rx.size_of = [](uint32_t, uint32_t seq) { return kSizes[seq]; };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 0) {
+      const std::vector<size_t> pieces{1, 7, 4096, 3, 333, 9000, 64, 4256, 70000};
+      for (uint32_t k = 0; k < kSizes.size(); ++k) {
+        // Some bounds larger than the message (FM 2.x: the length is a bound);
+        // the last two messages are read only halfway.
+        size_t bound = kSizes[k] + (k % 3 == 2 ? 100 : 0);
+        send_message(1, k + 2 >= kSizes.size() ? kHalf : kVerify, k, kSizes[k], bound, pieces);
+      }
+    } else {
+      bool all = extract_until([] { return g_rx.messages == kSizes.size(); });
+      check(all, "%llu of %zu messages arrived", (unsigned long long)g_rx.messages, kSizes.size());
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
+// ---- three senders (two on the receiver's node) into one receiver at once
+
+size_t multi_size(uint32_t sender, uint32_t seq) {
+  static const size_t sizes[] = {1 << 20, 17, 70000, 4256, 0, 200003, 9000, 1, 131072, 4257, 50000, 333};
+  return sizes[(seq + sender) % 12];
+}
+constexpr uint32_t kMultiMessages = 12;
+
+TEST_F(Fm, InterleavedSenders) {
+  auto rc = run_job({0, 0, 1, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = multi_size;
+    if (FM_initialize() != 0) return 2;
+    if (rank == 0) {
+      bool all = extract_until([] { return g_rx.messages == 3 * kMultiMessages; });
+      check(all, "%llu of %u messages arrived", (unsigned long long)g_rx.messages, 3 * kMultiMessages);
+      for (unsigned s = 1; s <= 3; ++s) check(g_rx.next_seq[s] == kMultiMessages, "sender %u: %u messages", s, g_rx.next_seq[s]);
+      FM_stats st;
+      FM_get_stats(&st);
+      std::fprintf(stderr, "[receiver] handlers alive at once: up to %llu; descheduled %llu times\n",
+                   st.max_live_handlers, st.handler_yields);
+      check(st.bad_packets == 0 && st.send_errors == 0, "bad packets %llu, send errors %llu", st.bad_packets,
+            st.send_errors);
+    } else {
+      const std::vector<size_t> pieces{4096 + rank, 3, 1 << 16, 11 * rank};
+      for (uint32_t k = 0; k < kMultiMessages; ++k) send_message(0, kVerify, k, multi_size(rank, k), multi_size(rank, k), pieces);
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0, 0, 0}));
+}
+
+// ---- a handler descheduled in FM_receive while the rest is in flight
+
+std::atomic<uint64_t> g_extract_calls{0};
+bool g_started = false, g_finished = false;
+uint64_t g_calls_at_start = 0, g_calls_at_end = 0;
+
+int waiting_handler(FM_stream* s, unsigned sender) {
+  g_started = true;
+  g_calls_at_start = g_extract_calls;
+  std::vector<uint8_t> buf(20000);
+  check(FM_receive(buf.data(), s, 5000) == 5000, "first 5000");
+  check(FM_receive(buf.data() + 5000, s, 15000) == 15000, "the other 15000");
+  check(first_mismatch(buf, buf.size(), sender, 0) == SIZE_MAX, "bytes differ");
+  g_calls_at_end = g_extract_calls;
+  g_finished = true;
+  return FM_CONTINUE;
+}
+
+TEST_F(Fm, HandlerDescheduledUntilBytesArrive) {
+  auto rc = run_job({0, 0}, [](unsigned rank) {  // both on node 0
+    FM_register_handler(kVerify, waiting_handler);
+    if (FM_initialize() != 0) return 2;
+    if (rank == 0) {
+      std::vector<uint8_t> data(20000);
+      fill(data, 0, 0);
+      FM_stream* s = FM_begin_message(1, data.size(), kVerify);
+      check(s != nullptr, "begin");
+      check(FM_send_piece(s, data.data(), 10000) == 0, "piece 1");  // two full packets leave now
+      std::this_thread::sleep_for(400ms);
+      check(FM_send_piece(s, data.data() + 10000, 10000) == 0, "piece 2");
+      check(FM_end_message(s) == 0, "end");
+    } else {
+      bool seen_waiting = false;
+      bool ok = extract_until([&] {
+        g_extract_calls++;
+        if (g_started && !g_finished) seen_waiting = true;
+        return g_finished;
+      });
+      check(ok, "the message never completed");
+      check(seen_waiting, "FM_extract never returned while the handler waited");
+      check(g_calls_at_end > g_calls_at_start, "the handler was not resumed by a later FM_extract");
+      FM_stats st;
+      FM_get_stats(&st);
+      check(st.handler_yields >= 1, "no yield recorded");
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
+// ---- receiver flow control: a 64-byte budget, senders blocked, nothing lost
+
+constexpr uint32_t kFlowMessages = 40;
+constexpr size_t kFlowSize = 20000;  // 5 packets each: 200 per sender, > the 59-packet window
+
+TEST_F(Fm, ReceiverFlowControlBlocksSenders) {
+  auto rc = run_job({1, 0, 0, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return kFlowSize; };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 0) {
+      std::this_thread::sleep_for(1500ms);  // not extracting: the senders must stop
+      bool all = extract_until([&] { return g_rx.messages == 3 * kFlowMessages; }, 64);
+      check(all, "%llu of %u messages arrived", (unsigned long long)g_rx.messages, 3 * kFlowMessages);
+      for (unsigned s = 1; s <= 3; ++s) check(g_rx.next_seq[s] == kFlowMessages, "sender %u: %u messages", s, g_rx.next_seq[s]);
+    } else {
+      auto t0 = Clock::now();
+      for (uint32_t k = 0; k < kFlowMessages; ++k) send_message(0, kVerify, k, kFlowSize, kFlowSize, {kFlowSize});
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+      FM_stats st;
+      FM_get_stats(&st);
+      check(st.credit_waits > 0, "the sender never waited for credits");
+      check(ms >= 1000, "sending took %lld ms: the receiver's 1.5 s pause did not hold it back", (long long)ms);
+      check(st.send_errors == 0, "%llu send errors", st.send_errors);
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0, 0, 0}));
+}
+
+// The bytes per FM_extract(64) call, checked in the receiver itself.
+TEST_F(Fm, ExtractBudgetIsSoftBound) {
+  auto rc = run_job({0, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return size_t(100000); };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 1) {
+      for (uint32_t k = 0; k < 4; ++k) send_message(0, kVerify, k, 100000, 100000, {100000});
+    } else {
+      auto until = Clock::now() + 40s;
+      while (g_rx.messages < 4 && Clock::now() < until) {
+        FM_ULONG n = FM_extract(64);
+        check(n <= 64 + FM_PACKET_PAYLOAD, "FM_extract(64) took %lu bytes", n);
+        if (!n) ::usleep(100);
+      }
+      check(g_rx.messages == 4, "%llu of 4 messages", (unsigned long long)g_rx.messages);
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
+// ---- all to all, replies sent from inside handlers, everyone blocking
+
+constexpr unsigned kPing = 3, kPong = 4;
+constexpr uint32_t kPings = 40;
+constexpr size_t kPingSize = 30000;  // 8 packets: 40 x 2 destinations > the 80-packet window
+std::vector<std::pair<unsigned, uint64_t>> g_deferred;  // replies a handler could not send
+uint64_t g_replied_in_handler = 0, g_pongs = 0;
+std::map<unsigned, std::vector<bool>> g_pong_seen;
+
+void send_pong(unsigned dest, uint64_t seq, FM_stream* s) {
+  check(FM_send_piece(s, &seq, sizeof seq) == 0 && FM_end_message(s) == 0, "pong to %u", dest);
+}
+
+int ping_handler(FM_stream* s, unsigned sender) {
+  uint64_t seq = g_rx.next_seq[sender];
+  int r = verifying_handler(s, sender);
+  // FM 2.x: a handler may send, but gets NULL rather than wait for credits.
+  if (FM_stream* o = FM_begin_message(sender, sizeof seq, kPong)) {
+    send_pong(sender, seq, o);
+    g_replied_in_handler++;
+  } else {
+    g_deferred.push_back({sender, seq});
+  }
+  return r;
+}
+
+int pong_handler(FM_stream* s, unsigned sender) {
+  uint64_t seq = ~0ull;
+  check(FM_receive(&seq, s, sizeof seq) == sizeof seq, "pong size");
+  auto& seen = g_pong_seen[sender];
+  seen.resize(kPings);
+  check(seq < kPings && !seen[seq], "pong %llu from %u: unexpected", (unsigned long long)seq, sender);
+  if (seq < kPings) seen[seq] = true;
+  g_pongs++;
+  return FM_CONTINUE;
+}
+
+void send_deferred() {
+  for (size_t i = 0; i < g_deferred.size(); ++i) {  // sending may run handlers that add more
+    auto [dest, seq] = g_deferred[i];
+    FM_stream* o = FM_begin_message(dest, sizeof seq, kPong);
+    check(o != nullptr, "a deferred pong could not begin");
+    if (o) send_pong(dest, seq, o);
+  }
+  g_deferred.clear();
+}
+
+TEST_F(Fm, AllToAllWithRepliesFromHandlers) {
+  auto rc = run_job({0, 1, 0}, [](unsigned rank) {
+    FM_register_handler(kPing, ping_handler);
+    FM_register_handler(kPong, pong_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return kPingSize; };
+    if (FM_initialize() != 0) return 2;
+    const uint32_t n = uint32_t(FM_numnodes);
+    for (uint32_t k = 0; k < kPings; ++k) {
+      for (unsigned d = 0; d < n; ++d)
+        if (d != rank) send_message(d, kPing, k, kPingSize, kPingSize, {1500, 7, 20000});
+      send_deferred();
+    }
+    bool all = extract_until([&] {
+      send_deferred();
+      return g_rx.messages == kPings * (n - 1) && g_pongs == kPings * (n - 1);
+    });
+    check(all, "pings %llu, pongs %llu of %u each", (unsigned long long)g_rx.messages,
+          (unsigned long long)g_pongs, kPings * (n - 1));
+    FM_stats st;
+    FM_get_stats(&st);
+    std::fprintf(stderr, "[rank %u] replies from handlers %llu of %u; credit waits %llu\n", rank,
+                 (unsigned long long)g_replied_in_handler, kPings * (n - 1), st.credit_waits);
+    check(st.bad_packets == 0 && st.send_errors == 0, "bad packets %llu, send errors %llu", st.bad_packets,
+          st.send_errors);
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0, 0}));
+}
+
+// ---- argument errors (a one-rank job; the rank sends to itself)
+
+int g_self_runs = 0;
+int self_handler(FM_stream* s, unsigned sender) {
+  char c[16];
+  check(FM_receive(c, nullptr, 4) == 0, "FM_receive on no stream");
+  check(FM_receive(nullptr, s, 4) == 0, "FM_receive into NULL");
+  check(FM_receive(c, s, sizeof c) == 10, "self message: 10 bytes");
+  check(std::memcmp(c, "0123456789", 10) == 0 && sender == 0, "self message bytes");
+  check(FM_extract(100) == 0, "FM_extract inside a handler");
+  g_self_runs++;
+  return FM_CONTINUE;
+}
+
+TEST_F(Fm, ArgumentErrors) {
+  auto rc = run_job({0}, [](unsigned) {
+    char buf[64] = "0123456789";
+    // Before FM_initialize.
+    check(FM_begin_message(0, 1, 1) == nullptr, "begin before init");
+    check(FM_extract(100) == 0, "extract before init");
+    check(FM_receive(buf, nullptr, 1) == 0, "receive before init");
+    check(FM_finalize() == -1, "finalize before init");
+    // Bad job descriptions.
+    std::string rank = std::getenv("ULNIC_FM_RANK"), dir = std::getenv("ULNIC_FM_DIR");
+    ::setenv("ULNIC_FM_RANK", "1", 1);
+    check(FM_initialize() == -1, "rank == nprocs accepted");
+    ::setenv("ULNIC_FM_RANK", "x", 1);
+    check(FM_initialize() == -1, "rank 'x' accepted");
+    ::setenv("ULNIC_FM_RANK", rank.c_str(), 1);
+    ::setenv("ULNIC_FM_DIR", "/nonexistent/fm", 1);
+    check(FM_initialize() == -1, "a missing directory accepted");
+    ::setenv("ULNIC_FM_DIR", dir.c_str(), 1);
+    // Handler registration.
+    check(FM_register_handler(FM_MAX_HANDLERS, self_handler) == FM_ANY_ID, "id out of range");
+    check(FM_register_handler(3, nullptr) == FM_ANY_ID, "NULL handler");
+    check(FM_register_handler(5, self_handler) == 5, "id 5");
+    FM_ULONG any = FM_register_handler(FM_ANY_ID, self_handler);
+    check(any == 0, "FM_ANY_ID gave %lu", any);
+    if (FM_initialize() != 0) return 2;
+    check(FM_initialize() == -1, "a second FM_initialize");
+    check(FM_nodeid == 0 && FM_numnodes == 1, "node id / count");
+    // Begin / send / end.
+    check(FM_begin_message(1, 10, 5) == nullptr, "dest out of range");
+    check(FM_begin_message(0, 10, FM_MAX_HANDLERS) == nullptr, "handler out of range");
+    check(FM_send_piece(nullptr, buf, 1) == -1, "send_piece on NULL");
+    check(FM_end_message(nullptr) == -1, "end on NULL");
+    FM_stream* s = FM_begin_message(0, 10, 5);
+    check(s != nullptr, "begin to self");
+    if (s) {
+      check(FM_send_piece(s, nullptr, 5) == -1, "NULL buffer with bytes");
+      check(FM_send_piece(s, buf, 11) == -1, "more than the bound");
+      check(FM_send_piece(s, buf, 0) == 0, "an empty piece");
+      check(FM_send_piece(s, buf, 4) == 0 && FM_send_piece(s, buf + 4, 6) == 0, "10 bytes");
+      check(FM_send_piece(s, buf, 1) == -1, "a byte past the bound");
+      check(FM_receive(buf, s, 1) == 0, "FM_receive on an outbound stream");
+      check(FM_end_message(s) == 0, "end");
+    }
+    check(FM_receive(buf, s, 1) == 0, "FM_receive outside a handler");
+    check(extract_until([] { return g_self_runs == 1; }, 1 << 20, 10s), "the message to itself never ran");
+    check(FM_finalize() == 0, "finalize");
+    check(FM_begin_message(0, 1, 5) == nullptr, "begin after finalize");
+    return g_failures ? 1 : 0;
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0}));
+}
+
+// ---- untrusted input: forged and malformed packets, unregistered handlers
+
+// The FM wire header (host/fm/fm_internal.h), written by hand as a forger would.
+struct ForgedHeader {
+  uint16_t magic;
+  uint8_t version, kind;
+  uint16_t sender, handler;
+  uint32_t msg_id, flags, offset, length, payload, credit;
+};
+static_assert(sizeof(ForgedHeader) == 32);
+
+// Sends raw AM messages to rank 0's endpoint from a process outside the job.
+int forge(const std::string& dir) {
+  namespace abi = ulnic::abi;
+  unsigned v, node, slot, ep;
+  FILE* f = nullptr;
+  for (int i = 0; i < 5000 && !(f = std::fopen((dir + "/rank.0").c_str(), "r")); ++i) ::usleep(2000);
+  if (!f || std::fscanf(f, "ulnic-fm %u %u %u %u", &v, &node, &slot, &ep) != 4) return 3;
+  std::fclose(f);
+  auto nic = ulnic::Nic::open();
+  for (int i = 0; i < 50 && !nic; ++i) ::usleep(100000), nic = ulnic::Nic::open();
+  if (!nic) return 4;
+  auto* mem = static_cast<uint8_t*>((*nic)->alloc(8192, 4096));
+  auto mr = (*nic)->register_memory(mem, 8192, abi::kAccessLocal);
+  if (!mr) return 5;
+  auto send = [&](const void* msg, uint32_t len) {
+    abi::AmPrefix pre{};
+    pre.tag = 1;
+    pre.msg_len = len;
+    pre.dst_ep = uint8_t(ep);
+    pre.flags = abi::kAmRequest;
+    std::memcpy(mem, &pre, sizeof pre);
+    std::memcpy(mem + sizeof pre, msg, len);
+    abi::SqEntry e{};
+    e.opcode = abi::kOpAmSend;
+    e.length = uint32_t(sizeof pre) + len;
+    e.src_addr = reinterpret_cast<uint64_t>(mem);
+    e.src_key = mr->key;
+    e.dst_node = uint16_t(node);
+    e.dst_slot = uint16_t(slot);
+    auto r = (*nic)->run(e, 10s);
+    return r && r->status == abi::kCqOk;
+  };
+  uint8_t pkt[64] = {};
+  // Claims to be rank 0's first message to itself (which rank 0 never
+  // sends, so only the NIC address can give it away), 10 bytes.
+  ForgedHeader h{0x4d46, 1, 1, 0, kVerify, 0, 3, 0, 10, 10, 0};
+  std::memcpy(pkt, &h, sizeof h);
+  bool ok = send(pkt, 42);                 // right header, wrong NIC address
+  ok = send("garbage", 7) && ok;           // shorter than a header
+  h.magic = 0x1234;
+  std::memcpy(pkt, &h, sizeof h);
+  ok = send(pkt, 42) && ok;                // bad magic
+  (void)(*nic)->deregister(*mr);
+  return ok ? 0 : 6;
+}
+
+TEST_F(Fm, UntrustedPacketsAreDropped) {
+  std::string fmdir;
+  auto rc = run_job({0, 1, 1}, [&](unsigned rank) {
+    if (rank == 2) return forge(std::getenv("ULNIC_FM_DIR"));  // not an FM rank
+    ::setenv("ULNIC_FM_NPROCS", "2", 1);
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return size_t(6000); };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 1) {
+      send_message(0, 77, 99, 6000, 6000, {1000});   // handler 77: not registered there
+      send_message(0, kVerify, 0, 6000, 6000, {1000});
+    } else {
+      FM_stats st{};
+      bool ok = extract_until([&] {
+        FM_get_stats(&st);
+        return g_rx.messages == 1 && st.bad_packets >= 4;
+      });
+      check(ok, "messages %llu, bad packets %llu", (unsigned long long)g_rx.messages, st.bad_packets);
+      check(g_rx.next_seq[1] == 1 && g_rx.next_seq[0] == 0, "the forged message ran a handler");
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0, 0}));
+}
+
+// ---- malformed packets from a job member's own address
+
+// Rank 1 of this job is not FM: a raw AM endpoint that publishes its name
+// like FM, sends hand-made packets to rank 0 and absorbs what rank 0 sends
+// back until rank 0's FIN2 (so nothing is ever refused).
+constexpr unsigned kTrunc = 5;
+size_t g_trunc_got = SIZE_MAX;
+
+int trunc_handler(FM_stream* s, unsigned sender) {
+  std::vector<uint8_t> buf(10000);
+  g_trunc_got = FM_receive(buf.data(), s, buf.size());  // the message is cut after 100 bytes
+  check(first_mismatch(buf, g_trunc_got, sender, 0) == SIZE_MAX, "truncated message bytes");
+  return FM_CONTINUE;
+}
+
+int fake_rank(const std::string& dir) {
+  namespace abi = ulnic::abi;
+  constexpr uint32_t kEntries = 256;
+  auto nic = ulnic::Nic::open();
+  for (int i = 0; i < 50 && !nic; ++i) ::usleep(100000), nic = ulnic::Nic::open();
+  if (!nic) return 4;
+  ulnic::Nic& n = **nic;
+  size_t ring_bytes = sizeof(abi::AmRingControl) + size_t(kEntries) * abi::kAmEntryBytes;
+  auto* ring = static_cast<uint8_t*>(n.alloc(ring_bytes, 4096));
+  auto* mem = static_cast<uint8_t*>(n.alloc(8192, 4096));
+  std::memset(ring, 0, ring_bytes);
+  auto rr = n.register_memory(ring, ring_bytes, abi::kAccessLocal);
+  auto mr = n.register_memory(mem, 8192, abi::kAccessLocal);
+  if (!rr || !mr) return 5;
+  abi::SqEntry cfg{};
+  cfg.opcode = abi::kOpAmEndpoint;
+  cfg.length = kEntries;
+  cfg.src_addr = reinterpret_cast<uint64_t>(ring);
+  cfg.src_key = rr->key;
+  cfg.access = 1;  // AM_ALL
+  auto c = n.run(cfg, 10s);
+  if (!c || c->status != abi::kCqOk) return 6;
+  FILE* f = std::fopen((dir + "/rank.1.tmp").c_str(), "w");  // published whole, as FM does
+  std::fprintf(f, "ulnic-fm 1 %u %u 0\n", n.node(), n.slot());
+  std::fclose(f);
+  std::rename((dir + "/rank.1.tmp").c_str(), (dir + "/rank.1").c_str());
+  unsigned v, node, slot, ep;
+  f = nullptr;
+  for (int i = 0; i < 5000 && !(f = std::fopen((dir + "/rank.0").c_str(), "r")); ++i) ::usleep(2000);
+  if (!f || std::fscanf(f, "ulnic-fm %u %u %u %u", &v, &node, &slot, &ep) != 4) return 7;
+  std::fclose(f);
+  bool ok = true;
+  // Sends a header (with `bytes` message bytes of pattern(1, seq) from `from`).
+  auto send = [&](ForgedHeader h, uint32_t bytes, uint32_t seq, uint32_t from) {
+    abi::AmPrefix pre{};
+    pre.tag = 1;
+    pre.msg_len = uint32_t(sizeof h) + bytes;
+    pre.dst_ep = uint8_t(ep);
+    pre.flags = abi::kAmRequest;
+    std::memcpy(mem, &pre, sizeof pre);
+    std::memcpy(mem + sizeof pre, &h, sizeof h);
+    for (uint32_t i = 0; i < bytes; ++i) mem[sizeof pre + sizeof h + i] = pattern(1, seq, from + i);
+    abi::SqEntry e{};
+    e.opcode = abi::kOpAmSend;
+    e.length = uint32_t(sizeof pre) + pre.msg_len;
+    e.src_addr = reinterpret_cast<uint64_t>(mem);
+    e.src_key = mr->key;
+    e.dst_node = uint16_t(node);
+    e.dst_slot = uint16_t(slot);
+    auto r = n.run(e, 10s);
+    ok = ok && r && r->status == abi::kCqOk;
+  };
+  //        magic  ver kind snd handler msg flags off len   payload credit
+  send({0x4d46, 1, 1, 1, kTrunc, 0, 1, 0, 10000, 100, 0}, 100, 0, 0);     // first 100 bytes of 10000
+  send({0x4d46, 1, 1, 1, kTrunc, 0, 0, 500, 10000, 100, 0}, 100, 0, 500); // wrong offset: cut there
+  send({0x4d46, 1, 1, 1, kVerify, 5, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 5 before 1
+  send({0x4d46, 1, 2, 1, 0, 0, 0, 0, 0, 0, 1000}, 0, 0, 0);               // credit for packets never sent
+  send({0x4d46, 1, 9, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // no such kind
+  send({0x4d46, 1, 1, 1, kVerify, 1, 3, 0, 50, 100, 0}, 50, 0, 0);        // payload field says 100, has 50
+  send({0x4d46, 1, 1, 1, kVerify, 1, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 1: fine
+  send({0x4d46, 1, 3, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN1
+  send({0x4d46, 1, 4, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN2
+  // Absorb rank 0's packets until its FIN2: only then may this endpoint go.
+  uint64_t consumed = 0;
+  bool fin2 = false;
+  auto until = Clock::now() + 30s;
+  while (!fin2 && Clock::now() < until) {
+    auto* e = reinterpret_cast<const abi::AmRxEntry*>(ring + sizeof(abi::AmRingControl) +
+                                                      (consumed % kEntries) * abi::kAmEntryBytes);
+    if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != uint32_t(consumed + 1)) {
+      ::usleep(200);
+      continue;
+    }
+    ForgedHeader h{};
+    if (e->len >= sizeof h) std::memcpy(&h, e + 1, sizeof h);
+    fin2 = h.kind == 4;
+    consumed++;
+    __atomic_store_n(&reinterpret_cast<abi::AmRingControl*>(ring)->consumed, consumed, __ATOMIC_RELEASE);
+  }
+  return ok && fin2 ? 0 : 8;
+}
+
+TEST_F(Fm, MalformedPacketsFromAMember) {
+  auto rc = run_job({1, 0}, [](unsigned rank) {
+    if (rank == 1) return fake_rank(std::getenv("ULNIC_FM_DIR"));
+    FM_register_handler(kVerify, verifying_handler);
+    FM_register_handler(kTrunc, trunc_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return size_t(50); };
+    if (FM_initialize() != 0) return 2;
+    FM_stats st{};
+    bool ok = extract_until([&] {
+      FM_get_stats(&st);
+      return g_rx.messages == 1 && g_trunc_got != SIZE_MAX && st.bad_packets >= 5;
+    });
+    check(ok, "messages %llu, bad packets %llu", (unsigned long long)g_rx.messages, st.bad_packets);
+    check(g_trunc_got == 100, "the cut message gave %zu bytes", g_trunc_got);
+    check(FM_finalize() == 0, "FM_finalize");
+    check(st.bad_packets == 5, "bad packets: %llu, not 5", st.bad_packets);
+    return g_failures ? 1 : 0;
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new vipl_test::ClusterEnvironment("fm"));
+  return RUN_ALL_TESTS();
+}
