@@ -738,6 +738,24 @@ FM_ULONG FM_extract(FM_ULONG maxbytes) {
   return FM_ULONG(extract_packets(maxbytes, quit));
 }
 
+int FM_wait(FM_ULONG usec) {
+  if (!g.up || g.current || g.extracting) return 0;
+  // Events are drained before the ring is looked at: an arrival after this
+  // look posts one more, which ends the sleep.
+  reap();
+  if (ready_entry()) return 1;
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(std::min<FM_ULONG>(usec, 1ul << 40));
+  for (;;) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    if (!g.nic->wait_ready(std::min(left, std::chrono::milliseconds(1000)), std::chrono::microseconds(std::min<FM_ULONG>(usec, 20))) &&
+        g.nic->state() != abi::SlotState::kActive)
+      return 0;
+    reap();
+    if (ready_entry()) return 1;
+  }
+}
+
 void FM_get_stats(FM_stats* out) {
   if (out) *out = g.stats;
 }

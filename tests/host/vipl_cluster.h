@@ -81,7 +81,8 @@ inline int run_ulnic(const std::vector<std::string>& args, bool quiet = false) {
 class ClusterEnvironment : public ::testing::Environment {
  public:
   // `name`: the runtime directory is /tmp/ulnic-<name>-XXXXXX, the cluster <name>-<pid>.
-  explicit ClusterEnvironment(std::string name) : name_(std::move(name)) {}
+  // `nodes`: how many NICs it boots (nodes 0 .. nodes-1).
+  explicit ClusterEnvironment(std::string name, int nodes = kNodes) : name_(std::move(name)), nodes_(nodes) {}
 
   void SetUp() override {
     std::string pattern = "/tmp/ulnic-" + name_ + "-XXXXXX";
@@ -92,7 +93,7 @@ class ClusterEnvironment : public ::testing::Environment {
     ::setenv("ULNIC_CLUSTER", cluster_.c_str(), 1);
     start_reaper();
     std::string fw = env_or("ULNIC_FIRMWARE_DIR", ULNIC_TEST_FIRMWARE_DIR) + "/ulnic-fw.elf";
-    ASSERT_EQ(run_ulnic({"cluster", "up", "-n", std::to_string(kNodes), "-c", cluster_, "--slot-size",
+    ASSERT_EQ(run_ulnic({"cluster", "up", "-n", std::to_string(nodes_), "-c", cluster_, "--slot-size",
                          std::to_string(kSlotMiB), "--firmware", fw}),
               0)
         << "ulnic cluster up failed";
@@ -133,6 +134,7 @@ class ClusterEnvironment : public ::testing::Environment {
   }
 
   std::string name_, dir_, cluster_;
+  int nodes_;
   pid_t reaper_ = -1;
   int reaper_pipe_ = -1;
 };

@@ -16,5 +16,6 @@ int fm_c99_check(void) {
   if (s && (FM_send_piece(s, "12345678", 8) != 0 || FM_end_message(s) != 0)) return -1;
   (void)FM_extract(FM_PACKET_PAYLOAD);
   FM_get_stats(&st);
+  (void)FM_wait(10);
   return FM_finalize() + (int)(FM_nodeid + st.bad_packets);
 }

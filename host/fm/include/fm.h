@@ -96,6 +96,14 @@ FM_ULONG FM_extract(FM_ULONG maxbytes);
 
 #define FM_PACKET_PAYLOAD 4256 /* message bytes per NIC packet */
 
+/* ulnic extension: waits until a packet is ready to extract, or `usec`
+ * microseconds passed (spinning briefly, then asleep on the NIC's wake-up:
+ * two cores are shared with the emulated NICs). Returns 1 if a packet is
+ * ready, 0 otherwise (timeout, not initialized, inside a handler, or the
+ * NIC cut the slot off). Layers above FM block with it instead of spinning
+ * on FM_extract. */
+int FM_wait(FM_ULONG usec);
+
 /* ulnic extension: what this process's FM saw (for tests and tools). */
 typedef struct {
   unsigned long long packets_sent, packets_received;
