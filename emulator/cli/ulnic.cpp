@@ -9,10 +9,14 @@
 //   ulnic node list   [-c CLUSTER]
 //   ulnic fwtest ELF  [--timeout S] [board options]
 //   ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] prog args...
+//   ulnic fmrun -n N [--nodes M] [-c CLUSTER] prog args...
 //   ulnic demo
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +32,7 @@
 #include "ulnic/abi/boot_config.h"
 #include "board/runtime.h"
 #include "amudp.h"  // AMUDP_MAX_SPMDPROCS, AMUDP_MAX_NETWORKDEPTH
+#include "fm.h"     // FM_MAX_NODES
 #include "spmd_master.h"
 #include "util/process.h"
 #include "util/unix_socket.h"
@@ -77,6 +82,11 @@ const char* kUsage = R"(usage: ulnic <command> ...
                                   --hosts: start the workers over ${ULNIC_SSH:-ssh}, round robin.
                                   --nodes: rank r uses NIC node r % M (vipl/native default: the
                                   nodes of CLUSTER that are up)
+  fmrun -n N [--nodes M] [-c CLUSTER] PROG [ARGS...]
+                                  run a Fast Messages job (FM 2.x and the layers over it,
+                                  host/fm): N processes of PROG, rank r on NIC node r % M
+                                  (default: the nodes of CLUSTER that are up); exits with the
+                                  first failing rank's code, after stopping the others
   demo                            start a node, show status and boot log, reflash, stop
 
 CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
@@ -721,6 +731,81 @@ int cmd_run(int argc, char** argv) {
   return ulnic::am::spmd_master_run(job);
 }
 
+// An FM job (host/fm/include/fm.h: the environment FM_initialize reads):
+// N children of this process, each told its rank, the job size and a
+// directory private to this run where the ranks exchange endpoint names.
+int cmd_fmrun(int argc, char** argv) {
+  int nproc = 0, nodes = 0;
+  const char* env_cluster = std::getenv("ULNIC_CLUSTER");
+  std::string cluster = env_cluster ? env_cluster : "";
+  int i = 2;
+  for (; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) run_fail(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--") {
+      ++i;
+      break;
+    }
+    if (s.empty() || s[0] != '-') break;
+    if (s == "-n" || s == "--nproc") nproc = run_number(s, value(), 1, FM_MAX_NODES);
+    else if (s == "--nodes") nodes = run_number(s, value(), 1, int(abi::kMaxNodes));
+    else if (s == "-c" || s == "--cluster") cluster = value();
+    else if (s == "-h" || s == "--help") return std::fputs(kUsage, stdout), 0;
+    else run_fail("unknown option " + s + " (ulnic --help)");
+  }
+  if (i >= argc) run_fail("usage: ulnic fmrun -n N [--nodes M] [-c CLUSTER] PROG [ARGS...]");
+  if (nproc == 0) run_fail("-n N (the number of FM processes) is required");
+  if (!cluster.empty()) {
+    if (auto ok = board::check_cluster_name(cluster); !ok) run_fail(ok.error().message);
+    ::setenv("ULNIC_CLUSTER", cluster.c_str(), 1);
+  }
+  if (!nodes) nodes = nodes_up(cluster.empty() ? "default" : cluster);
+  std::string dir = (std::filesystem::temp_directory_path() / "ulnic-fmjob-XXXXXX").string();
+  if (!::mkdtemp(dir.data())) run_fail("cannot make a job directory: " + std::string(std::strerror(errno)), 1);
+  std::vector<std::string> prog(argv + i, argv + argc);
+  std::vector<pid_t> pids;
+  ::setenv("ULNIC_FM_NPROCS", std::to_string(nproc).c_str(), 1);
+  ::setenv("ULNIC_FM_DIR", dir.c_str(), 1);
+  int rc = 0;
+  for (int r = 0; r < nproc && rc == 0; ++r) {
+    ::setenv("ULNIC_FM_RANK", std::to_string(r).c_str(), 1);
+    ::setenv("ULNIC_NODE", std::to_string(r % nodes).c_str(), 1);
+    auto pid = ulnic::spawn_child(prog);
+    if (!pid) {
+      std::fprintf(stderr, "ulnic fmrun: %s\n", pid.error().message.c_str());
+      rc = 1;
+    } else {
+      pids.push_back(*pid);
+    }
+  }
+  // The first rank to fail takes the job down: the others would wait for it.
+  for (size_t left = pids.size(); left;) {
+    int status = 0;
+    pid_t p = ::waitpid(-1, &status, 0);
+    if (p < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    auto it = std::find(pids.begin(), pids.end(), p);
+    if (it == pids.end()) continue;
+    *it = -1;
+    left--;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0 && rc == 0) {
+      rc = code;
+      std::fprintf(stderr, "ulnic fmrun: rank %d exited with %d: stopping the job\n", int(it - pids.begin()), code);
+      for (pid_t q : pids)
+        if (q > 0) ::kill(q, SIGTERM);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -731,6 +816,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "demo") return cmd_demo();
   if (cmd == "run") return cmd_run(argc, argv);
+  if (cmd == "fmrun") return cmd_fmrun(argc, argv);
   if (cmd == "fwtest") return cmd_fwtest(parse(argc, argv, 2));
   if (cmd == "cluster" && argc >= 3) {
     std::string sub = argv[2];

@@ -5,60 +5,25 @@
 // A child reports by its exit status; the parent asserts on those and on
 // the NICs' am_refused counters (FM must never make a NIC refuse).
 #include <fm.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <vector>
 
+#include "fm_job.h"
 #include "ulnic/abi/am.h"
 #include "ulnic/nic.h"
-#include "vipl_cluster.h"
-
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using namespace fm_test;
+
 // ---- in the children
-
-// A child's failed check: printed, and the child exits 1 at the end.
-int g_failures = 0;
-void check(bool ok, const char* fmt, ...) {
-  if (ok) return;
-  g_failures++;
-  va_list ap;
-  va_start(ap, fmt);
-  std::fprintf(stderr, "[rank %lu] check failed: ", FM_nodeid);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
-  va_end(ap);
-}
-
-// The byte at `off` of message `seq` from `sender`.
-uint8_t pattern(uint32_t sender, uint32_t seq, uint64_t off) {
-  uint64_t x = (uint64_t(sender) + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(seq) + 7) * 0xC2B2AE3D27D4EB4Full ^
-               (off + 1) * 0x165667B19E3779F9ull;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return uint8_t(x >> 32);
-}
-
-void fill(std::vector<uint8_t>& v, uint32_t sender, uint32_t seq) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = pattern(sender, seq, i);
-}
-
-size_t first_mismatch(const std::vector<uint8_t>& v, size_t n, uint32_t sender, uint32_t seq) {
-  for (size_t i = 0; i < n; ++i)
-    if (v[i] != pattern(sender, seq, i)) return i;
-  return SIZE_MAX;
-}
 
 // Sends message `seq` of `size` bytes (bound `bound`) in pieces cycling
 // through `pieces`.
@@ -132,89 +97,8 @@ bool extract_until(const std::function<bool()>& done, FM_ULONG budget = 1 << 20,
   return true;
 }
 
-int child_exit() {
-  check(FM_finalize() == 0, "FM_finalize");
-  return g_failures ? 1 : 0;
-}
-
-// ---- in the parent
-
-// Runs an FM job: rank r on node nodes[r], running body(r) in a forked
-// child. Returns each rank's exit status (-1: killed or timed out).
-std::vector<int> run_job(const std::vector<int>& nodes, const std::function<int(unsigned)>& body,
-                         std::chrono::seconds limit = 50s) {
-  std::string dir = "/tmp/ulnic-fmjob-XXXXXX";
-  if (!::mkdtemp(dir.data())) return std::vector<int>(nodes.size(), -1);
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (unsigned r = 0; r < nodes.size(); ++r) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("ULNIC_FM_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("ULNIC_FM_NPROCS", std::to_string(nodes.size()).c_str(), 1);
-      ::setenv("ULNIC_FM_DIR", dir.c_str(), 1);
-      ::setenv("ULNIC_NODE", std::to_string(nodes[r]).c_str(), 1);
-      int rc = body(r);
-      std::fflush(nullptr);
-      ::_exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> rc(nodes.size(), -1);
-  auto until = Clock::now() + limit;
-  size_t left = pids.size();
-  while (left) {
-    for (size_t r = 0; r < pids.size(); ++r) {
-      if (pids[r] <= 0) continue;
-      int st = 0;
-      if (::waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        rc[r] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        pids[r] = 0;
-        left--;
-      }
-    }
-    if (left && Clock::now() > until) {
-      for (pid_t p : pids)
-        if (p > 0) ::kill(p, SIGKILL), ::waitpid(p, nullptr, 0);
-      break;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return rc;
-}
-
-// The node's am_refused counter (`ulnic node status --json`).
-long am_refused(int node) {
-  std::string cmd = std::string(ULNIC_TEST_BINDIR) + "/ulnic node status --json -c " +
-                    vipl_test::env_or("ULNIC_CLUSTER", "") + " -n " + std::to_string(node);
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  std::string out;
-  char b[4096];
-  size_t n;
-  while ((n = std::fread(b, 1, sizeof b, p)) > 0) out.append(b, n);
-  ::pclose(p);
-  size_t at = out.find("\"am_refused\":");
-  return at == std::string::npos ? -1 : std::atol(out.c_str() + at + 13);
-}
-
-class Fm : public ::testing::Test {
- protected:
-  void SetUp() override {
-    refused0_ = am_refused(0);
-    refused1_ = am_refused(1);
-    ASSERT_GE(refused0_, 0);
-    ASSERT_GE(refused1_, 0);
-  }
-  // FM never sends what the receiving NIC would refuse.
-  void TearDown() override {
-    EXPECT_EQ(am_refused(0), refused0_);
-    EXPECT_EQ(am_refused(1), refused1_);
-  }
-  long refused0_ = 0, refused1_ = 0;
-};
+// FM never sends what the receiving NIC would refuse (nodes 0 and 1).
+class Fm : public NoRefusalsTest<2> {};
 
 constexpr unsigned kVerify = 1, kHalf = 2;
 
