@@ -686,6 +686,26 @@ int nodes_up(const std::string& cluster) {
   return int(up.size());
 }
 
+// Walks the options before a job's program (`ulnic run`, `ulnic fmrun`):
+// option(name, value) takes one (value() reads its argument) and returns
+// false for one it does not know. Returns the program's index, or -1 for --help.
+template <class Option>
+int job_options(int argc, char** argv, Option option) {
+  int i = 2;
+  for (; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) run_fail(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--") return i + 1;
+    if (s.empty() || s[0] != '-') break;
+    if (s == "-h" || s == "--help") return -1;
+    if (!option(s, value)) run_fail("unknown option " + s + " (ulnic --help)");
+  }
+  return i;
+}
+
 // Options come before the program; everything from the program on is the
 // program's (options that look like ours included).
 int cmd_run(int argc, char** argv) {
@@ -695,27 +715,17 @@ int cmd_run(int argc, char** argv) {
   bool nodes_given = false;
   const char* env_cluster = std::getenv("ULNIC_CLUSTER");
   job.cluster = env_cluster ? env_cluster : "";
-  int i = 2;
-  for (; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) run_fail(s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--") {
-      ++i;
-      break;
-    }
-    if (s.empty() || s[0] != '-') break;
+  int i = job_options(argc, argv, [&](const std::string& s, auto value) {
     if (s == "-n" || s == "--nproc") job.nproc = run_number(s, value(), 1, AMUDP_MAX_SPMDPROCS);
     else if (s == "--transport") job.transport = value();
     else if (s == "--depth") job.depth = run_number(s, value(), 1, AMUDP_MAX_NETWORKDEPTH);
     else if (s == "--hosts") job.hosts = split_list(value());
     else if (s == "--nodes") job.nodes = run_number(s, value(), 1, int(abi::kMaxNodes)), nodes_given = true;
     else if (s == "-c" || s == "--cluster") job.cluster = value();
-    else if (s == "-h" || s == "--help") return std::fputs(kUsage, stdout), 0;
-    else run_fail("unknown option " + s + " (ulnic --help)");
-  }
+    else return false;
+    return true;
+  });
+  if (i < 0) return std::fputs(kUsage, stdout), 0;
   if (i >= argc) run_fail("usage: ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (job.nproc == 0) run_fail("-n N (the number of workers) is required");
   if (job.transport != "udp" && job.transport != "vipl" && job.transport != "native")
@@ -738,24 +748,14 @@ int cmd_fmrun(int argc, char** argv) {
   int nproc = 0, nodes = 0;
   const char* env_cluster = std::getenv("ULNIC_CLUSTER");
   std::string cluster = env_cluster ? env_cluster : "";
-  int i = 2;
-  for (; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) run_fail(s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--") {
-      ++i;
-      break;
-    }
-    if (s.empty() || s[0] != '-') break;
+  int i = job_options(argc, argv, [&](const std::string& s, auto value) {
     if (s == "-n" || s == "--nproc") nproc = run_number(s, value(), 1, FM_MAX_NODES);
     else if (s == "--nodes") nodes = run_number(s, value(), 1, int(abi::kMaxNodes));
     else if (s == "-c" || s == "--cluster") cluster = value();
-    else if (s == "-h" || s == "--help") return std::fputs(kUsage, stdout), 0;
-    else run_fail("unknown option " + s + " (ulnic --help)");
-  }
+    else return false;
+    return true;
+  });
+  if (i < 0) return std::fputs(kUsage, stdout), 0;
   if (i >= argc) run_fail("usage: ulnic fmrun -n N [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (nproc == 0) run_fail("-n N (the number of FM processes) is required");
   if (!cluster.empty()) {
