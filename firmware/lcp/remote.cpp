@@ -51,6 +51,7 @@ struct Refusal {
 struct State {
   SlotTable* t;
   PutOp ops[kMaxPuts];
+  uint32_t ops_used;
   uint64_t serial;
   Pending pending[kMaxPendingResults];
   uint32_t pending_head, pending_count;
@@ -65,11 +66,16 @@ PutOp* find(uint64_t op_id) {
   return op.used && op.op_id == op_id ? &op : nullptr;
 }
 
+void release(PutOp& op) {
+  op.used = false;
+  --g.ops_used;
+}
+
 void finish(PutOp& op, abi::CqStatus status) {
   slot_post_completion(*g.t, op.slot, op.generation, op.sqe, status, status == abi::kCqOk ? op.sqe.length : 0);
   if (op.wire_op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsDone);
   if (op.wire_op == abi::kWireOpSend) core::status::count(ulnic::abi::kCtrVmmcSends);
-  op.used = false;
+  release(op);
 }
 
 bool send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
@@ -118,6 +124,7 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
     if (op.used) continue;
     memset(&op, 0, sizeof op);
     op.used = true;
+    ++g.ops_used;
     op.slot = s.index;
     op.generation = s.generation;
     op.sqe = e;
@@ -150,6 +157,14 @@ void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
     return;
   }
   g.pending[(g.pending_head + g.pending_count++) % kMaxPendingResults] = Pending{dst, op_id, status};
+}
+
+bool remote_can_start(const abi::SqEntry& e) {
+  bool needs_op = e.opcode == abi::kOpPut || e.opcode == abi::kOpSend || e.opcode == abi::kOpSendInline ||
+                  e.opcode == abi::kOpAmSend;
+  if (!needs_op || g.ops_used < kMaxPuts) return true;
+  core::status::count(ulnic::abi::kCtrOpWaits);
+  return false;
 }
 
 bool remote_results_pending() { return g.pending_count != 0; }
@@ -370,7 +385,7 @@ void remote_slot_detached(uint32_t slot) {
       if (op.local) last_packet(op.dst_node, h, false);
       else (void)link::send(op.dst_node, h, 0, 0, ~0u, 0);
     }
-    op.used = false;  // its process is gone: no completion
+    release(op);  // its process is gone: no completion
   }
 }
 

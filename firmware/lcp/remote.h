@@ -22,6 +22,11 @@ constexpr uint32_t kMaxPuts = 64;          // operations in flight per NIC
 constexpr uint32_t kMaxPendingResults = 1024;
 
 void remote_init(SlotTable& t);
+// Whether `e` may start now: a put, send or AM message needs a free
+// operation (kMaxPuts per NIC, shared by every slot). One that finds none
+// waits at the head of its send queue -- it is never failed, so the slot's
+// operations still leave in the order they were posted.
+bool remote_can_start(const abi::SqEntry& e);
 // Validates a put and starts it; kCqOk if the slot should now feed it.
 abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
 // Validates a VMMC send (kOpSend, or kOpSendInline with its payload) and

@@ -277,7 +277,8 @@ bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
     if (s.cq.free_space(s.cq_reserved + 1) <= s.cq_reserved) break;
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
-    if (!vi_can_start(*shared)) break;  // every VI operation slot busy: later
+    // Every operation of its kind busy: it waits at the head (order kept).
+    if (!vi_can_start(*shared) || !remote_can_start(*shared)) break;
     abi::SqEntry e;  // copy once: the host may rewrite the entry under us
     memcpy(&e, shared, sizeof e);
     s.sq.pop();

@@ -43,7 +43,6 @@ struct InFlight {
   size_t offset, bytes;
   en_t dest;
   PacketHeader header;
-  abi::SqEntry sqe;       // to post again if the NIC was out of operations
 };
 
 struct NativeEndpoint {
@@ -111,9 +110,8 @@ void give_span(NativeEndpoint& s, size_t offset, size_t bytes) {
 void complete(const abi::CqEntry& c) {
   auto it = in_flight.find(c.user_data);
   if (it == in_flight.end()) return;  // a configuration call's, taken by Nic::run
-  // The NIC's table of operations in flight (shared by the node's slots) was
-  // full: a passing shortage, so the message goes again.
-  if (c.status == abi::kCqNoResources && nic->post(it->second.sqe)) return;
+  // No status here is a passing shortage: the firmware holds a send at the
+  // head of the queue until it has an operation for it (order is kept).
   InFlight f = it->second;
   in_flight.erase(it);
   give_span(state(*f.ep), f.offset, f.bytes);
@@ -273,7 +271,7 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   e.dst_node = dest.host;
   e.dst_slot = uint16_t(dest.port);
   e.user_data = next_user_data++;
-  in_flight[e.user_data] = InFlight{&ep, offset, bytes, dest, *h, e};
+  in_flight[e.user_data] = InFlight{&ep, offset, bytes, dest, *h};
   while (!nic->post(e)) {
     if (!wait_completion()) {
       in_flight.erase(e.user_data);

@@ -1,5 +1,6 @@
 // Cold path: who the job is (environment) and where every rank receives
 // (a file per rank in ULNIC_FM_DIR). See fm.h for the variables.
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,6 +49,13 @@ bool read_job(Job& job, std::string& err) {
   return true;
 }
 
+uint64_t random_tag() {
+  uint64_t t = 0;
+  while (t <= 1)
+    if (::getrandom(&t, sizeof t, 0) != ssize_t(sizeof t)) t = 0;
+  return t;
+}
+
 // Written under a temporary name and renamed: a reader sees all or nothing.
 bool publish_name(const Job& job, const EndpointName& mine, std::string& err) {
   std::string path = name_file(job, job.rank);
@@ -57,14 +65,15 @@ bool publish_name(const Job& job, const EndpointName& mine, std::string& err) {
     err = "cannot write " + tmp + ": " + std::strerror(errno);
     return false;
   }
-  std::fprintf(f, "ulnic-fm %u %u %u %u\n", unsigned(kVersion), mine.node, mine.slot, mine.ep);
+  std::fprintf(f, "ulnic-fm %u %u %u %u %llx\n", unsigned(kVersion), mine.node, mine.slot, mine.ep,
+               static_cast<unsigned long long>(mine.tag));
   bool ok = std::fclose(f) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0;
   if (!ok) err = "cannot publish " + path + ": " + std::strerror(errno);
   return ok;
 }
 
 // The files are as untrusted as any input: a malformed one fails the job.
-bool collect_names(const Job& job, std::vector<EndpointName>& names, std::string& err) {
+bool collect_names(const Job& job, const EndpointName& mine, std::vector<EndpointName>& names, std::string& err) {
   names.assign(job.nprocs, EndpointName{});
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(FM_INIT_TIMEOUT_S);
   for (uint32_t r = 0; r < job.nprocs; ++r) {
@@ -78,13 +87,25 @@ bool collect_names(const Job& job, std::vector<EndpointName>& names, std::string
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     unsigned v = 0, node = 0, slot = 0, ep = 0;
-    int n = std::fscanf(f, "ulnic-fm %u %u %u %u", &v, &node, &slot, &ep);
+    unsigned long long tag = 0;
+    int n = std::fscanf(f, "ulnic-fm %u %u %u %u %llx", &v, &node, &slot, &ep, &tag);
     std::fclose(f);
-    if (n != 4 || v != kVersion || node > 0xffff || slot >= abi::kMaxSlots || ep >= abi::kMaxAmEndpoints) {
+    if (n != 5 || v != kVersion || node > 0xffff || slot >= abi::kMaxSlots || ep >= abi::kMaxAmEndpoints ||
+        tag <= 1) {
       err = "malformed endpoint name in " + path;
       return false;
     }
-    names[r] = EndpointName{node, slot, ep};
+    names[r] = EndpointName{node, slot, ep, tag};
+    const EndpointName& a = names[r];
+    if (r == job.rank && (a.node != mine.node || a.slot != mine.slot || a.ep != mine.ep || a.tag != mine.tag)) {
+      err = path + " is not this process's name (is the directory shared by two runs?)";
+      return false;
+    }
+    for (uint32_t q = 0; q < r; ++q)
+      if (names[q].node == a.node && names[q].slot == a.slot && names[q].ep == a.ep) {
+        err = "ranks " + std::to_string(q) + " and " + std::to_string(r) + " name the same endpoint";
+        return false;
+      }
   }
   return true;
 }

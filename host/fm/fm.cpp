@@ -18,6 +18,15 @@
 //     ours wait in its ring, plus 2 FINs: W + 3 + 2 = C. Credit packets
 //     themselves are never reported (no credit ping-pong).
 //   * Every packet also carries the cumulative count (piggybacked credit).
+//   * Send buffers: open streams hold one each, so at most kMaxStreams are
+//     open and data packets leave kControlReserve buffers for credit and
+//     FIN packets (a report never waits behind data that waits for it).
+//
+// Failures: the NIC's link is reliable, so a packet it completes with an
+// error (the peer's process or node is gone, or it refused) is not resent:
+// that peer is failed -- sends to it fail with EIO, FM_finalize stops
+// waiting for it and returns -1. A ring entry the NIC gave up on (its
+// sender died mid-packet) fails its sender the same way.
 //
 // A handler is a logical thread: it starts on its message's first packet on
 // a stack of its own (ucontext), reads the packet in place in the ring, and
@@ -55,15 +64,16 @@ namespace {
 constexpr uint32_t kRingEntries = 256;      // a power of 2 (firmware), <= kAmMaxRingEntries
 constexpr uint8_t kEndpoint = 0;            // FM's AM endpoint in its slot
 constexpr uint32_t kSendBuffers = 64;       // packets in flight per process
+constexpr uint32_t kControlReserve = 8;     // send buffers data packets leave to credit/FIN packets
 constexpr size_t kBufBytes = sizeof(abi::AmPrefix) + abi::kAmMaxMessage;  // 4352: 64-byte multiple
 constexpr size_t kStackBytes = 256 << 10;   // per handler: room for ordinary C code
-constexpr size_t kMaxStreams = 64;          // open outbound streams (nested handler sends)
-constexpr uint64_t kAmAll = 1;              // AM_ALL: the endpoint takes every tag
+constexpr size_t kMaxStreams = FM_MAX_STREAMS;  // open outbound streams
+static_assert(kMaxStreams + kControlReserve < kSendBuffers);
 constexpr auto kNicWait = std::chrono::milliseconds(30000);
 static_assert(kBufBytes % 64 == 0);
 
 struct Peer {
-  EndpointName name;
+  EndpointName name;      // with the tag its endpoint takes
   uint32_t sent = 0;      // data packets we sent it (mod 2^32)
   uint32_t granted = 0;   // of those, what it reported consumed
   uint32_t reserved = 0;  // credits set aside by handlers' open streams
@@ -72,6 +82,7 @@ struct Peer {
   uint32_t next_out = 0;  // the next message id to it
   uint32_t next_in = 0;   // the message id its next first packet must carry
   bool fin1 = false, fin2 = false;
+  bool failed = false;    // a packet to or from it was lost: nothing more goes to it
 };
 
 struct Inbound;
@@ -105,6 +116,7 @@ struct State {
   bool fin2_sent = false;  // nothing more goes out
   std::unique_ptr<Nic> nic;
   uint32_t rank = 0, nprocs = 0, window = 0, threshold = 0;
+  uint64_t tag = 0;  // our endpoint's: only requests carrying it get in
   std::vector<Peer> peers;
   uint8_t* ring = nullptr;  // AmRingControl + entries: NIC-written, except `consumed`
   MemRegion ring_mr;
@@ -112,9 +124,10 @@ struct State {
   uint8_t* bufs = nullptr;
   MemRegion bufs_mr;
   std::vector<int> free_bufs;
-  std::map<uint64_t, std::pair<int, abi::SqEntry>> in_flight;  // user_data -> buffer, descriptor
+  std::map<uint64_t, std::pair<int, uint32_t>> in_flight;  // user_data -> buffer, destination rank
   uint64_t next_user_data = 1;
   std::unordered_set<FM_stream*> streams;   // live ones (arguments are checked against it)
+  size_t outbound_open = 0;                 // of them, outbound
   std::map<uint64_t, Inbound*> inbound;     // sender << 32 | msg_id
   std::vector<void*> stacks;                // free handler stacks
   Inbound* current = nullptr;               // the handler running
@@ -125,22 +138,28 @@ struct State {
 };
 State g;
 FM_handler* handlers[FM_MAX_HANDLERS];  // registrations outlive FM_initialize/FM_finalize
+FM_stats last_stats;                    // the last job's, once FM_finalize ended it
 
 uint64_t key(uint32_t sender, uint32_t msg) { return uint64_t(sender) << 32 | msg; }
-uint32_t packets_for(uint32_t length) { return length ? (length + kPayload - 1) / kPayload : 1; }
+uint64_t packets_for(uint64_t length) { return length ? (length + kPayload - 1) / kPayload : 1; }
 uint8_t* buffer(int b) { return g.bufs + size_t(b) * kBufBytes; }
 
-// ---- send completions
+// ---- failures and send completions
+
+void fail_peer(uint32_t r, const std::string& why) {
+  Peer& p = g.peers[r];
+  if (!p.failed) std::fprintf(stderr, "FM: rank %u failed: %s; nothing more goes to it\n", r, why.c_str());
+  p.failed = true;
+}
 
 void complete(const abi::CqEntry& c) {
   auto it = g.in_flight.find(c.user_data);
   if (it == g.in_flight.end()) return;  // a configuration call's, taken by Nic::run
-  // The node's table of operations in flight was full: a passing shortage.
-  if (c.status == abi::kCqNoResources && g.nic->post(it->second.second)) return;
+  // The firmware keeps a slot's sends in order and never fails one for want
+  // of its own resources, so an error is final: the packet is lost.
   if (c.status != abi::kCqOk) {
     g.stats.send_errors++;
-    std::fprintf(stderr, "FM: a packet to node %u slot %u failed with NIC status %u\n", it->second.second.dst_node,
-                 it->second.second.dst_slot, unsigned(c.status));
+    fail_peer(it->second.second, "a packet to it completed with NIC status " + std::to_string(c.status));
   }
   g.free_bufs.push_back(it->second.first);
   g.in_flight.erase(it);
@@ -160,9 +179,13 @@ bool wait_completion() {
   return true;
 }
 
-int take_buffer() {
+// A send buffer; a data packet's leaves kControlReserve free. Buffers not
+// free are in flight or held by open streams (at most kMaxStreams), so with
+// too few free some are in flight and a completion will come.
+int take_buffer(bool data) {
   reap();
-  while (g.free_bufs.empty())
+  size_t keep = data ? kControlReserve : 0;
+  while (g.free_bufs.size() <= keep)
     if (!wait_completion()) return -1;
   int b = g.free_bufs.back();
   g.free_bufs.pop_back();
@@ -186,7 +209,7 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
   const Peer& p = g.peers[dest];
   uint8_t* at = buffer(b);
   abi::AmPrefix pre{};
-  pre.tag = kAmAll;
+  pre.tag = p.name.tag;
   pre.msg_len = uint32_t(sizeof h) + h.payload;
   pre.dst_ep = uint8_t(p.name.ep);
   pre.src_ep = kEndpoint;
@@ -201,12 +224,13 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
   e.dst_node = uint16_t(p.name.node);
   e.dst_slot = uint16_t(p.name.slot);
   e.user_data = g.next_user_data++;
-  g.in_flight[e.user_data] = {b, e};
+  g.in_flight[e.user_data] = {b, dest};
   while (!g.nic->post(e)) {
     if (!wait_completion()) {
       g.in_flight.erase(e.user_data);
       g.free_bufs.push_back(b);
       g.stats.send_errors++;
+      fail_peer(dest, "the NIC took no packet for it in 30 s");
       return false;
     }
   }
@@ -215,7 +239,8 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
 }
 
 bool send_control(uint32_t dest, PacketKind kind) {
-  int b = take_buffer();
+  if (g.peers[dest].failed) return false;
+  int b = take_buffer(false);
   if (b < 0) return false;
   return post_packet(dest, b, header(dest, kind));
 }
@@ -223,7 +248,7 @@ bool send_control(uint32_t dest, PacketKind kind) {
 // After consuming a data packet of `r`: report once T of them are unreported.
 void maybe_credit(uint32_t r) {
   Peer& p = g.peers[r];
-  if (p.consumed - p.reported < g.threshold || g.fin2_sent || p.fin2) return;
+  if (p.consumed - p.reported < g.threshold || g.fin2_sent || p.fin2 || p.failed) return;
   if (send_control(r, kCredit)) g.stats.credit_packets_sent++;
 }
 
@@ -256,6 +281,8 @@ void* take_stack() {
   return s;
 }
 
+void end_streams_of(const Inbound* m);
+
 void handler_main() {
   Inbound* m = g.current;
   m->result = m->fn(m, m->sender);
@@ -287,6 +314,7 @@ bool run(Inbound& m, const uint8_t* data, uint32_t n) {
     g.stacks.push_back(m.stack);
     m.stack = nullptr;
     g.live_handlers--;
+    end_streams_of(&m);
   }
   return true;
 }
@@ -298,13 +326,24 @@ void finish_if_over(Inbound* m) {
   delete m;
 }
 
-// A packet that breaks its message (bad offset or length): the handler sees
-// the message end there rather than wait forever.
-void cut_message(Inbound* m) {
+// A packet that breaks its message (bad offset or length, or lost): the
+// handler sees the message end there rather than wait forever.
+void cut_message(Inbound* m, bool& quit) {
   m->last_seen = true;
-  if (!m->done && m->stack) run(*m, nullptr, 0);
+  if (!m->done && m->stack) {
+    run(*m, nullptr, 0);
+    if (m->done && m->result == FM_QUIT) quit = true;
+  }
   if (!m->done) m->done = true;
   finish_if_over(m);
+}
+
+// Every message of `r` still arriving ends where it is.
+void cut_messages_of(uint32_t r, bool& quit) {
+  std::vector<Inbound*> cut;
+  for (auto& [k, m] : g.inbound)
+    if (m->sender == r) cut.push_back(m);
+  for (Inbound* m : cut) cut_message(m, quit);
 }
 
 // A data packet of `r`: start or continue its message. Returns payload bytes.
@@ -333,7 +372,7 @@ bool data_packet(uint32_t r, const PacketHeader& h, const uint8_t* data, bool& q
     if (it == g.inbound.end()) return false;
     m = it->second;
     if (h.offset != m->next_offset || h.payload > m->length - h.offset || h.length != m->length) {
-      cut_message(m);
+      cut_message(m, quit);
       return false;
     }
   }
@@ -350,14 +389,33 @@ bool data_packet(uint32_t r, const PacketHeader& h, const uint8_t* data, bool& q
   return true;
 }
 
+// The rank whose endpoint sent entry `e` (the NIC vouches for the address), or -1.
+int rank_of(const abi::AmRxEntry* e) {
+  for (uint32_t r = 0; r < g.nprocs; ++r) {
+    const EndpointName& n = g.peers[r].name;
+    if (e->src_node == n.node && e->src_slot == n.slot && e->src_ep == n.ep) return int(r);
+  }
+  return -1;
+}
+
 // One ring entry. `data_from`: the peer whose data packet it was (its
 // credit is due once the entry is consumed), or -1.
+
 void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& data_from) {
   data_from = -1;
-  if (e->len == 0) return;  // an entry the NIC gave up on: nothing in it
+  if (e->len == 0) {  // an entry the NIC gave up on: its sender died mid-packet
+    g.stats.lost_packets++;
+    int r = rank_of(e);
+    if (r >= 0 && uint32_t(r) != g.rank) {
+      fail_peer(uint32_t(r), "a packet from it was lost (its process died mid-send?)");
+      cut_messages_of(uint32_t(r), quit);
+    }
+    return;
+  }
   g.stats.packets_received++;
   PacketHeader h;
-  if (e->len < sizeof h || e->len > abi::kAmMaxMessage) {
+  // Members send requests only (tag-checked by the NIC); a reply needs no tag.
+  if (e->len < sizeof h || e->len > abi::kAmMaxMessage || !(e->flags & abi::kAmRequest)) {
     g.stats.bad_packets++;
     return;
   }
@@ -448,7 +506,7 @@ bool acquire_credit(Outbound& s) {
   }
   bool waited = false;
   while ((p.sent - p.granted) + p.reserved >= g.window) {
-    if (g.current || g.nic->state() != abi::SlotState::kActive) return false;
+    if (g.current || p.failed || g.nic->state() != abi::SlotState::kActive) return false;
     if (!waited) g.stats.credit_waits++;
     waited = true;
     progress_blocking();
@@ -456,9 +514,13 @@ bool acquire_credit(Outbound& s) {
   return true;
 }
 
+// Sends the stream's buffer as its next packet (and takes a new buffer
+// unless `last`). False if the packet could not go: the stream is then dead
+// (no buffer; its message is cut short at the receiver).
 bool flush(Outbound& s, bool last) {
-  if (!acquire_credit(s)) return false;
   Peer& p = g.peers[s.dest];
+  // After our FIN2 the receiver may have closed its endpoint.
+  if (s.buf < 0 || g.fin2_sent || p.failed || !acquire_credit(s)) return false;
   PacketHeader h = header(s.dest, kData);
   h.handler = uint16_t(s.handler);
   // Numbered at the first packet: message order is the order first packets
@@ -469,14 +531,14 @@ bool flush(Outbound& s, bool last) {
   h.offset = s.written - s.fill;
   h.length = s.length;
   h.payload = s.fill;
-  p.sent++;
   int b = s.buf;
   s.buf = -1;
   if (!post_packet(s.dest, b, h)) return false;
+  p.sent++;
   s.first = false;
   s.fill = 0;
   if (!last) {
-    s.buf = take_buffer();
+    s.buf = take_buffer(true);
     if (s.buf < 0) return false;
   }
   return true;
@@ -486,7 +548,21 @@ void close_stream(Outbound* s) {
   g.peers[s->dest].reserved -= s->reserved;
   if (s->buf >= 0) g.free_bufs.push_back(s->buf);
   g.streams.erase(s);
+  g.outbound_open--;
   delete s;
+}
+
+// A handler returned with streams still open: they end as if it had called
+// FM_end_message (their credits were reserved, so this never waits for any).
+void end_streams_of(const Inbound* m) {
+  std::vector<Outbound*> left;
+  for (FM_stream* st : g.streams)
+    if (!st->inbound && static_cast<Outbound*>(st)->owner == m) left.push_back(static_cast<Outbound*>(st));
+  for (Outbound* s : left) {
+    g.stats.streams_ended_for_handlers++;
+    if (s->reserved) (void)flush(*s, true);  // always reserved; never block in the extract loop
+    close_stream(s);
+  }
 }
 
 uint8_t* payload_area(const Outbound& s) { return buffer(s.buf) + sizeof(abi::AmPrefix) + sizeof(PacketHeader); }
@@ -503,20 +579,23 @@ bool configure_endpoint(bool close) {
     e.length = kRingEntries;
     e.src_addr = reinterpret_cast<uint64_t>(g.ring);
     e.src_key = g.ring_mr.key;
-    e.access = uint32_t(kAmAll);
-    e.src_slot = uint32_t(kAmAll >> 32);
+    e.access = uint32_t(g.tag);
+    e.src_slot = uint32_t(g.tag >> 32);
   }
   auto r = g.nic->run(e, kNicWait);
   return r && r->status == abi::kCqOk;
 }
 
 void teardown() {
-  for (auto& [k, m] : g.inbound) {
-    if (m->stack) g.stacks.push_back(m->stack);  // a handler that never got its message's end
-    delete m;
+  for (FM_stream* s : g.streams) {
+    if (s->inbound) {
+      auto* m = static_cast<Inbound*>(s);
+      if (m->stack) g.stacks.push_back(m->stack);  // a handler that never got its message's end
+      delete m;
+    } else {
+      delete static_cast<Outbound*>(s);
+    }
   }
-  for (FM_stream* s : g.streams)
-    if (!s->inbound) delete static_cast<Outbound*>(s);
   for (void* s : g.stacks) ::munmap(s, kStackBytes);
   if (g.nic) {
     if (g.ring_mr.key) (void)g.nic->deregister(g.ring_mr);
@@ -524,6 +603,7 @@ void teardown() {
     if (g.ring) g.nic->free(g.ring);
     if (g.bufs) g.nic->free(g.bufs);
   }
+  last_stats = g.stats;
   g = State{};
 }
 
@@ -562,6 +642,7 @@ int FM_initialize(void) {
   if (c < 6) return fail("too many nodes for the receive ring");
   g.rank = job.rank;
   g.nprocs = job.nprocs;
+  g.tag = random_tag();
   g.window = c - 5;
   g.threshold = std::max(1u, g.window / 2);
   auto n = open_nic();
@@ -581,8 +662,8 @@ int FM_initialize(void) {
   for (int b = int(kSendBuffers) - 1; b >= 0; --b) g.free_bufs.push_back(b);
   if (!configure_endpoint(false)) return fail("the NIC refused the AM endpoint");
   std::vector<EndpointName> names;
-  if (!publish_name(job, EndpointName{g.nic->node(), g.nic->slot(), kEndpoint}, err) ||
-      !collect_names(job, names, err))
+  EndpointName mine{g.nic->node(), g.nic->slot(), kEndpoint, g.tag};
+  if (!publish_name(job, mine, err) || !collect_names(job, mine, names, err))
     return fail(err);
   g.peers.resize(job.nprocs);
   for (uint32_t r = 0; r < job.nprocs; ++r) g.peers[r].name = names[r];
@@ -597,28 +678,38 @@ int FM_finalize(void) {
     errno = EINVAL;
     return -1;
   }
+  for (FM_stream* st : g.streams)
+    if (!st->inbound && !static_cast<Outbound*>(st)->owner) {  // the caller's own: end it first
+      errno = EBUSY;
+      return -1;
+    }
   g.closing = true;
-  bool ok = true;
-  // Phase 1: everyone stops sending messages (reports still flow).
+  // A failed peer sends nothing more and is not waited for.
+  auto all = [](bool Peer::*flag) {
+    return std::all_of(g.peers.begin(), g.peers.end(), [&](const Peer& p) { return p.*flag || p.failed; });
+  };
+  auto running = [] { return g.nic->state() == abi::SlotState::kActive; };
+  // Phase 1: everyone stops starting messages (reports still flow).
   for (uint32_t r = 0; r < g.nprocs; ++r) {
     if (r == g.rank) g.peers[r].fin1 = true;
-    else ok = send_control(r, kFin1) && ok;
+    else (void)send_control(r, kFin1);
   }
-  auto all = [](bool Peer::*flag) {
-    return std::all_of(g.peers.begin(), g.peers.end(), [&](const Peer& p) { return p.*flag; });
-  };
-  while (ok && !all(&Peer::fin1) && g.nic->state() == abi::SlotState::kActive) progress_blocking();
+  while (!all(&Peer::fin1) && running()) progress_blocking();
+  // Handlers still sending (their messages began before the FIN1s) finish.
+  while (g.outbound_open && running()) progress_blocking();
   // Phase 2: after its FIN2 a rank sends nothing, so once all FIN2s are in,
   // nothing more can arrive and the endpoint may close.
   for (uint32_t r = 0; r < g.nprocs; ++r) {
     if (r == g.rank) g.peers[r].fin2 = true;
-    else ok = send_control(r, kFin2) && ok;
+    else (void)send_control(r, kFin2);
   }
   g.fin2_sent = true;
-  while (ok && !all(&Peer::fin2) && g.nic->state() == abi::SlotState::kActive) progress_blocking();
+  while (!all(&Peer::fin2) && running()) progress_blocking();
   while (!g.in_flight.empty())
     if (!wait_completion()) break;
-  ok = ok && all(&Peer::fin2) && g.in_flight.empty();
+  bool ok = running() && g.in_flight.empty() && g.outbound_open == 0 &&
+            std::none_of(g.peers.begin(), g.peers.end(), [](const Peer& p) { return p.failed; }) &&
+            all(&Peer::fin2);
   (void)configure_endpoint(true);
   teardown();
   FM_nodeid = 0;
@@ -638,9 +729,16 @@ FM_ULONG FM_register_handler(FM_ULONG id, FM_handler* handler) {
 }
 
 FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
-  if (!g.up || g.closing || dest >= g.nprocs ||
-      length > FM_MAX_MESSAGE || handler >= FM_MAX_HANDLERS || g.streams.size() >= kMaxStreams + g.inbound.size()) {
+  if (!g.up || g.closing || dest >= g.nprocs || length > FM_MAX_MESSAGE || handler >= FM_MAX_HANDLERS) {
     errno = EINVAL;
+    return nullptr;
+  }
+  if (g.outbound_open >= kMaxStreams) {
+    errno = EAGAIN;
+    return nullptr;
+  }
+  if (g.peers[dest].failed) {
+    errno = EIO;
     return nullptr;
   }
   auto* s = new Outbound();
@@ -653,16 +751,16 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
   if (g.current) {
     // A handler cannot wait for credits (the extract loop is below it): all
     // of them now, or NULL (FM 2.x's deadlock avoidance).
-    uint32_t need = packets_for(s->length);
+    uint64_t need = packets_for(s->length);
     if (uint64_t(p.sent - p.granted) + p.reserved + need > g.window) {
       delete s;
       errno = EAGAIN;
       return nullptr;
     }
-    p.reserved += need;
-    s->reserved = need;
+    p.reserved += uint32_t(need);
+    s->reserved = uint32_t(need);
   }
-  s->buf = take_buffer();
+  s->buf = take_buffer(true);
   if (s->buf < 0) {
     p.reserved -= s->reserved;
     delete s;
@@ -670,6 +768,7 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
     return nullptr;
   }
   g.streams.insert(s);
+  g.outbound_open++;
   return s;
 }
 
@@ -677,6 +776,10 @@ int FM_send_piece(FM_stream* stream, const void* buffer, FM_ULONG length) {
   Outbound* s = outbound(stream);
   if (!s || (length && !buffer) || length > s->length - s->written) {
     errno = EINVAL;
+    return -1;
+  }
+  if (s->buf < 0) {  // an earlier packet could not go: the message is lost
+    errno = EIO;
     return -1;
   }
   auto* from = static_cast<const uint8_t*>(buffer);
@@ -757,7 +860,7 @@ int FM_wait(FM_ULONG usec) {
 }
 
 void FM_get_stats(FM_stats* out) {
-  if (out) *out = g.stats;
+  if (out) *out = g.up ? g.stats : last_stats;
 }
 
 }  // extern "C"

@@ -31,16 +31,18 @@ struct PacketHeader {
 static_assert(sizeof(PacketHeader) == 32);
 
 constexpr uint16_t kMagic = 0x4d46;  // "FM"
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 enum PacketKind : uint8_t { kData = 1, kCredit = 2, kFin1 = 3, kFin2 = 4 };
 enum PacketFlags : uint32_t { kFirst = 1u << 0, kLast = 1u << 1 };
 
 constexpr uint32_t kPayload = abi::kAmMaxMessage - sizeof(PacketHeader);
 static_assert(kPayload == FM_PACKET_PAYLOAD);
 
-// Where a rank receives: its NIC, slot and AM endpoint.
+// Where a rank receives: its NIC, slot and AM endpoint, and the tag the
+// endpoint takes (random per run: only the job's members know it).
 struct EndpointName {
   uint32_t node = 0, slot = 0, ep = 0;
+  uint64_t tag = 0;
 };
 
 // bootstrap.cpp: the job from the environment and the name exchange.
@@ -49,7 +51,11 @@ struct Job {
   std::string dir;
 };
 bool read_job(Job& job, std::string& err);
+// A tag no one can guess: neither AM_NONE (0) nor AM_ALL (1).
+uint64_t random_tag();
 bool publish_name(const Job& job, const EndpointName& mine, std::string& err);
-bool collect_names(const Job& job, std::vector<EndpointName>& names, std::string& err);
+// Every rank's name; fails on a malformed file, two ranks naming one
+// endpoint, or a file for our rank that is not `mine`.
+bool collect_names(const Job& job, const EndpointName& mine, std::vector<EndpointName>& names, std::string& err);
 
 }  // namespace ulnic::fm

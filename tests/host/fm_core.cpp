@@ -9,10 +9,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "fm_job.h"
@@ -22,6 +26,8 @@
 namespace {
 
 using namespace fm_test;
+
+constexpr int kNodes = 6;  // most tests use nodes 0 and 1
 
 // ---- in the children
 
@@ -97,8 +103,8 @@ bool extract_until(const std::function<bool()>& done, FM_ULONG budget = 1 << 20,
   return true;
 }
 
-// FM never sends what the receiving NIC would refuse (nodes 0 and 1).
-class Fm : public NoRefusalsTest<2> {};
+// FM never sends what the receiving NIC would refuse (any node).
+class Fm : public NoRefusalsTest<kNodes> {};
 
 constexpr unsigned kVerify = 1, kHalf = 2;
 
@@ -162,6 +168,81 @@ TEST_F(Fm, InterleavedSenders) {
   EXPECT_EQ(rc, (std::vector<int>{0, 0, 0, 0}));
 }
 
+// ---- more sends in flight than the NIC has operations
+//
+// The NIC has 64 operations (kMaxPuts) for all its slots' sends; one stays
+// taken until the receiving NIC's verdict comes back. With the QEMUs of
+// nodes 1..5 stopped for a second, every small packet node 0 sends waits in
+// the fabric ring to its peer (16 per peer: 80 > 64), so the two senders on
+// node 0 run the NIC out of operations. The firmware then holds the next send at the
+// head of its queue (counter op_waits) instead of failing it, and every
+// message still arrives, in order, byte for byte.
+
+pid_t qemu_pid(int node) {
+  std::string path = vipl_test::env_or("ULNIC_RUNTIME_DIR", "") + "/" + vipl_test::env_or("ULNIC_CLUSTER", "") +
+                     "/node" + std::to_string(node) + "/qemu.pid";
+  FILE* f = std::fopen(path.c_str(), "r");
+  int pid = -1;
+  if (f) {
+    if (std::fscanf(f, "%d", &pid) != 1) pid = -1;
+    std::fclose(f);
+  }
+  return pid_t(pid);
+}
+
+TEST_F(Fm, MoreSendsThanTheNicHasOperationsKeepOrder) {
+  constexpr uint32_t kPerReceiver = 25;  // below the credit window (31 for 7 ranks)
+  std::vector<pid_t> stopped;
+  for (int n = 1; n <= 5; ++n) stopped.push_back(qemu_pid(n));
+  ASSERT_EQ(std::count(stopped.begin(), stopped.end(), pid_t(-1)), 0) << "no qemu.pid";
+  long waits_before = nic_counter(0, "op_waits");
+  ASSERT_GE(waits_before, 0);
+  auto size = [](uint32_t sender, uint32_t seq) { return size_t(16 + (sender * 7 + seq) % 900); };
+  auto rc = run_job({0, 0, 1, 2, 3, 4, 5}, [&](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = size;
+    if (FM_initialize() != 0) return 2;
+    std::string marker = std::string(std::getenv("ULNIC_FM_DIR")) + "/stopped";
+    if (rank >= 2) {  // receivers: 2 senders x kPerReceiver each
+      bool all = extract_until([] { return g_rx.messages == 2 * kPerReceiver; });
+      check(all, "%llu of %u messages", (unsigned long long)g_rx.messages, 2 * kPerReceiver);
+      check(g_rx.next_seq[0] == kPerReceiver && g_rx.next_seq[1] == kPerReceiver, "per sender: %u, %u",
+            g_rx.next_seq[0], g_rx.next_seq[1]);
+      return child_exit();
+    }
+    std::thread freezer;
+    if (rank == 0) {  // stop the receivers' NICs for a second (well inside the link's 5 s)
+      for (pid_t p : stopped) ::kill(p, SIGSTOP);
+      std::fclose(std::fopen(marker.c_str(), "w"));
+      freezer = std::thread([&] {
+        std::this_thread::sleep_for(1s);
+        for (pid_t p : stopped) ::kill(p, SIGCONT);
+      });
+    } else {
+      while (::access(marker.c_str(), F_OK) != 0) ::usleep(1000);
+    }
+    // Per receiver, messages seq 0.. in order; interleaved over receivers.
+    std::vector<uint32_t> seq(7, 0);
+    for (uint32_t k = 0; k < kPerReceiver; ++k)
+      for (unsigned to = 2; to <= 6; ++to) {
+        // verifying_handler numbers messages per sender at each receiver.
+        uint32_t q = seq[to]++;
+        send_message(to, kVerify, q, size(rank, q), size(rank, q), {7, 100});
+      }
+    if (freezer.joinable()) freezer.join();
+    FM_stats st{};
+    FM_get_stats(&st);
+    check(st.send_errors == 0 && st.bad_packets == 0, "send errors %llu, bad packets %llu", st.send_errors,
+          st.bad_packets);
+    return child_exit();
+  }, 80s);
+  for (pid_t p : stopped) ::kill(p, SIGCONT);  // whatever happened to the job
+  EXPECT_EQ(rc, (std::vector<int>(7, 0)));
+  long waits = nic_counter(0, "op_waits") - waits_before;
+  std::fprintf(stderr, "[node 0] service passes a send waited for a free operation: %ld\n", waits);
+  EXPECT_GT(waits, 0) << "the NIC never ran out of operations: the test did not test what it says";
+}
+
 // ---- a handler descheduled in FM_receive while the rest is in flight
 
 std::atomic<uint64_t> g_extract_calls{0};
@@ -206,6 +287,36 @@ TEST_F(Fm, HandlerDescheduledUntilBytesArrive) {
       FM_stats st;
       FM_get_stats(&st);
       check(st.handler_yields >= 1, "no yield recorded");
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
+// ---- two streams of one sender, interleaved: two handlers alive at once
+
+TEST_F(Fm, TwoStreamsOfOneSenderInterleave) {
+  auto rc = run_job({0, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = [](uint32_t, uint32_t seq) { return size_t(seq == 0 ? 30000 : 9000); };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 0) {
+      std::vector<uint8_t> a(30000), b(9000);
+      fill(a, 0, 0);
+      fill(b, 0, 1);
+      FM_stream* sa = FM_begin_message(1, a.size(), kVerify);
+      check(sa && FM_send_piece(sa, a.data(), 10000) == 0, "A: first 10000");  // two packets of A leave
+      FM_stream* sb = FM_begin_message(1, b.size(), kVerify);                  // B starts after A did
+      check(sb && FM_send_piece(sb, b.data(), b.size()) == 0 && FM_end_message(sb) == 0, "B whole");
+      check(sa && FM_send_piece(sa, a.data() + 10000, 20000) == 0 && FM_end_message(sa) == 0, "A: the rest");
+    } else {
+      check(extract_until([] { return g_rx.messages == 2; }), "%llu of 2 messages", (unsigned long long)g_rx.messages);
+      FM_stats st{};
+      FM_get_stats(&st);
+      // A's handler started at its first packet and waited in FM_receive
+      // while B's ran: both alive at once.
+      check(st.max_live_handlers >= 2, "handlers alive at once: %llu", st.max_live_handlers);
+      check(st.handler_yields >= 1, "no handler waited");
     }
     return child_exit();
   });
@@ -406,6 +517,216 @@ TEST_F(Fm, ArgumentErrors) {
   EXPECT_EQ(rc, (std::vector<int>{0}));
 }
 
+constexpr uint8_t kWireVersion = 2;
+
+// A rank's published name: "ulnic-fm <version> <node> <slot> <ep> <tag hex>".
+struct RankName {
+  unsigned v = 0, node = 0, slot = 0, ep = 0;
+  unsigned long long tag = 0;
+};
+bool read_rank(const std::string& dir, unsigned rank, RankName& n) {
+  FILE* f = nullptr;
+  std::string path = dir + "/rank." + std::to_string(rank);
+  for (int i = 0; i < 5000 && !(f = std::fopen(path.c_str(), "r")); ++i) ::usleep(2000);
+  if (!f) return false;
+  bool ok = std::fscanf(f, "ulnic-fm %u %u %u %u %llx", &n.v, &n.node, &n.slot, &n.ep, &n.tag) == 5;
+  std::fclose(f);
+  return ok;
+}
+
+// ---- stream limits, and FM_finalize with a stream still open
+
+int g_small_runs = 0;
+int small_handler(FM_stream* s, unsigned sender) {
+  uint32_t seq = 0;
+  check(FM_receive(&seq, s, sizeof seq) == sizeof seq, "stream %d: 4 bytes", g_small_runs);
+  check(seq == uint32_t(g_small_runs) && sender == 0, "stream %u ran as message %d", seq, g_small_runs);
+  g_small_runs++;
+  return FM_CONTINUE;
+}
+
+TEST_F(Fm, StreamLimitAndFinalizeWithAStreamOpen) {
+  auto rc = run_job({0}, [](unsigned) {
+    FM_register_handler(kVerify, small_handler);
+    if (FM_initialize() != 0) return 2;
+    // Each open stream holds a send buffer; FM keeps some for its reports.
+    std::vector<FM_stream*> open;
+    for (int k = 0; k < FM_MAX_STREAMS; ++k) open.push_back(FM_begin_message(0, 4, kVerify));
+    check(std::count(open.begin(), open.end(), nullptr) == 0, "%d streams could not open", int(std::count(open.begin(), open.end(), nullptr)));
+    errno = 0;
+    check(FM_begin_message(0, 4, kVerify) == nullptr && errno == EAGAIN, "stream %d: errno %d", FM_MAX_STREAMS, errno);
+    errno = 0;
+    check(FM_finalize() == -1 && errno == EBUSY, "FM_finalize with streams open: errno %d", errno);
+    for (uint32_t k = 0; k < open.size(); ++k) {
+      if (!open[k]) continue;
+      check(FM_send_piece(open[k], &k, sizeof k) == 0, "piece %u", k);
+      check(FM_end_message(open[k]) == 0, "end %u", k);
+    }
+    // Messages are numbered when their first packet leaves: in end order here.
+    check(extract_until([] { return g_small_runs == FM_MAX_STREAMS; }, 1 << 20, 20s), "%d of %d messages",
+          g_small_runs, FM_MAX_STREAMS);
+    check(FM_finalize() == 0, "finalize");
+    FM_stats st{};
+    FM_get_stats(&st);  // the finished job's
+    check(st.packets_sent >= FM_MAX_STREAMS && st.packets_received >= FM_MAX_STREAMS,
+          "stats after FM_finalize: sent %llu, received %llu", st.packets_sent, st.packets_received);
+    return g_failures ? 1 : 0;
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0}));
+}
+
+// ---- a handler that returns with the stream it opened still open
+
+constexpr unsigned kLeaky = 6;
+constexpr size_t kLeakyBytes = 20000;
+
+int leaky_handler(FM_stream* s, unsigned sender) {
+  char c[8];
+  check(FM_receive(c, s, sizeof c) == 8, "8 bytes");
+  FM_stream* out = FM_begin_message(sender, kLeakyBytes, kVerify);
+  check(out != nullptr, "begin from the handler");
+  if (!out) return FM_CONTINUE;
+  std::vector<uint8_t> data(kLeakyBytes);
+  fill(data, uint32_t(FM_nodeid), 0);
+  for (size_t off = 0; off < data.size(); off += 3000)
+    check(FM_send_piece(out, data.data() + off, std::min<size_t>(3000, data.size() - off)) == 0, "piece at %zu", off);
+  g_rx.messages++;
+  return FM_CONTINUE;  // without FM_end_message
+}
+
+TEST_F(Fm, AStreamAHandlerLeftOpenIsEnded) {
+  auto rc = run_job({0, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    FM_register_handler(kLeaky, leaky_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return kLeakyBytes; };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 1) {
+      FM_stream* s = FM_begin_message(0, 8, kLeaky);
+      check(s && FM_send_piece(s, "request!", 8) == 0 && FM_end_message(s) == 0, "request");
+      check(extract_until([] { return g_rx.messages == 1; }), "the reply never came whole");
+    } else {
+      check(extract_until([] { return g_rx.messages == 1; }), "the request never came");
+    }
+    check(FM_finalize() == 0, "finalize");
+    FM_stats st{};
+    FM_get_stats(&st);
+    unsigned long long want = rank == 0 ? 1 : 0;
+    check(st.streams_ended_for_handlers == want, "streams ended for handlers: %llu", st.streams_ended_for_handlers);
+    return g_failures ? 1 : 0;
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
+// ---- a rank that dies: sends to it fail, FM_finalize does not wait for it
+
+constexpr unsigned kGo = 7, kDead = 8;
+bool g_go = false, g_dead_news = false;
+int go_handler(FM_stream*, unsigned) { g_go = true; return FM_CONTINUE; }
+int dead_handler(FM_stream*, unsigned) { g_dead_news = true; return FM_CONTINUE; }
+
+TEST_F(Fm, ADeadRankFailsSendsAndFinalizeEnds) {
+  allow_refusals(1);  // rank 1's NIC refuses what still comes for its gone slot
+  auto rc = run_job({0, 1, 0}, [](unsigned rank) {
+    FM_register_handler(kGo, go_handler);
+    FM_register_handler(kDead, dead_handler);
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return size_t(9000); };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 1) {  // dies without FM_finalize once told to
+      check(extract_until([] { return g_go; }), "no go");
+      return g_failures ? 1 : 0;
+    }
+    if (rank == 2) {  // a bystander: hears of the death, then leaves
+      check(extract_until([] { return g_dead_news; }, 1 << 20, 45s), "no news of rank 1");
+      errno = 0;
+      check(FM_finalize() == -1, "FM_finalize succeeded with a dead rank");
+      return g_failures ? 1 : 0;
+    }
+    FM_stream* go = FM_begin_message(1, 0, kGo);
+    check(go && FM_end_message(go) == 0, "go");
+    // Keep sending until FM says rank 1 is gone.
+    std::vector<uint8_t> data(9000);
+    int err = 0;
+    auto until = Clock::now() + 30s;
+    for (uint32_t k = 0; !err && Clock::now() < until; ++k) {
+      fill(data, 0, k);
+      errno = 0;
+      FM_stream* s = FM_begin_message(1, data.size(), kVerify);
+      if (!s) {
+        err = errno;
+        break;
+      }
+      int a = FM_send_piece(s, data.data(), data.size());
+      int ea = errno;
+      int b = FM_end_message(s);
+      if (a || b) err = a ? ea : errno;
+      ::usleep(2000);
+    }
+    check(err == EIO, "sends to the dead rank: errno %d", err);
+    errno = 0;
+    check(FM_begin_message(1, 10, kVerify) == nullptr && errno == EIO, "a begin after the failure: errno %d", errno);
+    FM_stats st{};
+    FM_get_stats(&st);
+    check(st.send_errors >= 1, "send errors: %llu", st.send_errors);
+    FM_stream* news = FM_begin_message(2, 0, kDead);
+    check(news && FM_end_message(news) == 0, "news to rank 2");
+    check(FM_finalize() == -1, "FM_finalize succeeded with a dead rank");
+    return g_failures ? 1 : 0;
+  }, 80s);
+  EXPECT_EQ(rc, (std::vector<int>{0, 0, 0}));
+}
+
+// ---- the rank files: two ranks naming one endpoint, a rank's own file replaced
+
+// As rank 1 of 2: once our rank.1 is published, `forge` writes the files.
+void with_forged_files(const std::function<void(const std::string&, const RankName&)>& forge_files,
+                       const char* what) {
+  std::string dir = std::getenv("ULNIC_FM_DIR");
+  ::setenv("ULNIC_FM_RANK", "1", 1);
+  ::setenv("ULNIC_FM_NPROCS", "2", 1);
+  std::thread t([&] {
+    RankName mine;
+    if (read_rank(dir, 1, mine)) forge_files(dir, mine);
+  });
+  check(FM_initialize() == -1, "FM_initialize accepted %s", what);
+  t.join();
+  std::filesystem::remove(dir + "/rank.0");
+  std::filesystem::remove(dir + "/rank.1");
+}
+
+void write_rank(const std::string& dir, unsigned rank, const RankName& n) {
+  std::string path = dir + "/rank." + std::to_string(rank), tmp = path + ".forged";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) return;
+  std::fprintf(f, "ulnic-fm %u %u %u %u %llx\n", n.v, n.node, n.slot, n.ep, n.tag);
+  std::fclose(f);
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+TEST_F(Fm, RankFilesAreChecked) {
+  auto rc = run_job({0}, [](unsigned) {
+    with_forged_files([](const std::string& dir, const RankName& mine) { write_rank(dir, 0, mine); },
+                      "two ranks naming one endpoint");
+    with_forged_files(
+        [](const std::string& dir, RankName mine) {
+          mine.tag ^= 0x10;  // someone else's run took our file
+          write_rank(dir, 1, mine);
+          mine.slot = (mine.slot + 1) % ulnic::abi::kMaxSlots;
+          write_rank(dir, 0, mine);
+        },
+        "a rank file that is not its own");
+    with_forged_files(
+        [](const std::string& dir, RankName mine) {
+          mine.slot = (mine.slot + 1) % ulnic::abi::kMaxSlots;
+          mine.tag = 1;  // AM_ALL: no tag at all
+          write_rank(dir, 0, mine);
+        },
+        "a rank without a tag");
+    return g_failures ? 1 : 0;
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0}));
+}
+
 // ---- untrusted input: forged and malformed packets, unregistered handlers
 
 // The FM wire header (host/fm/fm_internal.h), written by hand as a forger would.
@@ -417,26 +738,27 @@ struct ForgedHeader {
 };
 static_assert(sizeof(ForgedHeader) == 32);
 
-// Sends raw AM messages to rank 0's endpoint from a process outside the job.
+// Sends raw AM messages to rank 0's endpoint from a process outside the job
+// that learned rank 0's name and tag (a leaked job directory): requests the
+// FM header gives away, a reply (no tag needed), and a request with a wrong
+// tag, which rank 0's NIC refuses (the only refusal of the test).
 int forge(const std::string& dir) {
   namespace abi = ulnic::abi;
-  unsigned v, node, slot, ep;
-  FILE* f = nullptr;
-  for (int i = 0; i < 5000 && !(f = std::fopen((dir + "/rank.0").c_str(), "r")); ++i) ::usleep(2000);
-  if (!f || std::fscanf(f, "ulnic-fm %u %u %u %u", &v, &node, &slot, &ep) != 4) return 3;
-  std::fclose(f);
+  RankName to;
+  if (!read_rank(dir, 0, to)) return 3;
+  unsigned node = to.node, slot = to.slot, ep = to.ep;
   auto nic = ulnic::Nic::open();
   for (int i = 0; i < 50 && !nic; ++i) ::usleep(100000), nic = ulnic::Nic::open();
   if (!nic) return 4;
   auto* mem = static_cast<uint8_t*>((*nic)->alloc(8192, 4096));
   auto mr = (*nic)->register_memory(mem, 8192, abi::kAccessLocal);
   if (!mr) return 5;
-  auto send = [&](const void* msg, uint32_t len) {
+  auto send = [&](const void* msg, uint32_t len, uint64_t tag = 0, uint8_t flags = abi::kAmRequest) {
     abi::AmPrefix pre{};
-    pre.tag = 1;
+    pre.tag = tag ? tag : to.tag;
     pre.msg_len = len;
     pre.dst_ep = uint8_t(ep);
-    pre.flags = abi::kAmRequest;
+    pre.flags = flags;
     std::memcpy(mem, &pre, sizeof pre);
     std::memcpy(mem + sizeof pre, msg, len);
     abi::SqEntry e{};
@@ -452,13 +774,15 @@ int forge(const std::string& dir) {
   uint8_t pkt[64] = {};
   // Claims to be rank 0's first message to itself (which rank 0 never
   // sends, so only the NIC address can give it away), 10 bytes.
-  ForgedHeader h{0x4d46, 1, 1, 0, kVerify, 0, 3, 0, 10, 10, 0};
+  ForgedHeader h{0x4d46, kWireVersion, 1, 0, kVerify, 0, 3, 0, 10, 10, 0};
   std::memcpy(pkt, &h, sizeof h);
   bool ok = send(pkt, 42);                 // right header, wrong NIC address
+  ok = send(pkt, 42, 0, 0) && ok;          // a reply: passes the NIC untagged, FM drops it
   ok = send("garbage", 7) && ok;           // shorter than a header
   h.magic = 0x1234;
   std::memcpy(pkt, &h, sizeof h);
   ok = send(pkt, 42) && ok;                // bad magic
+  ok = !send(pkt, 42, to.tag ^ 0x5a5a) && ok;  // a wrong tag: rank 0's NIC refuses it
   (void)(*nic)->deregister(*mr);
   return ok ? 0 : 6;
 }
@@ -478,7 +802,7 @@ TEST_F(Fm, UntrustedPacketsAreDropped) {
       FM_stats st{};
       bool ok = extract_until([&] {
         FM_get_stats(&st);
-        return g_rx.messages == 1 && st.bad_packets >= 4;
+        return g_rx.messages == 1 && st.bad_packets >= 5;
       });
       check(ok, "messages %llu, bad packets %llu", (unsigned long long)g_rx.messages, st.bad_packets);
       check(g_rx.next_seq[1] == 1 && g_rx.next_seq[0] == 0, "the forged message ran a handler");
@@ -486,6 +810,7 @@ TEST_F(Fm, UntrustedPacketsAreDropped) {
     return child_exit();
   });
   EXPECT_EQ(rc, (std::vector<int>{0, 0, 0}));
+  expect_refusals(0, 1);  // the wrong tag
 }
 
 // ---- malformed packets from a job member's own address
@@ -522,23 +847,24 @@ int fake_rank(const std::string& dir) {
   cfg.length = kEntries;
   cfg.src_addr = reinterpret_cast<uint64_t>(ring);
   cfg.src_key = rr->key;
-  cfg.access = 1;  // AM_ALL
+  constexpr uint64_t kMyTag = 0x7a6b5c4d3e2f1a0bull;
+  cfg.access = uint32_t(kMyTag);
+  cfg.src_slot = uint32_t(kMyTag >> 32);
   auto c = n.run(cfg, 10s);
   if (!c || c->status != abi::kCqOk) return 6;
   FILE* f = std::fopen((dir + "/rank.1.tmp").c_str(), "w");  // published whole, as FM does
-  std::fprintf(f, "ulnic-fm 1 %u %u 0\n", n.node(), n.slot());
+  std::fprintf(f, "ulnic-fm %u %u %u 0 %llx\n", unsigned(kWireVersion), n.node(), n.slot(),
+               static_cast<unsigned long long>(kMyTag));
   std::fclose(f);
   std::rename((dir + "/rank.1.tmp").c_str(), (dir + "/rank.1").c_str());
-  unsigned v, node, slot, ep;
-  f = nullptr;
-  for (int i = 0; i < 5000 && !(f = std::fopen((dir + "/rank.0").c_str(), "r")); ++i) ::usleep(2000);
-  if (!f || std::fscanf(f, "ulnic-fm %u %u %u %u", &v, &node, &slot, &ep) != 4) return 7;
-  std::fclose(f);
+  RankName to;
+  if (!read_rank(dir, 0, to)) return 7;
+  unsigned node = to.node, slot = to.slot, ep = to.ep;
   bool ok = true;
   // Sends a header (with `bytes` message bytes of pattern(1, seq) from `from`).
   auto send = [&](ForgedHeader h, uint32_t bytes, uint32_t seq, uint32_t from) {
     abi::AmPrefix pre{};
-    pre.tag = 1;
+    pre.tag = to.tag;
     pre.msg_len = uint32_t(sizeof h) + bytes;
     pre.dst_ep = uint8_t(ep);
     pre.flags = abi::kAmRequest;
@@ -556,15 +882,15 @@ int fake_rank(const std::string& dir) {
     ok = ok && r && r->status == abi::kCqOk;
   };
   //        magic  ver kind snd handler msg flags off len   payload credit
-  send({0x4d46, 1, 1, 1, kTrunc, 0, 1, 0, 10000, 100, 0}, 100, 0, 0);     // first 100 bytes of 10000
-  send({0x4d46, 1, 1, 1, kTrunc, 0, 0, 500, 10000, 100, 0}, 100, 0, 500); // wrong offset: cut there
-  send({0x4d46, 1, 1, 1, kVerify, 5, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 5 before 1
-  send({0x4d46, 1, 2, 1, 0, 0, 0, 0, 0, 0, 1000}, 0, 0, 0);               // credit for packets never sent
-  send({0x4d46, 1, 9, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // no such kind
-  send({0x4d46, 1, 1, 1, kVerify, 1, 3, 0, 50, 100, 0}, 50, 0, 0);        // payload field says 100, has 50
-  send({0x4d46, 1, 1, 1, kVerify, 1, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 1: fine
-  send({0x4d46, 1, 3, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN1
-  send({0x4d46, 1, 4, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN2
+  send({0x4d46, kWireVersion, 1, 1, kTrunc, 0, 1, 0, 10000, 100, 0}, 100, 0, 0);     // first 100 bytes of 10000
+  send({0x4d46, kWireVersion, 1, 1, kTrunc, 0, 0, 500, 10000, 100, 0}, 100, 0, 500); // wrong offset: cut there
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 5, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 5 before 1
+  send({0x4d46, kWireVersion, 2, 1, 0, 0, 0, 0, 0, 0, 1000}, 0, 0, 0);               // credit for packets never sent
+  send({0x4d46, kWireVersion, 9, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // no such kind
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 100, 0}, 50, 0, 0);        // payload field says 100, has 50
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 1: fine
+  send({0x4d46, kWireVersion, 3, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN1
+  send({0x4d46, kWireVersion, 4, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN2
   // Absorb rank 0's packets until its FIN2: only then may this endpoint go.
   uint64_t consumed = 0;
   bool fin2 = false;
@@ -610,6 +936,6 @@ TEST_F(Fm, MalformedPacketsFromAMember) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new vipl_test::ClusterEnvironment("fm"));
+  ::testing::AddGlobalTestEnvironment(new vipl_test::ClusterEnvironment("fm", kNodes));
   return RUN_ALL_TESTS();
 }

@@ -44,6 +44,7 @@ enum {
 #define FM_MAX_NODES 32          /* receive ring (256 entries) / 32 = 8 per sender, SEMANTICS.md */
 #define FM_MAX_MESSAGE 0xffffffffUL /* FM_begin_message's length bound */
 #define FM_INIT_TIMEOUT_S 60
+#define FM_MAX_STREAMS 48          /* outbound streams open at once (each holds a send buffer) */
 
 /* Set by FM_initialize. */
 extern FM_ULONG FM_nodeid;
@@ -57,7 +58,10 @@ int FM_initialize(void);
 /* Leaves the job. Collective: every rank calls it; it returns after every
  * message this process sent has been delivered and every other rank has
  * said it sends nothing more (messages arriving meanwhile still run their
- * handlers). 0 on success, -1 on failure. */
+ * handlers, and streams they opened are finished first). 0 on success; -1
+ * with errno EBUSY (nothing done) if the caller still has a stream open,
+ * EINVAL inside a handler or before FM_initialize, and -1 (FM ended all the
+ * same) if a peer failed: a packet to or from it was lost. */
 int FM_finalize(void);
 
 /* Associates `handler` with `id` (or the next free id for FM_ANY_ID) and
@@ -65,20 +69,28 @@ int FM_finalize(void);
 FM_ULONG FM_register_handler(FM_ULONG id, FM_handler* handler);
 
 /* Opens a message of at most `length` bytes to `dest`, to run handler
- * `handler` there. NULL if an argument is invalid, if FM is not
- * initialized, or (inside a handler) if the credits for the whole message
- * are not available right now -- a handler must not spin on it. Outside
- * handlers it may block (running handlers) until credits come back. */
+ * `handler` there. NULL with errno EINVAL if an argument is invalid or FM is
+ * not initialized (or is finalizing); EAGAIN inside a handler if the credits
+ * for the whole message are not available right now (a handler must not
+ * spin on it), or if FM_MAX_STREAMS streams are open; EIO if `dest` failed
+ * (a packet to or from it was lost: the NIC completed it with an error).
+ * Outside handlers it may block (running handlers) until credits come back. */
 FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler);
 
 /* Appends `length` bytes at `buffer` to the message (gather: any number of
  * calls, any sizes). The bytes are copied before it returns. 0 on success,
- * -1 (errno EINVAL) for a bad stream, a NULL buffer with bytes, or bytes
- * beyond the length given to FM_begin_message (nothing is then appended). */
+ * -1 with errno EINVAL for a bad stream, a NULL buffer with bytes, or bytes
+ * beyond the length given to FM_begin_message (nothing is then appended);
+ * EIO if a packet of the message could not be sent (the peer failed, or
+ * FM_finalize is past the point where anything may be sent): the message
+ * is lost and the stream must still be ended. */
 int FM_send_piece(FM_stream* stream, const void* buffer, FM_ULONG length);
 
 /* Sends what is left and closes the stream (the pointer is then invalid).
- * Fewer bytes than FM_begin_message's length is fine. 0 / -1 (EINVAL). */
+ * Fewer bytes than FM_begin_message's length is fine. 0; -1 with errno
+ * EINVAL for a bad stream, EIO if the message could not be sent whole (the
+ * stream is closed all the same). A handler that returns with a stream
+ * still open has it ended for it (counted in FM_stats). */
 int FM_end_message(FM_stream* stream);
 
 /* In a handler, on its own stream: copies the next `length` bytes of the
@@ -91,15 +103,19 @@ FM_ULONG FM_receive(void* buffer, FM_stream* stream, FM_ULONG length);
 /* Processes arrived packets -- running and resuming handlers -- until about
  * `maxbytes` message bytes were extracted (a soft bound: whole packets of at
  * most FM_PACKET_PAYLOAD bytes), nothing is left, or a handler returned
- * FM_QUIT. Never blocks. Returns the message bytes extracted. */
+ * FM_QUIT. Packets are taken in arrival order, so the bound stops at the
+ * first data packet past it: FM_extract(0) takes the control packets (credit
+ * reports) before the first data packet and no data. Never blocks. Returns
+ * the message bytes extracted. */
 FM_ULONG FM_extract(FM_ULONG maxbytes);
 
 #define FM_PACKET_PAYLOAD 4256 /* message bytes per NIC packet */
 
 /* ulnic extension: waits until a packet is ready to extract, or `usec`
  * microseconds passed (spinning briefly, then asleep on the NIC's wake-up:
- * two cores are shared with the emulated NICs). Returns 1 if a packet is
- * ready, 0 otherwise (timeout, not initialized, inside a handler, or the
+ * two cores are shared with the emulated NICs). Returns 1 if a ring entry
+ * is ready (a packet, possibly a control packet with no message bytes, or
+ * an entry the NIC gave up on: FM_extract may then return 0), 0 otherwise (timeout, not initialized, inside a handler, or the
  * NIC cut the slot off). Layers above FM block with it instead of spinning
  * on FM_extract. */
 int FM_wait(FM_ULONG usec);
@@ -113,7 +129,10 @@ typedef struct {
   unsigned long long send_errors;      /* sends the NIC completed with an error */
   unsigned long long handler_yields;   /* handlers descheduled in FM_receive */
   unsigned long long max_live_handlers; /* most handlers alive at once */
+  unsigned long long lost_packets;     /* ring entries the NIC gave up on (a sender died mid-packet) */
+  unsigned long long streams_ended_for_handlers; /* streams a handler left open, ended when it returned */
 } FM_stats;
+/* The running job's counters; after FM_finalize, the finished job's. */
 void FM_get_stats(FM_stats* out);
 
 #ifdef __cplusplus

@@ -66,6 +66,7 @@ enum Counter : uint32_t {
   kCtrViConnects,          // VIs connected
   kCtrAmMessages,          // AM messages published into a receive ring
   kCtrAmRefused,           // arriving AM messages refused (endpoint, tag, ring full, segment)
+  kCtrOpWaits,             // passes a put/send/AM message waited at its SQ head for a free operation
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;
