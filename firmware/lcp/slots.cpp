@@ -277,10 +277,10 @@ bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
     if (s.cq.free_space(s.cq_reserved + 1) <= s.cq_reserved) break;
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
-    // Every operation of its kind busy: it waits at the head (order kept).
-    if (!vi_can_start(*shared) || !remote_can_start(*shared)) break;
     abi::SqEntry e;  // copy once: the host may rewrite the entry under us
     memcpy(&e, shared, sizeof e);
+    // Every operation of its kind busy: it waits at the head (order kept).
+    if (!vi_can_start(e) || !remote_can_start(e)) break;
     s.sq.pop();
     ++n;
     count(ulnic::abi::kCtrSqEntries);
@@ -471,9 +471,14 @@ uint64_t slot_detach(SlotTable& t, uint32_t k) {
   return flushed;
 }
 
+// Each pass starts one slot further on: operations freed while slots wait
+// for one (remote_can_start) go to each slot in turn, not the lowest first.
 bool slots_service(SlotTable& t, uint64_t now) {
   bool worked = false;
-  for (Slot& s : t.slots) {
+  uint32_t first = t.first;
+  t.first = (first + 1) % abi::kMaxSlots;
+  for (uint32_t i = 0; i < abi::kMaxSlots; ++i) {
+    Slot& s = t.slots[(first + i) % abi::kMaxSlots];
     if (s.state != abi::SlotState::kActive || s.dormant) continue;
     if (service_slot(t, s, now)) {
       worked = true;

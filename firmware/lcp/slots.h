@@ -88,6 +88,7 @@ struct SlotTable {
   Slot slots[abi::kMaxSlots];
   uint32_t rng;                     // xorshift state for memory keys
   const core::board::Board* board;
+  uint32_t first;                   // the slot each service pass starts with (turns round)
 };
 
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed);

@@ -1,5 +1,6 @@
 // Cold path: who the job is (environment) and where every rank receives
 // (a file per rank in ULNIC_FM_DIR). See fm.h for the variables.
+#include <fcntl.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -51,25 +52,54 @@ bool read_job(Job& job, std::string& err) {
 
 uint64_t random_tag() {
   uint64_t t = 0;
-  while (t <= 1)
+  for (int i = 0; i < 8 && t <= 1; ++i)
     if (::getrandom(&t, sizeof t, 0) != ssize_t(sizeof t)) t = 0;
-  return t;
+  return t;  // 0: no randomness to be had
 }
 
+namespace {
+// An open-file-description lock on the whole file: held while the
+// descriptor is open, dropped by the kernel when the process dies.
+struct flock whole_file(short type) {
+  struct flock l{};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  return l;
+}
+}  // namespace
+
 // Written under a temporary name and renamed: a reader sees all or nothing.
-bool publish_name(const Job& job, const EndpointName& mine, std::string& err) {
+// The file is read-locked before the rename and stays locked (`lock_fd`)
+// while the process lives: rank_alive() looks at that lock.
+bool publish_name(const Job& job, const EndpointName& mine, int& lock_fd, std::string& err) {
   std::string path = name_file(job, job.rank);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) {
-    err = "cannot write " + tmp + ": " + std::strerror(errno);
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  struct flock l = whole_file(F_RDLCK);
+  if (fd < 0 || ::fcntl(fd, F_OFD_SETLK, &l) != 0) {
+    err = "cannot write and lock " + tmp + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
     return false;
   }
-  std::fprintf(f, "ulnic-fm %u %u %u %u %llx\n", unsigned(kVersion), mine.node, mine.slot, mine.ep,
-               static_cast<unsigned long long>(mine.tag));
-  bool ok = std::fclose(f) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0;
-  if (!ok) err = "cannot publish " + path + ": " + std::strerror(errno);
-  return ok;
+  bool ok = ::dprintf(fd, "ulnic-fm %u %u %u %u %llx\n", unsigned(kVersion), mine.node, mine.slot, mine.ep,
+                      static_cast<unsigned long long>(mine.tag)) > 0 &&
+            std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    err = "cannot publish " + path + ": " + std::strerror(errno);
+    ::close(fd);
+    return false;
+  }
+  lock_fd = fd;
+  return true;
+}
+
+bool rank_alive(const Job& job, uint32_t rank) {
+  int fd = ::open(name_file(job, rank).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // the job's directory is gone
+  struct flock l = whole_file(F_WRLCK);
+  bool alive = ::fcntl(fd, F_OFD_GETLK, &l) != 0 || l.l_type != F_UNLCK;  // an error says nothing: alive
+  ::close(fd);
+  return alive;
 }
 
 // The files are as untrusted as any input: a malformed one fails the job.

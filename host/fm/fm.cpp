@@ -24,9 +24,11 @@
 //
 // Failures: the NIC's link is reliable, so a packet it completes with an
 // error (the peer's process or node is gone, or it refused) is not resent:
-// that peer is failed -- sends to it fail with EIO, FM_finalize stops
-// waiting for it and returns -1. A ring entry the NIC gave up on (its
-// sender died mid-packet) fails its sender the same way.
+// that peer is failed -- sends to it fail with EIO, its messages still
+// arriving are cut where they are, FM_finalize stops waiting for it and
+// returns -1. A ring entry the NIC gave up on (its sender died mid-packet)
+// fails its sender the same way, and so does a wait on a peer whose process
+// is gone (its lock on its name file dropped: bootstrap.cpp).
 //
 // A handler is a logical thread: it starts on its message's first packet on
 // a stack of its own (ucontext), reads the packet in place in the ring, and
@@ -70,6 +72,7 @@ constexpr size_t kStackBytes = 256 << 10;   // per handler: room for ordinary C 
 constexpr size_t kMaxStreams = FM_MAX_STREAMS;  // open outbound streams
 static_assert(kMaxStreams + kControlReserve < kSendBuffers);
 constexpr auto kNicWait = std::chrono::milliseconds(30000);
+constexpr auto kLivenessEvery = std::chrono::milliseconds(100);  // a wait on a peer looks at its lock
 static_assert(kBufBytes % 64 == 0);
 
 struct Peer {
@@ -96,6 +99,7 @@ struct Outbound : FM_stream {
   uint32_t fill = 0;         // message bytes in it
   uint32_t reserved = 0;     // credits still set aside for it
   bool first = true;         // its next packet is the first
+  uint64_t serial = 0;       // opening order
 };
 
 struct Inbound : FM_stream {
@@ -115,6 +119,8 @@ struct State {
   bool closing = false;    // FM_finalize began: no new messages
   bool fin2_sent = false;  // nothing more goes out
   std::unique_ptr<Nic> nic;
+  Job job;
+  int name_lock = -1;  // our name file, locked while we live
   uint32_t rank = 0, nprocs = 0, window = 0, threshold = 0;
   uint64_t tag = 0;  // our endpoint's: only requests carrying it get in
   std::vector<Peer> peers;
@@ -128,6 +134,10 @@ struct State {
   uint64_t next_user_data = 1;
   std::unordered_set<FM_stream*> streams;   // live ones (arguments are checked against it)
   size_t outbound_open = 0;                 // of them, outbound
+  size_t handler_streams = 0;               // of those, opened by handlers
+  uint64_t next_serial = 0;
+  std::vector<uint32_t> to_cut;             // failed ranks whose messages are still to be cut
+  std::chrono::steady_clock::time_point next_look{};  // look_at_peers
   std::map<uint64_t, Inbound*> inbound;     // sender << 32 | msg_id
   std::vector<void*> stacks;                // free handler stacks
   Inbound* current = nullptr;               // the handler running
@@ -146,10 +156,35 @@ uint8_t* buffer(int b) { return g.bufs + size_t(b) * kBufBytes; }
 
 // ---- failures and send completions
 
+// Its messages still arriving are cut by the extract loop (a handler may be
+// running now: this can be called from inside one).
 void fail_peer(uint32_t r, const std::string& why) {
   Peer& p = g.peers[r];
-  if (!p.failed) std::fprintf(stderr, "FM: rank %u failed: %s; nothing more goes to it\n", r, why.c_str());
+  if (p.failed || r == g.rank) return;
+  std::fprintf(stderr, "FM: rank %u failed: %s; nothing more goes to it\n", r, why.c_str());
   p.failed = true;
+  g.to_cut.push_back(r);
+}
+
+uint64_t extract_packets(uint64_t maxbytes, bool& quit);
+
+// While we wait for others, every kLivenessEvery: is each peer's process
+// still there? (A packet to a dead one would fail, but a wait sends none.)
+// A rank that sent its FIN2 may leave: it owes us nothing more. Its
+// packets reached our ring before it could (it waits for their
+// completions), so they are taken before its absence counts.
+void look_at_peers() {
+  auto now = std::chrono::steady_clock::now();
+  if (now < g.next_look) return;
+  g.next_look = now + kLivenessEvery;
+  std::vector<uint32_t> gone;
+  for (uint32_t r = 0; r < g.nprocs; ++r)
+    if (r != g.rank && !g.peers[r].failed && !g.peers[r].fin2 && !rank_alive(g.job, r)) gone.push_back(r);
+  if (gone.empty()) return;
+  bool quit;
+  (void)extract_packets(~uint64_t(0), quit);
+  for (uint32_t r : gone)
+    if (!g.peers[r].fin2) fail_peer(r, "its process is gone");
 }
 
 void complete(const abi::CqEntry& c) {
@@ -241,7 +276,10 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
 bool send_control(uint32_t dest, PacketKind kind) {
   if (g.peers[dest].failed) return false;
   int b = take_buffer(false);
-  if (b < 0) return false;
+  if (b < 0) {
+    fail_peer(dest, "no send buffer came back from the NIC in 30 s");
+    return false;
+  }
   return post_packet(dest, b, header(dest, kind));
 }
 
@@ -444,10 +482,20 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
     case kFin1: p.fin1 = true; break;
     case kFin2: p.fin2 = true; break;
     case kData:
+      if (p.failed) break;  // its messages were cut: the rest is dropped
       if (data_packet(h.sender, h, payload, quit)) bytes += h.payload;
       else g.stats.bad_packets++;
       break;
     default: g.stats.bad_packets++; break;
+  }
+}
+
+// Cuts the messages of ranks that failed since last time.
+void cut_failed(bool& quit) {
+  while (!g.to_cut.empty()) {
+    uint32_t r = g.to_cut.back();
+    g.to_cut.pop_back();
+    cut_messages_of(r, quit);
   }
 }
 
@@ -458,6 +506,7 @@ uint64_t extract_packets(uint64_t maxbytes, bool& quit) {
   reap();
   uint64_t bytes = 0;
   quit = false;
+  cut_failed(quit);
   while (const abi::AmRxEntry* e = ready_entry()) {
     if (bytes >= maxbytes && e->len >= sizeof(PacketHeader)) {
       PacketHeader h;
@@ -471,6 +520,7 @@ uint64_t extract_packets(uint64_t maxbytes, bool& quit) {
       g.peers[data_from].consumed++;
       maybe_credit(uint32_t(data_from));
     }
+    cut_failed(quit);
     if (quit) break;
   }
   g.extracting = false;
@@ -479,11 +529,14 @@ uint64_t extract_packets(uint64_t maxbytes, bool& quit) {
 
 // A sender with nothing to do until packets arrive: take them all, then
 // sleep until the NIC has news (or briefly, so a lost wake-up costs little).
+// A peer found dead meanwhile fails (its messages are cut next time).
 void progress_blocking() {
   bool quit;
   uint64_t before = g.ring_consumed;
   (void)extract_packets(~uint64_t(0), quit);
   if (g.ring_consumed != before) return;  // a report may have come: look again first
+  look_at_peers();
+  if (!g.to_cut.empty()) return;
   (void)g.nic->wait_ready(std::chrono::milliseconds(10));
 }
 
@@ -514,13 +567,22 @@ bool acquire_credit(Outbound& s) {
   return true;
 }
 
+// A stream whose packet could not go: it holds no buffer any more, and a
+// message that had begun is cut short at the receiver, which would wait
+// for the rest forever: the peer is failed.
+bool stream_failed(Outbound& s) {
+  if (s.buf >= 0) g.free_bufs.push_back(s.buf);
+  s.buf = -1;
+  if (!s.first) fail_peer(s.dest, "a message to it could not be finished");
+  return false;
+}
+
 // Sends the stream's buffer as its next packet (and takes a new buffer
-// unless `last`). False if the packet could not go: the stream is then dead
-// (no buffer; its message is cut short at the receiver).
+// unless `last`). False if the packet could not go (stream_failed).
 bool flush(Outbound& s, bool last) {
   Peer& p = g.peers[s.dest];
   // After our FIN2 the receiver may have closed its endpoint.
-  if (s.buf < 0 || g.fin2_sent || p.failed || !acquire_credit(s)) return false;
+  if (s.buf < 0 || g.fin2_sent || p.failed || !acquire_credit(s)) return stream_failed(s);
   PacketHeader h = header(s.dest, kData);
   h.handler = uint16_t(s.handler);
   // Numbered at the first packet: message order is the order first packets
@@ -533,13 +595,13 @@ bool flush(Outbound& s, bool last) {
   h.payload = s.fill;
   int b = s.buf;
   s.buf = -1;
-  if (!post_packet(s.dest, b, h)) return false;
+  if (!post_packet(s.dest, b, h)) return stream_failed(s);  // post_packet failed the peer
   p.sent++;
   s.first = false;
   s.fill = 0;
   if (!last) {
     s.buf = take_buffer(true);
-    if (s.buf < 0) return false;
+    if (s.buf < 0) return stream_failed(s);
   }
   return true;
 }
@@ -549,6 +611,7 @@ void close_stream(Outbound* s) {
   if (s->buf >= 0) g.free_bufs.push_back(s->buf);
   g.streams.erase(s);
   g.outbound_open--;
+  if (s->owner) g.handler_streams--;
   delete s;
 }
 
@@ -558,6 +621,7 @@ void end_streams_of(const Inbound* m) {
   std::vector<Outbound*> left;
   for (FM_stream* st : g.streams)
     if (!st->inbound && static_cast<Outbound*>(st)->owner == m) left.push_back(static_cast<Outbound*>(st));
+  std::sort(left.begin(), left.end(), [](const Outbound* a, const Outbound* b) { return a->serial < b->serial; });
   for (Outbound* s : left) {
     g.stats.streams_ended_for_handlers++;
     if (s->reserved) (void)flush(*s, true);  // always reserved; never block in the extract loop
@@ -597,6 +661,7 @@ void teardown() {
     }
   }
   for (void* s : g.stacks) ::munmap(s, kStackBytes);
+  if (g.name_lock >= 0) ::close(g.name_lock);
   if (g.nic) {
     if (g.ring_mr.key) (void)g.nic->deregister(g.ring_mr);
     if (g.bufs_mr.key) (void)g.nic->deregister(g.bufs_mr);
@@ -643,6 +708,8 @@ int FM_initialize(void) {
   g.rank = job.rank;
   g.nprocs = job.nprocs;
   g.tag = random_tag();
+  if (g.tag == 0) return fail("no random tag: getrandom failed");
+  g.job = job;
   g.window = c - 5;
   g.threshold = std::max(1u, g.window / 2);
   auto n = open_nic();
@@ -663,7 +730,7 @@ int FM_initialize(void) {
   if (!configure_endpoint(false)) return fail("the NIC refused the AM endpoint");
   std::vector<EndpointName> names;
   EndpointName mine{g.nic->node(), g.nic->slot(), kEndpoint, g.tag};
-  if (!publish_name(job, mine, err) || !collect_names(job, mine, names, err))
+  if (!publish_name(job, mine, g.name_lock, err) || !collect_names(job, mine, names, err))
     return fail(err);
   g.peers.resize(job.nprocs);
   for (uint32_t r = 0; r < job.nprocs; ++r) g.peers[r].name = names[r];
@@ -684,19 +751,22 @@ int FM_finalize(void) {
       return -1;
     }
   g.closing = true;
-  // A failed peer sends nothing more and is not waited for.
+  // A failed peer sends nothing more and is not waited for (one that dies
+  // while we wait fails: progress_blocking looks).
+  auto wait_until = [](const auto& done) {
+    while (!done() && g.nic->state() == abi::SlotState::kActive) progress_blocking();
+  };
   auto all = [](bool Peer::*flag) {
     return std::all_of(g.peers.begin(), g.peers.end(), [&](const Peer& p) { return p.*flag || p.failed; });
   };
-  auto running = [] { return g.nic->state() == abi::SlotState::kActive; };
   // Phase 1: everyone stops starting messages (reports still flow).
   for (uint32_t r = 0; r < g.nprocs; ++r) {
     if (r == g.rank) g.peers[r].fin1 = true;
     else (void)send_control(r, kFin1);
   }
-  while (!all(&Peer::fin1) && running()) progress_blocking();
+  wait_until([&] { return all(&Peer::fin1); });
   // Handlers still sending (their messages began before the FIN1s) finish.
-  while (g.outbound_open && running()) progress_blocking();
+  wait_until([] { return g.outbound_open == 0; });
   // Phase 2: after its FIN2 a rank sends nothing, so once all FIN2s are in,
   // nothing more can arrive and the endpoint may close.
   for (uint32_t r = 0; r < g.nprocs; ++r) {
@@ -704,16 +774,17 @@ int FM_finalize(void) {
     else (void)send_control(r, kFin2);
   }
   g.fin2_sent = true;
-  while (!all(&Peer::fin2) && running()) progress_blocking();
+  wait_until([&] { return all(&Peer::fin2); });
   while (!g.in_flight.empty())
     if (!wait_completion()) break;
-  bool ok = running() && g.in_flight.empty() && g.outbound_open == 0 &&
-            std::none_of(g.peers.begin(), g.peers.end(), [](const Peer& p) { return p.failed; }) &&
+  bool failed = std::any_of(g.peers.begin(), g.peers.end(), [](const Peer& p) { return p.failed; });
+  bool ok = g.nic->state() == abi::SlotState::kActive && g.in_flight.empty() && g.outbound_open == 0 && !failed &&
             all(&Peer::fin2);
   (void)configure_endpoint(true);
   teardown();
   FM_nodeid = 0;
   FM_numnodes = 0;
+  if (!ok) errno = EIO;
   return ok ? 0 : -1;
 }
 
@@ -733,6 +804,10 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
     errno = EINVAL;
     return nullptr;
   }
+  // Outside handlers, wait for handlers' streams to end (never for our own).
+  while (g.outbound_open >= kMaxStreams && !g.current && g.handler_streams > 0 &&
+         g.nic->state() == abi::SlotState::kActive)
+    progress_blocking();
   if (g.outbound_open >= kMaxStreams) {
     errno = EAGAIN;
     return nullptr;
@@ -767,8 +842,10 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
     errno = EIO;
     return nullptr;
   }
+  s->serial = g.next_serial++;
   g.streams.insert(s);
   g.outbound_open++;
+  if (s->owner) g.handler_streams++;
   return s;
 }
 
@@ -778,7 +855,7 @@ int FM_send_piece(FM_stream* stream, const void* buffer, FM_ULONG length) {
     errno = EINVAL;
     return -1;
   }
-  if (s->buf < 0) {  // an earlier packet could not go: the message is lost
+  if (s->buf < 0 || g.peers[s->dest].failed) {  // an earlier packet could not go, or the peer failed
     errno = EIO;
     return -1;
   }

@@ -53,7 +53,10 @@ struct Job {
 bool read_job(Job& job, std::string& err);
 // A tag no one can guess: neither AM_NONE (0) nor AM_ALL (1).
 uint64_t random_tag();
-bool publish_name(const Job& job, const EndpointName& mine, std::string& err);
+// Publishes our name, locked while this process lives (`lock_fd`, to keep open).
+bool publish_name(const Job& job, const EndpointName& mine, int& lock_fd, std::string& err);
+// False once `rank`'s process is gone (its lock on its name file dropped).
+bool rank_alive(const Job& job, uint32_t rank);
 // Every rank's name; fails on a malformed file, two ranks naming one
 // endpoint, or a file for our rank that is not `mine`.
 bool collect_names(const Job& job, const EndpointName& mine, std::vector<EndpointName>& names, std::string& err);

@@ -60,8 +60,9 @@ int FM_initialize(void);
  * said it sends nothing more (messages arriving meanwhile still run their
  * handlers, and streams they opened are finished first). 0 on success; -1
  * with errno EBUSY (nothing done) if the caller still has a stream open,
- * EINVAL inside a handler or before FM_initialize, and -1 (FM ended all the
- * same) if a peer failed: a packet to or from it was lost. */
+ * EINVAL inside a handler or before FM_initialize, and -1 with EIO (FM
+ * ended all the same) if a peer failed: a packet to or from it was lost, or
+ * its process died (host/fm/SEMANTICS.md, "Failures"). */
 int FM_finalize(void);
 
 /* Associates `handler` with `id` (or the next free id for FM_ANY_ID) and
@@ -72,18 +73,18 @@ FM_ULONG FM_register_handler(FM_ULONG id, FM_handler* handler);
  * `handler` there. NULL with errno EINVAL if an argument is invalid or FM is
  * not initialized (or is finalizing); EAGAIN inside a handler if the credits
  * for the whole message are not available right now (a handler must not
- * spin on it), or if FM_MAX_STREAMS streams are open; EIO if `dest` failed
- * (a packet to or from it was lost: the NIC completed it with an error).
- * Outside handlers it may block (running handlers) until credits come back. */
+ * spin on it), or if FM_MAX_STREAMS streams are open (outside handlers: of
+ * the caller's own; it waits for handlers' to end); EIO if `dest` failed (a
+ * packet to or from it was lost, or its process died). Outside handlers it
+ * may block (running handlers) until credits come back. */
 FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler);
 
 /* Appends `length` bytes at `buffer` to the message (gather: any number of
  * calls, any sizes). The bytes are copied before it returns. 0 on success,
  * -1 with errno EINVAL for a bad stream, a NULL buffer with bytes, or bytes
  * beyond the length given to FM_begin_message (nothing is then appended);
- * EIO if a packet of the message could not be sent (the peer failed, or
- * FM_finalize is past the point where anything may be sent): the message
- * is lost and the stream must still be ended. */
+ * EIO if the peer failed or a packet of the message could not be sent: the
+ * message is lost and the stream must still be ended. */
 int FM_send_piece(FM_stream* stream, const void* buffer, FM_ULONG length);
 
 /* Sends what is left and closes the stream (the pointer is then invalid).
