@@ -937,7 +937,9 @@ int FM_wait(FM_ULONG usec) {
 }
 
 void FM_get_stats(FM_stats* out) {
-  if (out) *out = g.up ? g.stats : last_stats;
+  if (!out) return;
+  *out = g.up ? g.stats : last_stats;
+  out->in_flight = g.up ? g.in_flight.size() : 0;
 }
 
 }  // extern "C"

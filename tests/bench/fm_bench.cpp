@@ -40,11 +40,15 @@
 //     value read is checked, and what was written is read back and checked.
 //
 // A reply that never comes (30 s) or a library call that does not return
-// (45 s without progress, with the phase named) ends the run, exit 1.
+// (45 s without progress, with the phase named) ends the run, exit 1; a
+// stuck call first prints FM's counters and `ulnic node status`.
 // tests/bench/fm_bench.py runs it on a private two-node cluster.
 #include <fm.h>
 #include <fm_gm.h>
 #include <fm_mp.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include "logp_common.h"
 
@@ -81,6 +85,28 @@ void set_phase(const std::string& p) {
   phase = p;
   watchdog.phase(p);
   watchdog.tick();
+}
+
+// Before a stuck run ends: this process's FM counters (read from the
+// watchdog's thread while the stuck call sleeps: a diagnostic, not exact)
+// and the NIC's state as `ulnic node status --json` sees it (links too), so
+// a hang says whether packets were left uncompleted on the NIC or never
+// arrived.
+void report_stall() {
+  FM_stats st{};
+  FM_get_stats(&st);
+  std::fprintf(stderr,
+               "%s: FM at the stall: packets sent %llu received %llu in flight %llu, credit packets %llu/%llu, "
+               "credit waits %llu, bad %llu, send errors %llu, lost %llu, handlers yielded %llu\n",
+               program.c_str(), st.packets_sent, st.packets_received, st.in_flight, st.credit_packets_sent,
+               st.credit_packets_received, st.credit_waits, st.bad_packets, st.send_errors, st.lost_packets,
+               st.handler_yields);
+  std::error_code ec;
+  auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  const char* node = std::getenv("ULNIC_NODE");
+  std::string cmd = (dir / "ulnic").string() + " node status --json -n " + (node ? node : "0") + " 1>&2";
+  std::fflush(stderr);
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "%s: `%s` failed\n", program.c_str(), cmd.c_str());
 }
 
 // A run's counts.
@@ -962,6 +988,7 @@ int main(int argc, char** argv) {
   }
   const int rank = rank_from_env();
   program = "fm_bench " + mode + " rank " + std::to_string(rank);
+  watchdog.on_stall(report_stall);
   watchdog.start(45);
   if (mode == "fm") return fm_main(rank, p, json, idle_s);
   if (mode == "mp") return mp_main(rank, p, json);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -39,6 +40,10 @@ class Watchdog {
     phase_ = p;
   }
   void tick() { ticks_.fetch_add(1, std::memory_order_relaxed); }
+  // Runs on the watchdog's thread before it ends the process: what the
+  // program can say about where it stuck (diagnostics; the stuck thread is
+  // not stopped meanwhile).
+  void on_stall(std::function<void()> f) { on_stall_ = std::move(f); }
   void start(double limit_s) {
     std::thread([this, limit_s] {
       uint64_t last = ~uint64_t(0);
@@ -50,6 +55,8 @@ class Watchdog {
           std::lock_guard<std::mutex> hold(m_);
           std::fprintf(stderr, "%s: no progress for %.0f s (%s): stuck in a library call\n", program.c_str(), limit_s,
                        phase_.c_str());
+          if (on_stall_) on_stall_();
+          std::fflush(stderr);
           std::_Exit(1);
         }
       }
@@ -60,6 +67,7 @@ class Watchdog {
   std::mutex m_;
   std::string phase_ = "set-up";
   std::atomic<uint64_t> ticks_{0};
+  std::function<void()> on_stall_;
 };
 
 inline void sleep_us(double us) {

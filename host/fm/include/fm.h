@@ -132,6 +132,7 @@ typedef struct {
   unsigned long long max_live_handlers; /* most handlers alive at once */
   unsigned long long lost_packets;     /* ring entries the NIC gave up on (a sender died mid-packet) */
   unsigned long long streams_ended_for_handlers; /* streams a handler left open, ended when it returned */
+  unsigned long long in_flight;        /* now: packets the NIC has not completed yet */
 } FM_stats;
 /* The running job's counters; after FM_finalize, the finished job's. */
 void FM_get_stats(FM_stats* out);
