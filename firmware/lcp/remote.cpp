@@ -152,7 +152,7 @@ LinkRoom link_room(uint32_t dst, uint64_t& stalled_since) {
 
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
   if (g.pending_count == 0 && send_result(dst, op_id, status)) return;
-  if (g.pending_count == kMaxPendingResults) {  // the sender will time out: unreachable
+  if (g.pending_count == kMaxPendingResults) {  // lost: see kMaxPendingResults
     core::log("remote: verdict for node %u dropped, %u waiting\n", dst, g.pending_count);
     return;
   }

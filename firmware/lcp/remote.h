@@ -16,9 +16,11 @@
 namespace lcp {
 
 constexpr uint32_t kMaxPuts = 64;          // operations in flight per NIC
-// Verdicts waiting for link room. Peers have at most kMaxPuts + kMaxViOps
-// operations each waiting for our verdicts, and a dropped verdict leaves its
-// sender to time out, so this holds every peer's with room to spare.
+// Verdicts waiting for link room. Each peer has at most kMaxPuts + kMaxViOps
+// operations waiting for our verdicts (192), so this holds five peers' worth.
+// A verdict dropped beyond it is not timed out at the sender yet: its
+// operation stays taken until the peer is lost (a known gap; with the
+// operation gate, enough of them would hold that NIC's sends).
 constexpr uint32_t kMaxPendingResults = 1024;
 
 void remote_init(SlotTable& t);
