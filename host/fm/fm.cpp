@@ -745,11 +745,10 @@ int FM_finalize(void) {
     errno = EINVAL;
     return -1;
   }
-  for (FM_stream* st : g.streams)
-    if (!st->inbound && !static_cast<Outbound*>(st)->owner) {  // the caller's own: end it first
-      errno = EBUSY;
-      return -1;
-    }
+  if (g.outbound_open > g.handler_streams) {  // the caller's own streams: end them first
+    errno = EBUSY;
+    return -1;
+  }
   g.closing = true;
   // A failed peer sends nothing more and is not waited for (one that dies
   // while we wait fails: progress_blocking looks).

@@ -180,25 +180,13 @@ TEST_F(Fm, InterleavedSenders) {
 // op_waits) instead of failing it, and every message still arrives, in
 // order, byte for byte.
 
-pid_t qemu_pid(int node) {
-  std::string path = vipl_test::env_or("ULNIC_RUNTIME_DIR", "") + "/" + vipl_test::env_or("ULNIC_CLUSTER", "") +
-                     "/node" + std::to_string(node) + "/qemu.pid";
-  FILE* f = std::fopen(path.c_str(), "r");
-  int pid = -1;
-  if (f) {
-    if (std::fscanf(f, "%d", &pid) != 1) pid = -1;
-    std::fclose(f);
-  }
-  return pid_t(pid);
-}
-
 TEST_F(Fm, MoreSendsThanTheNicHasOperationsKeepOrder) {
   constexpr unsigned kPairs = 5;
   constexpr uint32_t kMessages = 20;  // within the credit window (20 for 10 ranks)
   std::vector<pid_t> stopped;
-  for (unsigned n = 1; n <= kPairs; ++n) stopped.push_back(qemu_pid(int(n)));
-  ASSERT_EQ(std::count(stopped.begin(), stopped.end(), pid_t(-1)), 0) << "no qemu.pid";
-  long waits_before = nic_counter(0, "op_waits");
+  for (unsigned n = 1; n <= kPairs; ++n) stopped.push_back(pid_t(node_status_number(int(n), "pid")));
+  ASSERT_TRUE(std::all_of(stopped.begin(), stopped.end(), [](pid_t p) { return p > 0; })) << "no QEMU pid";
+  long waits_before = node_status_number(0, "op_waits");
   ASSERT_GE(waits_before, 0);
   auto size = [](uint32_t sender, uint32_t seq) { return size_t(16 + (sender * 7 + seq * 131) % 900); };
   auto rc = run_job({0, 0, 0, 0, 0, 1, 2, 3, 4, 5}, [&](unsigned rank) {
@@ -221,7 +209,7 @@ TEST_F(Fm, MoreSendsThanTheNicHasOperationsKeepOrder) {
       // the link gives a silent peer 5 s).
       freezer = std::thread([&] {
         auto until = Clock::now() + 3s;
-        while (nic_counter(0, "op_waits") <= waits_before && Clock::now() < until) std::this_thread::sleep_for(20ms);
+        while (node_status_number(0, "op_waits") <= waits_before && Clock::now() < until) std::this_thread::sleep_for(20ms);
         for (pid_t p : stopped) ::kill(p, SIGCONT);
       });
     } else {
@@ -238,7 +226,7 @@ TEST_F(Fm, MoreSendsThanTheNicHasOperationsKeepOrder) {
   }, 80s);
   for (pid_t p : stopped) ::kill(p, SIGCONT);  // whatever happened to the job
   EXPECT_EQ(rc, (std::vector<int>(2 * kPairs, 0)));
-  long waits = nic_counter(0, "op_waits") - waits_before;
+  long waits = node_status_number(0, "op_waits") - waits_before;
   std::fprintf(stderr, "[node 0] service passes a send waited for a free operation: %ld\n", waits);
   EXPECT_GT(waits, 0) << "the NIC never ran out of operations: the test did not test what it says";
 }

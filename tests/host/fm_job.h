@@ -131,8 +131,9 @@ inline std::vector<int> run_job(const std::vector<int>& nodes, const std::functi
   return rc;
 }
 
-// A counter of the node's NIC (`ulnic node status --json`); -1 if unknown.
-inline long nic_counter(int node, const std::string& name) {
+// A number from `ulnic node status --json` for the node: the first field
+// called `name` (a NIC counter, or "pid": the board's QEMU); -1 if unknown.
+inline long node_status_number(int node, const std::string& name) {
   std::string cmd = std::string(ULNIC_TEST_BINDIR) + "/ulnic node status --json -c " +
                     vipl_test::env_or("ULNIC_CLUSTER", "") + " -n " + std::to_string(node);
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -146,7 +147,7 @@ inline long nic_counter(int node, const std::string& name) {
   size_t at = out.find(key);
   return at == std::string::npos ? -1 : std::atol(out.c_str() + at + key.size());
 }
-inline long am_refused(int node) { return nic_counter(node, "am_refused"); }
+inline long am_refused(int node) { return node_status_number(node, "am_refused"); }
 
 // A test whose NICs (nodes 0 .. Nodes-1) must refuse nothing while it runs.
 template <int Nodes>
