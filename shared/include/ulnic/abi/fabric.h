@@ -29,8 +29,9 @@ enum PacketType : uint8_t {
 };
 
 // Fields every packet carries. The checksum covers the header (with the
-// checksum field zero) and, through its sums, the payload; a corrupted packet is dropped and
-// counted, and the link layer's retransmission repairs the loss.
+// checksum field zero) and, through its sums, the payload (through a switch;
+// on the direct fabric the sums are zero: wire_sum.h); a corrupted packet is
+// dropped and counted, and the link layer's retransmission repairs the loss.
 struct WireHeader {
   uint32_t magic;        // kWireMagic
   uint8_t type;          // PacketType
