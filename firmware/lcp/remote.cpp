@@ -2,7 +2,6 @@
 
 #include <string.h>
 
-#include "core/log.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "lcp/am.h"
@@ -13,6 +12,8 @@
 
 namespace lcp {
 namespace {
+
+static_assert(kMaxPendingPerPeer >= 2 * (kMaxPuts + kMaxViOps), "a peer's operations fit in its verdict queue");
 
 struct PutOp {
   bool used;
@@ -35,9 +36,14 @@ struct PutOp {
 };
 
 struct Pending {
-  uint32_t dst;
   uint64_t op_id;
   uint8_t status;
+};
+
+// One peer's verdicts, in the order they were decided.
+struct Verdicts {
+  Pending q[kMaxPendingPerPeer];
+  uint32_t head, count;
 };
 
 // Receiver side: the first refusal seen for an operation not yet finished.
@@ -53,8 +59,8 @@ struct State {
   PutOp ops[kMaxPuts];
   uint32_t ops_used;
   uint64_t serial;
-  Pending pending[kMaxPendingResults];
-  uint32_t pending_head, pending_count;
+  Verdicts verdicts[abi::kMaxNodes];  // by peer
+  uint32_t verdicts_waiting;            // over every peer
   Refusal refusals[kMaxPuts];
 };
 State g;
@@ -151,12 +157,15 @@ LinkRoom link_room(uint32_t dst, uint64_t& stalled_since) {
 }
 
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
-  if (g.pending_count == 0 && send_result(dst, op_id, status)) return;
-  if (g.pending_count == kMaxPendingResults) {  // lost: see kMaxPendingResults
-    core::log("remote: verdict for node %u dropped, %u waiting\n", dst, g.pending_count);
+  if (dst >= abi::kMaxNodes) return;
+  Verdicts& v = g.verdicts[dst];
+  if (v.count == 0 && send_result(dst, op_id, status)) return;
+  if (v.count == kMaxPendingPerPeer) {  // the peer broke the protocol: see kMaxPendingPerPeer
+    core::status::count(ulnic::abi::kCtrVerdictsDropped);
     return;
   }
-  g.pending[(g.pending_head + g.pending_count++) % kMaxPendingResults] = Pending{dst, op_id, status};
+  v.q[(v.head + v.count++) % kMaxPendingPerPeer] = Pending{op_id, status};
+  ++g.verdicts_waiting;
 }
 
 bool remote_can_start(const abi::SqEntry& e) {
@@ -167,7 +176,9 @@ bool remote_can_start(const abi::SqEntry& e) {
   return false;
 }
 
-bool remote_results_pending() { return g.pending_count != 0; }
+bool remote_results_pending() { return g.verdicts_waiting != 0; }
+
+uint32_t remote_results_waiting(uint32_t peer) { return peer < abi::kMaxNodes ? g.verdicts[peer].count : 0; }
 
 void remote_init(SlotTable& t) {
   memset(&g, 0, sizeof g);
@@ -307,12 +318,17 @@ bool put_feed(SlotTable& t, Slot& s) {
 bool remote_poll(SlotTable& t) {
   (void)t;
   bool worked = false;
-  while (g.pending_count) {
-    Pending& p = g.pending[g.pending_head];
-    if (!send_result(p.dst, p.op_id, p.status)) break;
-    g.pending_head = (g.pending_head + 1) % kMaxPendingResults;
-    --g.pending_count;
-    worked = true;
+  // A full link to one peer holds only that peer's verdicts.
+  for (uint32_t peer = 0; g.verdicts_waiting && peer < abi::kMaxNodes; ++peer) {
+    Verdicts& v = g.verdicts[peer];
+    while (v.count) {
+      const Pending& p = v.q[v.head];
+      if (!send_result(peer, p.op_id, p.status)) break;
+      v.head = (v.head + 1) % kMaxPendingPerPeer;
+      --v.count;
+      --g.verdicts_waiting;
+      worked = true;
+    }
   }
   return worked;
 }
@@ -329,7 +345,8 @@ void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* paylo
       uint8_t verdict = take_refusal(src, h.op_id);
       // The data is in place (in-order link): now the receiver may look.
       if (h.op != abi::kWireOpPut) last_packet(src, h, verdict == abi::kCqOk);
-      remote_send_result(src, h.op_id, verdict);
+      // An abort's sender let go of the operation already: no verdict.
+      if (!(h.flags & abi::kWireAbort)) remote_send_result(src, h.op_id, verdict);
     }
   } else if (h.op == abi::kWireOpResult && (h.op_id & kViOpFlag)) {
     vi_result(src, h);
@@ -352,14 +369,11 @@ void remote_peer_lost(uint32_t peer) {
     }
   for (Refusal& r : g.refusals)
     if (r.used && r.src == peer) r.used = false;
-  // Verdicts still owed to it are moot (its operations are gone with it);
-  // left here they would hold up every verdict behind them.
-  uint32_t kept = 0;
-  for (uint32_t n = 0; n < g.pending_count; ++n) {
-    const Pending& p = g.pending[(g.pending_head + n) % kMaxPendingResults];
-    if (p.dst != peer) g.pending[(g.pending_head + kept++) % kMaxPendingResults] = p;
+  // Verdicts still owed to it are moot (its operations are gone with it).
+  if (peer < abi::kMaxNodes) {
+    g.verdicts_waiting -= g.verdicts[peer].count;
+    g.verdicts[peer].count = 0;
   }
-  g.pending_count = kept;
   vmmc_peer_lost(peer);
   vi_peer_lost(peer);
   am_peer_lost(peer);

@@ -16,12 +16,16 @@
 namespace lcp {
 
 constexpr uint32_t kMaxPuts = 64;          // operations in flight per NIC
-// Verdicts waiting for link room. Each peer has at most kMaxPuts + kMaxViOps
-// operations waiting for our verdicts (192), so this holds five peers' worth.
-// A verdict dropped beyond it is not timed out at the sender yet: its
-// operation stays taken until the peer is lost (a known gap; with the
-// operation gate, enough of them would hold that NIC's sends).
-constexpr uint32_t kMaxPendingResults = 1024;
+// Verdicts waiting for room on the link, queued per peer. A peer has at most
+// kMaxPuts + kMaxViOps operations waiting for our verdicts (each operation
+// holds its place until the verdict arrives); twice that leaves room for
+// verdicts on operations the peer let go when their process died (it may
+// reuse the places before those verdicts leave). So the queue does not
+// fill for a peer that keeps the protocol, however many peers are busy and
+// however long a link stays full. A verdict beyond it comes from a peer that
+// does not (it sent more last packets than it can have operations): it is
+// dropped and counted (verdicts_dropped), and only that peer is hurt.
+constexpr uint32_t kMaxPendingPerPeer = 384;
 
 void remote_init(SlotTable& t);
 // Whether `e` may start now: a put, send or AM message needs a free
@@ -50,6 +54,8 @@ void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);
 // Verdicts wait for room on the link: a message that must not overtake
 // them (a VI disconnect after the verdict on its last send) waits too.
 bool remote_results_pending();
+// Verdicts waiting for room on the link to `peer` (tests, diagnostics).
+uint32_t remote_results_waiting(uint32_t peer);
 // Sends verdicts that waited for room on the link. True if it did work.
 bool remote_poll(SlotTable& t);
 

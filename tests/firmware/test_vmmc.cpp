@@ -238,3 +238,41 @@ FW_TEST(revocation_unimport_and_detach_tear_down) {
   EXPECT_EQ(ctrl(abi::kCtrlUnimport, 0, {0, 0, 0, 0, 0, 0, 0, 0, {}}), abi::kCtrlBadHandle);
   EXPECT_EQ(g_a.run(send(kVaA, abi::proxy_base(0), 8)).status, abi::kCqNotImported);
 }
+
+// The verdicts a receiver owes its senders wait, per peer, for room on the
+// link. This board has no link, so every verdict waits.
+FW_TEST(verdicts_wait_per_peer_and_only_a_peer_past_its_operations_loses_any) {
+  auto last_packet = [](uint32_t src, uint64_t op_id, uint8_t flags = 0) {
+    abi::WireHeader h{};
+    h.op = abi::kWireOpPut;
+    h.flags = uint8_t(abi::kWireLast | flags);
+    h.dst_slot = abi::kMaxSlots;  // refused: the verdict is an error, owed all the same
+    h.op_id = op_id;
+    lcp::remote_deliver(src, h, nullptr);
+  };
+  uint64_t dropped = ctr(abi::kCtrVerdictsDropped);
+  // A peer with every operation it can have waiting for us: none is lost.
+  for (uint32_t i = 0; i < lcp::kMaxPendingPerPeer; ++i) last_packet(3, 0x100 + i);
+  EXPECT_EQ(lcp::remote_results_waiting(3), lcp::kMaxPendingPerPeer);
+  EXPECT_EQ(ctr(abi::kCtrVerdictsDropped), dropped);
+  // One more than it can have in flight: that one is dropped and counted...
+  last_packet(3, 0x999);
+  EXPECT_EQ(lcp::remote_results_waiting(3), lcp::kMaxPendingPerPeer);
+  EXPECT_EQ(ctr(abi::kCtrVerdictsDropped), dropped + 1);
+  // ... and another peer's verdicts still find room behind it.
+  for (uint32_t i = 0; i < 5; ++i) last_packet(4, 0x200 + i);
+  EXPECT_EQ(lcp::remote_results_waiting(4), 5u);
+  EXPECT(lcp::remote_results_pending());
+  // An abort: its sender let go of the operation, nothing is owed.
+  last_packet(5, 0x300, abi::kWireAbort);
+  EXPECT_EQ(lcp::remote_results_waiting(5), 0u);
+  // A source no table can name is ignored.
+  last_packet(abi::kMaxNodes, 1);
+  EXPECT_EQ(lcp::remote_results_waiting(abi::kMaxNodes), 0u);
+  // A lost peer's verdicts are moot; the others' stay.
+  lcp::remote_peer_lost(3);
+  EXPECT_EQ(lcp::remote_results_waiting(3), 0u);
+  EXPECT_EQ(lcp::remote_results_waiting(4), 5u);
+  lcp::remote_peer_lost(4);
+  EXPECT(!lcp::remote_results_pending());
+}

@@ -67,6 +67,7 @@ enum Counter : uint32_t {
   kCtrAmMessages,          // AM messages published into a receive ring
   kCtrAmRefused,           // arriving AM messages refused (endpoint, tag, ring full, segment)
   kCtrOpWaits,             // passes a put/send/AM message waited at its SQ head for a free operation
+  kCtrVerdictsDropped,     // verdicts beyond a peer's queue (a peer that broke the protocol)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;
