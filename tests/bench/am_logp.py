@@ -46,7 +46,8 @@ import threading
 import time
 
 from bench_common import (Cluster, check_build, default_build, draw, finish, header, log_y, out_dir, output_of,
-                          pyplot, remove_runtime, runtime_line, save, size_axis, size_name, start, stop, write_json)
+                          pyplot, remove_runtime, runtime_line, runtime_parent, save, size_axis, size_name, start, stop,
+                          write_json)
 
 PROG = "am_logp.py"
 CLUSTER = "amlogp"
@@ -386,7 +387,7 @@ def main():
                 data["drop_sweep"].append({"drop": p, "rtt_half_us": row.get("rtt_half_us"),
                                            "verified": bool(res.get("verified")), "failed": res.get("failed")})
         if nic:
-            runtime = tempfile.mkdtemp(prefix=f"ulnic-{CLUSTER}-", dir="/tmp")
+            runtime = tempfile.mkdtemp(prefix=f"ulnic-{CLUSTER}-", dir=runtime_parent())
             cluster = Cluster(build, runtime, CLUSTER, args.slot_size, args.cluster_arg, prog=PROG)
             try:
                 print(f"\n######## ulnic cluster up -n 2 -c {CLUSTER} --slot-size {args.slot_size} "

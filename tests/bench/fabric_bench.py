@@ -32,7 +32,8 @@ import tempfile
 import time
 
 from bench_common import (ROOT, Cluster, check_build, draw, finish, header, log_y, out_dir, output_of, pyplot,
-                          remove_runtime, runtime_line, save, size_axis, size_name, start, stop, write_json)
+                          remove_runtime, runtime_line, runtime_parent, save, size_axis, size_name, start, stop,
+                          write_json)
 
 
 class Runner:
@@ -295,7 +296,7 @@ def main():
     gputs = 300 if args.quick else args.goodput_puts
 
     t0 = time.time()
-    runtime = tempfile.mkdtemp(prefix="ulnic-fabricbench-", dir="/tmp")
+    runtime = tempfile.mkdtemp(prefix="ulnic-fabricbench-", dir=runtime_parent())
     work = tempfile.mkdtemp(prefix="ulnic-fabricbench-work-", dir="/tmp")
     r = Runner(build, runtime, work, timeout=300)
     data = {**header("fabric_bench.py"),

@@ -52,7 +52,8 @@ import time
 
 from am_logp import run_pair
 from bench_common import (Cluster, check_build, default_build, draw, err_bars, finish, header, log_y,
-                          memcpy_floor_line, mode_series, of_mode, out_dir, pyplot, remove_runtime, runtime_line, save,
+                          memcpy_floor_line, mode_series, of_mode, out_dir, pyplot, remove_runtime, runtime_line,
+                          runtime_parent, save,
                           size_axis, size_name, subtitle, write_json)
 
 PROG = "fm_bench.py"
@@ -450,7 +451,7 @@ def main():
     build = check_build(args.build, ("ulnic", "fm_bench"), PROG)
     modes = [m for m in args.modes.split(",") if m]
     t0 = time.time()
-    runtime = tempfile.mkdtemp(prefix=f"ulnic-{CLUSTER}-", dir="/tmp")
+    runtime = tempfile.mkdtemp(prefix=f"ulnic-{CLUSTER}-", dir=runtime_parent())
     work = tempfile.mkdtemp(prefix="ulnic-fmbench-work-", dir="/tmp")
     cluster = Cluster(build, runtime, CLUSTER, args.slot_size, prog=PROG)
     env_extra = {"ULNIC_MP_EAGER_LIMIT": str(args.eager_limit)} if args.eager_limit is not None else {}

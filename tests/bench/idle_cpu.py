@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+from bench_common import runtime_parent
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -37,7 +39,7 @@ def main():
     ap.add_argument("--ulnic", default=os.path.join(ROOT, "build", "bin", "ulnic"))
     args = ap.parse_args()
 
-    env = dict(os.environ, ULNIC_RUNTIME_DIR=tempfile.mkdtemp(prefix="ulnic-bench-", dir="/tmp"))
+    env = dict(os.environ, ULNIC_RUNTIME_DIR=tempfile.mkdtemp(prefix="ulnic-bench-", dir=runtime_parent()))
     cluster = "idlebench"
     pids = {}
     try:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_common import ROOT, check_build, remove_runtime
+from bench_common import ROOT, check_build, remove_runtime, runtime_parent
 
 
 def main():
@@ -26,7 +26,7 @@ def main():
     ulnic = os.path.join(build, "bin", "ulnic")
     bench = os.path.join(build, "bin", "slot_bench")
 
-    runtime = tempfile.mkdtemp(prefix="ulnic-slotbench-", dir="/tmp")
+    runtime = tempfile.mkdtemp(prefix="ulnic-slotbench-", dir=runtime_parent())
     cluster = "slotbench"
     env = dict(os.environ, ULNIC_RUNTIME_DIR=runtime, ULNIC_CLUSTER=cluster, ULNIC_NODE="0")
     try:
