@@ -88,7 +88,9 @@ Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t nod
                                    // NICs need only each other's fabric vector: keeps a QEMU's
                                    // fd count linear in the cluster size
                                    "--nic-peer-vectors", "1", "--ports", std::to_string(spec.ports),
-                                   "--ring-capacity", std::to_string(spec.ring_capacity)};
+                                   "--ring-capacity",
+                                   std::to_string(spec.ring_capacity ? spec.ring_capacity
+                                                                     : abi::default_ring_capacity(spec.ports))};
   if (spec.with_switch) argv.push_back("--switch");
   auto spawned = spawn_daemon(argv, fabric::Paths::log_file(dir));
   if (!spawned) return fail("cannot start the fabric server: " + spawned.error().message);

@@ -15,7 +15,7 @@ namespace abi = ulnic::abi;
 struct FabricSpec {
   uint32_t ports = 16;           // ring-matrix ports: nodes (+1 with a switch)
   bool with_switch = false;
-  uint32_t ring_capacity = abi::kDefaultRingCapacity;
+  uint32_t ring_capacity = 0;    // packets per ring (0: abi::default_ring_capacity(ports))
   uint32_t vectors = 16;         // MSI-X vectors per device
 };
 

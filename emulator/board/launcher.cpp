@@ -59,9 +59,15 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
                        "-device", "ivshmem-plain,memdev=" + id + ",addr=" + pci_addr(abi::kSlotPciDevBase + k)});
   }
   if (!s.fabric_socket.empty()) {
+    // ioeventfd=off: with it on, QEMU registers an ioeventfd on the doorbell
+    // register for every vector of every peer that joins the fabric (each
+    // process that attaches), and each registration changes the memory map,
+    // which flushes the NIC processor's soft TLB and may shrink it again
+    // (firmware/hal/soft_tlb.h). Under TCG an ioeventfd saves nothing: the
+    // doorbell write reaches the same eventfd through the device model.
     a.insert(a.end(), {"-chardev", "socket,id=fabric,path=" + qemu_escape(s.fabric_socket), "-device",
                        "ivshmem-doorbell,chardev=fabric,vectors=" + std::to_string(s.fabric_vectors) +
-                           ",addr=" + pci_addr(abi::kFabricPciDev)});
+                           ",ioeventfd=off,addr=" + pci_addr(abi::kFabricPciDev)});
   }
   a.insert(a.end(), s.extra_args.begin(), s.extra_args.end());
   return a;

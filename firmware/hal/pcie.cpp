@@ -58,18 +58,25 @@ bool place(Window& w, uint64_t size, uint64_t& addr) {
   return true;
 }
 
-void assign_bar(uint8_t bus, uint8_t dev, uint8_t fn, int i, Bar& bar, Allocator& alloc) {
-  if (bar.size == 0 || bar.io) return;
-  Window& w = (bar.is64 && bar.prefetchable) ? alloc.mmio64 : alloc.mmio32;
-  uint64_t addr = 0;
-  if (!place(w, bar.size, addr)) {
-    ++alloc.failures;
-    return;
-  }
+Window& window_of(const Bar& bar, Allocator& alloc) {
+  return (bar.is64 && bar.prefetchable) ? alloc.mmio64 : alloc.mmio32;
+}
+
+void write_bar(uint8_t bus, uint8_t dev, uint8_t fn, int i, Bar& bar, uint64_t addr) {
   uint32_t off = kBar0 + 4u * uint32_t(i);
   config_write32(bus, dev, fn, off, uint32_t(addr));
   if (bar.is64) config_write32(bus, dev, fn, off + 4, uint32_t(addr >> 32));
   bar.addr = addr;
+}
+
+void assign_bar(uint8_t bus, uint8_t dev, uint8_t fn, int i, Bar& bar, Allocator& alloc) {
+  if (bar.size == 0 || bar.io) return;
+  uint64_t addr = 0;
+  if (!place(window_of(bar, alloc), bar.size, addr)) {
+    ++alloc.failures;
+    return;
+  }
+  write_bar(bus, dev, fn, i, bar, addr);
 }
 
 void find_msix(Function& f) {
@@ -141,6 +148,21 @@ int enumerate(Function* out, int max, Allocator& alloc) {
     }
   }
   return n;
+}
+
+bool move_bar(Function& f, int i, Allocator& alloc, uint64_t period, uint64_t offset) {
+  if (i < 0 || i >= kMaxBars) return false;
+  Bar& bar = f.bars[i];
+  if (bar.size == 0 || bar.io || bar.addr == 0 || period % bar.size != 0 || offset % bar.size != 0) return false;
+  Window& w = window_of(bar, alloc);
+  uint64_t addr = ((w.next + period - 1) & ~(period - 1)) + offset;
+  if (addr < w.next || addr + bar.size > w.end || addr + bar.size < addr) return false;
+  w.next = addr + bar.size;
+  uint16_t command = config_read16(f.bus, f.dev, f.fn, kCommand);
+  config_write16(f.bus, f.dev, f.fn, kCommand, 0);
+  write_bar(f.bus, f.dev, f.fn, i, bar, addr);
+  config_write16(f.bus, f.dev, f.fn, kCommand, command);
+  return true;
 }
 
 uint64_t msix_entry(const Function& f, uint32_t vector) {

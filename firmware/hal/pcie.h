@@ -75,6 +75,11 @@ void config_write16(uint8_t bus, uint8_t dev, uint8_t fn, uint32_t off, uint16_t
 // bus mastering. Fills `out` in (dev, fn) order; returns the count.
 int enumerate(Function* out, int max, Allocator& alloc);
 
+// Moves memory BAR `i` of `f` to the first free address of its window that
+// is `offset` modulo `period` (a power of two, multiple of the BAR size),
+// decoding off meanwhile. False (and the BAR stays) if the window is full.
+bool move_bar(Function& f, int i, Allocator& alloc, uint64_t period, uint64_t offset);
+
 // Address of MSI-X table entry `vector` of `f` (its BAR must be assigned).
 uint64_t msix_entry(const Function& f, uint32_t vector);
 // Points vector `vector` at (address, data) and unmasks it.

@@ -71,6 +71,7 @@ bool loop_pass(LoopState& s, uint64_t now) {
 bool loop_idle(LoopState& s, uint64_t now) {
   if (now - s.last_work < hal::clint::us_to_ticks(kIdleSpinUs)) return false;
   if (s.slots && slots_awake(*s.slots)) return false;  // still polling somebody
+  if (link::receiving(now, hal::clint::us_to_ticks(kStreamSpinUs))) return false;
   if (s.control && s.control->cmds.available()) return false;
   uint64_t deadline = s.next_refresh;
   if (link::busy()) {

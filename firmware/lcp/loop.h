@@ -16,6 +16,11 @@ namespace lcp {
 // How long the loop keeps polling after the last useful work before it
 // sleeps. Short: DESIGN §7.5, a spinning vCPU eats one of our two cores.
 constexpr uint64_t kIdleSpinUs = 50;
+// ... and after the last packet that arrived: a stream's packets come in
+// bursts, and a NIC that falls asleep between them costs its sender a
+// doorbell (a device write that takes QEMU's global lock, tens of
+// microseconds) and the stream a wake-up.
+constexpr uint64_t kStreamSpinUs = 500;
 
 struct LoopState {
   uint64_t heartbeat_ticks;  // status refresh period

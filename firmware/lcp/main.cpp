@@ -7,6 +7,7 @@
 #include "hal/clint.h"
 #include "hal/imsic.h"
 #include "hal/pcie.h"
+#include "hal/soft_tlb.h"
 #include "hal/uart.h"
 #include "lcp/loop.h"
 #include "lcp/mail.h"
@@ -118,6 +119,9 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
     link::set_rx_drop(cfg.test_rx_drop, cfg.test_seed);
     core::log("link: TEST MODE: dropping %u/65536 of arriving data packets\n", cfg.test_rx_drop);
   }
+  // Last: programming BARs and MSI-X changes QEMU's memory map, which
+  // flushes the TLB (and may shrink it); from here on nothing does.
+  hal::soft_tlb::grow(abi::kSramBase, abi::kSramSize, 8);
   lcp::LoopState loop{};
   lcp::loop_init(loop, cfg, hal::clint::now());
   loop.slots = &g_slots;

@@ -33,6 +33,10 @@ struct PutOp {
   uint8_t inline_data[abi::kMaxInline];  // short sends: the payload, ours now
   bool local;             // a VMMC send into an export of this very NIC
   uint8_t local_verdict;  // its first refusal (kCqOk so far)
+  // Header precompute (VMMC's LCP): the header template of every packet of
+  // the operation, filled once at its start; each chunk's header is a copy
+  // with three fields of its own (link::segment_header).
+  link::Segments segs;
 };
 
 struct Pending {
@@ -124,6 +128,25 @@ uint8_t place(const abi::WireHeader& h, const uint8_t* payload) {
   return abi::kCqOk;
 }
 
+// The operation's header template, once its destination is known.
+void precompute_header(PutOp& op) {
+  link::Segments& sg = op.segs;
+  sg = link::Segments{};
+  sg.h.op = op.wire_op;
+  sg.h.dst_slot = op.dst_slot;
+  sg.h.dst_key = op.dst_key;
+  sg.h.dst_addr = op.dst_addr;
+  sg.h.op_id = op.op_id;
+  sg.h.op_length = op.sqe.length;
+  sg.h.src_slot = uint16_t(op.slot);
+  sg.src = op.src;
+  sg.length = op.sqe.length;
+  sg.first_flags = op.wire_op == abi::kWireOpPut ? 0 : abi::kWireFirst;
+  sg.last_flags = uint8_t(abi::kWireLast | op.wire_flags);
+  sg.owner = op.slot;
+  sg.generation = op.generation;
+}
+
 PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
   for (uint32_t i = 0; i < kMaxPuts; ++i) {
     PutOp& op = g.ops[i];
@@ -144,16 +167,16 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
 
 }  // namespace
 
-LinkRoom link_room(uint32_t dst, uint64_t& stalled_since) {
-  if (link::can_send(dst)) {
+uint32_t link_room(uint32_t dst, uint64_t& stalled_since) {
+  if (uint32_t n = link::room(dst)) {
     stalled_since = 0;
-    return LinkRoom::kYes;
+    return n;
   }
   // A link that takes nothing for the unreachable deadline fails the
   // operation even when nothing of it was in flight to time out.
   uint64_t now = hal::clint::now();
   if (!stalled_since) stalled_since = now;
-  return now - stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs) ? LinkRoom::kWait : LinkRoom::kGone;
+  return now - stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs) ? 0 : kLinkGone;
 }
 
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
@@ -199,6 +222,7 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   op->dst_slot = e.dst_slot;
   op->dst_key = e.dst_key;
   op->dst_addr = e.dst_addr;
+  precompute_header(*op);
   return abi::kCqOk;
 }
 
@@ -229,6 +253,7 @@ abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
   op->dst_slot = uint16_t(imp->slot);
   op->dst_key = imp->handle;
   op->dst_addr = offset;
+  precompute_header(*op);
   return abi::kCqOk;
 }
 
@@ -245,6 +270,7 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   op->local = local;
   op->dst_node = e.dst_node;
   op->dst_slot = e.dst_slot;
+  precompute_header(*op);
   return abi::kCqOk;
 }
 
@@ -261,20 +287,12 @@ void last_packet(uint32_t src, const abi::WireHeader& h, bool ok) {
 
 // A send between two slots of this NIC: the receiving checks run as if the
 // chunks had come over the wire, a bounded amount per pass.
-bool local_feed(PutOp& op, Slot& s) {
+bool local_feed(PutOp& op) {
   uint64_t budget = kCopyChunk;
-  abi::WireHeader h{};
-  h.op = op.wire_op;
-  h.dst_slot = op.dst_slot;
-  h.dst_key = op.dst_key;
-  h.op_id = op.op_id;
-  h.op_length = op.sqe.length;
-  h.src_slot = uint16_t(s.index);
+  abi::WireHeader h = op.segs.h;
   while (op.sent < op.sqe.length && budget) {
-    uint32_t len = op.sqe.length - op.sent < abi::kMtu ? op.sqe.length - op.sent : abi::kMtu;
-    h.payload_len = uint16_t(len);
-    h.dst_addr = op.dst_addr + op.sent;
-    h.flags = uint8_t((op.sent == 0 ? abi::kWireFirst : 0) | (op.sent + len == op.sqe.length ? op.wire_flags : 0));
+    uint32_t len = link::segment_length(op.segs, op.sent);
+    link::segment_header(op.segs, op.sent, len, h);
     uint8_t st = place_packet(op.dst_node, h, reinterpret_cast<const uint8_t*>(op.src + op.sent));
     if (st != abi::kCqOk && op.local_verdict == abi::kCqOk) op.local_verdict = st;
     op.sent += len;
@@ -286,33 +304,22 @@ bool local_feed(PutOp& op, Slot& s) {
   return true;
 }
 
+// Hands the link as many chunks as it takes now (one burst: one clock read,
+// one publish), each a copy of the precomputed header with its own offset.
 bool put_feed(SlotTable& t, Slot& s) {
   (void)t;
   PutOp& op = g.ops[s.put_op];
   if (!op.used || op.slot != s.index || op.generation != s.generation) return true;  // lost meanwhile
-  if (op.local) return local_feed(op, s);
-  while (op.sent < op.sqe.length) {
-    uint32_t dst = op.dst_node;
-    if (LinkRoom room = link_room(dst, op.stalled_since); room != LinkRoom::kYes) {
-      if (room == LinkRoom::kWait) return false;
-      finish(op, abi::kCqUnreachable);
-      return true;
-    }
-    uint32_t len = op.sqe.length - op.sent < abi::kMtu ? op.sqe.length - op.sent : abi::kMtu;
-    abi::WireHeader h{};
-    h.op = op.wire_op;
-    h.flags = op.sent + len == op.sqe.length ? uint8_t(abi::kWireLast | op.wire_flags) : 0;
-    if (op.sent == 0 && op.wire_op != abi::kWireOpPut) h.flags |= abi::kWireFirst;
-    h.dst_slot = op.dst_slot;
-    h.dst_key = op.dst_key;
-    h.dst_addr = op.dst_addr + op.sent;
-    h.op_id = op.op_id;
-    h.op_length = op.sqe.length;
-    h.src_slot = uint16_t(s.index);
-    if (!link::send(dst, h, op.src + op.sent, uint16_t(len), s.index, s.generation)) return false;
-    op.sent += len;
+  if (op.local) return local_feed(op);
+  const uint32_t dst = op.dst_node;
+  uint32_t room = link_room(dst, op.stalled_since);
+  if (room == kLinkGone) {
+    finish(op, abi::kCqUnreachable);
+    return true;
   }
-  return true;
+  if (room == 0) return false;
+  op.sent = link::send_segments(dst, op.segs, op.sent, room, hal::clint::now());
+  return op.sent == op.sqe.length;
 }
 
 bool remote_poll(SlotTable& t) {
@@ -387,15 +394,9 @@ void remote_slot_detached(uint32_t slot) {
     // entry). Over the link this is best effort (a full link: the receiver
     // lets go when it loses us).
     if (op.wire_op != abi::kWireOpPut && op.sent > 0 && op.sent < op.sqe.length) {
-      abi::WireHeader h{};
-      h.op = op.wire_op;
+      abi::WireHeader h = op.segs.h;
       h.flags = abi::kWireLast | abi::kWireAbort;
-      h.dst_slot = op.dst_slot;
-      h.dst_key = op.dst_key;
       h.dst_addr = op.dst_addr + op.sent;
-      h.op_id = op.op_id;
-      h.op_length = op.sqe.length;
-      h.src_slot = uint16_t(slot);
       if (op.local) last_packet(op.dst_node, h, false);
       else (void)link::send(op.dst_node, h, 0, 0, ~0u, 0);
     }

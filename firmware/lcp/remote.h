@@ -43,11 +43,12 @@ abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
 abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
 // Hands more of the slot's current put or send to the link; true once it is all sent.
 bool put_feed(SlotTable& t, Slot& s);
-// Room on the link to `dst` for an operation's next packet: kWait while it
-// has been full for less than the unreachable deadline (`stalled_since`
-// keeps the operation's first refusal), kGone after.
-enum class LinkRoom { kYes, kWait, kGone };
-LinkRoom link_room(uint32_t dst, uint64_t& stalled_since);
+// Room on the link to `dst` for an operation's next packets: how many it
+// takes now; 0 (wait) while it has been full for less than the unreachable
+// deadline (`stalled_since` keeps the operation's first refusal), kLinkGone
+// after.
+constexpr uint32_t kLinkGone = ~0u;
+uint32_t link_room(uint32_t dst, uint64_t& stalled_since);
 // Sends a receiver's verdict on operation `op_id` back to `dst` (now, or in
 // order once the link has room).
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);

@@ -29,15 +29,6 @@ bool in_range(uint64_t off, uint64_t len, uint64_t lo, uint64_t size) {
   return off >= lo && len <= size && off - lo <= size - len;
 }
 
-abi::CqStatus translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic) {
-  const Registration& r = s.regs[key & 0xff];
-  if (key == 0 || r.key != key) return abi::kCqBadKey;
-  if ((r.access & need) != need) return abi::kCqProtection;
-  if (addr < r.va || len > r.length || addr - r.va > r.length - len) return abi::kCqBadLength;
-  nic = s.base + r.offset + (addr - r.va);
-  return abi::kCqOk;
-}
-
 void complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t result) {
   abi::CqEntry* c = s.cq.reserve();  // callers checked for room
   if (!c) return;
@@ -115,8 +106,8 @@ abi::CqStatus start_copy(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   uint32_t src_need = src_slot == s.index ? abi::kAccessLocal : abi::kAccessRemoteRead;
   uint32_t dst_need = dst_slot == s.index ? abi::kAccessLocal : abi::kAccessRemoteWrite;
   CopyState& c = s.copy;
-  abi::CqStatus st = translate(from, e.src_key, e.src_addr, e.length, src_need, c.src);
-  if (st == abi::kCqOk) st = translate(to, e.dst_key, e.dst_addr, e.length, dst_need, c.dst);
+  abi::CqStatus st = slot_translate(from, e.src_key, e.src_addr, e.length, src_need, c.src);
+  if (st == abi::kCqOk) st = slot_translate(to, e.dst_key, e.dst_addr, e.length, dst_need, c.dst);
   if (st != abi::kCqOk) return st;
   c.active = true;
   c.sqe = e;
@@ -325,13 +316,9 @@ uint32_t tagged_index(uint32_t& rng, uint32_t index) {
 
 abi::SlotHeader& header(const Slot& s) { return *reinterpret_cast<abi::SlotHeader*>(s.base); }
 
-abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic) {
-  return translate(s, key, addr, len, need, nic);
-}
-
 abi::CqStatus slot_translate_tagged(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
                                     uint32_t ptag, uint64_t& nic) {
-  abi::CqStatus st = translate(s, key, addr, len, need, nic);
+  abi::CqStatus st = slot_translate(s, key, addr, len, need, nic);
   if (st == abi::kCqOk && s.regs[key & 0xff].ptag != ptag) return abi::kCqProtection;
   return st;
 }

@@ -114,8 +114,16 @@ bool slot_live(const SlotTable& t, uint32_t k, uint64_t generation);
 abi::SlotHeader& header(const Slot& s);
 
 // The NIC address of [addr, addr+len) in slot `s` through registration `key`
-// with access `need`, or why not.
-abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, uint64_t& nic);
+// with access `need`, or why not. Inline: every arriving chunk asks.
+inline abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+                                    uint64_t& nic) {
+  const Registration& r = s.regs[key & 0xff];
+  if (key == 0 || r.key != key) return abi::kCqBadKey;
+  if ((r.access & need) != need) return abi::kCqProtection;
+  if (addr < r.va || len > r.length || addr - r.va > r.length - len) return abi::kCqBadLength;
+  nic = s.base + r.offset + (addr - r.va);
+  return abi::kCqOk;
+}
 // The same, for a VI: the registration must also carry protection tag `ptag`
 // (kCqProtection if not).
 abi::CqStatus slot_translate_tagged(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,

@@ -22,6 +22,7 @@ struct Export {
   uint32_t key;           // the registration behind it
   uint64_t va, length;
   Grant grants[abi::kMaxGrants];
+  uint32_t grants_end;    // no grant at or above this index (each chunk looks below it)
   // VMMC-2 transfer redirection posted by the owner (one shot).
   bool redirect;
   uint64_t redirect_offset, redirect_length;
@@ -44,6 +45,7 @@ struct State {
   SlotTable* t;
   Export exports[abi::kMaxExports];
   Redirected redirected[abi::kMaxRedirected];
+  uint32_t redirected_used;  // entries in use: with none, a chunk does not look
   uint32_t rng;
 };
 State g;
@@ -56,9 +58,16 @@ Export* find_export(uint32_t handle) {
 }
 
 bool granted(const Export& x, uint32_t node, uint32_t slot) {
-  for (const Grant& gr : x.grants)
+  for (uint32_t i = 0; i < x.grants_end; ++i) {
+    const Grant& gr = x.grants[i];
     if (gr.used && gr.node == node && gr.slot == slot) return true;
+  }
   return false;
+}
+
+void end_redirect(Redirected& r) {
+  r.used = false;
+  --g.redirected_used;
 }
 
 abi::CtrlStatus do_export(const abi::CtrlCommand& cmd, uint64_t& value) {
@@ -97,9 +106,10 @@ abi::CtrlStatus do_grant(const abi::CtrlCommand& cmd, bool grant) {
       return abi::kCtrlOk;
     }
   if (!grant) return abi::kCtrlOk;  // revoking what was never granted: nothing to do
-  for (Grant& gr : x->grants)
-    if (!gr.used) {
-      gr = Grant{true, node, slot};
+  for (uint32_t i = 0; i < abi::kMaxGrants; ++i)
+    if (!x->grants[i].used) {
+      x->grants[i] = Grant{true, node, slot};
+      if (i >= x->grants_end) x->grants_end = i + 1;
       return abi::kCtrlOk;
     }
   return abi::kCtrlNoResources;
@@ -137,6 +147,7 @@ Redirected* start_redirect(Export& x, uint32_t src, const abi::WireHeader& h) {
   for (Redirected& r : g.redirected)
     if (!r.used) {
       r = Redirected{true, src, h.op_id, x.handle, x.redirect_offset, x.redirect_length, x.redirect_nic, x.redirect_id};
+      ++g.redirected_used;
       x.redirect = false;  // one shot
       return &r;
     }
@@ -186,7 +197,7 @@ void vmmc_slot_detached(uint32_t slot) {
 
 void vmmc_peer_lost(uint32_t peer) {
   for (Redirected& r : g.redirected)
-    if (r.used && r.src == peer) r.used = false;
+    if (r.used && r.src == peer) end_redirect(r);
 }
 
 abi::CqStatus vmmc_redirect(Slot& s, const abi::SqEntry& e, uint32_t& result) {
@@ -266,8 +277,8 @@ uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payloa
     core::status::count(ulnic::abi::kCtrVmmcViolations);
     return st;
   }
-  Redirected* r = find_redirected(src, h.op_id);
-  if (!r) r = start_redirect(*x, src, h);
+  Redirected* r = g.redirected_used ? find_redirected(src, h.op_id) : nullptr;
+  if (!r && x->redirect) r = start_redirect(*x, src, h);
   if (r && r->handle == x->handle && h.dst_addr >= r->offset && h.payload_len <= r->length &&
       h.dst_addr - r->offset <= r->length - h.payload_len)
     nic = r->nic + (h.dst_addr - r->offset);
@@ -281,7 +292,7 @@ void vmmc_last(uint32_t src, const abi::WireHeader& h, bool placed) {
   if (r) {
     ev.flags = abi::kEqRedirected;
     ev.redirect_id = r->id;
-    r->used = false;
+    end_redirect(*r);
   }
   Export* x = find_export(h.dst_key);
   // A redirected send always tells the owner (its library waits for the

@@ -1,5 +1,6 @@
 #include "link/link.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "core/status.h"
@@ -15,7 +16,8 @@ namespace {
 
 inline void full_barrier() { __asm__ volatile("fence rw, rw" ::: "memory"); }
 
-constexpr uint32_t kRxBudget = 16;  // packets per poll: the other work sources must run too
+constexpr uint32_t kRxBudget = 32;  // packets per poll: the other work sources must run too
+constexpr uint32_t kRxReleaseEvery = 8;  // ring entries handed back at a time
 
 struct TxEntry {
   abi::WireHeader h;     // operation fields and seq; addressing is filled in at each send
@@ -35,7 +37,7 @@ struct Peer {
   uint64_t rto_ticks;      // current retransmission timeout
   uint64_t rto_deadline;   // 0: no timer
   uint64_t last_progress;  // mtime of the last ACK progress
-  TxEntry win[kWindow];
+  TxEntry win[kWindow];    // by seq % kWindow (the widest window)
   // Receive side.
   uint32_t their_session;  // the peer's incarnation (0: not heard from yet)
   uint32_t expected;       // next in-order seq
@@ -55,7 +57,9 @@ struct State {
   bool enabled;
   uint32_t incarnation;    // ours: random per boot, never 0
   uint32_t self, nodes, ports, switch_port, capacity;
-  bool payload_sums;       // through a switch only: see wire_sum.h
+  bool checksums;          // through a switch only: see wire_sum.h
+  bool lossless;           // the direct fabric without injected loss
+  uint32_t window, ack_every;  // kWindow, kAckEvery or their lossy forms
   uint64_t fabric, regs;
   Upcalls up;
   Stats stats;
@@ -66,6 +70,7 @@ struct State {
   abi::RingProducer<abi::Packet> tx[abi::kMaxPorts];  // by destination port
   abi::RingConsumer<abi::Packet> rx[abi::kMaxPorts];  // by source port
   uint32_t rx_next;                                   // round-robin start
+  uint64_t last_rx;                                   // mtime of the last data packet taken
 };
 State g;
 
@@ -78,6 +83,24 @@ uint32_t random32() {
 
 
 bool seq_before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+
+// Nothing loses packets on the direct fabric (only an injected drop does):
+// a missing ACK there means a peer that is not running just now (its vCPU
+// descheduled on a busy host), and going back N would only make both sides
+// copy the window again. The timeout waits longer there, and the window is
+// wider.
+void set_loss_mode(bool lossless) {
+  g.lossless = lossless;
+  g.window = lossless ? kWindow : kLossyWindow;
+  g.ack_every = lossless ? kAckEvery : kLossyAckEvery;
+}
+
+uint64_t rto_floor() { return hal::clint::us_to_ticks(g.lossless ? kRtoMinLosslessUs : kRtoMinUs); }
+
+uint64_t initial_rto() {
+  uint64_t t = hal::clint::us_to_ticks(kRtoInitialUs);
+  return rto_floor() > t ? rto_floor() : t;
+}
 
 abi::RingControl* ring(uint32_t src, uint32_t dst) {
   return reinterpret_cast<abi::RingControl*>(g.fabric + abi::ring_offset(g.ports, g.capacity, src, dst));
@@ -94,7 +117,7 @@ void reset_peer(Peer& p, uint32_t their_session, uint64_t now) {
   memset(&p, 0, sizeof p);
   p.next_seq = p.resend_next = 1;
   p.expected = 1;
-  p.rto_ticks = p.rto_base = hal::clint::us_to_ticks(kRtoInitialUs);
+  p.rto_ticks = p.rto_base = initial_rto();
   p.last_progress = now;
   p.their_session = their_session;
 }
@@ -132,16 +155,10 @@ abi::RingProducer<abi::Packet>& tx_ring(uint32_t port) {
   return tx;
 }
 
-// Puts one packet on the wire toward `dst`; false if the ring is full.
-bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
-  abi::RingProducer<abi::Packet>& tx = tx_ring(tx_port(dst));
-  abi::Packet* pkt = tx.reserve();
-  if (!pkt) {
-    ++g.stats.ring_full;
-    return false;
-  }
-  Peer& p = g.peers[dst];
-  abi::WireHeader h = e ? e->h : abi::WireHeader{};
+// What the link adds to every packet toward `dst`: addressing, the
+// piggybacked ACK, both incarnations.
+void address(abi::WireHeader& h, uint32_t dst, uint8_t type) {
+  const Peer& p = g.peers[dst];
   h.magic = abi::kWireMagic;
   h.type = type;
   h.src = uint16_t(g.self);
@@ -149,27 +166,70 @@ bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
   h.ack = p.expected - 1;
   h.src_incarnation = g.incarnation;
   h.dst_incarnation = p.their_session;
-  h.payload_len = 0;
+}
+
+// A header is 64 bytes: copied inline, word by word (a call to memcpy per
+// packet costs a TCG block lookup on its return).
+[[gnu::always_inline]] inline void copy_header(abi::WireHeader* to, const abi::WireHeader& from) {
+  __builtin_memcpy_inline(to, &from, sizeof from);
+}
+
+// The payload into the ring entry, then the sealed header (unpublished).
+[[gnu::always_inline]] inline void fill(abi::Packet* pkt, abi::WireHeader& h, const void* payload) {
   ulnic::WireSum sum;
+  if (h.payload_len) {
+    if (g.checksums) sum = ulnic::copy_and_sum(pkt->payload, payload, h.payload_len);
+    else memcpy(pkt->payload, payload, h.payload_len);
+  }
+  h.checksum = g.checksums ? checksum(h, sum) : 0;
+  copy_header(&pkt->h, h);
+}
+
+// The ACK rode along on a packet just written.
+void ack_sent(Peer& p) {
+  p.ack_owed = false;
+  p.unacked_rx = 0;
+  p.ack_deadline = 0;
+}
+
+// Writes one packet into the ring toward `dst` without publishing it; false
+// if the ring is full. A retransmission asks the protocol layer whether its
+// source may still be read (the operation may have failed and its memory
+// been reused); a first transmission's sender checked it a moment ago.
+bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
+  abi::Packet* pkt = tx_ring(tx_port(dst)).reserve();
+  if (!pkt) {
+    ++g.stats.ring_full;
+    return false;
+  }
+  abi::WireHeader h = e ? e->h : abi::WireHeader{};
+  address(h, dst, type);
+  h.payload_len = 0;
   if (e && e->len) {
-    if (g.up.payload_valid && g.up.payload_valid(e->owner, e->generation)) {
-      const void* from = reinterpret_cast<const void*>(e->payload);
-      if (g.payload_sums) sum = ulnic::copy_and_sum(pkt->payload, from, e->len);
-      else memcpy(pkt->payload, from, e->len);
+    if (first || (g.up.payload_valid && g.up.payload_valid(e->owner, e->generation))) {
       h.payload_len = e->len;
     } else {
       h.op = abi::kWireOpNone;  // the source is gone: keep the sequence, drop the bytes
       h.flags = 0;
     }
   }
-  h.checksum = checksum(h, sum);
-  memcpy(&pkt->h, &h, sizeof h);
-  tx.push();
-  tx.publish();
-  ring_doorbell(tx_port(dst));
-  p.ack_owed = false;  // the ACK rode along
-  p.unacked_rx = 0;
-  p.ack_deadline = 0;
+  fill(pkt, h, e ? reinterpret_cast<const void*>(e->payload) : nullptr);
+  tx_ring(tx_port(dst)).push();
+  ack_sent(g.peers[dst]);
+  return true;
+}
+
+// Makes every packet written toward `dst` visible, and wakes it if it sleeps.
+void publish_to(uint32_t dst) {
+  uint32_t port = tx_port(dst);
+  g.tx[port].publish();
+  ring_doorbell(port);
+}
+
+// One packet on the wire now (ACKs, retransmissions); false if the ring is full.
+bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
+  if (!put_packet(dst, type, e, false)) return false;
+  publish_to(dst);
   return true;
 }
 
@@ -205,7 +265,7 @@ void sample_rtt(Peer& p, const TxEntry& e, uint64_t now) {
     p.srtt = (7 * p.srtt + r) / 8;
   }
   uint64_t rto = p.srtt + 4 * p.rttvar;
-  uint64_t lo = hal::clint::us_to_ticks(kRtoMinUs), hi = hal::clint::us_to_ticks(kRtoMaxUs);
+  uint64_t lo = rto_floor(), hi = hal::clint::us_to_ticks(kRtoMaxUs);
   p.rto_base = rto < lo ? lo : rto > hi ? hi : rto;
 }
 
@@ -223,14 +283,14 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
 
 void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
   abi::WireHeader h;
-  memcpy(&h, &shared->h, sizeof h);  // once: the ring is shared memory
+  copy_header(&h, shared->h);  // once: the ring is shared memory
   uint32_t src = h.src;
   bool addressed = h.magic == abi::kWireMagic && h.dst == g.self && src < g.nodes && src != g.self &&
                    (g.switch_port != abi::kNoSwitch || from_port == src) && h.payload_len <= abi::kMtu &&
                    (h.type == abi::kPktData || h.type == abi::kPktAck) && h.src_incarnation != 0;
-  ulnic::WireSum sum;
-  if (addressed && g.payload_sums) sum = ulnic::wire_sum(shared->payload, h.payload_len);
-  if (!addressed || checksum(h, sum) != h.checksum) {
+  if (addressed && g.checksums && checksum(h, ulnic::wire_sum(shared->payload, h.payload_len)) != h.checksum)
+    addressed = false;
+  if (!addressed) {
     ++g.stats.bad_packets;
     return;
   }
@@ -287,6 +347,7 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
   }
   ++p.expected;
   ++p.unacked_rx;
+  g.last_rx = now;
   ++g.stats.rx_data;
   ++p.rx_data;
   if (h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, h, shared->payload);
@@ -304,7 +365,8 @@ void init(const core::board::Board& board, const core::boot_config::Config& cfg,
   if (!board.fabric.present || cfg.fabric_ports == 0) return;
   g.ports = cfg.fabric_ports;
   g.switch_port = cfg.switch_port;
-  g.payload_sums = g.switch_port != abi::kNoSwitch;
+  g.checksums = g.switch_port != abi::kNoSwitch;
+  set_loss_mode(!g.checksums);
   g.nodes = g.switch_port == abi::kNoSwitch ? g.ports : g.ports - 1;
   if (cfg.node_id >= g.nodes || abi::fabric_bytes(g.ports, cfg.ring_capacity) > board.fabric.size) return;
   g.self = cfg.node_id;
@@ -357,35 +419,103 @@ const Stats& stats() { return g.stats; }
 void set_rx_drop(uint32_t per_65536, uint32_t seed) {
   g.drop_per_65536 = per_65536;
   g.drop_rng = seed | 1u;
+  set_loss_mode(!g.checksums && per_65536 == 0);
+  for (uint32_t n = 0; n < g.nodes; ++n)  // the timeout floor depends on it
+    if (g.peers[n].srtt == 0) g.peers[n].rto_ticks = g.peers[n].rto_base = initial_rto();
 }
 
-bool can_send(uint32_t dst) {
-  if (!g.enabled || dst >= g.nodes || dst == g.self) return false;
+uint32_t room(uint32_t dst) {
+  if (!g.enabled || dst >= g.nodes || dst == g.self) return 0;
   const Peer& p = g.peers[dst];
-  return p.next_seq - p.acked - 1 < kWindow && p.resend_next == p.next_seq && tx_ring(tx_port(dst)).free_space() > 0;
+  uint32_t in_flight = p.next_seq - p.acked - 1;
+  if (in_flight >= g.window || p.resend_next != p.next_seq) return 0;  // full, or going back N first
+  uint32_t ring = tx_ring(tx_port(dst)).free_space(g.window);
+  return g.window - in_flight < ring ? g.window - in_flight : ring;
+}
+
+bool can_send(uint32_t dst) { return room(dst) != 0; }
+
+// Remembers a data packet for retransmission and takes its sequence number.
+[[gnu::always_inline]] inline uint32_t take_seq(Peer& p, const abi::WireHeader& h, uint64_t payload, uint32_t owner,
+                                               uint64_t generation, uint64_t now) {
+  uint32_t seq = p.next_seq;
+  TxEntry& e = p.win[seq % kWindow];
+  copy_header(&e.h, h);
+  e.h.seq = seq;
+  e.payload = payload;
+  e.len = h.payload_len;
+  e.owner = owner;
+  e.generation = generation;
+  e.sent_at = now;
+  e.retransmitted = false;
+  p.next_seq = p.resend_next = seq + 1;
+  ++g.stats.tx_data;
+  ++p.tx_data;
+  if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+  return seq;
 }
 
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
               uint64_t generation) {
-  if (!can_send(dst) || len > abi::kMtu) return 0;
-  Peer& p = g.peers[dst];
-  uint32_t seq = p.next_seq;
-  TxEntry& e = p.win[seq % kWindow];
-  e.h = h;
-  e.h.seq = seq;
-  e.payload = payload;
-  e.len = len;
-  e.owner = owner;
-  e.generation = generation;
-  e.sent_at = hal::clint::now();
-  e.retransmitted = false;
-  if (!transmit(dst, abi::kPktData, &e)) return 0;
-  p.next_seq = p.resend_next = seq + 1;
-  ++g.stats.tx_data;
-  ++p.tx_data;
-  uint64_t now = hal::clint::now();
-  if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+  if (!room(dst) || len > abi::kMtu) return 0;
+  abi::WireHeader copy = h;
+  copy.payload_len = len;
+  uint32_t seq = take_seq(g.peers[dst], copy, payload, owner, generation, hal::clint::now());
+  put_packet(dst, abi::kPktData, &g.peers[dst].win[seq % kWindow], true);  // room() said it fits
+  publish_to(dst);
   return seq;
+}
+
+// A header as the eight little-endian words it is stored as: a burst keeps
+// the words every packet shares in registers and changes three per packet.
+union HeaderWords {
+  abi::WireHeader h;
+  uint64_t w[8];
+};
+static_assert(sizeof(HeaderWords) == sizeof(abi::WireHeader));
+static_assert(offsetof(abi::WireHeader, flags) == 5 && offsetof(abi::WireHeader, payload_len) == 6 &&
+              offsetof(abi::WireHeader, seq) == 12 && offsetof(abi::WireHeader, checksum) == 20 &&
+              offsetof(abi::WireHeader, dst_addr) == 32, "the words send_segments() changes");
+
+uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t max_packets, uint64_t now) {
+  Peer& p = g.peers[dst];
+  abi::RingProducer<abi::Packet>& tx = tx_ring(tx_port(dst));
+  uint32_t free = tx.free_space(max_packets);
+  if (free < max_packets) max_packets = free;
+  HeaderWords t;
+  t.h = op.h;
+  address(t.h, dst, abi::kPktData);
+  t.h.flags = 0, t.h.payload_len = 0, t.h.seq = 0, t.h.checksum = 0, t.h.dst_addr = 0;
+  uint32_t seq = p.next_seq, n = 0;
+  for (; n < max_packets && sent < op.length; ++n, ++seq) {
+    uint32_t len = segment_length(op, sent);
+    uint8_t flags = uint8_t(op.h.flags | (sent == 0 ? op.first_flags : 0) | (sent + len == op.length ? op.last_flags : 0));
+    HeaderWords w = t;
+    w.w[0] |= uint64_t(flags) << 40 | uint64_t(len) << 48;
+    w.w[1] |= uint64_t(seq) << 32;
+    w.w[4] = op.h.dst_addr + sent;
+    TxEntry& e = p.win[seq % kWindow];
+    copy_header(&e.h, w.h);
+    e.payload = op.src + sent;
+    e.len = uint16_t(len);
+    e.owner = op.owner;
+    e.generation = op.generation;
+    e.sent_at = now;
+    e.retransmitted = false;
+    abi::Packet* pkt = tx.reserve_ahead(n);
+    fill(pkt, w.h, reinterpret_cast<const void*>(op.src + sent));
+    sent += len;
+  }
+  if (n) {
+    tx.push(n);
+    p.next_seq = p.resend_next = seq;
+    g.stats.tx_data += n;
+    p.tx_data += n;
+    if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+    ack_sent(p);
+    publish_to(dst);
+  }
+  return sent;
 }
 
 bool poll_rx(uint64_t now) {
@@ -396,17 +526,21 @@ bool poll_rx(uint64_t now) {
     uint32_t from = (g.rx_next + i) % g.ports;
     if (from == g.self || (g.switch_port != abi::kNoSwitch && from != g.switch_port)) continue;
     abi::RingConsumer<abi::Packet>& rx = g.rx[from];
-    bool took = false;
+    uint32_t took = 0;
     while (budget) {
       const abi::Packet* pkt = rx.peek();
       if (!pkt) break;
       receive(from, pkt, now);
       rx.pop();
-      rx.release();  // at once: the sender refills this entry while we take the next
+      // Entries go back a few at a time: the sender refills them while we
+      // take the next, and a small ring is never held for a whole budget.
+      if (++took % kRxReleaseEvery == 0) rx.release();
       --budget;
-      took = true;
     }
-    if (took) worked = true;
+    if (took) {
+      rx.release();
+      worked = true;
+    }
     if (rx.corrupt()) {
       // A wild index from the other side: count it and start that ring over.
       ++g.stats.bad_packets;
@@ -437,16 +571,18 @@ bool poll_timers(uint64_t now) {
                                                                          : hal::clint::us_to_ticks(kRtoMaxUs);
       p.rto_deadline = now + p.rto_ticks;
     }
+    bool resent = false;
     while (seq_before(p.resend_next, p.next_seq)) {
       TxEntry& e = p.win[p.resend_next % kWindow];
-      if (!transmit(n, abi::kPktData, &e)) break;
+      if (!put_packet(n, abi::kPktData, &e, false)) break;
       e.retransmitted = true;
       ++p.resend_next;
       ++g.stats.retransmits;
       ++p.retransmits;
-      worked = true;
+      resent = true;
     }
-    if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= kAckEvery)) {
+    if (resent) publish_to(n), worked = true;
+    if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= g.ack_every)) {
       if (transmit(n, abi::kPktAck, nullptr)) ++g.stats.tx_acks, worked = true;
     }
   }
@@ -472,6 +608,8 @@ uint64_t next_deadline() {
   }
   return d;
 }
+
+bool receiving(uint64_t now, uint64_t within_ticks) { return g.enabled && now - g.last_rx < within_ticks; }
 
 bool prepare_sleep() {
   if (!g.enabled) return true;

@@ -21,11 +21,28 @@ namespace link {
 
 namespace abi = ulnic::abi;
 
-constexpr uint32_t kWindow = 32;             // unacknowledged data packets per peer
+// Unacknowledged data packets per peer on the direct fabric, which loses
+// nothing: 512 KiB of 4 KiB packets, half a default ring (abi/fabric.h).
+// The bandwidth-delay product of two NICs that poll is far less; the rest
+// absorbs the moments a busy 2-core host takes one NIC's core away, so the
+// other keeps working meanwhile.
+constexpr uint32_t kWindow = 128;
+// ... through a switch or with injected loss: go-back-N sends the rest of
+// the window again after every loss, and at 30% loss each way a window of
+// 128 never got through (the 100 000-put bridge test stalled).
+constexpr uint32_t kLossyWindow = 32;
 constexpr uint64_t kAckDelayUs = 30;         // a standalone ACK waits this long for a ride
-constexpr uint32_t kAckEvery = 8;            // ... or until this many packets arrived
+// ... or until this many packets arrived: a quarter window, so the sender
+// does not run dry (one ACK, a packet for each side to handle, per 128 KiB).
+constexpr uint32_t kAckEvery = kWindow / 4;
+constexpr uint32_t kLossyAckEvery = 8;
 constexpr uint64_t kRtoInitialUs = 2'000;    // retransmission timeout before the first RTT sample
 constexpr uint64_t kRtoMinUs = 1'000;        // floor of the estimated timeout
+// ... on the direct fabric without injected loss: a 2-core host that runs
+// two NICs and their processes deschedules a NIC for over a millisecond
+// dozens of times a second (measured, issue 5): with the 1 ms floor each
+// such pause cost a spurious go-back-N of the whole window.
+constexpr uint64_t kRtoMinLosslessUs = 20'000;
 constexpr uint64_t kRtoMaxUs = 200'000;      // backoff cap
 // No progress for this long: peer unreachable. At 30% loss each way a
 // retransmission round trip succeeds about half the time; with the backoff
@@ -58,15 +75,43 @@ bool enabled();
 uint32_t self();
 uint32_t nodes();
 
-// Room to send one more data packet to `dst` now?
+// Data packets that may be sent to `dst` now (window and ring room; 0: wait).
+uint32_t room(uint32_t dst);
 bool can_send(uint32_t dst);
-// Queues a data packet: `h` carries the operation fields (op, flags, dst_*,
+// Sends a data packet: `h` carries the operation fields (op, flags, dst_*,
 // op_id, op_length); the link fills in addressing, sequence, ack, checksum.
 // The payload is read from `payload` (a NIC address in host memory) now and
 // again on every retransmission while payload_valid(owner, generation).
-// Returns the sequence number, or 0 if it could not be queued.
+// Returns the sequence number, or 0 if it could not be sent.
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
               uint64_t owner_generation);
+// Segmentation offload for the data path: the packets of one operation,
+// built from a header template. Packet k carries source bytes
+// [off_k, off_k + len_k) (len_k = kMtu but the last), with header `h` but
+// dst_addr = h.dst_addr + off_k, payload_len = len_k and flags = h.flags,
+// plus first_flags on the operation's first packet and last_flags on its last.
+struct Segments {
+  abi::WireHeader h;     // the template (h.dst_addr: where byte 0 goes)
+  uint64_t src;          // NIC address of byte 0 (host memory)
+  uint32_t length;       // bytes in the operation
+  uint8_t first_flags, last_flags;
+  uint32_t owner;        // payload_valid(owner, generation) on retransmission
+  uint64_t generation;
+};
+// Packet k's header: the bytes from `sent`, `len` of them.
+inline void segment_header(const Segments& op, uint32_t sent, uint32_t len, abi::WireHeader& h) {
+  h.flags = uint8_t(op.h.flags | (sent == 0 ? op.first_flags : 0) | (sent + len == op.length ? op.last_flags : 0));
+  h.dst_addr = op.h.dst_addr + sent;
+  h.payload_len = uint16_t(len);
+}
+inline uint32_t segment_length(const Segments& op, uint32_t sent) {
+  return op.length - sent < abi::kMtu ? op.length - sent : abi::kMtu;
+}
+// Sends the operation's packets from byte `sent` on, at most `max_packets`
+// of them (room(dst)), stamped with the caller's `now`; they become visible
+// to the peer together (one index store, at most one doorbell). Returns the
+// new `sent`.
+uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t max_packets, uint64_t now);
 // Receive work: at most a bounded number of packets. True if it did work.
 bool poll_rx(uint64_t now);
 // Timers: retransmissions, standalone ACKs, unreachable peers. True if it did work.
@@ -75,6 +120,8 @@ bool poll_timers(uint64_t now);
 bool busy();
 // The earliest mtime at which poll_timers has something to do (~0: none).
 uint64_t next_deadline();
+// Has a data packet arrived within the last `within_ticks`?
+bool receiving(uint64_t now, uint64_t within_ticks);
 // Before sleeping: tell senders to ring us; false if work arrived meanwhile.
 bool prepare_sleep();
 void woke();

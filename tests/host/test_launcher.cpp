@@ -182,7 +182,7 @@ TEST(Launcher, FabricSocketAddsIvshmemDoorbell) {
   s.fabric_vectors = 4;
   auto a = ulnic::board::qemu_command(s, fixed_paths());
   EXPECT_TRUE(HasOption(a, "-chardev", "socket,id=fabric,path=/rt/lab/fabric/nic3.sock"));
-  EXPECT_TRUE(HasOption(a, "-device", "ivshmem-doorbell,chardev=fabric,vectors=4,addr=0x10"));
+  EXPECT_TRUE(HasOption(a, "-device", "ivshmem-doorbell,chardev=fabric,vectors=4,ioeventfd=off,addr=0x10"));
   EXPECT_EQ(count_containing(a, "ivshmem-doorbell"), 1u);
 }
 
@@ -191,7 +191,7 @@ TEST(Launcher, FabricVectorsArePassedThrough) {
   s.fabric_socket = "/f.sock";
   s.fabric_vectors = 64;
   auto a = ulnic::board::qemu_command(s, fixed_paths());
-  EXPECT_TRUE(HasOption(a, "-device", "ivshmem-doorbell,chardev=fabric,vectors=64,addr=0x10"));
+  EXPECT_TRUE(HasOption(a, "-device", "ivshmem-doorbell,chardev=fabric,vectors=64,ioeventfd=off,addr=0x10"));
 }
 
 TEST(Launcher, NoFabricSocketMeansNoDoorbell) {

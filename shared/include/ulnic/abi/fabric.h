@@ -28,10 +28,12 @@ enum PacketType : uint8_t {
   kPktAck = 2,      // cumulative acknowledgement only
 };
 
-// Fields every packet carries. The checksum covers the header (with the
-// checksum field zero) and, through its sums, the payload (through a switch;
-// on the direct fabric the sums are zero: wire_sum.h); a corrupted packet is
-// dropped and counted, and the link layer's retransmission repairs the loss.
+// Fields every packet carries. Through a switch (a lossy wire) the checksum
+// covers the header (with the checksum field zero) and, through its sums,
+// the payload (wire_sum.h); a corrupted packet is dropped and counted, and
+// the link layer's retransmission repairs the loss. On the direct fabric it
+// is zero and unchecked: see wire_sum.h. Either way every field is checked
+// for sense before use (addressing, lengths, keys, bounds).
 struct WireHeader {
   uint32_t magic;        // kWireMagic
   uint8_t type;          // PacketType
@@ -41,7 +43,7 @@ struct WireHeader {
   uint16_t dst;          // receiving NIC
   uint32_t seq;          // per (src, dst) data sequence number, from 1
   uint32_t ack;          // cumulative: every data seq <= ack from dst arrived
-  uint32_t checksum;     // CRC-32C of header (this field 0) and WireSum(payload) (wire_sum.h)
+  uint32_t checksum;     // CRC-32C of header (this field 0) and WireSum(payload); 0 on the direct fabric
   // Operation (data packets): where the payload goes at the receiver.
   uint8_t op;            // WireOp
   uint8_t status;        // kWireOpResult: the receiver's verdict
@@ -118,13 +120,32 @@ ULNIC_ABI_CHECK_SIZE(FabricHeader, 4096);
 
 constexpr uint64_t kPortAreaOffset = 4096;
 constexpr uint32_t kMaxPorts = 65;  // 64 NICs and a switch
-constexpr uint32_t kDefaultRingCapacity = 16;
 
 constexpr uint64_t ring_stride(uint32_t capacity) {
   // Not a power of two on purpose (DESIGN §7.3: QEMU's direct-mapped soft
   // TLB punishes buffers at power-of-two distances).
   return (sizeof(RingControl) + uint64_t(capacity) * sizeof(Packet) + 63) & ~uint64_t(63);
 }
+
+// Packets per ring when the cluster does not say. Large rings are fast:
+// the two NICs run on different host cores, and a ring entry the receiver
+// read a moment ago is still in its core's cache when the sender writes the
+// entry again, so every store of the sender's copy waits for the line to
+// come back (measured, issue 5: a 4 KiB copy into a 16-entry ring cost the
+// sender ~3x its copy within one core; into a 256-entry ring, ~1.1x). The
+// matrix has ports^2 rings, so the capacity shrinks with the cluster to keep
+// the fabric within kFabricRingBudget of address space (memory is taken only
+// by rings in use: the fabric file is sparse): 256 up to 22 ports, 16 at 65.
+constexpr uint64_t kFabricRingBudget = 512ull << 20;
+constexpr uint32_t kMinDefaultRingCapacity = 16;
+constexpr uint32_t kMaxDefaultRingCapacity = 256;
+constexpr uint32_t default_ring_capacity(uint32_t ports) {
+  uint32_t capacity = kMaxDefaultRingCapacity;
+  while (capacity > kMinDefaultRingCapacity && uint64_t(ports) * ports * ring_stride(capacity) > kFabricRingBudget)
+    capacity /= 2;
+  return capacity;
+}
+static_assert(default_ring_capacity(17) == 256 && default_ring_capacity(65) == 16);
 constexpr uint64_t rings_offset(uint32_t ports) {
   return (kPortAreaOffset + uint64_t(ports) * sizeof(PortArea) + 4095) & ~uint64_t(4095);
 }
