@@ -61,7 +61,8 @@ void publish(Slot& s, const SlotTable& t) {
   ring_host(s, t, false);
 }
 
-void cut_off(Slot& s, const SlotTable& t, abi::SlotFault why) {
+void cut_off(Slot& s, SlotTable& t, abi::SlotFault why) {
+  ++t.epoch;
   s.state = abi::SlotState::kCutOff;
   put(header(s).nic.fault_code, uint32_t(why));
   put(header(s).nic.state, uint32_t(abi::SlotState::kCutOff));
@@ -71,6 +72,7 @@ void cut_off(Slot& s, const SlotTable& t, abi::SlotFault why) {
 
 
 abi::CqStatus do_register(SlotTable& t, Slot& s, const abi::SqEntry& e, uint32_t& key) {
+  ++t.epoch;
   const uint32_t valid = abi::kAccessLocal | abi::kAccessRemoteWrite | abi::kAccessRemoteRead;
   if (e.access & ~valid || e.access == 0) return abi::kCqBadOpcode;
   if (e.src_key) {
@@ -198,6 +200,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       Registration& r = s.regs[e.src_key & 0xff];
       if (e.src_key == 0 || r.key != e.src_key) return complete(s, e, abi::kCqBadKey, 0);
       r = Registration{};
+      ++t.epoch;
       // A copy under way through this registration stops here: once the
       // owner has it back, no other slot may write or read it any more.
       for (Slot& other : t.slots) {
@@ -375,6 +378,7 @@ void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev) {
 
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed) {
   memset(&t, 0, sizeof t);
+  t.epoch = 1;  // 0 marks an empty cached translation
   t.board = &board;
   t.rng = uint32_t(seed ^ (seed >> 32)) | 1u;
   for (uint32_t k = 0; k < abi::kMaxSlots; ++k) t.slots[k].index = k;
@@ -409,6 +413,7 @@ abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t 
   uint32_t index = s.index;
   memset(&s, 0, sizeof s);
   s.index = index;
+  ++t.epoch;
   s.base = t.board->slots[cmd.slot].mem;
   s.size = size;
   s.layout = l;
@@ -455,6 +460,7 @@ uint64_t slot_detach(SlotTable& t, uint32_t k) {
   uint32_t index = s.index;
   memset(&s, 0, sizeof s);  // registrations die with the attachment
   s.index = index;
+  ++t.epoch;
   return flushed;
 }
 

@@ -86,6 +86,10 @@ struct Slot {
 
 struct SlotTable {
   Slot slots[abi::kMaxSlots];
+  // Bumped whenever a slot is attached, detached or cut off, a registration
+  // changes, or a VMMC table does: translations cached across packets
+  // (vmmc.cpp) hold only while it stays.
+  uint64_t epoch;
   uint32_t rng;                     // xorshift state for memory keys
   const core::board::Board* board;
   uint32_t first;                   // the slot each service pass starts with (turns round)

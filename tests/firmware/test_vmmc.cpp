@@ -223,6 +223,61 @@ FW_TEST(redirection_takes_one_whole_send) {
   EXPECT_EQ(c.result, 1u);  // cancelled unused
 }
 
+// Every arriving chunk is checked. A send's later chunks reuse the
+// translation its first chunk took while nothing behind it changes (a TLB of
+// the incoming page table); a change between two chunks -- a revoked grant,
+// a deregistration -- stops the very next one, and a chunk outside the
+// export is refused mid-send as at its start.
+FW_TEST(a_change_between_two_chunks_of_a_send_stops_the_next_one) {
+  constexpr uint32_t kSrc = 3;  // another node's process, as the wire brings it
+  constexpr uint16_t kSrcSlot = 5;
+  constexpr uint32_t kExp = 0x8000;
+  uint32_t key = g_b.reg(kHeap + 0x50000, kExp, abi::kAccessLocal | abi::kAccessRemoteWrite, kVaB + 0x50000);
+  uint64_t handle = 0;
+  CHECK_EQ(ctrl(abi::kCtrlExport, 1, {0, key, kVaB + 0x50000, kExp, 0, 0, 0, 0, {}}, &handle), abi::kCtrlOk);
+  CHECK_EQ(ctrl(abi::kCtrlGrant, 0, {uint32_t(handle), 0, 0, 0, kSrc, kSrcSlot, 0, 0, {}}), abi::kCtrlOk);
+  static uint8_t chunk[abi::kMtu];
+  for (uint32_t i = 0; i < sizeof chunk; ++i) chunk[i] = uint8_t(i * 7 + 3);
+  auto place = [&](uint64_t op, uint64_t offset, uint8_t flags = 0) {
+    abi::WireHeader h{};
+    h.op = abi::kWireOpSend;
+    h.flags = flags;
+    h.dst_key = uint32_t(handle);
+    h.src_slot = kSrcSlot;
+    h.op_id = op;
+    h.op_length = 4 * abi::kMtu;
+    h.dst_addr = offset;
+    h.payload_len = uint16_t(abi::kMtu);
+    return lcp::vmmc_place(kSrc, h, chunk);
+  };
+  uint8_t* exp = g_b.base + kHeap + 0x50000;
+  uint64_t violations = ctr(abi::kCtrVmmcViolations);
+  CHECK_EQ(place(0x71, 0, abi::kWireFirst), abi::kCqOk);
+  CHECK_EQ(place(0x71, abi::kMtu), abi::kCqOk);
+  EXPECT(memcmp(exp, chunk, abi::kMtu) == 0 && memcmp(exp + abi::kMtu, chunk, abi::kMtu) == 0);
+  // Past the export's end, mid-send: refused, nothing written.
+  EXPECT_EQ(place(0x71, kExp - 100), abi::kCqRemoteProtection);
+  // Another send from the same source is looked up afresh (and lands).
+  CHECK_EQ(place(0x72, 2 * abi::kMtu), abi::kCqOk);
+  // The grant is revoked between two chunks: the next one is refused.
+  CHECK_EQ(ctrl(abi::kCtrlRevoke, 0, {uint32_t(handle), 0, 0, 0, kSrc, kSrcSlot, 0, 0, {}}), abi::kCtrlOk);
+  memset(exp, 0, kExp);
+  EXPECT_EQ(place(0x72, 3 * abi::kMtu), abi::kCqRemoteRevoked);
+  // Granted again; the owner deregisters the memory under the export
+  // between two chunks: the next one is refused.
+  CHECK_EQ(ctrl(abi::kCtrlGrant, 0, {uint32_t(handle), 0, 0, 0, kSrc, kSrcSlot, 0, 0, {}}), abi::kCtrlOk);
+  CHECK_EQ(place(0x73, 0, abi::kWireFirst), abi::kCqOk);
+  abi::SqEntry d{};
+  d.opcode = abi::kOpDeregister;
+  d.src_key = key;
+  CHECK_EQ(g_b.run(d).status, abi::kCqOk);
+  memset(exp, 0, abi::kMtu);  // (the slot's memory; no registration names it now)
+  EXPECT_EQ(place(0x73, abi::kMtu), abi::kCqRemoteRevoked);
+  for (uint32_t i = 0; i < kExp; ++i) CHECK_EQ(exp[i], 0);
+  EXPECT_EQ(ctr(abi::kCtrVmmcViolations), violations + 3);
+  EXPECT_EQ(ctrl(abi::kCtrlUnexport, 0, {uint32_t(handle), 0, 0, 0, 0, 0, 0, 0, {}}), abi::kCtrlOk);
+}
+
 FW_TEST(revocation_unimport_and_detach_tear_down) {
   uint32_t self = core::status::block().node_id;
   CHECK_EQ(ctrl(abi::kCtrlRevoke, 0, {g_handle, 0, 0, 0, self, 0, 0, 0, {}}), abi::kCtrlOk);
