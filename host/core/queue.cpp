@@ -1,5 +1,6 @@
 // Hot path: descriptors out, completions in, waits that never miss a wake-up.
 #include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,8 +116,30 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
   }
 }
 
+// Linux's hybrid polling, for a stream: sleep through most of the gap the
+// completions have been arriving at (the NIC works through the descriptors
+// queued behind this one meanwhile), then look, spin and block as usual. A
+// nap costs the NIC nothing: only a process that announced its sleep
+// (wait_seq) is rung. Measured (issue 5, 1 MiB sends, 8 in flight): the
+// 20 us spin before each block took ~6% of a core from the NICs on this
+// 2-core machine, and each doorbell ~11 us of the sending NIC's time.
+void Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+  constexpr int64_t kMaxNapNs = 2'000'000;
+  const int64_t gap = reap_gap_ns_.load(std::memory_order_relaxed);
+  if (in_flight() < 2 || gap <= 4 * int64_t(std::chrono::nanoseconds(spin).count())) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  int64_t nap = last_reap_ns_.load(std::memory_order_relaxed) + gap - now - std::chrono::nanoseconds(spin).count();
+  if (timeout.count() >= 0) nap = std::min<int64_t>(nap, std::chrono::nanoseconds(timeout).count() / 2);
+  nap = std::min(nap, kMaxNapNs);
+  if (nap <= 0) return;
+  timespec ts{time_t(nap / 1'000'000'000), long(nap % 1'000'000'000)};
+  ::nanosleep(&ts, nullptr);
+}
+
 Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   abi::CqEntry out;
+  if (poll(out)) return out;
+  nap_before_wait(timeout, spin);
   if (poll(out)) return out;
   if (auto r = block_until([&] { return completion_ready(); }, timeout, spin); !r)
     return std::unexpected(r.error());
@@ -194,6 +217,12 @@ bool Nic::poll_ring(abi::CqEntry& out) {
   cq_.pop();
   cq_.release();
   reaped_.fetch_add(1);
+  // The gap between completions, smoothed (1/8 weight); a pause of more
+  // than 50 ms starts it over.
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  const int64_t last = last_reap_ns_.exchange(now, std::memory_order_relaxed);
+  const int64_t gap = now - last, avg = reap_gap_ns_.load(std::memory_order_relaxed);
+  if (last != 0 && gap < 50'000'000) reap_gap_ns_.store(avg ? avg + (gap - avg) / 8 : gap, std::memory_order_relaxed);
   if (sleepers_.load() > 0) {
     // Another thread sleeps in block_until: this may be what it waits for
     // (wait_ready() looks at reaped_). Without the poke it would sleep out
