@@ -6,25 +6,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/copy.h"
+
 extern "C" {
 
 void* memcpy(void* dst, const void* src, size_t n) {
-  auto* d = static_cast<uint8_t*>(dst);
-  auto* s = static_cast<const uint8_t*>(src);
-  if (((uintptr_t(d) | uintptr_t(s)) & 7) == 0) {
-    for (; n >= 32; n -= 32, d += 32, s += 32) {
-      uint64_t a = reinterpret_cast<const uint64_t*>(s)[0];
-      uint64_t b = reinterpret_cast<const uint64_t*>(s)[1];
-      uint64_t c = reinterpret_cast<const uint64_t*>(s)[2];
-      uint64_t e = reinterpret_cast<const uint64_t*>(s)[3];
-      reinterpret_cast<uint64_t*>(d)[0] = a;
-      reinterpret_cast<uint64_t*>(d)[1] = b;
-      reinterpret_cast<uint64_t*>(d)[2] = c;
-      reinterpret_cast<uint64_t*>(d)[3] = e;
-    }
-    for (; n >= 8; n -= 8, d += 8, s += 8) *reinterpret_cast<uint64_t*>(d) = *reinterpret_cast<const uint64_t*>(s);
-  }
-  while (n--) *d++ = *s++;
+  core::copy_bytes(dst, src, n);
   return dst;
 }
 

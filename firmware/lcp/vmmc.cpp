@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/status.h"
 
 namespace lcp {
@@ -282,7 +283,7 @@ uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payloa
   Placing& c = g.placing[src % abi::kMaxNodes];
   if (c.epoch == g.t->epoch && c.op_id == h.op_id && c.handle == h.dst_key && c.src_slot == h.src_slot &&
       !(h.flags & abi::kWireFirst) && h.dst_addr >= c.lo && h.dst_addr <= c.hi && h.payload_len <= c.hi - h.dst_addr) {
-    memcpy(reinterpret_cast<void*>(c.base + h.dst_addr), payload, h.payload_len);
+    core::copy_bytes(reinterpret_cast<void*>(c.base + h.dst_addr), payload, h.payload_len);
     return abi::kCqOk;
   }
   uint8_t st = abi::kCqOk;

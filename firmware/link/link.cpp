@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "hal/mmio.h"
@@ -179,7 +180,7 @@ void address(abi::WireHeader& h, uint32_t dst, uint8_t type) {
   ulnic::WireSum sum;
   if (h.payload_len) {
     if (g.checksums) sum = ulnic::copy_and_sum(pkt->payload, payload, h.payload_len);
-    else memcpy(pkt->payload, payload, h.payload_len);
+    else core::copy_bytes(pkt->payload, payload, h.payload_len);
   }
   h.checksum = g.checksums ? checksum(h, sum) : 0;
   copy_header(&pkt->h, h);
