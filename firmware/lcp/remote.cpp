@@ -78,6 +78,7 @@ PutOp* find(uint64_t op_id) {
 
 void release(PutOp& op) {
   op.used = false;
+  op.segs.h.op_id = 0;  // the link sends what it may still hold of it as fillers
   --g.ops_used;
 }
 

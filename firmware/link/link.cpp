@@ -19,9 +19,18 @@ inline void full_barrier() { __asm__ volatile("fence rw, rw" ::: "memory"); }
 
 constexpr uint32_t kRxBudget = 32;  // packets per poll: the other work sources must run too
 constexpr uint32_t kRxReleaseEvery = 8;  // ring entries handed back at a time
+constexpr uint32_t kPublishEvery = 8;    // ring entries published at a time within a burst
 
+// A data packet in the window, kept to be sent again.
 struct TxEntry {
-  abi::WireHeader h;     // operation fields and seq; addressing is filled in at each send
+  uint32_t seq;
+  // A packet of send_segments() is rebuilt from its operation's template,
+  // which stays in the protocol layer's (static) memory: per packet the
+  // window records three words, not a header.
+  const Segments* seg;   // null: the fields below hold the packet
+  uint64_t seg_op;       // the template's op_id when sent (another now: the operation is gone)
+  uint32_t seg_offset;   // the packet's first byte in the operation
+  abi::WireHeader h;     // operation fields; addressing is filled in at each send
   uint64_t payload;      // NIC address of the bytes in host memory
   uint16_t len;
   uint32_t owner;
@@ -193,28 +202,47 @@ void ack_sent(Peer& p) {
   p.ack_deadline = 0;
 }
 
-// Writes one packet into the ring toward `dst` without publishing it; false
-// if the ring is full. A retransmission asks the protocol layer whether its
-// source may still be read (the operation may have failed and its memory
-// been reused); a first transmission's sender checked it a moment ago.
+// The header and payload of a packet in the window. A retransmission asks
+// the protocol layer whether its source may still be read (the operation may
+// have failed and its memory been reused): if not, it goes as a sequence
+// filler. A first transmission's sender checked the source a moment ago.
+void packet_of(const TxEntry& e, bool first, abi::WireHeader& h, uint64_t& payload) {
+  payload = 0;
+  if (e.seg) {
+    const Segments& op = *e.seg;
+    h = abi::WireHeader{};
+    if (op.h.op_id == e.seg_op && (first || (g.up.payload_valid && g.up.payload_valid(op.owner, op.generation)))) {
+      h = op.h;
+      segment_header(op, e.seg_offset, segment_length(op, e.seg_offset), h);
+      payload = op.src + e.seg_offset;
+    }
+  } else {
+    h = e.h;
+    h.payload_len = 0;
+    if (e.len && (first || (g.up.payload_valid && g.up.payload_valid(e.owner, e.generation)))) {
+      h.payload_len = e.len;
+      payload = e.payload;
+    } else if (e.len) {
+      h.op = abi::kWireOpNone;  // the source is gone: keep the sequence, drop the bytes
+      h.flags = 0;
+    }
+  }
+  h.seq = e.seq;
+}
+
+// Writes one packet into the ring toward `dst` without publishing it (`e`:
+// a data packet of the window; none: an ACK); false if the ring is full.
 bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
   abi::Packet* pkt = tx_ring(tx_port(dst)).reserve();
   if (!pkt) {
     ++g.stats.ring_full;
     return false;
   }
-  abi::WireHeader h = e ? e->h : abi::WireHeader{};
+  abi::WireHeader h{};
+  uint64_t payload = 0;
+  if (e) packet_of(*e, first, h, payload);
   address(h, dst, type);
-  h.payload_len = 0;
-  if (e && e->len) {
-    if (first || (g.up.payload_valid && g.up.payload_valid(e->owner, e->generation))) {
-      h.payload_len = e->len;
-    } else {
-      h.op = abi::kWireOpNone;  // the source is gone: keep the sequence, drop the bytes
-      h.flags = 0;
-    }
-  }
-  fill(pkt, h, e ? reinterpret_cast<const void*>(e->payload) : nullptr);
+  fill(pkt, h, reinterpret_cast<const void*>(payload));
   tx_ring(tx_port(dst)).push();
   ack_sent(g.peers[dst]);
   return true;
@@ -244,7 +272,11 @@ void declare_unreachable(uint32_t peer, uint64_t now) {
   // verdicts we owe the peer -- stay as they are: dropping one would leave an
   // operation on a live but slow peer waiting forever.
   for (TxEntry& e : p.win)
-    if (e.len) e.len = 0, e.h.op = abi::kWireOpNone, e.h.flags = 0;
+    if (e.seg || e.len) {
+      e.seg = nullptr;
+      e.len = 0;
+      e.h = abi::WireHeader{};  // op kWireOpNone
+    }
   p.last_progress = now;
   p.unreachable = true;
   ++g.stats.unreachable;
@@ -442,7 +474,8 @@ bool can_send(uint32_t dst) { return room(dst) != 0; }
   uint32_t seq = p.next_seq;
   TxEntry& e = p.win[seq % kWindow];
   copy_header(&e.h, h);
-  e.h.seq = seq;
+  e.seq = seq;
+  e.seg = nullptr;
   e.payload = payload;
   e.len = h.payload_len;
   e.owner = owner;
@@ -496,19 +529,20 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
     w.w[1] |= uint64_t(seq) << 32;
     w.w[4] = op.h.dst_addr + sent;
     TxEntry& e = p.win[seq % kWindow];
-    copy_header(&e.h, w.h);
-    e.payload = op.src + sent;
-    e.len = uint16_t(len);
-    e.owner = op.owner;
-    e.generation = op.generation;
+    e.seq = seq;
+    e.seg = &op;
+    e.seg_op = op.h.op_id;
+    e.seg_offset = sent;
     e.sent_at = now;
     e.retransmitted = false;
-    abi::Packet* pkt = tx.reserve_ahead(n);
-    fill(pkt, w.h, reinterpret_cast<const void*>(op.src + sent));
+    fill(tx.reserve_ahead(0), w.h, reinterpret_cast<const void*>(op.src + sent));
+    tx.push();
+    // The peer may start on a burst before it ends (one index store a few
+    // packets; the doorbell, if it sleeps, once at the end).
+    if ((n + 1) % kPublishEvery == 0) tx.publish();
     sent += len;
   }
   if (n) {
-    tx.push(n);
     p.next_seq = p.resend_next = seq;
     g.stats.tx_data += n;
     p.tx_data += n;

@@ -34,6 +34,8 @@ constexpr uint32_t kLossyWindow = 32;
 constexpr uint64_t kAckDelayUs = 30;         // a standalone ACK waits this long for a ride
 // ... or until this many packets arrived: a quarter window, so the sender
 // does not run dry (one ACK, a packet for each side to handle, per 128 KiB).
+// The sender then sends in bursts of about as many; with half a window the
+// two sides took turns more than they overlapped.
 constexpr uint32_t kAckEvery = kWindow / 4;
 constexpr uint32_t kLossyAckEvery = 8;
 constexpr uint64_t kRtoInitialUs = 2'000;    // retransmission timeout before the first RTT sample
@@ -108,9 +110,12 @@ inline uint32_t segment_length(const Segments& op, uint32_t sent) {
   return op.length - sent < abi::kMtu ? op.length - sent : abi::kMtu;
 }
 // Sends the operation's packets from byte `sent` on, at most `max_packets`
-// of them (room(dst)), stamped with the caller's `now`; they become visible
-// to the peer together (one index store, at most one doorbell). Returns the
-// new `sent`.
+// of them (room(dst)), stamped with the caller's `now`; the peer sees them
+// a few at a time (an index store per 8; at most one doorbell). Returns the
+// new `sent`. `op` must stay where it is while its packets may be sent
+// again: the window keeps a pointer to it, and rebuilds a packet from it
+// only while op.h.op_id is the same (a new operation there, or an op_id of
+// 0, turns them into sequence fillers).
 uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t max_packets, uint64_t now);
 // Receive work: at most a bounded number of packets. True if it did work.
 bool poll_rx(uint64_t now);

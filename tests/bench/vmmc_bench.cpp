@@ -589,6 +589,7 @@ struct Bw {
   Stats fwd_bps, rev_bps;    // bidir: client -> server, server -> client
   uint64_t ops = 0, failed = 0;
   double drain_s = 0, warm_s = 0;
+  double cross_core_gbps = 0;  // the machine's cross-core copy rate, just before the row
   double win_s = 0;          // the window used
   uint32_t nwin = 0;
   bool verified = true;
@@ -909,6 +910,7 @@ int client(int argc, char** argv) {
       r.mode = mode == 0 ? "oneway" : "bidir";
       r.size = s;
       r.inflight = inflight_for(s, inflight);
+      if (floors) r.cross_core_gbps = cross_core_floor(0.2);
       probe.mark();
       if (mode == 0) {
         r.take(vmmc_stream(s, r.inflight, Clock::now() + std::chrono::milliseconds(1), adaptive));
@@ -968,21 +970,24 @@ int client(int argc, char** argv) {
     std::printf("\n== 2. bandwidth, MB/s (1e6 B/s) per window (win: its length x count, after a warm-up);\n"
                 "      vmmc_send_async with K in flight, vmmc_send_wait in order; bidir: both directions at once,\n"
                 "      summed per window (the same windows on both sides)\n");
-    std::printf("%-10s%-7s%3s%10s%9s%9s%9s%9s%9s%9s%11s%7s\n", "size", "mode", "K", "win", "min", "median",
-                "max", "c->s", "s->c", "/memcpy", "/NIC copy", "retx");
+    std::printf("%-10s%-7s%3s%10s%9s%9s%9s%9s%9s%9s%11s%7s%8s\n", "size", "mode", "K", "win", "min", "median",
+                "max", "c->s", "s->c", "/memcpy", "/NIC copy", "retx", "xcore");
     for (const Bw& r : bw) {
       double mcb = memcpy_median(r.size), ncb = ncopy_median(r.size);
-      std::printf("%-10s%-7s%3u%10s%9.2f%9.2f%9.2f%9.2f%9s%9s%11s%7s%s\n", size_name(r.size).c_str(),
+      std::printf("%-10s%-7s%3u%10s%9.2f%9.2f%9.2f%9.2f%9s%9s%11s%7s%8s%s\n", size_name(r.size).c_str(),
                   r.mode.c_str(), r.inflight, (fmt("%.0f", r.win_s * 1e3) + "x" + std::to_string(r.nwin)).c_str(),
                   r.bps.min / 1e6, r.bps.median / 1e6, r.bps.max / 1e6, r.fwd_bps.median / 1e6,
                   r.mode == "bidir" ? fmt("%.2f", r.rev_bps.median / 1e6).c_str() : "-",
                   mcb > 0 ? fmt("%.4f", r.bps.median / mcb).c_str() : "-",
                   ncb > 0 ? fmt("%.4f", r.bps.median / ncb).c_str() : "-",
-                  retx_cell(r.counters).c_str(), r.verified ? "" : ("  NOT VERIFIED: " + r.verify_note).c_str());
+                  retx_cell(r.counters).c_str(), r.cross_core_gbps > 0 ? fmt("%.1f", r.cross_core_gbps).c_str() : "-",
+                  r.verified ? "" : ("  NOT VERIFIED: " + r.verify_note).c_str());
     }
     std::printf("   (win: window ms x windows; c->s, s->c: medians per direction; /memcpy, /NIC copy: median over the\n"
                 "    same size's floor median; bidir over one NIC's local copy rate; retx: link retransmissions, both\n"
-                "    NICs, during the row; every row verified unless it says otherwise)\n");
+                "    NICs, during the row; xcore: GB/s of the machine's cross-core copy just before the row (bench_common.h:\n"
+                "    ~20 usual here, ~2 when the host puts the two CPUs far apart: NIC-to-NIC figures then drop 5-8x);\n"
+                "    every row verified unless it says otherwise)\n");
   }
 
   // ---- 3. send overhead
@@ -1190,6 +1195,7 @@ int client(int argc, char** argv) {
         .num("nic_copy_bytes_per_s_median", ncb)
         .num("ratio_to_memcpy", mcb > 0 ? r.bps.median / mcb : 0)
         .num("ratio_to_nic_copy", ncb > 0 ? r.bps.median / ncb : 0)
+        .num("cross_core_gbps", r.cross_core_gbps)
         .boolean("verified", r.verified)
         .str("verify_note", r.verify_note);
     counters_json(j, r.counters, "client_nic", "server_nic");
