@@ -150,6 +150,7 @@ struct State {
   Vi vis[abi::kMaxSlots][abi::kMaxVis];
   ViOp ops[kMaxViOps];
   Responder responders[kMaxViResponders];
+  uint32_t responders_end;  // none used at or above this index (vi_poll looks below it)
   Conn conns[kMaxViConns];
   Listen listens[kMaxViListens];
   Outgoing pool[kPool];
@@ -844,12 +845,14 @@ void deliver_read_request(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const
     if (reliable(v)) break_vi(slot, vi, abi::kViErrRdmaReadProt, false);
     return;
   }
-  for (Responder& r : g.responders)
-    if (!r.used) {
-      r = Responder{true, src, h.op_id, slot, vi, s.generation, h.src_slot, h.status, h.dst_key, h.dst_addr,
-                    h.op_length, 0};
-      return;
-    }
+  for (uint32_t i = 0; i < kMaxViResponders; ++i) {
+    Responder& r = g.responders[i];
+    if (r.used) continue;
+    r = Responder{true, src, h.op_id, slot, vi, s.generation, h.src_slot, h.status, h.dst_key, h.dst_addr,
+                  h.op_length, 0};
+    if (i >= g.responders_end) g.responders_end = i + 1;
+    return;
+  }
   send_verdict(src, h.op_id, abi::kCqNoResources);
 }
 
@@ -1077,7 +1080,11 @@ bool vi_poll(SlotTable& t, uint64_t now) {
     --g.backlog_count;
     worked = true;
   }
-  for (Responder& r : g.responders) {
+  // Every pass of the loop comes here: with no RDMA read to answer it is
+  // quickly done.
+  while (g.responders_end && !g.responders[g.responders_end - 1].used) --g.responders_end;
+  for (uint32_t i = 0; i < g.responders_end; ++i) {
+    Responder& r = g.responders[i];
     if (!r.used) continue;
     if (!slot_live(*g.t, r.slot, r.generation)) {  // its process left: the requester hears from the disconnect
       r.used = false;

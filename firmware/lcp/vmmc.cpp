@@ -279,13 +279,12 @@ abi::CqStatus vmmc_translate_proxy(const Slot& s, uint64_t proxy, uint64_t len, 
   return abi::kCqOk;
 }
 
-uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
-  Placing& c = g.placing[src % abi::kMaxNodes];
-  if (c.epoch == g.t->epoch && c.op_id == h.op_id && c.handle == h.dst_key && c.src_slot == h.src_slot &&
-      !(h.flags & abi::kWireFirst) && h.dst_addr >= c.lo && h.dst_addr <= c.hi && h.payload_len <= c.hi - h.dst_addr) {
-    core::copy_bytes(reinterpret_cast<void*>(c.base + h.dst_addr), payload, h.payload_len);
-    return abi::kCqOk;
-  }
+namespace {
+
+// A chunk the send's cached translation does not cover: the table walk, and
+// a new translation for the chunks after it. Out of line, so the common case
+// (vmmc_place) stays small.
+[[gnu::noinline]] uint8_t place_walk(Placing& c, uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   uint8_t st = abi::kCqOk;
   Export* x = find_export(h.dst_key);
   uint64_t nic = 0;
@@ -317,6 +316,18 @@ uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payloa
   }
   memcpy(reinterpret_cast<void*>(nic), payload, h.payload_len);
   return abi::kCqOk;
+}
+
+}  // namespace
+
+uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  Placing& c = g.placing[src % abi::kMaxNodes];
+  if (c.epoch == g.t->epoch && c.op_id == h.op_id && c.handle == h.dst_key && c.src_slot == h.src_slot &&
+      !(h.flags & abi::kWireFirst) && h.dst_addr >= c.lo && h.dst_addr <= c.hi && h.payload_len <= c.hi - h.dst_addr) {
+    core::copy_bytes(reinterpret_cast<void*>(c.base + h.dst_addr), payload, h.payload_len);
+    return abi::kCqOk;
+  }
+  return place_walk(c, src, h, payload);
 }
 
 void vmmc_last(uint32_t src, const abi::WireHeader& h, bool placed) {

@@ -986,8 +986,7 @@ int client(int argc, char** argv) {
     std::printf("   (win: window ms x windows; c->s, s->c: medians per direction; /memcpy, /NIC copy: median over the\n"
                 "    same size's floor median; bidir over one NIC's local copy rate; retx: link retransmissions, both\n"
                 "    NICs, during the row; xcore: GB/s of the machine's cross-core copy just before the row (bench_common.h:\n"
-                "    ~20 usual here, ~2 when the host puts the two CPUs far apart: NIC-to-NIC figures then drop 5-8x);\n"
-                "    every row verified unless it says otherwise)\n");
+                "    ~20 usual here, ~2 for minutes at a time); every row verified unless it says otherwise)\n");
   }
 
   // ---- 3. send overhead

@@ -84,7 +84,7 @@ def summary(data):
         slow = [size_name(r["size"]) for r in o.values() if 0 < r.get("cross_core_gbps", 0) < 5]
         if slow:
             lines.append(f"note: the machine's cross-core copy ran below 5 GB/s before {', '.join(slow)} (usually"
-                         f" ~20 here): the host had the two CPUs far apart, and NIC-to-NIC figures drop 5-8x then")
+                         f" ~20 here): the host had the two CPUs far apart, and what crosses between them was slow")
         big = [r for r in o.values() if r["size"] >= 65536]
         if big and nc:
             best = max(big, key=lambda r: r["ratio_to_nic_copy"])
