@@ -116,6 +116,10 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
   }
 }
 
+namespace {
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+}  // namespace
+
 // Linux's hybrid polling, for a stream: sleep through most of the gap the
 // completions have been arriving at (the NIC works through the descriptors
 // queued behind this one meanwhile), then look, spin and block as usual. A
@@ -123,27 +127,43 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
 // (wait_seq) is rung. Measured (issue 5, 1 MiB sends, 8 in flight): the
 // 20 us spin before each block took ~6% of a core from the NICs on this
 // 2-core machine, and each doorbell ~11 us of the sending NIC's time.
-void Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+// Returns whether it napped.
+bool Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   constexpr int64_t kMaxNapNs = 2'000'000;
   const int64_t gap = reap_gap_ns_.load(std::memory_order_relaxed);
-  if (in_flight() < 2 || gap <= 4 * int64_t(std::chrono::nanoseconds(spin).count())) return;
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-  int64_t nap = last_reap_ns_.load(std::memory_order_relaxed) + gap - now - std::chrono::nanoseconds(spin).count();
+  // Only where completions are far apart (long transfers): between close
+  // ones a nap saves little and risks leaving the NIC without work.
+  if (in_flight() < 2 || gap <= 10 * int64_t(std::chrono::nanoseconds(spin).count())) return false;
+  int64_t nap = last_reap_ns_.load(std::memory_order_relaxed) + gap - now_ns() - std::chrono::nanoseconds(spin).count();
   if (timeout.count() >= 0) nap = std::min<int64_t>(nap, std::chrono::nanoseconds(timeout).count() / 2);
   nap = std::min(nap, kMaxNapNs);
-  if (nap <= 0) return;
+  if (nap <= 0) return false;
   timespec ts{time_t(nap / 1'000'000'000), long(nap % 1'000'000'000)};
   ::nanosleep(&ts, nullptr);
+  return true;
 }
 
+// The gap the nap aims at learns only from completions this thread had to
+// wait for (one found waiting says nothing of the NIC's pace), and halves
+// whenever a nap overslept (its completion was there when it woke): a nap
+// that outlasts the queued work would leave the NIC idle, and the late
+// reaps would then teach a still longer gap.
 Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   abi::CqEntry out;
   if (poll(out)) return out;
-  nap_before_wait(timeout, spin);
-  if (poll(out)) return out;
-  if (auto r = block_until([&] { return completion_ready(); }, timeout, spin); !r)
-    return std::unexpected(r.error());
-  if (!poll(out)) return fail("completion vanished");
+  const int64_t since = last_reap_ns_.load(std::memory_order_relaxed);
+  if (nap_before_wait(timeout, spin) && poll(out)) {
+    reap_gap_ns_.store(reap_gap_ns_.load(std::memory_order_relaxed) / 2, std::memory_order_relaxed);
+    return out;
+  }
+  if (!poll(out)) {
+    if (auto r = block_until([&] { return completion_ready(); }, timeout, spin); !r)
+      return std::unexpected(r.error());
+    if (!poll(out)) return fail("completion vanished");
+  }
+  const int64_t gap = last_reap_ns_.load(std::memory_order_relaxed) - since, avg = reap_gap_ns_.load(std::memory_order_relaxed);
+  if (since != 0 && gap > 0 && gap < 50'000'000)
+    reap_gap_ns_.store(avg ? avg + (gap - avg) / 4 : gap, std::memory_order_relaxed);
   return out;
 }
 
@@ -217,12 +237,7 @@ bool Nic::poll_ring(abi::CqEntry& out) {
   cq_.pop();
   cq_.release();
   reaped_.fetch_add(1);
-  // The gap between completions, smoothed (1/8 weight); a pause of more
-  // than 50 ms starts it over.
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-  const int64_t last = last_reap_ns_.exchange(now, std::memory_order_relaxed);
-  const int64_t gap = now - last, avg = reap_gap_ns_.load(std::memory_order_relaxed);
-  if (last != 0 && gap < 50'000'000) reap_gap_ns_.store(avg ? avg + (gap - avg) / 8 : gap, std::memory_order_relaxed);
+  last_reap_ns_.store(now_ns(), std::memory_order_relaxed);
   if (sleepers_.load() > 0) {
     // Another thread sleeps in block_until: this may be what it waits for
     // (wait_ready() looks at reaped_). Without the poke it would sleep out

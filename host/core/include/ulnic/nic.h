@@ -167,9 +167,9 @@ class Nic {
   uint32_t posted_ = 0;
   std::atomic<uint32_t> reaped_{0};  // read by sleepers in wait_ready()
   // When the last completion was taken and the smoothed gap between
-  // completions (steady-clock ns; 0: none yet), for wait()'s nap.
+  // completions wait() had to wait for (steady-clock ns; 0: none yet).
   std::atomic<int64_t> last_reap_ns_{0}, reap_gap_ns_{0};
-  void nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin);
+  bool nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin);
   std::deque<abi::CqEntry> stashed_;         // reaped while run() waited for its own
   // Its size, for block_until's ready() checks: a thread may sleep in
   // wait_ready() without the lock its library holds while another reaps
