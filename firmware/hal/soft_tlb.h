@@ -10,9 +10,10 @@
 // memory map, as BAR programming makes, flush it too): it touches every page
 // of its SRAM and flushes (sfence.vma), over and over, until the TLB holds
 // 8192 entries (kReach = 32 MiB: a flush with 4096 of 8192 entries in use
-// neither grows nor shrinks it), and nothing flushes it afterwards. Without this the streaming copies of the link ran at their
-// normal speed or 4x slower, run by run, as the ring's position happened to
-// meet the user's buffer in a 1 MiB reach (issue 5).
+// neither grows nor shrinks it), and nothing flushes it afterwards. Without
+// this the streaming copies of the link ran at their normal speed or 4x
+// slower, run by run, as the ring's position happened to meet the user's
+// buffer in a 1 MiB reach (issue 5).
 #pragma once
 
 #include <stdint.h>

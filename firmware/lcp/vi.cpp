@@ -1025,8 +1025,9 @@ bool vi_feed(SlotTable& t, Slot& s) {
     }
     h.payload_len = uint16_t(len);  // the link sets it too; the local path needs it
     if (op.dst_node != self()) {
-      if (uint32_t room = link_room(op.dst_node, op.stalled_since); room == 0 || room == kLinkGone) {
-        if (room == 0) return false;
+      uint32_t room = link_room(op.dst_node, op.stalled_since);
+      if (room == 0) return false;
+      if (room == kLinkGone) {
         sender_verdict(op, abi::kCqUnreachable);
         return true;
       }

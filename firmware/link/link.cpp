@@ -523,9 +523,8 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
   uint32_t seq = p.next_seq, n = 0;
   for (; n < max_packets && sent < op.length; ++n, ++seq) {
     uint32_t len = segment_length(op, sent);
-    uint8_t flags = uint8_t(op.h.flags | (sent == 0 ? op.first_flags : 0) | (sent + len == op.length ? op.last_flags : 0));
     HeaderWords w = t;
-    w.w[0] |= uint64_t(flags) << 40 | uint64_t(len) << 48;
+    w.w[0] |= uint64_t(segment_flags(op, sent, len)) << 40 | uint64_t(len) << 48;
     w.w[1] |= uint64_t(seq) << 32;
     w.w[4] = op.h.dst_addr + sent;
     TxEntry& e = p.win[seq % kWindow];
@@ -535,7 +534,7 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
     e.seg_offset = sent;
     e.sent_at = now;
     e.retransmitted = false;
-    fill(tx.reserve_ahead(0), w.h, reinterpret_cast<const void*>(op.src + sent));
+    fill(tx.reserve_unchecked(), w.h, reinterpret_cast<const void*>(op.src + sent));
     tx.push();
     // The peer may start on a burst before it ends (one index store a few
     // packets; the doorbell, if it sleeps, once at the end).

@@ -100,9 +100,13 @@ struct Segments {
   uint32_t owner;        // payload_valid(owner, generation) on retransmission
   uint64_t generation;
 };
+// The flags of the packet carrying the bytes from `sent`, `len` of them.
+inline uint8_t segment_flags(const Segments& op, uint32_t sent, uint32_t len) {
+  return uint8_t(op.h.flags | (sent == 0 ? op.first_flags : 0) | (sent + len == op.length ? op.last_flags : 0));
+}
 // Packet k's header: the bytes from `sent`, `len` of them.
 inline void segment_header(const Segments& op, uint32_t sent, uint32_t len, abi::WireHeader& h) {
-  h.flags = uint8_t(op.h.flags | (sent == 0 ? op.first_flags : 0) | (sent + len == op.length ? op.last_flags : 0));
+  h.flags = segment_flags(op, sent, len);
   h.dst_addr = op.h.dst_addr + sent;
   h.payload_len = uint16_t(len);
 }

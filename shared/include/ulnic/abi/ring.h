@@ -91,12 +91,12 @@ class RingProducer {
     return &shared_entries_[tail_ & (capacity_ - 1)];
   }
 
-  // A burst: the entry `ahead` places after the next one to fill, for a
-  // caller that saw free_space() > ahead; push(n) then takes n of them.
-  T* reserve_ahead(uint32_t ahead) { return &shared_entries_[(tail_ + ahead) & (capacity_ - 1)]; }
+  // reserve() without its check, for a burst whose caller took
+  // free_space() once for all of its entries.
+  T* reserve_unchecked() { return &shared_entries_[tail_ & (capacity_ - 1)]; }
 
   // Publishes every reserved-and-filled entry so far (one per reserve()).
-  void push(uint32_t n = 1) { tail_ += n; }
+  void push() { ++tail_; }
   void publish() {
     // Release: the consumer reads entries only after it sees this tail.
     ring_detail::store_release(&shared_ctl_->tail, tail_);
