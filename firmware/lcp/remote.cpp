@@ -129,6 +129,22 @@ uint8_t place(const abi::WireHeader& h, const uint8_t* payload) {
   return abi::kCqOk;
 }
 
+// After a middle packet of a put or VMMC send was placed: the link may
+// place the operation's next packets itself, as place() or vmmc_place()
+// would -- through the translation just taken, while nothing in the tables
+// changes (SlotTable::epoch) -- and without an upcall each.
+void place_rest(uint32_t src, const abi::WireHeader& h) {
+  uint64_t base = 0, hi = 0;
+  if (h.op == abi::kWireOpSend) {
+    if (vmmc_placement(src, h, base, hi)) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
+  } else if (h.op == abi::kWireOpPut) {
+    // place() found this registration for the packet.
+    const Slot& s = g.t->slots[h.dst_slot];
+    const Registration& r = s.regs[h.dst_key & 0xff];
+    link::place_next(src, h, 0, s.base + r.offset - r.va, r.va + r.length, &g.t->epoch);
+  }
+}
+
 // The operation's header template, once its destination is known.
 void precompute_header(PutOp& op) {
   link::Segments& sg = op.segs;
@@ -348,6 +364,8 @@ void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* paylo
     if (st != abi::kCqOk) {
       if (h.op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsRefused);
       note_refusal(src, h.op_id, st);
+    } else if (!(h.flags & abi::kWireLast)) {
+      place_rest(src, h);
     }
     if (h.flags & abi::kWireLast) {
       uint8_t verdict = take_refusal(src, h.op_id);

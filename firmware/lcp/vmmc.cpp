@@ -330,6 +330,14 @@ uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payloa
   return place_walk(c, src, h, payload);
 }
 
+bool vmmc_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi) {
+  const Placing& c = g.placing[src % abi::kMaxNodes];
+  if (c.epoch != g.t->epoch || c.op_id != h.op_id || c.handle != h.dst_key || c.src_slot != h.src_slot) return false;
+  base = c.base;
+  hi = c.hi;
+  return true;
+}
+
 void vmmc_last(uint32_t src, const abi::WireHeader& h, bool placed) {
   Redirected* r = find_redirected(src, h.op_id);
   abi::EqEntry ev{};

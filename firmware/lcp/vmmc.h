@@ -33,6 +33,10 @@ abi::CqStatus vmmc_translate_proxy(const Slot& s, uint64_t proxy, uint64_t len, 
 // Receiver: checks one arriving chunk against the incoming page table and
 // places it; returns a CqStatus (kCqOk when placed).
 uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
+// Receiver: where the rest of the send whose chunk `h` was just placed goes,
+// as the translation cached for it says: bytes at offset o land at base + o,
+// below offset hi. False if nothing is cached for it.
+bool vmmc_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi);
 // Receiver: the last chunk of a send arrived (`placed`: all of it was
 // accepted). Ends a redirection and posts the owner's event: for a send
 // with kWireNotify, and for every redirected send.

@@ -39,6 +39,28 @@ struct TxEntry {
   bool retransmitted;    // Karn: no RTT sample from a packet sent twice
 };
 
+// A header as the eight little-endian words it is stored as: a burst keeps
+// the words every packet shares in registers and changes three per packet,
+// and a placed stream (place_next) compares them word by word.
+union HeaderWords {
+  abi::WireHeader h;
+  uint64_t w[8];
+};
+static_assert(sizeof(HeaderWords) == sizeof(abi::WireHeader));
+static_assert(offsetof(abi::WireHeader, flags) == 5 && offsetof(abi::WireHeader, payload_len) == 6 &&
+              offsetof(abi::WireHeader, seq) == 12 && offsetof(abi::WireHeader, ack) == 16 &&
+              offsetof(abi::WireHeader, checksum) == 20 && offsetof(abi::WireHeader, dst_addr) == 32,
+              "the words send_segments() and a placed stream change");
+constexpr uint32_t kWordSeq = 1, kWordDstAddr = 4;
+
+// A stream whose packets the link places itself (place_next).
+struct Placed {
+  const uint64_t* epoch;  // null: none
+  uint64_t epoch_at;
+  uint64_t w[8];          // the next packet's header: seq and ack (words 1, 2) aside
+  uint64_t base, hi;      // its payload goes to base + dst_addr, and must end by hi
+};
+
 struct Peer {
   // Transmit side.
   uint32_t next_seq;       // next sequence number to assign
@@ -61,6 +83,7 @@ struct Peer {
   uint32_t recover;        // fast retransmit again only once acked reaches this
   uint64_t srtt, rttvar;   // smoothed round-trip time and its variation (ticks; 0: no sample)
   uint64_t rto_base;       // the timeout the estimator suggests (before backoff)
+  Placed placed;           // receive side: a stream placed without upcalls
 };
 
 struct State {
@@ -314,14 +337,50 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   p.rto_deadline = seq_before(p.acked + 1, p.next_seq) ? now + p.rto_ticks : 0;
 }
 
-void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
-  abi::WireHeader h;
-  copy_header(&h, shared->h);  // once: the ring is shared memory
+// An ACK is owed for a data packet that arrived (in order or not).
+[[gnu::always_inline]] inline void owe_ack(Peer& p, uint64_t now) {
+  p.ack_owed = true;
+  if (!p.ack_deadline) p.ack_deadline = now + hal::clint::us_to_ticks(kAckDelayUs);
+}
+
+// The peer's next data packet in order was taken.
+[[gnu::always_inline]] inline void accept(Peer& p, uint64_t now) {
+  ++p.expected;
+  ++p.unacked_rx;
+  g.last_rx = now;
+  ++g.stats.rx_data;
+  ++p.rx_data;
+}
+
+// The next packet of the stream placed for peer `p` (place_next): placed
+// here, with no upcall. False for anything else, which then takes the usual
+// way (receive()). The comparison is the whole check: every word but the ack
+// is what the packet the protocol layer checked said it would be.
+[[gnu::always_inline]] inline bool receive_placed(Peer& p, const HeaderWords& w, const uint8_t* payload,
+                                                  uint64_t now) {
+  Placed& s = p.placed;
+  if (!s.epoch || *s.epoch != s.epoch_at || w.w[0] != s.w[0] ||
+      w.w[kWordSeq] != (s.w[kWordSeq] | uint64_t(p.expected) << 32) || w.w[3] != s.w[3] ||
+      w.w[kWordDstAddr] != s.w[kWordDstAddr] || w.w[5] != s.w[5] || w.w[6] != s.w[6] || w.w[7] != s.w[7])
+    return false;
+  uint64_t dst = w.w[kWordDstAddr], len = w.h.payload_len;
+  if (len > s.hi - dst) return false;  // (dst <= hi: place_next made it so, and it moves only by what fit)
+  core::copy_bytes(reinterpret_cast<void*>(s.base + dst), payload, len);
+  s.w[kWordDstAddr] = dst + len;
+  owe_ack(p, now);
+  accept(p, now);
+  if (w.h.ack != p.acked) take_ack(p, w.h.ack, now);
+  return true;
+}
+
+// Any packet but the next of a placed stream. `h` is the caller's copy of
+// the header (the ring is shared memory: read once); `payload` is in the ring.
+void receive(uint32_t from_port, const abi::WireHeader& h, const uint8_t* payload, uint64_t now) {
   uint32_t src = h.src;
   bool addressed = h.magic == abi::kWireMagic && h.dst == g.self && src < g.nodes && src != g.self &&
                    (g.switch_port != abi::kNoSwitch || from_port == src) && h.payload_len <= abi::kMtu &&
                    (h.type == abi::kPktData || h.type == abi::kPktAck) && h.src_incarnation != 0;
-  if (addressed && g.checksums && checksum(h, ulnic::wire_sum(shared->payload, h.payload_len)) != h.checksum)
+  if (addressed && g.checksums && checksum(h, ulnic::wire_sum(payload, h.payload_len)) != h.checksum)
     addressed = false;
   if (!addressed) {
     ++g.stats.bad_packets;
@@ -366,8 +425,7 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
   }
   if (g.drop_per_65536 && (((g.drop_rng = g.drop_rng * 1103515245u + 12345u) >> 8) & 0xffff) < g.drop_per_65536)
     return;  // injected loss (tests)
-  p.ack_owed = true;
-  if (!p.ack_deadline) p.ack_deadline = now + hal::clint::us_to_ticks(kAckDelayUs);
+  owe_ack(p, now);
   if (h.seq != p.expected) {
     ++p.duplicates;
     if (seq_before(h.seq, p.expected)) {
@@ -378,12 +436,8 @@ void receive(uint32_t from_port, const abi::Packet* shared, uint64_t now) {
     }
     return;
   }
-  ++p.expected;
-  ++p.unacked_rx;
-  g.last_rx = now;
-  ++g.stats.rx_data;
-  ++p.rx_data;
-  if (h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, h, shared->payload);
+  accept(p, now);
+  if (h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, h, payload);
 }
 
 }  // namespace
@@ -451,6 +505,7 @@ const Stats& stats() { return g.stats; }
 
 void set_rx_drop(uint32_t per_65536, uint32_t seed) {
   g.drop_per_65536 = per_65536;
+  for (Peer& p : g.peers) p.placed.epoch = nullptr;  // every packet must meet the dice
   g.drop_rng = seed | 1u;
   set_loss_mode(!g.checksums && per_65536 == 0);
   for (uint32_t n = 0; n < g.nodes; ++n)  // the timeout floor depends on it
@@ -500,17 +555,6 @@ uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t
   return seq;
 }
 
-// A header as the eight little-endian words it is stored as: a burst keeps
-// the words every packet shares in registers and changes three per packet.
-union HeaderWords {
-  abi::WireHeader h;
-  uint64_t w[8];
-};
-static_assert(sizeof(HeaderWords) == sizeof(abi::WireHeader));
-static_assert(offsetof(abi::WireHeader, flags) == 5 && offsetof(abi::WireHeader, payload_len) == 6 &&
-              offsetof(abi::WireHeader, seq) == 12 && offsetof(abi::WireHeader, checksum) == 20 &&
-              offsetof(abi::WireHeader, dst_addr) == 32, "the words send_segments() changes");
-
 uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t max_packets, uint64_t now) {
   Peer& p = g.peers[dst];
   abi::RingProducer<abi::Packet>& tx = tx_ring(tx_port(dst));
@@ -552,6 +596,28 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
   return sent;
 }
 
+void place_next(uint32_t src, const abi::WireHeader& h, uint8_t first_flag, uint64_t base, uint64_t hi,
+                const uint64_t* epoch) {
+  if (!g.enabled || src >= g.nodes || src == g.self || g.checksums || g.drop_per_65536 || !epoch) return;
+  Peer& p = g.peers[src];
+  uint64_t next = h.dst_addr + h.payload_len;
+  if (h.dst_incarnation != g.incarnation || h.src_incarnation != p.their_session || next < h.dst_addr || next > hi)
+    return;
+  Placed& s = p.placed;
+  HeaderWords w;
+  w.h = h;
+  w.h.flags = uint8_t(h.flags & ~first_flag);
+  w.h.seq = 0;
+  w.h.ack = 0;
+  w.h.checksum = 0;
+  w.h.dst_addr = next;
+  for (uint32_t i = 0; i < 8; ++i) s.w[i] = w.w[i];
+  s.base = base;
+  s.hi = hi;
+  s.epoch = epoch;
+  s.epoch_at = *epoch;
+}
+
 bool poll_rx(uint64_t now) {
   if (!g.enabled) return false;
   bool worked = false;
@@ -560,16 +626,23 @@ bool poll_rx(uint64_t now) {
     uint32_t from = (g.rx_next + i) % g.ports;
     if (from == g.self || (g.switch_port != abi::kNoSwitch && from != g.switch_port)) continue;
     abi::RingConsumer<abi::Packet>& rx = g.rx[from];
+    // The sender, if a stream of it is placed: on the direct fabric port k
+    // is node k (through a switch nothing is placed, see place_next).
+    Peer& p = g.peers[from];
     uint32_t took = 0;
-    while (budget) {
-      const abi::Packet* pkt = rx.peek();
-      if (!pkt) break;
-      receive(from, pkt, now);
-      rx.pop();
-      // Entries go back a few at a time: the sender refills them while we
-      // take the next, and a small ring is never held for a whole budget.
-      if (++took % kRxReleaseEvery == 0) rx.release();
-      --budget;
+    for (uint32_t n; budget && (n = rx.available()) != 0;) {
+      if (n > budget) n = budget;
+      budget -= n;
+      for (; n; --n) {
+        const abi::Packet* pkt = rx.front();
+        HeaderWords w;
+        copy_header(&w.h, pkt->h);  // once: the ring is shared memory
+        if (!receive_placed(p, w, pkt->payload, now)) receive(from, w.h, pkt->payload, now);
+        rx.pop();
+        // Entries go back a few at a time: the sender refills them while we
+        // take the next, and a small ring is never held for a whole budget.
+        if (++took % kRxReleaseEvery == 0) rx.release();
+      }
     }
     if (took) {
       rx.release();

@@ -121,6 +121,20 @@ inline uint32_t segment_length(const Segments& op, uint32_t sent) {
 // only while op.h.op_id is the same (a new operation there, or an op_id of
 // 0, turns them into sequence fillers).
 uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t max_packets, uint64_t now);
+// Direct data placement, as VMMC's LCP places a send's chunks without
+// asking anyone: having delivered packet `h` from `src`, the protocol layer
+// may tell the link where the rest of that operation goes. The link then
+// places a later packet from `src` itself -- payload to base + dst_addr, no
+// deliver upcall -- if its header is `h` but for three fields: seq (the next
+// in order), ack (taken as usual) and dst_addr (where the previous packet's
+// bytes ended), and flags without `first_flag`; if its bytes end at or
+// below `hi`; and if *epoch still holds the value it holds now (the layer's
+// tables have not changed). Anything else is delivered the usual way. One
+// such stream per peer (a new call replaces it). Not used where packets are
+// checksummed (the switch) or dropped by injection, nor before the peer
+// knows our incarnation.
+void place_next(uint32_t src, const abi::WireHeader& h, uint8_t first_flag, uint64_t base, uint64_t hi,
+                const uint64_t* epoch);
 // Receive work: at most a bounded number of packets. True if it did work.
 bool poll_rx(uint64_t now);
 // Timers: retransmissions, standalone ACKs, unreachable peers. True if it did work.

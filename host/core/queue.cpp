@@ -120,50 +120,56 @@ namespace {
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 }  // namespace
 
-// Linux's hybrid polling, for a stream: sleep through most of the gap the
-// completions have been arriving at (the NIC works through the descriptors
-// queued behind this one meanwhile), then look, spin and block as usual. A
-// nap costs the NIC nothing: only a process that announced its sleep
-// (wait_seq) is rung. Measured (issue 5, 1 MiB sends, 8 in flight): the
-// 20 us spin before each block took ~6% of a core from the NICs on this
-// 2-core machine, and each doorbell ~11 us of the sending NIC's time.
-// Returns whether it napped.
+// Linux's hybrid polling, for a stream: sleep until the completion is due
+// at the pace completions have been arriving at (the NIC works through the
+// descriptors queued behind this one meanwhile), then look; spin and block
+// as usual only if it is not there yet. A nap costs the NIC nothing: only a
+// process that announced its sleep (wait_seq) is rung. Measured (issue 5,
+// 1 MiB sends, 8 in flight): a 20 us spin before each completion took ~8%
+// of a core from the NICs on this 2-core machine, and each doorbell ~11 us
+// of the sending NIC's time. Returns whether it napped.
 bool Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   constexpr int64_t kMaxNapNs = 2'000'000;
   const int64_t gap = reap_gap_ns_.load(std::memory_order_relaxed);
   // Only where completions are far apart (long transfers): between close
-  // ones a nap saves little and risks leaving the NIC without work.
+  // ones a nap saves little and risks leaving the NIC without work. With
+  // one descriptor in flight the NIC has nothing queued behind it.
   if (in_flight() < 2 || gap <= 10 * int64_t(std::chrono::nanoseconds(spin).count())) return false;
-  int64_t nap = last_reap_ns_.load(std::memory_order_relaxed) + gap - now_ns() - std::chrono::nanoseconds(spin).count();
+  // Until the next completion is due, one gap after the last a wait took;
+  // with more in flight, until a quarter of them is (one wake-up reaps them
+  // all: on a 2-core host that runs two NICs every wake-up takes a NIC's
+  // core for a moment). A nap overshoots by the kernel's timer slack, ~50
+  // us; the NIC has work queued meanwhile.
+  const int64_t due = std::max<int64_t>(1, in_flight() / 4) * gap;
+  int64_t nap = pace_since_ns_.load(std::memory_order_relaxed) + due - now_ns();
   if (timeout.count() >= 0) nap = std::min<int64_t>(nap, std::chrono::nanoseconds(timeout).count() / 2);
-  nap = std::min(nap, kMaxNapNs);
+  nap = std::min({nap, due, kMaxNapNs});
   if (nap <= 0) return false;
   timespec ts{time_t(nap / 1'000'000'000), long(nap % 1'000'000'000)};
   ::nanosleep(&ts, nullptr);
   return true;
 }
 
-// The gap the nap aims at learns only from completions this thread had to
-// wait for (one found waiting says nothing of the NIC's pace), and halves
-// whenever a nap overslept (its completion was there when it woke): a nap
-// that outlasts the queued work would leave the NIC idle, and the late
-// reaps would then teach a still longer gap.
+// The pace (the gap the nap aims at) is the time between two completions
+// wait() took over the completions reaped in between, those found waiting
+// included: a nap that wakes late finds two, and the pace stays the NIC's
+// own rather than growing by the oversleep.
 Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   abi::CqEntry out;
   if (poll(out)) return out;
-  const int64_t since = last_reap_ns_.load(std::memory_order_relaxed);
-  if (nap_before_wait(timeout, spin) && poll(out)) {
-    reap_gap_ns_.store(reap_gap_ns_.load(std::memory_order_relaxed) / 2, std::memory_order_relaxed);
-    return out;
-  }
-  if (!poll(out)) {
+  if (!nap_before_wait(timeout, spin) || !poll(out)) {
     if (auto r = block_until([&] { return completion_ready(); }, timeout, spin); !r)
       return std::unexpected(r.error());
     if (!poll(out)) return fail("completion vanished");
   }
-  const int64_t gap = last_reap_ns_.load(std::memory_order_relaxed) - since, avg = reap_gap_ns_.load(std::memory_order_relaxed);
-  if (since != 0 && gap > 0 && gap < 50'000'000)
+  const int64_t now = now_ns(), since = pace_since_ns_.load(std::memory_order_relaxed);
+  const uint32_t reaped = reaped_.load(), n = reaped - pace_since_reaped_.load(std::memory_order_relaxed);
+  if (since != 0 && n > 0 && now - since < 50'000'000) {
+    const int64_t gap = (now - since) / n, avg = reap_gap_ns_.load(std::memory_order_relaxed);
     reap_gap_ns_.store(avg ? avg + (gap - avg) / 4 : gap, std::memory_order_relaxed);
+  }
+  pace_since_ns_.store(now, std::memory_order_relaxed);
+  pace_since_reaped_.store(reaped, std::memory_order_relaxed);
   return out;
 }
 
@@ -237,7 +243,6 @@ bool Nic::poll_ring(abi::CqEntry& out) {
   cq_.pop();
   cq_.release();
   reaped_.fetch_add(1);
-  last_reap_ns_.store(now_ns(), std::memory_order_relaxed);
   if (sleepers_.load() > 0) {
     // Another thread sleeps in block_until: this may be what it waits for
     // (wait_ready() looks at reaped_). Without the poke it would sleep out

@@ -101,10 +101,11 @@ class Nic {
   bool poll(abi::CqEntry& out);
   // Waits for a completion: spins for `spin`, then blocks on the slot's
   // completion eventfd. Fails on timeout or if the slot was cut off.
-  // With two or more descriptors in flight it first naps through most of
-  // the gap completions have been arriving at (hybrid polling): the NIC has
-  // queued work meanwhile, and a process that is not asleep on the eventfd
-  // costs it no doorbell (a device write under QEMU's global lock).
+  // With two or more descriptors in flight, where completions have been
+  // coming far apart, it first naps until the next one is due at their pace
+  // (hybrid polling): the NIC has queued work meanwhile, and a process that
+  // is not asleep on the eventfd costs it no doorbell (a device write under
+  // QEMU's global lock).
   Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
                             std::chrono::microseconds spin = std::chrono::microseconds(20));
   uint32_t in_flight() const { return posted_ - reaped_; }
@@ -166,9 +167,10 @@ class Nic {
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   uint32_t posted_ = 0;
   std::atomic<uint32_t> reaped_{0};  // read by sleepers in wait_ready()
-  // When the last completion was taken and the smoothed gap between
-  // completions wait() had to wait for (steady-clock ns; 0: none yet).
-  std::atomic<int64_t> last_reap_ns_{0}, reap_gap_ns_{0};
+  // When wait() last took a completion it waited for, reaped_ then, and the
+  // smoothed pace of completions since (steady-clock ns; 0: none yet).
+  std::atomic<int64_t> pace_since_ns_{0}, reap_gap_ns_{0};
+  std::atomic<uint32_t> pace_since_reaped_{0};
   bool nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin);
   std::deque<abi::CqEntry> stashed_;         // reaped while run() waited for its own
   // Its size, for block_until's ready() checks: a thread may sleep in

@@ -160,10 +160,10 @@ class RingConsumer {
   }
 
   // The oldest unread entry, or nullptr. Stays valid until pop()+release().
-  const T* peek() {
-    if (available() == 0) return nullptr;
-    return &shared_entries_[head_ & (capacity_ - 1)];
-  }
+  const T* peek() { return available() == 0 ? nullptr : front(); }
+  // The same, for a consumer that takes a batch: only after available()
+  // counted it.
+  const T* front() const { return &shared_entries_[head_ & (capacity_ - 1)]; }
 
   void pop() { ++head_; }
   void release() {

@@ -1,0 +1,265 @@
+// The reliable link's receive side on the real board's fabric (two ports:
+// this NIC is node 0, and the test plays node 1 by writing its ring and
+// reading ours). Above all direct placement (link::place_next): the packets
+// of a placed stream land in memory with no upcall only while every header
+// word is what the protocol layer was told, and anything else -- another
+// operation, a gap, a duplicate, the last packet, bytes past the end, a
+// changed table, injected loss -- goes the usual way.
+#include <string.h>
+
+#include "core/board.h"
+#include "core/boot_config.h"
+#include "hal/clint.h"
+#include "harness.h"
+#include "link/link.h"
+#include "ulnic/abi/fabric.h"
+#include "ulnic/abi/ring.h"
+#include "ulnic/abi/status.h"
+
+namespace abi = ulnic::abi;
+
+namespace {
+
+constexpr uint32_t kPeer = 1;
+constexpr uint32_t kPeerIncarnation = 0x5eed1234;
+constexpr uint64_t kOp = 0x4201;
+constexpr uint16_t kLen = 1024;  // payload per packet (any length the stream's packets share)
+
+core::board::Board g_board;
+core::boot_config::Config g_cfg;
+abi::RingProducer<abi::Packet> g_to_us;   // ring[1][0]: the test is its producer
+abi::RingConsumer<abi::Packet> g_from_us; // ring[0][1]: the test is its consumer
+uint32_t g_our_incarnation;
+uint32_t g_seq = 1;                       // the peer's next sequence number
+
+// What the protocol layer saw.
+uint32_t g_delivered;
+abi::WireHeader g_last;
+uint8_t g_mem[16 * kLen];                 // where the test's "protocol layer" places bytes
+uint64_t g_epoch = 1;
+bool g_place_next;                        // the upcall asks the link to place what follows
+uint64_t g_hi = sizeof g_mem;
+
+void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  ++g_delivered;
+  g_last = h;
+  if (src != kPeer || h.dst_addr > sizeof g_mem || h.payload_len > sizeof g_mem - h.dst_addr) return;
+  memcpy(g_mem + h.dst_addr, payload, h.payload_len);
+  if (g_place_next) link::place_next(src, h, abi::kWireFirst, reinterpret_cast<uint64_t>(g_mem), g_hi, &g_epoch);
+}
+void peer_lost(uint32_t) {}
+bool payload_valid(uint32_t, uint64_t) { return true; }
+
+abi::RingControl* ring(uint32_t src, uint32_t dst) {
+  return reinterpret_cast<abi::RingControl*>(g_board.fabric.mem +
+                                             abi::ring_offset(g_cfg.fabric_ports, g_cfg.ring_capacity, src, dst));
+}
+
+uint8_t byte_at(uint64_t offset, uint32_t salt) { return uint8_t(offset * 13 + salt * 7 + 1); }
+
+// The header node 1 sends for bytes [offset, offset + kLen) of operation `op`.
+abi::WireHeader data(uint64_t op, uint64_t offset, uint8_t flags = 0) {
+  abi::WireHeader h{};
+  h.magic = abi::kWireMagic;
+  h.type = abi::kPktData;
+  h.flags = flags;
+  h.payload_len = kLen;
+  h.src = uint16_t(kPeer);
+  h.dst = 0;
+  h.op = abi::kWireOpSend;
+  h.dst_slot = 2;
+  h.dst_key = 0x77;
+  h.dst_addr = offset;
+  h.op_id = op;
+  h.op_length = sizeof g_mem;
+  h.src_incarnation = kPeerIncarnation;
+  h.dst_incarnation = g_our_incarnation;
+  h.src_slot = 3;
+  return h;
+}
+
+// Node 1 sends `h` with the next sequence number (or `seq`), its payload
+// stamped with `salt`; our link then takes what arrived.
+void send(abi::WireHeader h, uint32_t salt = 0, uint32_t seq = 0) {
+  h.seq = seq ? seq : g_seq++;
+  abi::Packet* p = g_to_us.reserve();
+  if (!p) return fwtest::fail(__FILE__, __LINE__, "ring toward node 0 full");
+  for (uint32_t i = 0; i < h.payload_len; ++i) p->payload[i] = byte_at(h.dst_addr + i, salt);
+  p->h = h;
+  g_to_us.push();
+  g_to_us.publish();
+  link::poll_rx(hal::clint::now());
+}
+
+bool landed(uint64_t offset, uint32_t len, uint32_t salt) {
+  for (uint32_t i = 0; i < len; ++i)
+    if (g_mem[offset + i] != byte_at(offset + i, salt)) return false;
+  return true;
+}
+
+// Our ACKs and data toward node 1, taken off its ring.
+abi::WireHeader take_from_us() {
+  abi::WireHeader h{};
+  while (const abi::Packet* p = g_from_us.peek()) {
+    h = p->h;
+    g_from_us.pop();
+  }
+  g_from_us.release();
+  return h;
+}
+
+const abi::LinkStatus& status_of_peer() {
+  link::publish_link_status();
+  return reinterpret_cast<const abi::LinkStatus*>(abi::kSramBase + abi::kLinkStatusOffset)[kPeer];
+}
+
+}  // namespace
+
+FW_TEST(the_link_comes_up_on_the_fabric_and_learns_the_peer) {
+  core::board::discover(g_board);
+  CHECK_EQ(core::boot_config::load(g_cfg), abi::kBootConfigOk);
+  CHECK(g_board.fabric.present);
+  CHECK_EQ(g_cfg.node_id, 0u);
+  CHECK(g_cfg.fabric_ports >= 2);
+  CHECK_EQ(g_cfg.switch_port, abi::kNoSwitch);
+  link::init(g_board, g_cfg, link::Upcalls{deliver, peer_lost, payload_valid}, hal::clint::now());
+  CHECK(link::enabled());
+  abi::RingControl* in = ring(kPeer, 0);
+  abi::RingControl* out = ring(0, kPeer);
+  CHECK(g_to_us.attach(in, reinterpret_cast<abi::Packet*>(in + 1), g_cfg.ring_capacity));
+  CHECK(g_from_us.attach(out, reinterpret_cast<abi::Packet*>(out + 1), g_cfg.ring_capacity));
+  // The peer's first packet does not know our incarnation yet.
+  abi::WireHeader h = data(0x10, 0, abi::kWireFirst);
+  h.dst_incarnation = 0;
+  send(h);
+  CHECK_EQ(g_delivered, 1u);
+  // Our ACK, due now, tells it.
+  link::poll_timers(hal::clint::now() + hal::clint::us_to_ticks(1'000'000));
+  abi::WireHeader ack = take_from_us();
+  CHECK_EQ(ack.type, abi::kPktAck);
+  CHECK_EQ(ack.ack, 1u);
+  g_our_incarnation = ack.src_incarnation;
+  CHECK(g_our_incarnation != 0);
+  EXPECT_EQ(status_of_peer().peer_incarnation, kPeerIncarnation);
+}
+
+FW_TEST(a_placed_stream_lands_without_upcalls_and_in_order) {
+  g_place_next = true;
+  send(data(kOp, 0, abi::kWireFirst), 1);
+  CHECK_EQ(g_delivered, 2u);
+  g_place_next = false;  // from here on only the link places
+  uint64_t rx = status_of_peer().rx_data;
+  for (uint64_t k = 1; k < 8; ++k) send(data(kOp, k * kLen), 1);
+  EXPECT_EQ(g_delivered, 2u);
+  EXPECT(landed(0, 8 * kLen, 1));
+  EXPECT_EQ(status_of_peer().rx_data, rx + 7);
+  EXPECT_EQ(status_of_peer().expected, g_seq);
+  // The last packet is the protocol layer's (its verdict, its notification).
+  send(data(kOp, 8 * kLen, abi::kWireLast), 1);
+  EXPECT_EQ(g_delivered, 3u);
+  EXPECT_EQ(g_last.flags, abi::kWireLast);
+  EXPECT_EQ(g_last.seq, g_seq - 1);
+  // Placed packets are acknowledged like any other.
+  link::poll_timers(hal::clint::now() + hal::clint::us_to_ticks(1'000'000));
+  EXPECT_EQ(take_from_us().ack, g_seq - 1);
+}
+
+FW_TEST(anything_but_the_next_packet_of_the_stream_goes_the_usual_way) {
+  auto arm = [](uint64_t op, uint32_t salt) {
+    g_place_next = true;
+    send(data(op, 0, abi::kWireFirst), salt);
+    g_place_next = false;
+  };
+  // Another operation.
+  arm(0x51, 2);
+  uint32_t before = g_delivered;
+  send(data(0x52, kLen), 2);
+  EXPECT_EQ(g_delivered, before + 1);
+  EXPECT_EQ(g_last.op_id, 0x52u);
+  // The same operation, but not where the previous packet ended.
+  arm(0x53, 3);
+  before = g_delivered;
+  send(data(0x53, 3 * kLen), 3);
+  EXPECT_EQ(g_delivered, before + 1);
+  // Another field of the header (the destination slot).
+  arm(0x54, 4);
+  before = g_delivered;
+  abi::WireHeader h = data(0x54, kLen);
+  h.dst_slot = 9;
+  send(h, 4);
+  EXPECT_EQ(g_delivered, before + 1);
+  // The table behind the translation changed.
+  arm(0x55, 5);
+  ++g_epoch;
+  before = g_delivered;
+  send(data(0x55, kLen), 5);
+  EXPECT_EQ(g_delivered, before + 1);
+  // Bytes past the end the protocol layer gave.
+  g_hi = 2 * kLen + kLen / 2;
+  arm(0x56, 6);
+  before = g_delivered;
+  send(data(0x56, kLen), 6);  // ends at 2 kLen: placed
+  EXPECT_EQ(g_delivered, before);
+  EXPECT(landed(kLen, kLen, 6));
+  memset(g_mem + 2 * kLen, 0, kLen);
+  send(data(0x56, 2 * kLen), 6);  // would end past hi: the protocol layer's to refuse
+  EXPECT_EQ(g_delivered, before + 1);
+  g_hi = sizeof g_mem;
+}
+
+FW_TEST(gaps_and_duplicates_in_a_placed_stream_place_nothing) {
+  g_place_next = true;
+  send(data(0x61, 0, abi::kWireFirst), 7);
+  g_place_next = false;
+  uint32_t before = g_delivered;
+  const abi::LinkStatus& s = status_of_peer();
+  uint64_t dups = s.duplicates, rx = s.rx_data;
+  uint32_t expected = s.expected;
+  memset(g_mem, 0, sizeof g_mem);
+  // A packet from beyond a gap: dropped (go-back-N resends it), not placed.
+  send(data(0x61, kLen), 7, g_seq + 1);
+  // An old packet again: dropped, not placed.
+  send(data(0x61, kLen), 7, g_seq - 1);
+  EXPECT_EQ(g_delivered, before);
+  EXPECT_EQ(status_of_peer().duplicates, dups + 2);
+  EXPECT_EQ(status_of_peer().rx_data, rx);
+  EXPECT_EQ(status_of_peer().expected, expected);
+  for (uint32_t i = 0; i < sizeof g_mem; ++i) CHECK_EQ(g_mem[i], 0);
+  // The packet that was next all along still is.
+  send(data(0x61, kLen), 7);
+  EXPECT_EQ(g_delivered, before);
+  EXPECT(landed(kLen, kLen, 7));
+}
+
+FW_TEST(a_placed_packet_carries_its_ack) {
+  // A packet of ours toward node 1, then a placed packet that acknowledges it.
+  abi::WireHeader mine{};
+  mine.op = abi::kWireOpMail;
+  uint32_t seq = link::send(kPeer, mine, 0, 0, ~0u, 0);
+  CHECK(seq != 0);
+  take_from_us();
+  EXPECT_EQ(status_of_peer().acked, seq - 1);
+  g_place_next = true;
+  send(data(0x71, 0, abi::kWireFirst), 8);
+  g_place_next = false;
+  uint32_t before = g_delivered;
+  abi::WireHeader h = data(0x71, kLen);
+  h.ack = seq;
+  send(h, 8);
+  EXPECT_EQ(g_delivered, before);
+  EXPECT_EQ(status_of_peer().acked, seq);
+}
+
+FW_TEST(injected_loss_turns_placement_off) {
+  g_place_next = true;
+  send(data(0x81, 0, abi::kWireFirst), 9);
+  link::set_rx_drop(1, 1);  // every packet meets the dice (and almost all pass)
+  uint32_t before = g_delivered;
+  send(data(0x81, kLen), 9);
+  EXPECT_EQ(g_delivered, before + 1);
+  // ... and asking again does not turn it back on.
+  send(data(0x81, 2 * kLen), 9);
+  EXPECT_EQ(g_delivered, before + 2);
+  g_place_next = false;
+  link::set_rx_drop(0, 1);
+}
