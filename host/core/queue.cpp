@@ -130,11 +130,8 @@ int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(C
 // of the sending NIC's time. Returns whether it napped.
 bool Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   constexpr int64_t kMaxNapNs = 2'000'000;
-  const int64_t gap = reap_gap_ns_.load(std::memory_order_relaxed);
-  // Only where completions are far apart (long transfers): between close
-  // ones a nap saves little and risks leaving the NIC without work. With
-  // one descriptor in flight the NIC has nothing queued behind it.
-  if (in_flight() < 2 || gap <= 10 * int64_t(std::chrono::nanoseconds(spin).count())) return false;
+  // With one descriptor in flight the NIC has nothing queued behind it.
+  if (in_flight() < 2) return false;
   // Until the next completion is due, one gap after the last a wait took;
   // with more in flight, until half of them are (one wake-up reaps them
   // all: on a 2-core host that runs two NICs, every wake-up takes a NIC's
@@ -142,7 +139,10 @@ bool Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::micros
   // fourth rather than every second completion gained ~3%). A nap
   // overshoots by the kernel's timer slack, ~50 us; the NIC has the other
   // half queued meanwhile.
-  const int64_t due = std::max<int64_t>(1, in_flight() / 2) * gap;
+  const int64_t due = std::max<int64_t>(1, in_flight() / 2) * reap_gap_ns_.load(std::memory_order_relaxed);
+  // Only where that is far off (long transfers, or many in flight): a short
+  // nap saves little, and its slack could outlast the queued work.
+  if (due <= 10 * int64_t(std::chrono::nanoseconds(spin).count())) return false;
   int64_t nap = pace_since_ns_.load(std::memory_order_relaxed) + due - now_ns();
   if (timeout.count() >= 0) nap = std::min<int64_t>(nap, std::chrono::nanoseconds(timeout).count() / 2);
   nap = std::min({nap, due, kMaxNapNs});
