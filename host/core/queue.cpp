@@ -120,18 +120,11 @@ namespace {
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 }  // namespace
 
-// Linux's hybrid polling, for a stream: sleep until the completion is due
-// at the pace completions have been arriving at (the NIC works through the
-// descriptors queued behind this one meanwhile), then look; spin and block
-// as usual only if it is not there yet. A nap costs the NIC nothing: only a
-// process that announced its sleep (wait_seq) is rung. Measured (issue 5,
-// 1 MiB sends, 8 in flight): a 20 us spin before each completion took ~8%
-// of a core from the NICs on this 2-core machine, and each doorbell ~11 us
-// of the sending NIC's time. Returns whether it napped.
-bool Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+int64_t stream_nap_ns(uint32_t in_flight, int64_t gap_ns, int64_t since_ns, int64_t now_ns, int64_t spin_ns,
+                      int64_t timeout_ns) {
   constexpr int64_t kMaxNapNs = 2'000'000;
   // With one descriptor in flight the NIC has nothing queued behind it.
-  if (in_flight() < 2) return false;
+  if (in_flight < 2 || gap_ns <= 0 || since_ns == 0) return 0;
   // Until the next completion is due, one gap after the last a wait took;
   // with more in flight, until half of them are (one wake-up reaps them
   // all: on a 2-core host that runs two NICs, every wake-up takes a NIC's
@@ -139,37 +132,50 @@ bool Nic::nap_before_wait(std::chrono::milliseconds timeout, std::chrono::micros
   // fourth rather than every second completion gained ~3%). A nap
   // overshoots by the kernel's timer slack, ~50 us; the NIC has the other
   // half queued meanwhile.
-  const int64_t due = std::max<int64_t>(1, in_flight() / 2) * reap_gap_ns_.load(std::memory_order_relaxed);
+  const int64_t due = int64_t(std::max<uint32_t>(1, in_flight / 2)) * gap_ns;
   // Only where that is far off (long transfers, or many in flight): a short
   // nap saves little, and its slack could outlast the queued work.
-  if (due <= 10 * int64_t(std::chrono::nanoseconds(spin).count())) return false;
-  int64_t nap = pace_since_ns_.load(std::memory_order_relaxed) + due - now_ns();
-  if (timeout.count() >= 0) nap = std::min<int64_t>(nap, std::chrono::nanoseconds(timeout).count() / 2);
-  nap = std::min({nap, due, kMaxNapNs});
-  if (nap <= 0) return false;
-  timespec ts{time_t(nap / 1'000'000'000), long(nap % 1'000'000'000)};
-  ::nanosleep(&ts, nullptr);
-  return true;
+  if (due <= 10 * spin_ns) return 0;
+  int64_t nap = since_ns + due - now_ns;
+  if (timeout_ns >= 0) nap = std::min(nap, timeout_ns / 2);
+  return std::max<int64_t>(0, std::min({nap, due, kMaxNapNs}));
 }
 
-// The pace (the gap the nap aims at) is the time between two completions
-// wait() took over the completions reaped in between, those found waiting
-// included: a nap that wakes late finds two, and the pace stays the NIC's
-// own rather than growing by the oversleep.
+int64_t stream_gap_ns(int64_t gap_ns, int64_t since_ns, uint32_t reaped_since, int64_t now_ns) {
+  if (since_ns == 0 || reaped_since == 0 || now_ns - since_ns <= 0 || now_ns - since_ns >= 50'000'000) return gap_ns;
+  const int64_t sample = (now_ns - since_ns) / reaped_since;
+  return gap_ns ? gap_ns + (sample - gap_ns) / 4 : sample;
+}
+
+// Linux's hybrid polling, for a stream (stream_nap_ns): sleep until the
+// completion is due at the pace completions have been arriving at (the NIC
+// works through the descriptors queued behind it meanwhile), then look;
+// spin and block as usual only if it is not there yet. A nap costs the NIC
+// nothing: only a process that announced its sleep (wait_seq) is rung.
+// Measured (issue 5, 1 MiB sends, 8 in flight): a 20 us spin before each
+// completion took ~8% of a core from the NICs on this 2-core machine, and
+// each doorbell ~11 us of the sending NIC's time.
 Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   abi::CqEntry out;
   if (poll(out)) return out;
-  if (!nap_before_wait(timeout, spin) || !poll(out)) {
+  const int64_t since = pace_since_ns_.load(std::memory_order_relaxed);
+  const int64_t nap = stream_nap_ns(in_flight(), reap_gap_ns_.load(std::memory_order_relaxed), since, now_ns(),
+                                    std::chrono::nanoseconds(spin).count(),
+                                    timeout.count() >= 0 ? std::chrono::nanoseconds(timeout).count() : -1);
+  if (nap > 0) {
+    timespec ts{time_t(nap / 1'000'000'000), long(nap % 1'000'000'000)};
+    ::nanosleep(&ts, nullptr);
+  }
+  if (nap == 0 || !poll(out)) {
     if (auto r = block_until([&] { return completion_ready(); }, timeout, spin); !r)
       return std::unexpected(r.error());
     if (!poll(out)) return fail("completion vanished");
   }
-  const int64_t now = now_ns(), since = pace_since_ns_.load(std::memory_order_relaxed);
-  const uint32_t reaped = reaped_.load(), n = reaped - pace_since_reaped_.load(std::memory_order_relaxed);
-  if (since != 0 && n > 0 && now - since < 50'000'000) {
-    const int64_t gap = (now - since) / n, avg = reap_gap_ns_.load(std::memory_order_relaxed);
-    reap_gap_ns_.store(avg ? avg + (gap - avg) / 4 : gap, std::memory_order_relaxed);
-  }
+  const int64_t now = now_ns();
+  const uint32_t reaped = reaped_.load();
+  reap_gap_ns_.store(stream_gap_ns(reap_gap_ns_.load(std::memory_order_relaxed), since,
+                                   reaped - pace_since_reaped_.load(std::memory_order_relaxed), now),
+                     std::memory_order_relaxed);
   pace_since_ns_.store(now, std::memory_order_relaxed);
   pace_since_reaped_.store(reaped, std::memory_order_relaxed);
   return out;

@@ -53,6 +53,22 @@ struct MemRegion {
   size_t moved_length = 0;
 };
 
+// Nic::wait's hybrid polling for streams, as pure rules (times in ns):
+// how long a wait naps before it first looks, with `in_flight` descriptors
+// in flight, completions `gap_ns` apart (0: unknown) and the last one wait()
+// waited for taken at `since_ns` (0: none); 0 means no nap. It naps only
+// with two or more in flight and only where half of them are due more than
+// ten spins away, until they are (at most 2 ms, half of `timeout_ns` if
+// that is >= 0).
+int64_t stream_nap_ns(uint32_t in_flight, int64_t gap_ns, int64_t since_ns, int64_t now_ns, int64_t spin_ns,
+                      int64_t timeout_ns);
+// The gap after wait() took a completion it waited for at `now_ns`, with
+// `reaped_since` completions reaped since `since_ns` (this one and any found
+// ready without waiting): a nap that overslept finds several, and the gap
+// stays the NIC's pace instead of growing by the oversleep. Smoothed 1/4;
+// an interval of 50 ms or more (an idle stream) teaches nothing.
+int64_t stream_gap_ns(int64_t gap_ns, int64_t since_ns, uint32_t reaped_since, int64_t now_ns);
+
 class Nic {
  public:
   static Result<std::unique_ptr<Nic>> open(const NicOptions& opts = {});
@@ -171,7 +187,6 @@ class Nic {
   // smoothed pace of completions since (steady-clock ns; 0: none yet).
   std::atomic<int64_t> pace_since_ns_{0}, reap_gap_ns_{0};
   std::atomic<uint32_t> pace_since_reaped_{0};
-  bool nap_before_wait(std::chrono::milliseconds timeout, std::chrono::microseconds spin);
   std::deque<abi::CqEntry> stashed_;         // reaped while run() waited for its own
   // Its size, for block_until's ready() checks: a thread may sleep in
   // wait_ready() without the lock its library holds while another reaps
