@@ -3,7 +3,11 @@
 // outgoing page tables (proxy regions -> exports on other nodes, in Slot),
 // the per-slot software TLB that finds the registration behind a send's
 // virtual address, receiver-side checks of every arriving chunk, and
-// notifications into the receiving slot's event queue.
+// notifications into the receiving slot's event queue. A send's first chunk
+// is checked against the tables; the translation it took then serves the
+// chunks after it while no table changes (SlotTable::epoch), and the link
+// places those itself when each header is exactly the one expected
+// (link::place_next; anything else comes here and is checked again).
 //
 // Only the node daemon changes the tables (control queue); a process can
 // reach only the proxy regions its daemon imported for it.
