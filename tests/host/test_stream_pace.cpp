@@ -30,14 +30,16 @@ TEST(StreamPace, NapsUntilHalfOfThoseInFlightAreDue) {
   EXPECT_EQ(ulnic::stream_nap_ns(8, 250 * kUs, 10 * kMs, 12 * kMs, kSpin, kNoTimeout), 0);
 }
 
-TEST(StreamPace, NoNapWhereHalfAreDueWithinTenSpins) {
-  // 64 KiB sends: 20 us apart, 8 in flight -> 80 us: the timer slack could
-  // outlast the queued work.
-  EXPECT_EQ(ulnic::stream_nap_ns(8, 20 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 0);
-  EXPECT_EQ(ulnic::stream_nap_ns(8, 50 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 0);  // exactly 10 spins
-  EXPECT_EQ(ulnic::stream_nap_ns(8, 51 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 204 * kUs);
+TEST(StreamPace, NoNapWhereHalfAreDueWithinTwoSpins) {
+  // 16 KiB sends: 5 us apart, 8 in flight -> 20 us: a wake-up would cost
+  // about what the nap spares.
+  EXPECT_EQ(ulnic::stream_nap_ns(8, 5 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 0);
+  EXPECT_EQ(ulnic::stream_nap_ns(8, 10 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 0);  // exactly 2 spins
+  EXPECT_EQ(ulnic::stream_nap_ns(8, 11 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 44 * kUs);
+  // 64 KiB sends, 8 in flight: ~15 us apart.
+  EXPECT_EQ(ulnic::stream_nap_ns(8, 15 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 60 * kUs);
   // Many in flight make a short gap worth a nap.
-  EXPECT_EQ(ulnic::stream_nap_ns(32, 20 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 320 * kUs);
+  EXPECT_EQ(ulnic::stream_nap_ns(32, 5 * kUs, 10 * kMs, 10 * kMs, kSpin, kNoTimeout), 80 * kUs);
 }
 
 TEST(StreamPace, NapsAreCappedByTwoMillisecondsAndHalfTheTimeout) {

@@ -58,7 +58,7 @@ struct MemRegion {
 // in flight, completions `gap_ns` apart (0: unknown) and the last one wait()
 // waited for taken at `since_ns` (0: none); 0 means no nap. It naps only
 // with two or more in flight and only where half of them are due more than
-// ten spins away, until they are (at most 2 ms, half of `timeout_ns` if
+// two spins away, until they are (at most 2 ms, half of `timeout_ns` if
 // that is >= 0).
 int64_t stream_nap_ns(uint32_t in_flight, int64_t gap_ns, int64_t since_ns, int64_t now_ns, int64_t spin_ns,
                       int64_t timeout_ns);
