@@ -16,6 +16,12 @@ namespace abi = ulnic::abi;
 // reused after kPool newer messages; a retransmission that late goes out as
 // a filler and the daemons' retry covers the loss.
 constexpr uint32_t kPool = 64;
+// Mail that finds the daemon's inbox full waits here, in arrival order, and
+// moves in as the daemon takes what is there: a process that exits with 64
+// imports makes its daemon send 64 unimports at once, twice what the inbox
+// holds, and the receiving daemon may be off the CPU meanwhile (a dropped
+// unimport left a grant standing).
+constexpr uint32_t kWaiting = kMailWaiting;
 struct Outgoing {
   uint64_t serial;
   uint8_t data[abi::kMailBytes];
@@ -27,6 +33,8 @@ struct State {
   abi::RingProducer<abi::MailMessage> in;
   Outgoing pool[kPool];
   uint64_t serial;
+  abi::MailMessage waiting[kWaiting];
+  uint32_t waiting_head, waiting_count;
   bool has_doorbell;
   uint32_t peer, vector;
 };
@@ -37,6 +45,22 @@ abi::MailArea& area() { return *reinterpret_cast<abi::MailArea*>(abi::kSramBase 
 void ring_daemon() {
   if (!g.has_doorbell || !g.board->fabric.regs) return;
   hal::mmio_write32(g.board->fabric.regs + core::board::kDoorbell, g.peer << 16 | (g.vector & 0xffff));
+}
+
+// Moves waiting mail into the inbox as far as it has room.
+bool move_in_waiting() {
+  bool moved = false;
+  for (abi::MailMessage* m; g.waiting_count && (m = g.in.reserve()) != nullptr; moved = true) {
+    memcpy(m, &g.waiting[g.waiting_head], sizeof *m);
+    g.in.push();
+    g.waiting_head = (g.waiting_head + 1) % kWaiting;
+    --g.waiting_count;
+  }
+  if (moved) {
+    g.in.publish();
+    ring_daemon();
+  }
+  return moved;
 }
 
 }  // namespace
@@ -57,7 +81,7 @@ void mail_set_doorbell(uint32_t peer, uint32_t vector) {
 }
 
 bool mail_poll() {
-  bool worked = false;
+  bool worked = g.waiting_count && move_in_waiting();
   while (const abi::MailMessage* m = g.out.peek()) {
     uint32_t dst = m->peer, len = m->length;
     bool routable = link::enabled() && dst < link::nodes() && dst != link::self() && len <= abi::kMailBytes;
@@ -89,17 +113,28 @@ bool mail_poll() {
 }
 
 void mail_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
-  abi::MailMessage* m = h.payload_len <= abi::kMailBytes ? g.in.reserve() : nullptr;
-  if (!m) {
+  if (h.payload_len > abi::kMailBytes) {
     core::status::count(abi::kCtrMailDropped);
     return;
   }
+  // Behind what already waits, if anything does.
+  abi::MailMessage* m = g.waiting_count ? nullptr : g.in.reserve();
+  bool waits = !m;
+  if (waits) {
+    if (g.waiting_count == kWaiting) {
+      core::status::count(abi::kCtrMailDropped);
+      return;
+    }
+    m = &g.waiting[(g.waiting_head + g.waiting_count++) % kWaiting];
+  }
+  memset(m, 0, sizeof *m);
   m->peer = uint16_t(src);
   m->length = h.payload_len;
   memcpy(m->data, payload, h.payload_len);
+  core::status::count(abi::kCtrMailIn);
+  if (waits) return;
   g.in.push();
   g.in.publish();
-  core::status::count(abi::kCtrMailIn);
   ring_daemon();
 }
 
