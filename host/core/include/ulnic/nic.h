@@ -117,9 +117,9 @@ class Nic {
   bool poll(abi::CqEntry& out);
   // Waits for a completion: spins for `spin`, then blocks on the slot's
   // completion eventfd. Fails on timeout or if the slot was cut off.
-  // With two or more descriptors in flight, where completions have been
-  // coming far apart, it first naps until the next one is due at their pace
-  // (hybrid polling): the NIC has queued work meanwhile, and a process that
+  // With two or more descriptors in flight it may first nap until half of
+  // them are due at the pace completions have been coming at (hybrid
+  // polling, stream_nap_ns): the NIC has queued work meanwhile, and a process that
   // is not asleep on the eventfd costs it no doorbell (a device write under
   // QEMU's global lock).
   Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
