@@ -113,29 +113,18 @@ bool mail_poll() {
 }
 
 void mail_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
-  if (h.payload_len > abi::kMailBytes) {
+  if (h.payload_len > abi::kMailBytes || g.waiting_count == kWaiting) {
     core::status::count(abi::kCtrMailDropped);
     return;
   }
-  // Behind what already waits, if anything does.
-  abi::MailMessage* m = g.waiting_count ? nullptr : g.in.reserve();
-  bool waits = !m;
-  if (waits) {
-    if (g.waiting_count == kWaiting) {
-      core::status::count(abi::kCtrMailDropped);
-      return;
-    }
-    m = &g.waiting[(g.waiting_head + g.waiting_count++) % kWaiting];
-  }
-  memset(m, 0, sizeof *m);
-  m->peer = uint16_t(src);
-  m->length = h.payload_len;
-  memcpy(m->data, payload, h.payload_len);
+  // Behind what already waits (it moves in at once if the inbox has room).
+  abi::MailMessage& m = g.waiting[(g.waiting_head + g.waiting_count++) % kWaiting];
+  memset(&m, 0, sizeof m);
+  m.peer = uint16_t(src);
+  m.length = h.payload_len;
+  memcpy(m.data, payload, h.payload_len);
   core::status::count(abi::kCtrMailIn);
-  if (waits) return;
-  g.in.push();
-  g.in.publish();
-  ring_daemon();
+  move_in_waiting();
 }
 
 bool mail_payload_valid(uint64_t serial) { return serial && g.pool[(serial - 1) % kPool].serial == serial; }

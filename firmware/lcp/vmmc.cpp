@@ -281,6 +281,11 @@ abi::CqStatus vmmc_translate_proxy(const Slot& s, uint64_t proxy, uint64_t len, 
 
 namespace {
 
+// Is `c` the translation of the send `h` belongs to (and still good)?
+bool translates(const Placing& c, const abi::WireHeader& h) {
+  return c.epoch == g.t->epoch && c.op_id == h.op_id && c.handle == h.dst_key && c.src_slot == h.src_slot;
+}
+
 // A chunk the send's cached translation does not cover: the table walk, and
 // a new translation for the chunks after it. Out of line, so the common case
 // (vmmc_place) stays small.
@@ -322,8 +327,8 @@ namespace {
 
 uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   Placing& c = g.placing[src % abi::kMaxNodes];
-  if (c.epoch == g.t->epoch && c.op_id == h.op_id && c.handle == h.dst_key && c.src_slot == h.src_slot &&
-      !(h.flags & abi::kWireFirst) && h.dst_addr >= c.lo && h.dst_addr <= c.hi && h.payload_len <= c.hi - h.dst_addr) {
+  if (translates(c, h) && !(h.flags & abi::kWireFirst) && h.dst_addr >= c.lo && h.dst_addr <= c.hi &&
+      h.payload_len <= c.hi - h.dst_addr) {
     core::copy_bytes(reinterpret_cast<void*>(c.base + h.dst_addr), payload, h.payload_len);
     return abi::kCqOk;
   }
@@ -332,7 +337,7 @@ uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payloa
 
 bool vmmc_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi) {
   const Placing& c = g.placing[src % abi::kMaxNodes];
-  if (c.epoch != g.t->epoch || c.op_id != h.op_id || c.handle != h.dst_key || c.src_slot != h.src_slot) return false;
+  if (!translates(c, h)) return false;
   base = c.base;
   hi = c.hi;
   return true;

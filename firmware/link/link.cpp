@@ -57,7 +57,7 @@ constexpr uint32_t kWordSeq = 1, kWordDstAddr = 4;
 struct Placed {
   const uint64_t* epoch;  // null: none
   uint64_t epoch_at;
-  uint64_t w[8];          // the next packet's header: seq and ack (words 1, 2) aside
+  HeaderWords next;       // the next packet's header, seq and ack zero
   uint64_t base, hi;      // its payload goes to base + dst_addr, and must end by hi
 };
 
@@ -359,14 +359,15 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
 [[gnu::always_inline]] inline bool receive_placed(Peer& p, const HeaderWords& w, const uint8_t* payload,
                                                   uint64_t now) {
   Placed& s = p.placed;
-  if (!s.epoch || *s.epoch != s.epoch_at || w.w[0] != s.w[0] ||
-      w.w[kWordSeq] != (s.w[kWordSeq] | uint64_t(p.expected) << 32) || w.w[3] != s.w[3] ||
-      w.w[kWordDstAddr] != s.w[kWordDstAddr] || w.w[5] != s.w[5] || w.w[6] != s.w[6] || w.w[7] != s.w[7])
+  const uint64_t* e = s.next.w;
+  if (!s.epoch || *s.epoch != s.epoch_at || w.w[0] != e[0] ||
+      w.w[kWordSeq] != (e[kWordSeq] | uint64_t(p.expected) << 32) || w.w[3] != e[3] ||
+      w.w[kWordDstAddr] != e[kWordDstAddr] || w.w[5] != e[5] || w.w[6] != e[6] || w.w[7] != e[7])
     return false;
   uint64_t dst = w.w[kWordDstAddr], len = w.h.payload_len;
   if (len > s.hi - dst) return false;  // (dst <= hi: place_next made it so, and it moves only by what fit)
   core::copy_bytes(reinterpret_cast<void*>(s.base + dst), payload, len);
-  s.w[kWordDstAddr] = dst + len;
+  s.next.h.dst_addr = dst + len;
   owe_ack(p, now);
   accept(p, now);
   if (w.h.ack != p.acked) take_ack(p, w.h.ack, now);
@@ -604,14 +605,12 @@ void place_next(uint32_t src, const abi::WireHeader& h, uint8_t first_flag, uint
   if (h.dst_incarnation != g.incarnation || h.src_incarnation != p.their_session || next < h.dst_addr || next > hi)
     return;
   Placed& s = p.placed;
-  HeaderWords w;
-  w.h = h;
-  w.h.flags = uint8_t(h.flags & ~first_flag);
-  w.h.seq = 0;
-  w.h.ack = 0;
-  w.h.checksum = 0;
-  w.h.dst_addr = next;
-  for (uint32_t i = 0; i < 8; ++i) s.w[i] = w.w[i];
+  s.next.h = h;
+  s.next.h.flags = uint8_t(h.flags & ~first_flag);
+  s.next.h.seq = 0;
+  s.next.h.ack = 0;
+  s.next.h.checksum = 0;
+  s.next.h.dst_addr = next;
   s.base = base;
   s.hi = hi;
   s.epoch = epoch;
