@@ -35,7 +35,7 @@ uint64_t detach_slot(SlotTable& slots, uint32_t slot) {
   return flushed;
 }
 
-bool control_poll(Control& c, SlotTable& slots, uint64_t now) {
+bool control_poll(Control& c, SlotTable& slots) {
   bool worked = false;
   for (uint32_t n = 0; n < kCtrlBudget && c.rsps.free_space(); ++n) {
     const abi::CtrlCommand* shared = c.cmds.peek();
@@ -51,7 +51,7 @@ bool control_poll(Control& c, SlotTable& slots, uint64_t now) {
         r.status = abi::kCtrlOk;
         break;
       case abi::kCtrlAttachSlot:
-        r.status = slot_attach(slots, cmd, now);
+        r.status = slot_attach(slots, cmd);
         core::log("ctrl: attach slot %u (peer %u vector %u): %s\n", cmd.slot, cmd.host_peer, cmd.host_vector,
                   r.status == abi::kCtrlOk ? "ok" : "refused");
         break;

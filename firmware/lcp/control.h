@@ -18,6 +18,6 @@ void control_init(Control& c);
 // module lets go of what the process had. Returns the descriptors flushed.
 uint64_t detach_slot(SlotTable& slots, uint32_t slot);
 // Serves up to a few commands; true if it did anything.
-bool control_poll(Control& c, SlotTable& slots, uint64_t now);
+bool control_poll(Control& c, SlotTable& slots);
 
 }  // namespace lcp

@@ -31,7 +31,36 @@ void publish_link_counters() {
 void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now) {
   s.heartbeat_ticks = hal::clint::us_to_ticks(cfg.heartbeat_us);
   s.next_refresh = now;
-  s.last_work = now;
+  s.last_work = s.last_outside = s.last_pass = now;
+  for (uint64_t& g : s.gaps) g = 0;
+  s.gap_next = 0;
+  s.spin_ticks = hal::clint::us_to_ticks(kIdleSpinUs);
+  s.timer_at = ~0ull;
+}
+
+uint64_t spin_window(const uint64_t (&gaps)[kGapHistory]) {
+  const uint64_t max_ticks = hal::clint::us_to_ticks(kMaxSpinUs);
+  uint64_t longest = 0;
+  uint32_t short_gaps = 0;
+  for (uint64_t g : gaps)
+    if (g && g <= max_ticks) {
+      ++short_gaps;
+      if (g > longest) longest = g;
+    }
+  if (short_gaps < 2) return hal::clint::us_to_ticks(kIdleSpinUs);
+  const uint64_t w = 2 * longest, floor = hal::clint::us_to_ticks(kConversationSpinUs);
+  return w < floor ? floor : w > max_ticks ? max_ticks : w;
+}
+
+void note_outside_work(LoopState& s, uint64_t now) {
+  const uint64_t gap = now - s.last_outside;
+  s.last_outside = now;
+  // Outside work on passes a few microseconds apart is one burst, not a gap
+  // (a round trip's gaps here are 10-100 us: a ping-pong answers in ~30).
+  if (gap < hal::clint::us_to_ticks(kStallUs)) return;
+  s.gaps[s.gap_next] = gap;
+  s.gap_next = (s.gap_next + 1) % kGapHistory;
+  s.spin_ticks = spin_window(s.gaps);
 }
 
 bool drain_interrupts(LoopState& s) {
@@ -49,16 +78,21 @@ bool drain_interrupts(LoopState& s) {
 
 bool loop_pass(LoopState& s, uint64_t now) {
   core::status::count(abi::kCtrLoopIterations);
-  bool worked = drain_interrupts(s);
-  if (s.control) worked |= control_poll(*s.control, *s.slots, now);
-  if (s.control) worked |= mail_poll();
-  worked |= link::poll_rx(now);
+  const uint64_t since = now - s.last_pass;
+  if (since > hal::clint::us_to_ticks(kStallUs)) s.last_work += since;  // see kStallUs
+  s.last_pass = now;
+  bool outside = drain_interrupts(s);
+  if (s.control) outside |= control_poll(*s.control, *s.slots);
+  if (s.control) outside |= mail_poll();
+  outside |= link::poll_rx(now);
   // Verdicts the link had no room for go first: new data would take each
   // place an ACK frees, and a peer's operations wait for the verdicts.
-  if (s.slots) worked |= remote_poll(*s.slots);
-  if (s.slots) worked |= slots_service(*s.slots, now);
+  bool worked = s.slots && remote_poll(*s.slots);
+  if (s.slots) outside |= slots_service(*s.slots);
   if (s.slots) worked |= vi_poll(*s.slots, now);
   worked |= link::poll_timers(now);
+  if (outside) note_outside_work(s, now);
+  worked |= outside;
   if (now >= s.next_refresh) {
     core::status::refresh(now);
     publish_link_counters();
@@ -69,8 +103,8 @@ bool loop_pass(LoopState& s, uint64_t now) {
 }
 
 bool loop_idle(LoopState& s, uint64_t now) {
-  if (now - s.last_work < hal::clint::us_to_ticks(kIdleSpinUs)) return false;
-  if (s.slots && slots_awake(*s.slots)) return false;  // still polling somebody
+  if (now - s.last_work < s.spin_ticks) return false;
+  if (s.slots && slots_busy(*s.slots)) return false;  // a slot feeds the link or awaits verdicts
   if (link::receiving(now, hal::clint::us_to_ticks(kStreamSpinUs))) return false;
   if (s.control && s.control->cmds.available()) return false;
   uint64_t deadline = s.next_refresh;
@@ -80,17 +114,31 @@ bool loop_idle(LoopState& s, uint64_t now) {
     if (d < deadline) deadline = d;
     if (deadline <= now) return false;
   }
-  if (!link::prepare_sleep()) return false;  // a packet arrived meanwhile
-  hal::clint::set_deadline(deadline);
+  // Every slot's process must ring from now on; a descriptor published
+  // meanwhile keeps us up.
+  if (s.slots && !slots_prepare_sleep(*s.slots)) return false;
+  if (!link::prepare_sleep()) {  // a packet arrived meanwhile
+    if (s.slots) slots_woke(*s.slots);
+    return false;
+  }
+  // mtimecmp is written only when the deadline moves: under TCG each write
+  // re-arms a QEMU timer and wakes QEMU's main loop (an eventfd write and a
+  // contended global lock per sleep, measured, issue 19).
+  if (deadline != s.timer_at) {
+    hal::clint::set_deadline(deadline);
+    s.timer_at = deadline;
+  }
   HAL_CSR_SET(mie, hal::kMieMTIE);
   core::status::count(abi::kCtrWfi);
   // A deadline already past, or an MSI that arrived since the last claim,
   // leaves an interrupt pending and WFI returns at once: no lost wake-up.
   hal::wait_for_interrupt();
-  if (hal::clint::deadline_passed()) core::status::count(abi::kCtrTimerWakeups);
-  hal::clint::clear_deadline();
+  HAL_CSR_CLEAR(mie, hal::kMieMTIE);  // the timer stays set; only the wake-up is masked
+  const uint64_t woke = hal::clint::now();
+  if (woke >= s.timer_at) core::status::count(abi::kCtrTimerWakeups);
   link::woke();
-  s.last_work = hal::clint::now();
+  if (s.slots) slots_woke(*s.slots);
+  s.last_work = s.last_pass = woke;
   return true;
 }
 

@@ -1,8 +1,9 @@
 // The LANai-style event loop of the NIC control program (DESIGN §8). Each
-// pass runs every work source for a bounded step: control queue, then the
-// send-queue scan over awake slots, then pending interrupts; when nothing is
-// awake and nothing happened for kIdleSpinUs the NIC sleeps in WFI until its
-// next deadline or a doorbell interrupt (MSI through the IMSIC).
+// pass runs every work source for a bounded step: pending interrupts, the
+// control queue, the fabric, then the send-queue scan over every slot; when
+// nothing happened for the spin window the NIC marks every slot dormant
+// (its process must ring) and sleeps in WFI until its next deadline or a
+// doorbell interrupt (MSI through the IMSIC).
 #pragma once
 
 #include <stdint.h>
@@ -14,8 +15,29 @@
 namespace lcp {
 
 // How long the loop keeps polling after the last useful work before it
-// sleeps. Short: DESIGN §7.5, a spinning vCPU eats one of our two cores.
+// sleeps: at least kIdleSpinUs (DESIGN §7.5, a spinning vCPU eats one of our
+// two cores), and as long as the gaps of the conversation going on, so that
+// the next message of a round trip finds its NIC polling. Waking a NIC that
+// sleeps goes through QEMU's main loop and costs 100-300 us here (measured,
+// issue 19: doorbell eventfd -> main loop -> MSI -> vCPU), where a polling
+// NIC sees a descriptor in about a microsecond. The window is twice the
+// longest of the last kGapHistory gaps between bursts of outside work
+// (descriptors, packets, control commands) that was at most kMaxSpinUs, and
+// at least kConversationSpinUs -- if at least two were: while the
+// conversation goes on its next message comes within the window anyway, so
+// a wide one costs only one window at its end, where one too narrow costs a
+// wake-up in the middle. A NIC whose peers keep it waiting longer sleeps at
+// once, since spinning kMaxSpinUs for every message would cost a core and
+// save little. Idle nodes have no gaps: they sleep after kIdleSpinUs.
 constexpr uint64_t kIdleSpinUs = 50;
+constexpr uint64_t kConversationSpinUs = 200;
+constexpr uint64_t kMaxSpinUs = 2000;
+constexpr uint32_t kGapHistory = 8;
+// A pass that idles takes about a microsecond; one that starts this long
+// after the previous one began means that pass worked long, or the vCPU was
+// off the host's CPU meanwhile (two cores, four parties): either way the time
+// was not spent idle, and the spin window does not count it.
+constexpr uint64_t kStallUs = 10;
 // ... and after the last packet that arrived: a stream's packets come in
 // bursts, and a NIC that falls asleep between them costs its sender a
 // doorbell (a device write that takes QEMU's global lock, tens of
@@ -25,10 +47,21 @@ constexpr uint64_t kStreamSpinUs = 500;
 struct LoopState {
   uint64_t heartbeat_ticks;  // status refresh period
   uint64_t next_refresh;     // mtime of the next status refresh
-  uint64_t last_work;        // mtime of the last pass that did work
+  uint64_t last_work;        // mtime of the last pass that did work (stalls added)
+  uint64_t last_pass;        // mtime the last pass began
+  uint64_t last_outside;     // ... that took work from outside (not a timer)
+  uint64_t gaps[kGapHistory];  // the last gaps between outside work (ticks; 0: none)
+  uint32_t gap_next;
+  uint64_t spin_ticks;       // the spin window now (spin_window of the gaps)
+  uint64_t timer_at;         // mtimecmp as last written (~0: never)
   SlotTable* slots;          // null: no slot service (unit tests)
   Control* control;          // null: no control queue (unit tests)
 };
+
+// The spin window for these gaps (ticks; see kMaxSpinUs).
+uint64_t spin_window(const uint64_t (&gaps)[kGapHistory]);
+// Outside work came at `now`: learn the gap since the last.
+void note_outside_work(LoopState& s, uint64_t now);
 
 void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now);
 // One pass: poll sources, refresh status when due. Returns true if it did work.

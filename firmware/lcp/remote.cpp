@@ -31,6 +31,7 @@ struct PutOp {
   uint32_t dst_node, dst_key;
   uint64_t dst_addr;
   uint8_t inline_data[abi::kMaxInline];  // short sends: the payload, ours now
+  uint64_t trace_seen;    // traced (kSqTrace): when the NIC took its descriptor (0: not)
   bool local;             // a VMMC send into an export of this very NIC
   uint8_t local_verdict;  // its first refusal (kCqOk so far)
   // Header precompute (VMMC's LCP): the header template of every packet of
@@ -150,6 +151,7 @@ void precompute_header(PutOp& op) {
   link::Segments& sg = op.segs;
   sg = link::Segments{};
   sg.h.op = op.wire_op;
+  sg.h.flags = op.trace_seen ? abi::kWireTrace : 0;
   sg.h.dst_slot = op.dst_slot;
   sg.h.dst_key = op.dst_key;
   sg.h.dst_addr = op.dst_addr;
@@ -176,6 +178,7 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
     op.sqe = e;
     op.op_id = i | (++g.serial << 8);
     op.src = src;
+    op.trace_seen = s.trace_seen;
     s.put_op = i;
     return &op;
   }
@@ -316,7 +319,13 @@ bool local_feed(PutOp& op) {
     budget -= len < budget ? len : budget;
   }
   if (op.sent < op.sqe.length) return false;  // more next pass
+  const uint64_t seen = op.trace_seen ? hal::clint::now() : 0;
   last_packet(op.dst_node, h, op.local_verdict == abi::kCqOk);
+  if (seen) {
+    const uint64_t done = hal::clint::now();
+    slot_trace_rx(*g.t, op.dst_slot, seen, done);
+    slot_trace_tx(g.t->slots[op.slot], op.trace_seen, done);
+  }
   finish(op, abi::CqStatus(op.local_verdict));
   return true;
 }
@@ -335,8 +344,13 @@ bool put_feed(SlotTable& t, Slot& s) {
     return true;
   }
   if (room == 0) return false;
-  op.sent = link::send_segments(dst, op.segs, op.sent, room, hal::clint::now());
-  return op.sent == op.sqe.length;
+  const uint64_t now = hal::clint::now();
+  op.sent = link::send_segments(dst, op.segs, op.sent, room, now);
+  if (op.sent < op.sqe.length) return false;
+  // Stamped with the time the last packets went into the ring (a later
+  // clock read would count whatever delays this vCPU after publishing).
+  if (op.trace_seen) slot_trace_tx(s, op.trace_seen, now);
+  return true;
 }
 
 bool remote_poll(SlotTable& t) {
@@ -357,7 +371,8 @@ bool remote_poll(SlotTable& t) {
   return worked;
 }
 
-void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+namespace {
+void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend || h.op == abi::kWireOpAm) {
     if (h.flags & abi::kWireAbort) note_refusal(src, h.op_id, abi::kCqUnreachable);
     uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : place_packet(src, h, payload);
@@ -384,6 +399,15 @@ void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* paylo
   } else if (h.op >= abi::kWireOpViSend && h.op <= abi::kWireOpViConn) {
     vi_deliver(src, h, payload);
   }
+}
+}  // namespace
+
+void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  constexpr uint8_t kTracedLast = abi::kWireTrace | abi::kWireLast;
+  if ((h.flags & kTracedLast) != kTracedLast) return deliver(src, h, payload);
+  const uint64_t seen = hal::clint::now();
+  deliver(src, h, payload);
+  slot_trace_rx(*g.t, h.dst_slot, seen, hal::clint::now());
 }
 
 void remote_peer_lost(uint32_t peer) {

@@ -244,7 +244,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
 }
 
 // One bounded step of one slot; true if it did anything.
-bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
+bool service_slot(SlotTable& t, Slot& s) {
   bool worked = false;
   uint64_t bytes = kCopyChunk;
   for (uint32_t n = 0; n < kSqBudget && bytes > 0;) {
@@ -278,27 +278,19 @@ bool service_slot(SlotTable& t, Slot& s, uint64_t now) {
     s.sq.pop();
     ++n;
     count(ulnic::abi::kCtrSqEntries);
+    // A traced descriptor: the operation it starts takes the stamp along.
+    s.trace_seen = (e.flags & abi::kSqTrace) ? hal::clint::now() : 0;
+    e.flags &= uint8_t(~abi::kSqTrace);
     execute(t, s, e);
+    if (s.trace_seen && e.opcode == abi::kOpNop) slot_trace_tx(s, s.trace_seen, s.trace_seen);
+    s.trace_seen = 0;
     worked = true;
   }
   if (worked) s.sq.release();
   publish(s, t);
   if (s.sq.corrupt()) cut_off(s, t, abi::kFaultSqCorrupt);
   else if (s.cq.corrupt()) cut_off(s, t, abi::kFaultCqCorrupt);
-  if (worked) s.last_work = now;
   return worked;
-}
-
-void go_dormant(Slot& s, uint64_t now) {
-  put(header(s).nic.sq_dormant, 1u);
-  full_barrier();  // our flag before their tail: see ring.h / slot.h
-  if (s.sq.available() || s.sq.corrupt()) {
-    put(header(s).nic.sq_dormant, 0u);
-    s.last_work = now;
-    return;
-  }
-  s.dormant = true;
-  count(ulnic::abi::kCtrSlotDormant);
 }
 
 }  // namespace
@@ -341,6 +333,7 @@ void slot_run_recv_posts(SlotTable& t, Slot& s) {
     abi::SqEntry e;
     memcpy(&e, shared, sizeof e);
     if (e.opcode != abi::kOpViPostRecv) break;  // anything else waits for the pass
+    e.flags &= uint8_t(~abi::kSqTrace);         // a receive sends nothing to stamp
     s.sq.pop();
     count(ulnic::abi::kCtrSqEntries);
     execute(t, s, e);
@@ -358,6 +351,22 @@ void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, cons
   if (s.cq_reserved) --s.cq_reserved;
   complete(s, e, status, result);
   publish(s, t);
+}
+
+void slot_trace_tx(Slot& s, uint64_t seen, uint64_t sent) {
+  abi::SlotTrace& tr = header(s).trace;
+  put(tr.tx_seen, seen);
+  put(tr.tx_sent, sent);
+  // Release: a reader that sees the new count sees the times.
+  __atomic_store_n(&tr.tx_seq, tr.tx_seq + 1, __ATOMIC_RELEASE);
+}
+
+void slot_trace_rx(SlotTable& t, uint32_t slot, uint64_t seen, uint64_t done) {
+  if (slot >= abi::kMaxSlots || t.slots[slot].state != abi::SlotState::kActive) return;
+  abi::SlotTrace& tr = header(t.slots[slot]).trace;
+  put(tr.rx_seen, seen);
+  put(tr.rx_done, done);
+  __atomic_store_n(&tr.rx_seq, tr.rx_seq + 1, __ATOMIC_RELEASE);  // as in slot_trace_tx
 }
 
 void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev) {
@@ -384,7 +393,7 @@ void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed) {
   for (uint32_t k = 0; k < abi::kMaxSlots; ++k) t.slots[k].index = k;
 }
 
-abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t now) {
+abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd) {
   if (cmd.slot >= abi::kMaxSlots || !t.board->slots[cmd.slot].present) return abi::kCtrlBadSlot;
   Slot& s = t.slots[cmd.slot];
   if (s.state == abi::SlotState::kActive) return abi::kCtrlBadSlot;
@@ -427,7 +436,6 @@ abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t 
   s.cq.attach(cq_ctl, reinterpret_cast<abi::CqEntry*>(cq_ctl + 1), l.cq_capacity);
   s.eq.attach(eq_ctl, reinterpret_cast<abi::EqEntry*>(eq_ctl + 1), l.eq_capacity);
   s.rung_seq = __atomic_load_n(&header(s).host.wait_seq, __ATOMIC_RELAXED);
-  s.last_work = now;
   s.state = abi::SlotState::kActive;
   put(header(s).nic.sq_dormant, 0u);
   put(header(s).nic.fault_code, 0u);
@@ -466,22 +474,41 @@ uint64_t slot_detach(SlotTable& t, uint32_t k) {
 
 // Each pass starts one slot further on: operations freed while slots wait
 // for one (remote_can_start) go to each slot in turn, not the lowest first.
-bool slots_service(SlotTable& t, uint64_t now) {
+bool slots_service(SlotTable& t) {
   bool worked = false;
   uint32_t first = t.first;
   t.first = (first + 1) % abi::kMaxSlots;
   for (uint32_t i = 0; i < abi::kMaxSlots; ++i) {
     Slot& s = t.slots[(first + i) % abi::kMaxSlots];
     if (s.state != abi::SlotState::kActive || s.dormant) continue;
-    if (service_slot(t, s, now)) {
-      worked = true;
-    } else if (s.state == abi::SlotState::kActive && !s.copy.active && !s.put_active && !s.vi_active &&
-               s.cq_reserved == s.cq_waiting &&  // puts and sends in flight keep it polled
-               now - s.last_work >= hal::clint::us_to_ticks(kSlotIdleUs)) {
-      go_dormant(s, now);
-    }
+    worked |= service_slot(t, s);
   }
   return worked;
+}
+
+bool slots_prepare_sleep(SlotTable& t) {
+  for (Slot& s : t.slots)
+    if (s.state == abi::SlotState::kActive) put(header(s).nic.sq_dormant, 1u);
+  full_barrier();  // our flags before their tails: see ring.h / slot.h
+  for (Slot& s : t.slots)
+    if (s.state == abi::SlotState::kActive && (s.sq.available() || s.sq.corrupt())) {
+      slots_woke(t);
+      return false;
+    }
+  for (Slot& s : t.slots)
+    if (s.state == abi::SlotState::kActive) {
+      s.dormant = true;
+      count(ulnic::abi::kCtrSlotDormant);
+    }
+  return true;
+}
+
+void slots_woke(SlotTable& t) {
+  for (Slot& s : t.slots) {
+    if (s.state != abi::SlotState::kActive) continue;
+    s.dormant = false;
+    put(header(s).nic.sq_dormant, 0u);
+  }
 }
 
 void slot_wake(SlotTable& t, uint32_t k) {
@@ -490,13 +517,14 @@ void slot_wake(SlotTable& t, uint32_t k) {
   count(ulnic::abi::kCtrSlotWakeups);
   if (s.state != abi::SlotState::kActive || !s.dormant) return;
   s.dormant = false;
-  s.last_work = hal::clint::now();
   put(header(s).nic.sq_dormant, 0u);
 }
 
-bool slots_awake(const SlotTable& t) {
+bool slots_busy(const SlotTable& t) {
   for (const Slot& s : t.slots)
-    if (s.state == abi::SlotState::kActive && !s.dormant) return true;
+    if (s.state == abi::SlotState::kActive &&
+        (s.copy.active || s.put_active || s.vi_active || s.cq_reserved != s.cq_waiting))
+      return true;
   return false;
 }
 

@@ -1,7 +1,7 @@
 // Host slots as the firmware serves them (DESIGN §4, §8): per-slot send
 // queue scan, memory registration table, node-local copies, completion
-// queue, completion doorbells, and dormancy (a slot idle for a while is no
-// longer polled; its host rings the slot's doorbell vector instead).
+// queue, completion doorbells, and dormancy (while the NIC sleeps no slot is
+// polled; a process that posts rings its slot's doorbell vector instead).
 #pragma once
 
 #include "core/board.h"
@@ -13,9 +13,6 @@ namespace lcp {
 
 namespace abi = ulnic::abi;
 
-// A slot with no work for this long stops being polled (DESIGN §7.5: the
-// scan must not cost the idle; a polled slot costs a load per pass).
-constexpr uint64_t kSlotIdleUs = 200;
 // Per pass and slot: at most this many descriptors and copy bytes, so one
 // busy slot cannot starve the others (LANai loop, bounded steps).
 constexpr uint32_t kSqBudget = 16;
@@ -67,7 +64,6 @@ struct Slot {
   abi::RingProducer<abi::EqEntry> eq;
   bool dormant;
   uint32_t cq_pending;              // CQEs pushed, not yet published
-  uint64_t last_work;               // mtime
   uint32_t host_peer, host_vector;  // who to ring on completions
   uint64_t rung_seq;                // host wait_seq we last answered
   CopyState copy;
@@ -78,6 +74,8 @@ struct Slot {
                                     // listens (they may wait long: the slot may sleep)
   bool vi_active;                   // feeding VI operation vi_op to the link
   uint32_t vi_op;
+  uint64_t trace_seen;              // the descriptor being executed carries kSqTrace:
+                                    // when the NIC took it (0: it does not)
   Registration regs[abi::kMaxRegistrations];
   Import imports[abi::kMaxImports];
   TlbEntry tlb[kTlbEntries];
@@ -96,16 +94,26 @@ struct SlotTable {
 };
 
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed);
-abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t now);
+abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd);
 // Stops serving the slot; outstanding descriptors complete as flushed (if the
 // CQ has room). Returns how many were flushed.
 uint64_t slot_detach(SlotTable& t, uint32_t slot);
 // One bounded pass over the awake slots; true if any did work.
-bool slots_service(SlotTable& t, uint64_t now);
+bool slots_service(SlotTable& t);
+// Dormancy, for the whole NIC at once: a NIC that polls polls every slot (a
+// load per slot and pass), and one that sleeps none. Before it sleeps it
+// marks every slot dormant (sq_dormant: its process must ring), then looks
+// at their send queues once more: false, and nothing marked, if any has a
+// descriptor (Dekker-style with the host's submit: flag, full fence, tail).
+bool slots_prepare_sleep(SlotTable& t);
+// The NIC woke (or did not sleep after all): every slot is polled again.
+void slots_woke(SlotTable& t);
 // The slot's doorbell vector fired.
 void slot_wake(SlotTable& t, uint32_t slot);
-// True while some attached slot is still polled (not dormant).
-bool slots_awake(const SlotTable& t);
+// True while some slot has work the NIC must come back to by itself: a copy,
+// put, send or VI operation to feed to the link (it may be waiting for room
+// or for CQ space), or sends awaiting their verdicts.
+bool slots_busy(const SlotTable& t);
 
 // A table index with a random 24-bit tag above it (memory keys, export
 // handles): hard to guess, and a stale one does not match a reused entry.
@@ -146,6 +154,12 @@ abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out);
 // puts); dropped if the slot has changed hands since (generation).
 void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,
                           abi::CqStatus status, uint32_t result);
+// Latency breakdowns (abi::SlotTrace): a traced descriptor of slot `s`
+// taken from the SQ at `seen` finished sending at `sent`; a traced message
+// for slot `slot` whose last packet the NIC began on at `seen` was delivered
+// at `done`. Times in mtime ticks.
+void slot_trace_tx(Slot& s, uint64_t seen, uint64_t sent);
+void slot_trace_rx(SlotTable& t, uint32_t slot, uint64_t seen, uint64_t done);
 // An event (notification) for slot `slot`'s process; counted and dropped if
 // its event queue is full. The process is rung if it waits.
 void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev);

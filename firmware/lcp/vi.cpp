@@ -73,6 +73,7 @@ struct ViOp {
   uint32_t dst_node, dst_slot, dst_vi;
   uint32_t seg, seg_off, sent;  // feed cursor
   uint64_t stalled_since;
+  uint64_t trace_seen;          // traced (kSqTrace): when the NIC took its descriptor (0: not)
 };
 
 struct Responder {
@@ -622,6 +623,7 @@ void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
   op->dst_node = v.peer_node;
   op->dst_slot = v.peer_slot;
   op->dst_vi = v.peer_vi;
+  op->trace_seen = s.trace_seen;
   s.vi_active = true;
   s.vi_op = uint32_t(op - g.ops);
 }
@@ -1024,6 +1026,8 @@ bool vi_feed(SlotTable& t, Slot& s) {
       return true;  // all sent: the verdict finishes it
     }
     h.payload_len = uint16_t(len);  // the link sets it too; the local path needs it
+    if (op.trace_seen) h.flags |= abi::kWireTrace;
+    const uint64_t sent_at = op.trace_seen ? hal::clint::now() : 0;  // as put_feed stamps
     if (op.dst_node != self()) {
       uint32_t room = link_room(op.dst_node, op.stalled_since);
       if (room == 0) return false;
@@ -1039,6 +1043,7 @@ bool vi_feed(SlotTable& t, Slot& s) {
     } else {
       op.closed = true;
     }
+    if (op.trace_seen && (h.flags & abi::kWireLast)) slot_trace_tx(s, op.trace_seen, sent_at);
     // Between two slots of this NIC the receiving side runs right here (and
     // may finish the operation: the loop condition looks again).
     if (op.dst_node == self()) vi_deliver(self(), h, reinterpret_cast<const uint8_t*>(src));

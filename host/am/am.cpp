@@ -429,8 +429,12 @@ int AM_Poll(eb_t eb) {
   AM_CHECK_INIT();
   if (!valid(eb)) return AM_ERR_BAD_ARG;
   if (lib().handler_depth > 0) return AM_ERR_RESOURCE;  // a handler's buffer is the one a poll refills
-  std::lock_guard<std::recursive_mutex> hold(eb->lock);
-  poll_bundle(*eb);
+  int found;
+  {
+    std::lock_guard<std::recursive_mutex> hold(eb->lock);
+    found = poll_bundle(*eb);
+  }
+  if (lib().transport->polled) lib().transport->polled(found > 0);
   return AM_OK;
 }
 

@@ -107,6 +107,11 @@ struct Transport {
   // AM_SetSeg or AM_SetTag happened (ep.seg, seg_len, seg_gen, tag are
   // new): 0 or AM_ERR_*. nullptr: nothing to do.
   int (*endpoint_changed)(Endpoint& ep);
+  // AM_Poll ran every endpoint of a bundle and `found` messages or not,
+  // and holds no lock: a NIC transport may hand the core to its NIC when
+  // the process keeps polling and finding nothing (Nic::poll_found).
+  // nullptr: nothing to do.
+  void (*polled)(bool found);
 };
 
 const Transport* udp_transport();
@@ -213,10 +218,11 @@ Library& lib();
 Token* live_token(void* token);
 // Called by transports for every packet that arrives.
 void deliver(Endpoint& ep, const en_t& source, const uint8_t* data, size_t len);
-// Runs handlers for what has arrived, retransmits what is due.
-void poll_endpoint(Endpoint& ep);
+// Runs handlers for what has arrived, retransmits what is due; returns how
+// many messages it handed to handlers (returned ones included).
+int poll_endpoint(Endpoint& ep);
 // poll_endpoint() for every endpoint of the bundle (AM_Poll, request calls).
-void poll_bundle(Bundle& eb);
+int poll_bundle(Bundle& eb);
 // Retransmits what is due without running handlers (AM_WaitSema).
 void retransmit_due(Endpoint& ep);
 // The earliest retransmission deadline of the endpoint (Clock::time_point::max() if none).

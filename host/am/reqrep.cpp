@@ -604,19 +604,22 @@ void deliver(Endpoint& ep, const en_t& source, const uint8_t* data, size_t len) 
   }
 }
 
-void poll_endpoint(Endpoint& ep) {
-  tp().poll(ep, kPollBudget);
+int poll_endpoint(Endpoint& ep) {
+  int n = tp().poll(ep, kPollBudget);
   std::vector<std::pair<PacketHeader, en_t>> gone;
   retransmit(ep, &gone);
   for (auto& [h, to] : gone) run_returned(ep, h, to, EUNREACHABLE, true);
+  return n + int(gone.size());
 }
 
 // A request call polls the sender's whole bundle, as AM_Poll would: the
 // endpoint that must answer may be another one of it.
-void poll_bundle(Bundle& eb) {
+int poll_bundle(Bundle& eb) {
   std::vector<Endpoint*> eps = eb.endpoints;  // a handler may free endpoints
+  int n = 0;
   for (Endpoint* e : eps)
-    if (std::find(lib().endpoints.begin(), lib().endpoints.end(), e) != lib().endpoints.end()) poll_endpoint(*e);
+    if (std::find(lib().endpoints.begin(), lib().endpoints.end(), e) != lib().endpoints.end()) n += poll_endpoint(*e);
+  return n;
 }
 
 void retransmit_due(Endpoint& ep) { retransmit(ep, nullptr); }

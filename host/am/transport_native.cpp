@@ -361,11 +361,15 @@ int native_endpoint_changed(Endpoint& ep) {
   return configure(ep, false);
 }
 
+void native_polled(bool found) {
+  if (nic) nic->poll_found(found);
+}
+
 const Transport kNative = {
     "native", AMX_TRANSPORT_NATIVE, /*reliable=*/true, uint32_t(abi::kAmMaxMessage), /*window=*/1,
     AMUDP_MAX_NETWORKDEPTH, /*places_long=*/true,
     native_start, native_stop, native_open, native_close, native_send, native_poll, native_wait,
-    native_endpoint_changed,
+    native_endpoint_changed, native_polled,
 };
 
 }  // namespace

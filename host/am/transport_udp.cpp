@@ -145,6 +145,7 @@ const Transport kUdp = {
     "udp", AMX_TRANSPORT_UDP, /*reliable=*/false, kMaxDatagram, kWindow, AMUDP_MAX_NETWORKDEPTH,
     /*places_long=*/false,
     udp_start, udp_stop, udp_open, udp_close, udp_send, udp_poll, udp_wait, /*endpoint_changed=*/nullptr,
+    /*polled=*/nullptr,  // the kernel does the transport: nothing to hand over
 };
 
 }  // namespace

@@ -591,6 +591,7 @@ const Transport kVipl = {
     "vipl", AMX_TRANSPORT_VIPL, /*reliable=*/true,
     uint32_t(kBuffer - sizeof(ViHeader)), /*window=*/1, kMaxDepth, /*places_long=*/true,
     vipl_start, vipl_stop, vipl_open, vipl_close, vipl_send, vipl_poll, vipl_wait, vipl_endpoint_changed,
+    /*polled=*/nullptr,  // VipCQDone hands the core over itself
 };
 
 }  // namespace

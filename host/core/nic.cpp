@@ -9,6 +9,7 @@
 
 #include "ulnic/abi/attach.h"
 #include "ulnic/nic.h"
+#include "ulnic/trace.h"
 #include "util/runtime_dir.h"
 #include "util/unix_socket.h"
 
@@ -93,6 +94,7 @@ Result<void> Nic::attach(const std::string& socket) {
       !eq_.attach(eq_ctl, reinterpret_cast<abi::EqEntry*>(eq_ctl + 1), layout_.eq_capacity))
     return fail("attach: bad ring capacities");
   free_[layout_.heap_offset] = layout_.heap_size;
+  trace::register_nic(this);
   return {};
 }
 
@@ -113,6 +115,7 @@ Result<abi::OwnerReply> Nic::call_daemon(abi::OwnerRequest q, std::chrono::milli
 }
 
 Nic::~Nic() {
+  trace::unregister_nic(this);
   // Give the caller its private pages back before the slot goes away.
   for (MemRegion& r : moved_) move_to_private(r.moved_start, r.moved_length);
   if (base_) ::munmap(base_, size_);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ulnic/nic.h"
+#include "ulnic/trace.h"
 
 namespace ulnic {
 
@@ -28,6 +29,7 @@ abi::SqEntry* Nic::next_sqe() {
   std::memset(e, 0, sizeof *e);
   sq_.push();
   ++taken_;
+  if (trace::armed()) taken_descriptors_.push_back(e);
   return e;
 }
 
@@ -52,8 +54,23 @@ bool Nic::poll_event(abi::EqEntry& out) {
 
 uint64_t Nic::events_dropped() const { return __atomic_load_n(&header().nic.events_dropped, __ATOMIC_RELAXED); }
 
+namespace {
+bool sends_data(uint8_t opcode) {
+  return opcode == abi::kOpPut || opcode == abi::kOpSend || opcode == abi::kOpSendInline ||
+         opcode == abi::kOpAmSend || opcode == abi::kOpViPostSend;
+}
+}  // namespace
+
 uint32_t Nic::submit() {
   if (taken_ == 0) return 0;
+  if (!taken_descriptors_.empty()) {
+    for (abi::SqEntry* e : taken_descriptors_)
+      if (sends_data(e->opcode) && trace::take_arming()) {
+        e->flags |= abi::kSqTrace;
+        break;
+      }
+    taken_descriptors_.clear();
+  }
   sq_.publish();  // release: the NIC reads entries only after it sees the tail
   posted_ += taken_;
   uint32_t n = taken_;
@@ -188,6 +205,28 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
   return out;
 }
 
+void Nic::poll_found(bool something) {
+  if (something) {
+    empty_polls_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  const int64_t now = now_ns();
+  const int64_t last = last_empty_ns_.exchange(now, std::memory_order_relaxed);
+  const uint32_t n = empty_polls_.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0 || now - last > std::chrono::nanoseconds(kTightGap).count()) {
+    empty_polls_.store(1, std::memory_order_relaxed);
+    first_empty_ns_.store(now, std::memory_order_relaxed);
+    return;
+  }
+  if (n + 1 < kTightPolls || now - first_empty_ns_.load(std::memory_order_relaxed) <
+                                 std::chrono::nanoseconds(kTightSpin).count())
+    return;
+  tight_blocks_.fetch_add(1, std::memory_order_relaxed);
+  (void)block_until([&] { return completion_ready() || eq_.published(); },
+                    std::chrono::duration_cast<std::chrono::milliseconds>(kTightBlock), std::chrono::microseconds(0));
+  last_empty_ns_.store(now_ns(), std::memory_order_relaxed);  // the block is no pause in the polling
+}
+
 Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   // A completion another thread reaps meanwhile (under its library's lock)
   // may be the one this thread sleeps for: that counts as ready too.
@@ -248,6 +287,24 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
                              std::chrono::microseconds(20));
         !r)
       return std::unexpected(r.error());
+  }
+}
+
+abi::SlotTrace Nic::trace_stamps() const {
+  const abi::SlotTrace& shared = header().trace;
+  abi::SlotTrace out{};
+  for (;;) {
+    // Pairs with the firmware's release of each sequence word after its times.
+    const uint64_t tx = __atomic_load_n(&shared.tx_seq, __ATOMIC_ACQUIRE);
+    const uint64_t rx = __atomic_load_n(&shared.rx_seq, __ATOMIC_ACQUIRE);
+    out.tx_seen = __atomic_load_n(&shared.tx_seen, __ATOMIC_RELAXED);
+    out.tx_sent = __atomic_load_n(&shared.tx_sent, __ATOMIC_RELAXED);
+    out.rx_seen = __atomic_load_n(&shared.rx_seen, __ATOMIC_RELAXED);
+    out.rx_done = __atomic_load_n(&shared.rx_done, __ATOMIC_RELAXED);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    out.tx_seq = __atomic_load_n(&shared.tx_seq, __ATOMIC_RELAXED);
+    out.rx_seq = __atomic_load_n(&shared.rx_seq, __ATOMIC_RELAXED);
+    if (out.tx_seq == tx && out.rx_seq == rx) return out;
   }
 }
 

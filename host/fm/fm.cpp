@@ -914,7 +914,11 @@ FM_ULONG FM_receive(void* buffer, FM_stream* stream, FM_ULONG length) {
 FM_ULONG FM_extract(FM_ULONG maxbytes) {
   if (!g.up || g.current || g.extracting) return 0;
   bool quit;
-  return FM_ULONG(extract_packets(maxbytes, quit));
+  const uint64_t before = g.ring_consumed;
+  const FM_ULONG bytes = FM_ULONG(extract_packets(maxbytes, quit));
+  // A process that keeps finding nothing hands its core to the NIC.
+  g.nic->poll_found(g.ring_consumed != before);
+  return bytes;
 }
 
 int FM_wait(FM_ULONG usec) {

@@ -363,6 +363,12 @@ VIP_RETURN peer_done(Vi& vi, Lock& lock, VIP_VI_ATTRIBUTES* remote) {
 
 // ---- for vipl.cpp
 
+VIP_RETURN polled(NicState* nic, VIP_RETURN rc) {
+  // Outside the library's lock: the poll may block a moment (Nic::poll_found).
+  if (nic && (rc == VIP_SUCCESS || rc == VIP_NOT_DONE)) nic->core->poll_found(rc == VIP_SUCCESS);
+  return rc;
+}
+
 void progress(NicState& nic) {
   abi::CqEntry c;
   while (nic.core->poll(c)) handle_completion(nic, c);
@@ -432,22 +438,26 @@ VIP_RETURN VipPostRecv(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR* DescriptorPtr, VI
   });
 }
 
-VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR** DescriptorPtr) {
-  return guarded([&] {
+namespace {
+VIP_RETURN queue_done(VIP_VI_HANDLE ViHandle, bool recv, VIP_DESCRIPTOR** DescriptorPtr) {
+  NicState* nic = nullptr;
+  VIP_RETURN rc = guarded([&] {
     Vi* vi = lookup<Vi>(ViHandle, Kind::kVi);
     if (!vi || !DescriptorPtr) return VIP_INVALID_PARAMETER;
+    nic = vi->nic;
     Lock lock(vi->nic->mu);
-    return done(*vi, vi->send, DescriptorPtr);
+    return done(*vi, recv ? vi->recv : vi->send, DescriptorPtr);
   });
+  return polled(nic, rc);
+}
+}  // namespace
+
+VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR** DescriptorPtr) {
+  return queue_done(ViHandle, false, DescriptorPtr);
 }
 
 VIP_RETURN VipRecvDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR** DescriptorPtr) {
-  return guarded([&] {
-    Vi* vi = lookup<Vi>(ViHandle, Kind::kVi);
-    if (!vi || !DescriptorPtr) return VIP_INVALID_PARAMETER;
-    Lock lock(vi->nic->mu);
-    return done(*vi, vi->recv, DescriptorPtr);
-  });
+  return queue_done(ViHandle, true, DescriptorPtr);
 }
 
 VIP_RETURN VipSendWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR** DescriptorPtr) {

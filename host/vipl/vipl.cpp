@@ -599,20 +599,29 @@ VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount) {
   });
 }
 
+namespace {
+VIP_RETURN cq_done(Cq& cq, VIP_VI_HANDLE* ViHandle, VIP_BOOLEAN* RecvQueue) {
+  std::lock_guard lock(cq.nic->mu);
+  progress(*cq.nic);
+  if (cq.notify) return VIP_INVALID_STATE;
+  if (cq.entries.empty()) return VIP_NOT_DONE;
+  CqEntry e = cq.entries.front();
+  cq.entries.pop_front();
+  *ViHandle = e.vi->handle;
+  *RecvQueue = boolean(e.recv);
+  return VIP_SUCCESS;
+}
+}  // namespace
+
 VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE* ViHandle, VIP_BOOLEAN* RecvQueue) {
-  return guarded([&] {
+  NicState* nic = nullptr;
+  VIP_RETURN rc = guarded([&] {
     Cq* cq = cq_of(CQHandle);
     if (!cq || !ViHandle || !RecvQueue) return VIP_INVALID_PARAMETER;
-    std::lock_guard lock(cq->nic->mu);
-    progress(*cq->nic);
-    if (cq->notify) return VIP_INVALID_STATE;
-    if (cq->entries.empty()) return VIP_NOT_DONE;
-    CqEntry e = cq->entries.front();
-    cq->entries.pop_front();
-    *ViHandle = e.vi->handle;
-    *RecvQueue = boolean(e.recv);
-    return VIP_SUCCESS;
+    nic = cq->nic;
+    return cq_done(*cq, ViHandle, RecvQueue);
   });
+  return polled(nic, rc);
 }
 
 VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE* ViHandle, VIP_BOOLEAN* RecvQueue) {
@@ -622,7 +631,7 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE* V
     const bool forever = infinite(Timeout);
     const Clock::time_point deadline = forever ? Clock::time_point::max() : Clock::now() + milliseconds(Timeout);
     for (;;) {
-      if (VIP_RETURN rc = VipCQDone(CQHandle, ViHandle, RecvQueue); rc != VIP_NOT_DONE) return rc;
+      if (VIP_RETURN rc = cq_done(*cq, ViHandle, RecvQueue); rc != VIP_NOT_DONE) return rc;
       Clock::time_point now = Clock::now();
       if (now >= deadline) return VIP_TIMEOUT;
       milliseconds left = forever ? milliseconds(-1)

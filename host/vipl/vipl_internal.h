@@ -228,6 +228,11 @@ void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error);
 // ---- data path (datapath.cpp), for the control plane in vipl.cpp.
 // Takes in the NIC's completions and events (call with nic.mu held).
 void progress(NicState& nic);
+// A non-blocking poll (VipSendDone, VipRecvDone, VipCQDone) returned `rc`:
+// tells the NIC's core whether it found something, without nic.mu held
+// (Nic::poll_found may block a process that keeps finding nothing). `nic`
+// may be null (a bad handle). Returns rc.
+VIP_RETURN polled(NicState* nic, VIP_RETURN rc);
 // The NIC's side of a VI (create, destroy); false if it refused.
 bool nic_create_vi(NicState& nic, Vi& vi);
 bool nic_destroy_vi(NicState& nic, Vi& vi);

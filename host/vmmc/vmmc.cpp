@@ -325,6 +325,19 @@ void* Endpoint::land(Export& x, const abi::EqEntry& ev) {
 }
 
 int Endpoint::poll() {
+  reap();  // completions too: what is left in the rings is then news (poll_found)
+  const int ran = run_handlers();
+  nic_->poll_found(ran > 0);  // a process that keeps finding nothing hands its core to the NIC
+  return ran;
+}
+
+int Endpoint::poll_send(vmmc_send_id id) {
+  const int st = send_done(id);
+  nic_->poll_found(st != VMMC_PENDING);
+  return st;
+}
+
+int Endpoint::run_handlers() {
   int ran = 0;
   abi::EqEntry ev;
   while (nic_->poll_event(ev)) {
@@ -344,7 +357,7 @@ int Endpoint::wait(int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     reap();
-    if (int n = poll(); n > 0) return n;
+    if (int n = run_handlers(); n > 0) return n;
     auto left = std::chrono::milliseconds(-1);
     if (timeout_ms >= 0) {
       // Rounded up: a wait cut short by rounding would look like a failure.
@@ -411,7 +424,7 @@ int vmmc_send_async(vmmc_endpoint* ep, const void* src, vmmc_proxy_t dst, size_t
   if (!id) return VMMC_ERR_BAD_REQUEST;
   return ep->ep->send_async(src, dst, nbytes, flags, *id);
 }
-int vmmc_send_done(vmmc_endpoint* ep, vmmc_send_id id) { return ep->ep->send_done(id); }
+int vmmc_send_done(vmmc_endpoint* ep, vmmc_send_id id) { return ep->ep->poll_send(id); }
 int vmmc_send_wait(vmmc_endpoint* ep, vmmc_send_id id) { return ep->ep->send_wait(id); }
 int vmmc_redirect(vmmc_endpoint* ep, const char* name, size_t offset, size_t length, void* buffer) {
   return name ? ep->ep->redirect(name, offset, length, buffer) : VMMC_ERR_BAD_REQUEST;

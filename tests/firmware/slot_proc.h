@@ -114,7 +114,7 @@ struct SlotProc {
   }
   // The daemon attaches the slot with the layout map() used.
   abi::CtrlStatus attach(uint64_t generation) const {
-    return lcp::slot_attach(*table, attach_command(slot, generation, layout), *clock);
+    return lcp::slot_attach(*table, attach_command(slot, generation, layout));
   }
 
   // One 64-byte SQ entry (a descriptor or an inline continuation), not yet published.
@@ -145,7 +145,7 @@ struct SlotProc {
     submit(e, payload, bytes);
     abi::CqEntry c{};
     c.status = 0xffff;
-    for (int i = 0; i < kRunPasses && !reap(c); ++i) lcp::slots_service(*table, *clock);
+    for (int i = 0; i < kRunPasses && !reap(c); ++i) lcp::slots_service(*table);
     return c;
   }
 };

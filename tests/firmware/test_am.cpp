@@ -801,7 +801,7 @@ FW_TEST(a_segment_deregistered_mid_long_publishes_an_empty_entry) {
   abi::AmPrefix p = prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0x1000);
   abi::SqEntry e = send_entry(g_a, build(g_a, p, 0x90), 1);
   g_a.submit(e);
-  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, kNow);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t);
   abi::CqEntry c{};
   CHECK(!g_a.reap(c));  // 1 MiB takes more passes than that
   abi::SqEntry d{};
@@ -810,7 +810,7 @@ FW_TEST(a_segment_deregistered_mid_long_publishes_an_empty_entry) {
   d.user_data = ++g_token;
   g_b.submit(d);
   c.status = 0xffff;
-  for (int i = 0; i < 1000 && !g_a.reap(c); ++i) lcp::slots_service(g_t, kNow);
+  for (int i = 0; i < 1000 && !g_a.reap(c); ++i) lcp::slots_service(g_t);
   EXPECT_EQ(c.status, abi::kCqAmBadSegOffset);
   EXPECT_EQ(c.user_data, e.user_data);
   abi::CqEntry dc{};
@@ -842,14 +842,14 @@ FW_TEST(detach_of_the_receiving_slot_mid_way) {
   abi::AmPrefix p = prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0);
   abi::SqEntry e = send_entry(g_a, build(g_a, p, 0xa0), 1);
   g_a.submit(e);
-  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, kNow);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t);
   abi::CqEntry c{};
   CHECK(!g_a.reap(c));
   lcp::detach_slot(g_t, 1);  // what control.cpp does for kCtrlDetachSlot
   uint32_t seg_mark = g_b.segment_changed_at();
   EXPECT(seg_mark < kSegLen);  // part of it had landed
   c.status = 0xffff;
-  for (int i = 0; i < 1000 && !g_a.reap(c); ++i) lcp::slots_service(g_t, kNow);
+  for (int i = 0; i < 1000 && !g_a.reap(c); ++i) lcp::slots_service(g_t);
   EXPECT_EQ(c.status, abi::kCqAmBadEndpoint);
   EXPECT_EQ(c.user_data, e.user_data);
   EXPECT_EQ(r.entry(1)->seq, 0u);  // never published (its message bytes had been placed)
@@ -906,11 +906,11 @@ FW_TEST(detach_of_the_sending_slot_mid_way_does_not_wedge_the_receiver) {
   abi::AmPrefix p = prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0);
   abi::SqEntry e = send_entry(g_a, build(g_a, p, 0xb0), 1);
   g_a.submit(e);
-  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, kNow);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t);
   abi::CqEntry c{};
   CHECK(!g_a.reap(c));
   lcp::detach_slot(g_t, 0);
-  for (int i = 0; i < 100; ++i) lcp::slots_service(g_t, kNow);
+  for (int i = 0; i < 100; ++i) lcp::slots_service(g_t);
   g_b.fill_segment();
   // A new process on A's slot sends to the same endpoint.
   g_a.open(0, 4, kVaA);
@@ -927,7 +927,7 @@ FW_TEST(detach_of_the_sending_slot_mid_way_does_not_wedge_the_receiver) {
   for (uint32_t k = 0; k < lcp::kMaxAmAssemblies + 2; ++k) {
     r.consume(2 + k);
     g_a.submit(send_entry(g_a, build(g_a, p, 0xb2), 1));
-    for (int i = 0; i < 2; ++i) lcp::slots_service(g_t, kNow);
+    for (int i = 0; i < 2; ++i) lcp::slots_service(g_t);
     lcp::detach_slot(g_t, 0);
     g_a.open(0, 5 + k, kVaA);
   }
@@ -947,7 +947,7 @@ FW_TEST(detach_of_the_sending_slot_mid_way_frees_its_operation) {
   static uint64_t generation = 100;
   for (uint32_t k = 0; k < lcp::kMaxPuts + 1; ++k) {
     g_a.submit(send_entry(g_a, build(g_a, p, 0xc0), 1));
-    for (int i = 0; i < 2; ++i) lcp::slots_service(g_t, kNow);
+    for (int i = 0; i < 2; ++i) lcp::slots_service(g_t);
     lcp::detach_slot(g_t, 0);
     g_a.open(0, ++generation, kVaA);
   }

@@ -52,3 +52,69 @@ FW_TEST(sleeps_in_wfi_until_the_next_refresh) {
   EXPECT(core::status::counter(abi::kCtrWfi) >= wfi + 1);
   EXPECT(core::status::counter(abi::kCtrTimerWakeups) >= wakes + 1);
 }
+
+namespace {
+uint64_t us(uint64_t n) { return hal::clint::us_to_ticks(n); }
+}  // namespace
+
+FW_TEST(the_spin_window_covers_the_conversations_gaps) {
+  uint64_t gaps[lcp::kGapHistory] = {};
+  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kIdleSpinUs));  // nothing learned: the floor
+  gaps[0] = us(300);
+  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kIdleSpinUs));  // one gap is no conversation
+  gaps[1] = us(60);
+  EXPECT_EQ(lcp::spin_window(gaps), us(600));  // twice the longest
+  gaps[0] = us(30);
+  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kConversationSpinUs));  // a conversation's floor
+  gaps[2] = us(50'000);  // a pause far beyond kMaxSpinUs is not waited out
+  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kConversationSpinUs));
+  gaps[3] = us(1'900);
+  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kMaxSpinUs));  // capped
+  for (uint64_t& g : gaps) g = us(10'000);
+  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kIdleSpinUs));  // a slow peer: sleep at once
+}
+
+FW_TEST(outside_work_teaches_the_window_and_short_gaps_do_not) {
+  lcp::LoopState s{};
+  uint64_t t = 1'000'000;
+  lcp::loop_init(s, cfg(100'000), t);
+  for (int i = 0; i < 20; ++i) lcp::note_outside_work(s, t += us(2));  // a busy stream
+  EXPECT_EQ(s.spin_ticks, us(lcp::kIdleSpinUs));
+  for (int i = 0; i < 3; ++i) lcp::note_outside_work(s, t += us(400));  // a round trip every 400 us
+  EXPECT_EQ(s.spin_ticks, us(800));
+  EXPECT(!lcp::loop_idle(s, s.last_work + us(750)));  // inside the window: no sleep
+  for (int i = 0; i < int(lcp::kGapHistory); ++i) lcp::note_outside_work(s, t += us(20'000));
+  EXPECT_EQ(s.spin_ticks, us(lcp::kIdleSpinUs));  // the conversation ended
+}
+
+FW_TEST(sleeping_again_for_the_same_deadline_leaves_the_timer_alone) {
+  lcp::LoopState s{};
+  uint64_t start = hal::clint::now();
+  lcp::loop_init(s, cfg(20'000), start);
+  lcp::loop_pass(s, start);
+  uint64_t later = start + us(lcp::kIdleSpinUs + 1);
+  while (!lcp::loop_idle(s, later)) later += us(10);
+  EXPECT_EQ(s.timer_at, s.next_refresh);
+  const uint64_t cmp = *reinterpret_cast<volatile uint64_t*>(hal::clint::kBase + 0x4000);
+  EXPECT_EQ(cmp, s.next_refresh);
+  // A second sleep for the same refresh: mtimecmp is still what it was.
+  EXPECT(lcp::loop_idle(s, s.last_work + us(lcp::kIdleSpinUs + 1)));
+  EXPECT_EQ(*reinterpret_cast<volatile uint64_t*>(hal::clint::kBase + 0x4000), cmp);
+}
+
+FW_TEST(time_off_the_cpu_is_not_idle_time) {
+  lcp::LoopState s{};
+  uint64_t t = 1'000'000;
+  lcp::loop_init(s, cfg(100'000), t);
+  lcp::loop_pass(s, t);  // the refresh: work
+  const uint64_t worked = s.last_work;
+  // The next pass comes 40 us later (the vCPU was descheduled): those 40 us
+  // do not count toward the spin window.
+  lcp::loop_pass(s, t + us(40));
+  EXPECT_EQ(s.last_work, worked + us(40));
+  EXPECT(!lcp::loop_idle(s, t + us(40) + us(lcp::kIdleSpinUs) - 1));
+  // Passes a microsecond apart are idle polling: the window runs out.
+  uint64_t now = t + us(40);
+  for (int i = 0; i < int(lcp::kIdleSpinUs) + 2; ++i) lcp::loop_pass(s, now += us(1));
+  EXPECT(now - s.last_work >= s.spin_ticks);
+}

@@ -60,19 +60,19 @@ FW_TEST(attach_validates_the_layout) {
   lcp::slots_init(g_t, g_board, 12345);
   auto c = attach_cmd(0, 1);
   c.layout.sq_capacity = 6;
-  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  EXPECT_EQ(lcp::slot_attach(g_t, c), abi::kCtrlBadLayout);
   c = attach_cmd(0, 1);
   c.layout.cq_offset = c.layout.sq_offset;  // rings overlap
-  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  EXPECT_EQ(lcp::slot_attach(g_t, c), abi::kCtrlBadLayout);
   c = attach_cmd(0, 1);
   c.layout.heap_offset = 0x1000;  // heap over the rings
-  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  EXPECT_EQ(lcp::slot_attach(g_t, c), abi::kCtrlBadLayout);
   c = attach_cmd(0, 1);
   c.layout.slot_size *= 2;
-  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadLayout);
+  EXPECT_EQ(lcp::slot_attach(g_t, c), abi::kCtrlBadLayout);
   c = attach_cmd(0, 1);
   c.slot = 9;
-  EXPECT_EQ(lcp::slot_attach(g_t, c, g_now), abi::kCtrlBadSlot);
+  EXPECT_EQ(lcp::slot_attach(g_t, c), abi::kCtrlBadSlot);
 }
 
 FW_TEST(attach_then_nop_round_trip) {
@@ -154,7 +154,7 @@ FW_TEST(large_copies_take_several_bounded_passes) {
   g_a.submit(copy(0, big, 0x6000'0000, 0, big, 0x6008'0000, 0x80000));  // 512 KiB = 8 chunks
   abi::CqEntry c{};
   int passes = 0;
-  while (!g_a.reap(c) && passes < 100) lcp::slots_service(g_t, g_now), ++passes;
+  while (!g_a.reap(c) && passes < 100) lcp::slots_service(g_t), ++passes;
   EXPECT_EQ(c.status, abi::kCqOk);
   EXPECT(passes >= int(0x80000 / lcp::kCopyChunk));
   (void)len;
@@ -164,45 +164,50 @@ FW_TEST(a_full_cq_stalls_the_slot_instead_of_overwriting) {
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
   for (uint32_t i = 0; i < kSq; ++i) e.user_data = i, g_a.submit(e);
-  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
+  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t);
   abi::CqEntry c;
   uint32_t got = 0;
   while (g_a.reap(c)) EXPECT_EQ(c.user_data, got++);
   EXPECT_EQ(got, kCq);  // only as many as the CQ holds
-  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
+  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t);
   while (g_a.reap(c)) EXPECT_EQ(c.user_data, got++);
   EXPECT_EQ(got, kSq);
 }
 
-FW_TEST(an_idle_slot_goes_dormant_and_a_doorbell_wakes_it) {
-  g_now += hal::clint::us_to_ticks(lcp::kSlotIdleUs) + 1;
-  lcp::slots_service(g_t, g_now);
-  EXPECT(g_t.slots[0].dormant);
-  EXPECT_EQ(lcp::header(g_t.slots[0]).nic.sq_dormant, 1u);
+FW_TEST(a_sleeping_nic_marks_every_slot_dormant_and_polls_none) {
+  EXPECT(!lcp::slots_busy(g_t));
+  EXPECT(lcp::slots_prepare_sleep(g_t));
+  for (uint32_t k = 0; k < 2; ++k) {
+    EXPECT(g_t.slots[k].dormant);
+    EXPECT_EQ(lcp::header(g_t.slots[k]).nic.sq_dormant, 1u);
+  }
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
   g_a.submit(e);
-  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t, g_now);
+  for (int i = 0; i < 5; ++i) lcp::slots_service(g_t);
   abi::CqEntry c;
   EXPECT(!g_a.reap(c));  // not polled while dormant: the host must ring
-  lcp::slot_wake(g_t, 0);
-  EXPECT_EQ(lcp::header(g_t.slots[0]).nic.sq_dormant, 0u);
-  lcp::slots_service(g_t, g_now);
+  lcp::slot_wake(g_t, 0);  // its doorbell: the NIC polls every slot again
+  lcp::slots_woke(g_t);
+  for (uint32_t k = 0; k < 2; ++k) EXPECT_EQ(lcp::header(g_t.slots[k]).nic.sq_dormant, 0u);
+  lcp::slots_service(g_t);
   EXPECT(g_a.reap(c));
 }
 
-FW_TEST(going_dormant_rechecks_the_tail) {
-  // Work that arrives while the flag goes up must not be stranded.
-  lcp::slot_wake(g_t, 1);
-  g_now += hal::clint::us_to_ticks(lcp::kSlotIdleUs) + 1;
+FW_TEST(going_to_sleep_rechecks_every_tail) {
+  // Work that arrives while the flags go up must not be stranded: the NIC
+  // stays up and every slot stays polled.
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
   g_b.submit(e);
-  g_t.slots[1].last_work = 0;
-  lcp::slots_service(g_t, g_now);  // services the NOP: not dormant
+  EXPECT(!lcp::slots_prepare_sleep(g_t));
+  for (uint32_t k = 0; k < 2; ++k) {
+    EXPECT(!g_t.slots[k].dormant);
+    EXPECT_EQ(lcp::header(g_t.slots[k]).nic.sq_dormant, 0u);
+  }
+  lcp::slots_service(g_t);
   abi::CqEntry c;
   EXPECT(g_b.reap(c));
-  EXPECT(!g_t.slots[1].dormant);
 }
 
 FW_TEST(detach_flushes_outstanding_descriptors) {
@@ -225,7 +230,7 @@ FW_TEST(a_wild_sq_tail_cuts_the_slot_off_and_spares_the_others) {
   CHECK_EQ(g_b.attach(8), abi::kCtrlOk);
   auto* sqc = reinterpret_cast<abi::RingControl*>(g_b.base + g_b.layout.sq_offset);
   sqc->tail = 1000;  // more entries than the ring holds
-  lcp::slots_service(g_t, g_now);
+  lcp::slots_service(g_t);
   EXPECT_EQ(g_t.slots[1].state, abi::SlotState::kCutOff);
   EXPECT_EQ(lcp::header(g_t.slots[1]).nic.fault_code, uint32_t(abi::kFaultSqCorrupt));
   abi::SqEntry e{};
@@ -239,7 +244,7 @@ FW_TEST(a_wild_cq_head_cuts_the_slot_off) {
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
   g_a.submit(e);
-  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t, g_now);
+  for (int i = 0; i < 3; ++i) lcp::slots_service(g_t);
   EXPECT_EQ(g_t.slots[0].state, abi::SlotState::kCutOff);
   EXPECT_EQ(lcp::header(g_t.slots[0]).nic.fault_code, uint32_t(abi::kFaultCqCorrupt));
 }

@@ -166,7 +166,7 @@ Proc g_a, g_b, g_c;
 void pump() {
   int idle = 0;
   for (int i = 0; i < 4000 && idle < 3; ++i) {
-    bool w = lcp::slots_service(g_t, kNow);
+    bool w = lcp::slots_service(g_t);
     w |= lcp::vi_poll(g_t, kNow);
     g_a.collect();
     g_b.collect();

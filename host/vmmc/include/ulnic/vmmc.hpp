@@ -29,8 +29,13 @@ class Endpoint {
   int send(const void* src, vmmc_proxy_t dst, size_t n, int flags);
   int send_async(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
   int send_done(vmmc_send_id id);
+  // send_done() as vmmc_send_done: a caller that keeps finding the send
+  // pending hands its core to the NIC (Nic::poll_found).
+  int poll_send(vmmc_send_id id);
   int send_wait(vmmc_send_id id);
   int redirect(const std::string& name, size_t offset, size_t length, void* buffer);
+  // Runs the handlers of what arrived; a caller that keeps finding nothing
+  // hands its core to the NIC (Nic::poll_found).
   int poll();
   int wait(int timeout_ms);
   const std::string& error() const { return error_; }
@@ -50,6 +55,7 @@ class Endpoint {
   int fail(int status, std::string why);
   int translate(const void* src, size_t n);   // user-managed TLB: register on a miss
   void record(const abi::CqEntry& c);         // one completion -> done_
+  int run_handlers();                         // poll() without the hand-over
   int wait_one();                             // block for one completion, record it
   void reap();                                // completions -> done_
   void drain();                               // every send in flight -> done_

@@ -85,6 +85,8 @@ enum WireFlags : uint8_t {
   kWireRdmaImm = 1u << 4,    // kWireOpViSend: ends an RDMA write with immediate data
   kWireAbort = 1u << 5,      // kWireOpSend/kWireOpAm, with kWireLast and no payload: the
                              // sender's process went away mid-operation; drop what came
+  kWireTrace = 1u << 6,      // every packet of a kSqTrace operation: the receiver stamps
+                             // the last one in the destination slot's SlotTrace
 };
 
 struct Packet {

@@ -71,6 +71,26 @@ struct SlotHostWords {
 };
 ULNIC_ABI_CHECK_SIZE(SlotHostWords, 64);
 
+// Per-message timestamps for latency breakdowns: a descriptor posted with
+// kSqTrace, and the message it sends, are stamped at every hop the NIC
+// sees, in the NIC's clock (the `time` CSR: 10 MHz ticks of QEMU's virtual
+// clock, which runs at a fixed offset from the host's CLOCK_MONOTONIC while
+// the board runs; ulnic/trace.h measures the offset). Written only by the
+// firmware, the times first and then the sequence word (release): a reader
+// reads the sequence word (acquire), the times, and the sequence word again.
+struct SlotTrace {
+  uint64_t tx_seq;       // traced descriptors of this slot that finished sending
+  uint64_t tx_seen;      // ... the last one: the NIC took it from the SQ
+  uint64_t tx_sent;      // ... its last packet was in the fabric ring (a kOpNop:
+                         //     tx_seen; a send within the node: placed)
+  uint64_t rx_seq;       // traced messages delivered into this slot
+  uint64_t rx_seen;      // ... the last one: the NIC began on its last packet
+  uint64_t rx_done;      // ... and had written and published what the process
+                         //     sees (data, CQ entry, ring entry, event; rung it)
+  uint64_t pad[2];
+};
+ULNIC_ABI_CHECK_SIZE(SlotTrace, 64);
+
 struct SlotHeader {
   // Written by the daemon before the process gets the slot; then constant.
   uint32_t magic;          // kSlotMagic
@@ -82,11 +102,13 @@ struct SlotHeader {
   SlotLayout layout;
   SlotNicWords nic;        // firmware only
   SlotHostWords host;      // owning process only
-  uint8_t reserved[kSlotHeaderSize - 256];
+  SlotTrace trace;         // firmware only
+  uint8_t reserved[kSlotHeaderSize - 320];
 };
 ULNIC_ABI_CHECK_OFFSET(SlotHeader, layout, 64);
 ULNIC_ABI_CHECK_OFFSET(SlotHeader, nic, 128);
 ULNIC_ABI_CHECK_OFFSET(SlotHeader, host, 192);
+ULNIC_ABI_CHECK_OFFSET(SlotHeader, trace, 256);
 ULNIC_ABI_CHECK_SIZE(SlotHeader, kSlotHeaderSize);
 
 // ---------------------------------------------------------------- send queue
@@ -137,6 +159,7 @@ enum SqFlags : uint8_t {
   kSqViPeer = 1u << 1,   // kOpViConnect: peer-to-peer
   kSqViListen = 1u << 2, // kOpViCancel: cancel a listen, not a connect
   kSqAmClose = 1u << 3,  // kOpAmEndpoint: free the endpoint
+  kSqTrace = 1u << 4,    // any opcode: stamp it, and the message it sends, in SlotTrace
 };
 
 enum MemAccess : uint32_t {
