@@ -38,8 +38,17 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
   std::string mb = std::to_string(abi::kSramSize >> 20) + "M";
   // Every path goes through a QemuOpts "key=value" option (never the legacy
   // "unix:" / "file:" forms, which cannot escape a comma).
+  // maxcpus=2 (one hart still): QEMU translates the NIC's code for parallel
+  // execution only when the machine may have more than one CPU, and
+  // otherwise drops every RISC-V `fence` (and runs AMOs non-atomically). The
+  // firmware's handshakes with hosts and peers are Dekker-style (flag, full
+  // fence, look at the other side), and an x86 host lets a store pass a
+  // later load: without real fences the NIC may read a process's wait_seq
+  // (or a peer's tail) before its own store is visible, while the other
+  // side misses that store too, and nobody rings (QEMU's tcg_gen_mb emits
+  // a barrier only under CF_PARALLEL, which needs max_cpus > 1).
   std::vector<std::string> a = {
-      s.qemu, "-M", "virt,aia=aplic-imsic,memory-backend=sram", "-m", mb, "-smp", "1", "-bios", "none",
+      s.qemu, "-M", "virt,aia=aplic-imsic,memory-backend=sram", "-m", mb, "-smp", "1,maxcpus=2", "-bios", "none",
       "-nodefaults", "-display", "none", "-no-user-config",
       "-object", "memory-backend-file,id=sram,size=" + mb + ",mem-path=" + qemu_escape(p.sram) + ",share=on",
       "-chardev", "socket,id=qmp,path=" + qemu_escape(p.qmp) + ",server=on,wait=off",

@@ -187,7 +187,8 @@ const char* counter_name(uint32_t i) {
       "puts_refused",    "vmmc_sends",      "vmmc_violations", "vmmc_notifications", "events_dropped",
       "mail_out",        "mail_in",         "mail_dropped",
       "vi_ops",          "vi_recvs",        "vi_refused",      "vi_connects",
-      "am_messages",     "am_refused",      "op_waits",        "verdicts_dropped"};
+      "am_messages",     "am_refused",      "op_waits",        "verdicts_dropped",
+      "spin_window_us"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

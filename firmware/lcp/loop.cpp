@@ -32,24 +32,19 @@ void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now)
   s.heartbeat_ticks = hal::clint::us_to_ticks(cfg.heartbeat_us);
   s.next_refresh = now;
   s.last_work = s.last_outside = s.last_pass = now;
-  for (uint64_t& g : s.gaps) g = 0;
-  s.gap_next = 0;
+  s.epochs[0] = s.epochs[1] = GapEpoch{};
+  s.epoch_start = now;
   s.spin_ticks = hal::clint::us_to_ticks(kIdleSpinUs);
   s.timer_at = ~0ull;
 }
 
-uint64_t spin_window(const uint64_t (&gaps)[kGapHistory]) {
-  const uint64_t max_ticks = hal::clint::us_to_ticks(kMaxSpinUs);
-  uint64_t longest = 0;
-  uint32_t short_gaps = 0;
-  for (uint64_t g : gaps)
-    if (g && g <= max_ticks) {
-      ++short_gaps;
-      if (g > longest) longest = g;
-    }
-  if (short_gaps < 2) return hal::clint::us_to_ticks(kIdleSpinUs);
-  const uint64_t w = 2 * longest, floor = hal::clint::us_to_ticks(kConversationSpinUs);
-  return w < floor ? floor : w > max_ticks ? max_ticks : w;
+uint64_t spin_window(const GapEpoch& now, const GapEpoch& last) {
+  const uint32_t short_gaps = now.short_gaps + last.short_gaps;
+  if (short_gaps < 2 || short_gaps < now.long_gaps + last.long_gaps) return hal::clint::us_to_ticks(kIdleSpinUs);
+  const uint64_t longest = now.longest_short > last.longest_short ? now.longest_short : last.longest_short;
+  const uint64_t w = 2 * longest, lo = hal::clint::us_to_ticks(kConversationSpinUs),
+                 hi = hal::clint::us_to_ticks(kMaxSpinUs);
+  return w < lo ? lo : w > hi ? hi : w;
 }
 
 void note_outside_work(LoopState& s, uint64_t now) {
@@ -58,9 +53,21 @@ void note_outside_work(LoopState& s, uint64_t now) {
   // Outside work on passes a few microseconds apart is one burst, not a gap
   // (a round trip's gaps here are 10-100 us: a ping-pong answers in ~30).
   if (gap < hal::clint::us_to_ticks(kStallUs)) return;
-  s.gaps[s.gap_next] = gap;
-  s.gap_next = (s.gap_next + 1) % kGapHistory;
-  s.spin_ticks = spin_window(s.gaps);
+  const uint64_t epoch = hal::clint::us_to_ticks(kGapEpochUs);
+  if (now - s.epoch_start >= epoch) {
+    // A new epoch; after a pause longer than one, the last is empty too.
+    s.epochs[1] = now - s.epoch_start < 2 * epoch ? s.epochs[0] : GapEpoch{};
+    s.epochs[0] = GapEpoch{};
+    s.epoch_start = now;
+  }
+  GapEpoch& e = s.epochs[0];
+  if (gap <= hal::clint::us_to_ticks(kMaxSpinUs)) {
+    ++e.short_gaps;
+    if (gap > e.longest_short) e.longest_short = gap;
+  } else {
+    ++e.long_gaps;
+  }
+  s.spin_ticks = spin_window(s.epochs[0], s.epochs[1]);
 }
 
 bool drain_interrupts(LoopState& s) {
@@ -96,6 +103,7 @@ bool loop_pass(LoopState& s, uint64_t now) {
   if (now >= s.next_refresh) {
     core::status::refresh(now);
     publish_link_counters();
+    core::status::put(core::status::block().counters[abi::kCtrSpinWindowUs], hal::clint::ticks_to_us(s.spin_ticks));
     s.next_refresh = now + s.heartbeat_ticks;
   }
   if (worked) s.last_work = now;

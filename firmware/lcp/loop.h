@@ -16,23 +16,29 @@ namespace lcp {
 
 // How long the loop keeps polling after the last useful work before it
 // sleeps: at least kIdleSpinUs (DESIGN §7.5, a spinning vCPU eats one of our
-// two cores), and as long as the gaps of the conversation going on, so that
+// two cores), and through the gaps of the conversation going on, so that
 // the next message of a round trip finds its NIC polling. Waking a NIC that
 // sleeps goes through QEMU's main loop and costs 100-300 us here (measured,
 // issue 19: doorbell eventfd -> main loop -> MSI -> vCPU), where a polling
-// NIC sees a descriptor in about a microsecond. The window is twice the
-// longest of the last kGapHistory gaps between bursts of outside work
-// (descriptors, packets, control commands) that was at most kMaxSpinUs, and
-// at least kConversationSpinUs -- if at least two were: while the
-// conversation goes on its next message comes within the window anyway, so
-// a wide one costs only one window at its end, where one too narrow costs a
-// wake-up in the middle. A NIC whose peers keep it waiting longer sleeps at
-// once, since spinning kMaxSpinUs for every message would cost a core and
-// save little. Idle nodes have no gaps: they sleep after kIdleSpinUs.
+// NIC sees a descriptor in about a microsecond.
+//
+// The loop keeps, for this and the last kGapEpochUs, the gaps between
+// bursts of outside work (descriptors, packets, control commands): how many
+// were at most kMaxSpinUs ("short") and how many longer, and the longest
+// short one. While the short ones are at least two and no fewer than the
+// long ones (a conversation), the window is twice the longest short gap,
+// between kConversationSpinUs and kMaxSpinUs: while the conversation goes
+// on its next message comes within the window anyway, so a wide window costs
+// one window at its end, where one too narrow costs a wake-up in the middle
+// (a ping-pong here pauses ~500 us every millisecond or two, host
+// scheduling: a memory of the last few gaps forgot those pauses and the NIC
+// slept through every one of them). Otherwise -- idle, or peers that keep
+// it waiting longer than kMaxSpinUs, where spinning would cost a core and
+// save little -- the window is kIdleSpinUs.
 constexpr uint64_t kIdleSpinUs = 50;
 constexpr uint64_t kConversationSpinUs = 200;
 constexpr uint64_t kMaxSpinUs = 2000;
-constexpr uint32_t kGapHistory = 8;
+constexpr uint64_t kGapEpochUs = 20'000;
 // A pass that idles takes about a microsecond; one that starts this long
 // after the previous one began means that pass worked long, or the vCPU was
 // off the host's CPU meanwhile (two cores, four parties): either way the time
@@ -44,22 +50,28 @@ constexpr uint64_t kStallUs = 10;
 // microseconds) and the stream a wake-up.
 constexpr uint64_t kStreamSpinUs = 500;
 
+// The gaps between outside work seen in one epoch (kGapEpochUs).
+struct GapEpoch {
+  uint64_t longest_short;    // ticks: the longest gap of at most kMaxSpinUs
+  uint32_t short_gaps, long_gaps;
+};
+
 struct LoopState {
   uint64_t heartbeat_ticks;  // status refresh period
   uint64_t next_refresh;     // mtime of the next status refresh
   uint64_t last_work;        // mtime of the last pass that did work (stalls added)
   uint64_t last_pass;        // mtime the last pass began
   uint64_t last_outside;     // ... that took work from outside (not a timer)
-  uint64_t gaps[kGapHistory];  // the last gaps between outside work (ticks; 0: none)
-  uint32_t gap_next;
-  uint64_t spin_ticks;       // the spin window now (spin_window of the gaps)
+  GapEpoch epochs[2];        // gaps of this epoch and of the last one
+  uint64_t epoch_start;      // mtime this epoch began
+  uint64_t spin_ticks;       // the spin window now (spin_window of the epochs)
   uint64_t timer_at;         // mtimecmp as last written (~0: never)
   SlotTable* slots;          // null: no slot service (unit tests)
   Control* control;          // null: no control queue (unit tests)
 };
 
-// The spin window for these gaps (ticks; see kMaxSpinUs).
-uint64_t spin_window(const uint64_t (&gaps)[kGapHistory]);
+// The spin window for the gaps of two epochs (ticks; see kIdleSpinUs).
+uint64_t spin_window(const GapEpoch& now, const GapEpoch& last);
 // Outside work came at `now`: learn the gap since the last.
 void note_outside_work(LoopState& s, uint64_t now);
 

@@ -223,7 +223,7 @@ void Nic::poll_found(bool something) {
     return;
   tight_blocks_.fetch_add(1, std::memory_order_relaxed);
   (void)block_until([&] { return completion_ready() || eq_.published(); },
-                    std::chrono::duration_cast<std::chrono::milliseconds>(kTightBlock), std::chrono::microseconds(0));
+                    kTightBlock, std::chrono::microseconds(0));
   last_empty_ns_.store(now_ns(), std::memory_order_relaxed);  // the block is no pause in the polling
 }
 

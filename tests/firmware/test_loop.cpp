@@ -58,20 +58,14 @@ uint64_t us(uint64_t n) { return hal::clint::us_to_ticks(n); }
 }  // namespace
 
 FW_TEST(the_spin_window_covers_the_conversations_gaps) {
-  uint64_t gaps[lcp::kGapHistory] = {};
-  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kIdleSpinUs));  // nothing learned: the floor
-  gaps[0] = us(300);
-  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kIdleSpinUs));  // one gap is no conversation
-  gaps[1] = us(60);
-  EXPECT_EQ(lcp::spin_window(gaps), us(600));  // twice the longest
-  gaps[0] = us(30);
-  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kConversationSpinUs));  // a conversation's floor
-  gaps[2] = us(50'000);  // a pause far beyond kMaxSpinUs is not waited out
-  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kConversationSpinUs));
-  gaps[3] = us(1'900);
-  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kMaxSpinUs));  // capped
-  for (uint64_t& g : gaps) g = us(10'000);
-  EXPECT_EQ(lcp::spin_window(gaps), us(lcp::kIdleSpinUs));  // a slow peer: sleep at once
+  using E = lcp::GapEpoch;
+  EXPECT_EQ(lcp::spin_window(E{}, E{}), us(lcp::kIdleSpinUs));               // nothing learned: the floor
+  EXPECT_EQ(lcp::spin_window(E{us(300), 1, 0}, E{}), us(lcp::kIdleSpinUs));  // one gap is no conversation
+  EXPECT_EQ(lcp::spin_window(E{us(300), 1, 0}, E{us(60), 1, 0}), us(600));   // twice the longest, either epoch
+  EXPECT_EQ(lcp::spin_window(E{us(30), 5, 0}, E{}), us(lcp::kConversationSpinUs));  // a conversation's floor
+  EXPECT_EQ(lcp::spin_window(E{us(1'900), 5, 1}, E{}), us(lcp::kMaxSpinUs));        // capped
+  // Peers that mostly keep it waiting beyond kMaxSpinUs: sleep at once.
+  EXPECT_EQ(lcp::spin_window(E{us(100), 2, 3}, E{}), us(lcp::kIdleSpinUs));
 }
 
 FW_TEST(outside_work_teaches_the_window_and_short_gaps_do_not) {
@@ -83,8 +77,12 @@ FW_TEST(outside_work_teaches_the_window_and_short_gaps_do_not) {
   for (int i = 0; i < 3; ++i) lcp::note_outside_work(s, t += us(400));  // a round trip every 400 us
   EXPECT_EQ(s.spin_ticks, us(800));
   EXPECT(!lcp::loop_idle(s, s.last_work + us(750)));  // inside the window: no sleep
-  for (int i = 0; i < int(lcp::kGapHistory); ++i) lcp::note_outside_work(s, t += us(20'000));
-  EXPECT_EQ(s.spin_ticks, us(lcp::kIdleSpinUs));  // the conversation ended
+  // Fast exchanges after a pause: the pause is still remembered.
+  for (int i = 0; i < 50; ++i) lcp::note_outside_work(s, t += us(30));
+  EXPECT_EQ(s.spin_ticks, us(800));
+  // The conversation ends: one gap beyond two epochs forgets it.
+  lcp::note_outside_work(s, t += us(3 * lcp::kGapEpochUs));
+  EXPECT_EQ(s.spin_ticks, us(lcp::kIdleSpinUs));
 }
 
 FW_TEST(sleeping_again_for_the_same_deadline_leaves_the_timer_alone) {

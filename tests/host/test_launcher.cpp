@@ -102,7 +102,8 @@ TEST(Launcher, MachineIsVirtWithAiaAndSramBackend) {
   auto a = ulnic::board::qemu_command(BoardSpec{}, fixed_paths());
   EXPECT_TRUE(HasOption(a, "-M", "virt,aia=aplic-imsic,memory-backend=sram"));
   EXPECT_TRUE(HasOption(a, "-m", "16M"));
-  EXPECT_TRUE(HasOption(a, "-smp", "1"));
+  // One hart, translated for parallel execution (real fences): see launcher.cpp.
+  EXPECT_TRUE(HasOption(a, "-smp", "1,maxcpus=2"));
 }
 
 TEST(Launcher, NoBiosAndNoDefaults) {

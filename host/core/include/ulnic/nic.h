@@ -116,14 +116,17 @@ class Nic {
   // A completion, if one is ready.
   bool poll(abi::CqEntry& out);
   // Waits for a completion: spins for `spin`, then blocks on the slot's
-  // completion eventfd. Fails on timeout or if the slot was cut off.
+  // completion eventfd. No spin by default: on a 2-core host the spinning
+  // process takes the core a NIC needs (a 64 B VMMC ping-pong, issue 19:
+  // RTT/2 median ~48 us with 20 us of spin, ~13 with 2, ~9 with none; the
+  // NIC rings a process that announced its sleep within microseconds). Fails on timeout or if the slot was cut off.
   // With two or more descriptors in flight it may first nap until half of
   // them are due at the pace completions have been coming at (hybrid
   // polling, stream_nap_ns): the NIC has queued work meanwhile, and a process that
   // is not asleep on the eventfd costs it no doorbell (a device write under
   // QEMU's global lock).
   Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
-                            std::chrono::microseconds spin = std::chrono::microseconds(2));
+                            std::chrono::microseconds spin = std::chrono::microseconds(0));
   uint32_t in_flight() const { return posted_ - reaped_; }
 
   // ---- events (VMMC notifications), in the slot's event queue
@@ -134,7 +137,7 @@ class Nic {
   // until another thread of the process took completions (they may be the
   // ones this thread waits for: look again).
   Result<void> wait_ready(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
-                          std::chrono::microseconds spin = std::chrono::microseconds(2));
+                          std::chrono::microseconds spin = std::chrono::microseconds(0));
 
   // ---- handing the core to the NIC
   // A library's non-blocking poll (AM_Poll, VipRecvDone, VipCQDone,
@@ -149,12 +152,15 @@ class Nic {
   // that announced its sleep) or kTightBlock passes. A poll that finds
   // something, or a pause of kTightGap between two polls (the program does
   // other work), starts the count again: such a program never blocks.
-  // Measured with a VMMC ping-pong (issue 19): blocking from the second
-  // empty poll on, RTT/2 median 30 us; after 16 polls and 5 us of spinning, 37.
+  // Measured with a 64 B VMMC ping-pong spinning on vmmc_poll, 2 nodes
+  // (issue 19): blocking from the second empty poll on beat spinning 5 us
+  // first; a block of at most 1 or 2 ms gave RTT/2 medians of 19-32 us and
+  // p99 ~1 ms, 5-100 ms gave ~10 us and p99 40-100 us (with short timeouts
+  // the woken process often waited for a CPU behind a spinning vCPU).
   static constexpr uint32_t kTightPolls = 2;
   static constexpr std::chrono::microseconds kTightSpin{0};
   static constexpr std::chrono::microseconds kTightGap{50};
-  static constexpr std::chrono::milliseconds kTightBlock{1};
+  static constexpr std::chrono::milliseconds kTightBlock{10};
   void poll_found(bool something);
   // Empty polls that blocked (statistics).
   uint64_t tight_blocks() const { return tight_blocks_.load(std::memory_order_relaxed); }

@@ -68,6 +68,7 @@ enum Counter : uint32_t {
   kCtrAmRefused,           // arriving AM messages refused (endpoint, tag, ring full, segment)
   kCtrOpWaits,             // passes a put/send/AM message waited at its SQ head for a free operation
   kCtrVerdictsDropped,     // verdicts beyond a peer's queue (a peer that broke the protocol)
+  kCtrSpinWindowUs,        // gauge: how long the NIC polls after its last work before it sleeps
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;
