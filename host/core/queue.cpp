@@ -49,7 +49,21 @@ bool Nic::poll_event(abi::EqEntry& out) {
   out = *e;
   eq_.pop();
   eq_.release();
+  took_one();
   return true;
+}
+
+void Nic::took_one() {
+  consumed_.fetch_add(1);
+  if (sleepers_.load() > 0) {
+    // Another thread sleeps in block_until: this may be what it waits for
+    // (wait_ready() and poll_found() look at what was taken). The poke wakes
+    // the leader, and it the others; without it they would sleep out their
+    // slice.
+    uint64_t one = 1;
+    ssize_t ignored = ::write(completion_fd_.get(), &one, sizeof one);
+    (void)ignored;
+  }
 }
 
 uint64_t Nic::events_dropped() const { return __atomic_load_n(&header().nic.events_dropped, __ATOMIC_RELAXED); }
@@ -102,36 +116,51 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
   for (;;) {
     // Announce that we are about to sleep, then look once more: the firmware
     // rings only if it sees a wait_seq it has not answered.
-    uint64_t& seq = header().host.wait_seq;
-    __atomic_store_n(&seq, __atomic_load_n(&seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    // (One atomic add: several threads of the process may announce at once,
+    // and each must change the word; only the NIC reads it.)
+    __atomic_fetch_add(&header().host.wait_seq, 1, __ATOMIC_RELAXED);
     full_barrier();
     if (ready()) return {};
     if (state() != abi::SlotState::kActive)
       return fail("the NIC stopped serving this slot (state " + std::to_string(uint32_t(state())) + ", fault " +
                   std::to_string(uint32_t(fault())) + ")");
-    // Re-check the slot state now and then; often if another thread sleeps
-    // too (it may have taken our wake-up).
-    int slice = shared_sleep_.load(std::memory_order_relaxed) ? 10 : 1000;
-    int ms = slice;
+    // Re-check the slot state once a second.
+    int ms = 1000;
     if (timeout.count() >= 0) {
       auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
       if (left.count() <= 0) return fail("timed out waiting for the NIC");
-      ms = int(std::min<int64_t>(left.count(), slice));
+      ms = int(std::min<int64_t>(left.count(), ms));
     }
-    if (sleepers_.fetch_add(1) > 0 && !shared_sleep_.exchange(true)) {
-      uint64_t one = 1;  // wake the one asleep: it takes up short slices too
-      ssize_t ignored = ::write(completion_fd_.get(), &one, sizeof one);
-      (void)ignored;
-    }
-    pollfd p{completion_fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, ms) > 0) {
-      uint64_t count;
-      ssize_t ignored = ::read(completion_fd_.get(), &count, sizeof count);
-      (void)ignored;
-    }
+    sleepers_.fetch_add(1);
+    sleep_once(ms);
     sleepers_.fetch_sub(1);
     if (ready()) return {};
   }
+}
+
+// One sleep of block_until, as the leader on the eventfd or as a follower
+// (see wait_cv_). A follower that finds no leader any more returns at once:
+// its caller announces its sleep again and may lead.
+void Nic::sleep_once(int ms) {
+  std::unique_lock lock(wait_mu_);
+  if (wait_leader_) {
+    const uint64_t gen = wait_gen_;
+    wait_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return wait_gen_ != gen || !wait_leader_; });
+    return;
+  }
+  wait_leader_ = true;
+  lock.unlock();
+  pollfd p{completion_fd_.get(), POLLIN, 0};
+  if (::poll(&p, 1, ms) > 0) {
+    uint64_t count;
+    ssize_t ignored = ::read(completion_fd_.get(), &count, sizeof count);
+    (void)ignored;
+  }
+  lock.lock();
+  wait_leader_ = false;
+  ++wait_gen_;
+  lock.unlock();
+  wait_cv_.notify_all();
 }
 
 namespace {
@@ -206,7 +235,8 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
 }
 
 void Nic::poll_found(bool something) {
-  if (something) {
+  const uint64_t consumed = consumed_.load();
+  if (something || consumed_seen_.exchange(consumed) != consumed) {
     empty_polls_.store(0, std::memory_order_relaxed);
     return;
   }
@@ -222,7 +252,7 @@ void Nic::poll_found(bool something) {
                                  std::chrono::nanoseconds(kTightSpin).count())
     return;
   tight_blocks_.fetch_add(1, std::memory_order_relaxed);
-  (void)block_until([&] { return completion_ready() || eq_.published(); },
+  (void)block_until([&] { return completion_ready() || eq_.published() || consumed_.load() != consumed; },
                     kTightBlock, std::chrono::microseconds(0));
   last_empty_ns_.store(now_ns(), std::memory_order_relaxed);  // the block is no pause in the polling
 }
@@ -315,14 +345,7 @@ bool Nic::poll_ring(abi::CqEntry& out) {
   cq_.pop();
   cq_.release();
   reaped_.fetch_add(1);
-  if (sleepers_.load() > 0) {
-    // Another thread sleeps in block_until: this may be what it waits for
-    // (wait_ready() looks at reaped_). Without the poke it would sleep out
-    // its slice, up to a second for every libvipl send a listener reaped.
-    uint64_t one = 1;
-    ssize_t ignored = ::write(completion_fd_.get(), &one, sizeof one);
-    (void)ignored;
-  }
+  took_one();
   return true;
 }
 

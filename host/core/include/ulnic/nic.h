@@ -18,12 +18,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -151,7 +153,10 @@ class Nic {
   // the NIC has a completion or an event for the process (it rings a process
   // that announced its sleep) or kTightBlock passes. A poll that finds
   // something, or a pause of kTightGap between two polls (the program does
-  // other work), starts the count again: such a program never blocks.
+  // other work), starts the count again: such a program never blocks. So
+  // do completions or events taken from the rings since the last call (by
+  // any thread: they went into a library's queues, where the poll may look
+  // next), and they end a block too.
   // Measured with a 64 B VMMC ping-pong spinning on vmmc_poll, 2 nodes
   // (issue 19): blocking from the second empty poll on beat spinning 5 us
   // first; a block of at most 1 or 2 ms gave RTT/2 medians of 19-32 us and
@@ -193,6 +198,8 @@ class Nic {
   Result<void> attach(const std::string& socket);
   Result<void> block_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
                            std::chrono::microseconds spin);
+  void sleep_once(int ms);
+  void took_one();  // a completion or an event was taken from its ring
   bool poll_ring(abi::CqEntry& out);  // the next completion in the ring itself
   uint64_t heap_alloc(size_t bytes, size_t align);  // slot offset, 0 on failure
   void heap_free(uint64_t offset);
@@ -207,11 +214,18 @@ class Nic {
   abi::RingConsumer<abi::CqEntry> cq_;
   abi::RingConsumer<abi::EqEntry> eq_;
   uint64_t daemon_requests_ = 0;
-  // Threads asleep in block_until. A NIC wake-up reaches one of them, not
-  // necessarily the one it was for: once two have slept at once, sleeps are
-  // short slices (and the first sleeper is woken to take up short slices).
+  // Threads asleep in block_until: one of them (the leader) sleeps on the
+  // completion eventfd, the others on wait_cv_; whenever the leader wakes it
+  // bumps wait_gen_ and wakes them all, and each looks at what it waits for
+  // (a NIC wake-up is for the process, not for one of its threads: before,
+  // it reached whichever thread slept on the eventfd, and another that
+  // waited for it slept on to the end of its slice -- 10 ms per AM message
+  // over VIPL, whose listener thread shares the NIC).
   std::atomic<int> sleepers_{0};
-  std::atomic<bool> shared_sleep_{false};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  uint64_t wait_gen_ = 0;    // guarded by wait_mu_
+  bool wait_leader_ = false; // guarded by wait_mu_
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   // While trace::armed(): the descriptors taken since the last submit (not
   // their continuation entries), for submit() to mark the first data one.
@@ -223,8 +237,12 @@ class Nic {
   std::atomic<int64_t> pace_since_ns_{0}, reap_gap_ns_{0};
   std::atomic<uint32_t> pace_since_reaped_{0};
   // poll_found: empty polls in a row, when the first and the last were
-  // (steady-clock ns), and how many blocked. Atomics: libvipl polls from
-  // any thread.
+  // (steady-clock ns), and how many blocked; completions and events taken
+  // from the rings by any thread, and that count at the last poll_found (a
+  // poll by another thread may have moved what this one waits for into its
+  // library's own queues: libvipl's listener does). Atomics: libvipl polls
+  // from any thread.
+  std::atomic<uint64_t> consumed_{0}, consumed_seen_{0};
   std::atomic<uint32_t> empty_polls_{0};
   std::atomic<int64_t> first_empty_ns_{0}, last_empty_ns_{0};
   std::atomic<uint64_t> tight_blocks_{0};
