@@ -98,6 +98,7 @@ bool loop_pass(LoopState& s, uint64_t now) {
   if (s.slots) outside |= slots_service(*s.slots);
   if (s.slots) worked |= vi_poll(*s.slots, now);
   worked |= link::poll_timers(now);
+  if (s.slots) worked |= slots_ring_hosts(*s.slots);
   if (outside) note_outside_work(s, now);
   worked |= outside;
   if (now >= s.next_refresh) {

@@ -43,22 +43,23 @@ void complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t res
   if (status != abi::kCqOk) count(ulnic::abi::kCtrBadDescriptors);
 }
 
-void ring_host(Slot& s, const SlotTable& t, bool force) {
+bool ring_host(Slot& s, const SlotTable& t, bool force) {
   // Pairs with the host's "bump wait_seq; full fence; check CQ; block".
   full_barrier();
   uint64_t seq = __atomic_load_n(&header(s).host.wait_seq, __ATOMIC_RELAXED);
-  if ((seq == s.rung_seq && !force) || !t.board->fabric.regs) return;
+  if ((seq == s.rung_seq && !force) || !t.board->fabric.regs) return false;
   s.rung_seq = seq;
   hal::mmio_write32(t.board->fabric.regs + core::board::kDoorbell, s.host_peer << 16 | (s.host_vector & 0xffff));
   count(ulnic::abi::kCtrHostRings);
+  return true;
 }
 
-void publish(Slot& s, const SlotTable& t) {
+void publish(Slot& s) {
   if (!s.cq_pending) return;
   s.cq.publish();
   put(header(s).nic.completions, header(s).nic.completions + s.cq_pending);
   s.cq_pending = 0;
-  ring_host(s, t, false);
+  s.ring_due = true;
 }
 
 void cut_off(Slot& s, SlotTable& t, abi::SlotFault why) {
@@ -210,7 +211,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
         if (!uses) continue;
         c.active = false;
         complete(other, c.sqe, abi::kCqBadKey, uint32_t(c.sqe.length - c.left));
-        if (&other != &s) publish(other, t);
+        if (&other != &s) publish(other);
       }
       return complete(s, e, abi::kCqOk, 0);
     }
@@ -287,7 +288,7 @@ bool service_slot(SlotTable& t, Slot& s) {
     worked = true;
   }
   if (worked) s.sq.release();
-  publish(s, t);
+  publish(s);
   if (s.sq.corrupt()) cut_off(s, t, abi::kFaultSqCorrupt);
   else if (s.cq.corrupt()) cut_off(s, t, abi::kFaultCqCorrupt);
   return worked;
@@ -340,7 +341,7 @@ void slot_run_recv_posts(SlotTable& t, Slot& s) {
     worked = true;
   }
   if (worked) s.sq.release();
-  publish(s, t);
+  publish(s);
 }
 
 void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,
@@ -350,7 +351,7 @@ void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, cons
   if (s.state != abi::SlotState::kActive || s.generation != generation) return;
   if (s.cq_reserved) --s.cq_reserved;
   complete(s, e, status, result);
-  publish(s, t);
+  publish(s);
 }
 
 void slot_trace_tx(Slot& s, uint64_t seen, uint64_t sent) {
@@ -382,7 +383,17 @@ void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev) {
   *e = ev;
   s.eq.push();
   s.eq.publish();
-  ring_host(s, t, false);
+  s.ring_due = true;
+}
+
+bool slots_ring_hosts(SlotTable& t) {
+  bool rang = false;
+  for (Slot& s : t.slots) {
+    if (!s.ring_due) continue;
+    s.ring_due = false;
+    if (s.state == abi::SlotState::kActive) rang |= ring_host(s, t, false);
+  }
+  return rang;
 }
 
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed) {
@@ -459,11 +470,12 @@ uint64_t slot_detach(SlotTable& t, uint32_t k) {
       ++flushed;
     }
     s.sq.release();
-    publish(s, t);
+    publish(s);
   }
   if (s.state != abi::SlotState::kFree) {
     put(header(s).nic.state, uint32_t(abi::SlotState::kFlushed));
     put(header(s).nic.sq_dormant, 0u);
+    if (s.state == abi::SlotState::kActive) ring_host(s, t, true);  // a waiter must see the flush now
   }
   uint32_t index = s.index;
   memset(&s, 0, sizeof s);  // registrations die with the attachment

@@ -86,7 +86,8 @@ struct SlotTrace {
   uint64_t rx_seq;       // traced messages delivered into this slot
   uint64_t rx_seen;      // ... the last one: the NIC began on its last packet
   uint64_t rx_done;      // ... and had written and published what the process
-                         //     sees (data, CQ entry, ring entry, event; rung it)
+                         //     sees (data, CQ entry, ring entry, event); a
+                         //     process that sleeps is rung at the end of the pass
   uint64_t pad[2];
 };
 ULNIC_ABI_CHECK_SIZE(SlotTrace, 64);
