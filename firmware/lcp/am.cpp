@@ -173,6 +173,7 @@ void am_init(SlotTable& t) {
 abi::CqStatus am_configure(Slot& s, const abi::SqEntry& e) {
   if (e.dst_slot >= abi::kMaxAmEndpoints || e.dst_node != 0) return abi::kCqBadOpcode;
   Endpoint& ep = g.eps[s.index][e.dst_slot];
+  ++g.t->epoch;  // streams placed into its segment stop here (am_placement)
   if (e.flags & abi::kSqAmClose) {
     ep = Endpoint{};
     return abi::kCqOk;
@@ -216,6 +217,21 @@ uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload)
   }
   if (a->status == abi::kCqOk) a->status = place(*a, h.dst_addr, payload, h.payload_len);
   return a->status;
+}
+
+bool am_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi) {
+  const Assembly* a = find(src, h.op_id);
+  if (!a || a->status != abi::kCqOk || !a->prefix.long_len || !slot_live(*g.t, a->slot, a->generation)) return false;
+  const Endpoint& ep = g.eps[a->slot][a->ep];
+  const uint64_t long_start = sizeof(abi::AmPrefix) + a->prefix.msg_len;
+  if (!ep.used || h.dst_addr + h.payload_len < long_start) return false;  // the message is not all in yet
+  uint64_t nic = 0;
+  if (slot_translate(g.t->slots[a->slot], ep.seg_key, ep.seg_va + a->prefix.long_offset, a->prefix.long_len,
+                     abi::kAccessRemoteWrite, nic) != abi::kCqOk)
+    return false;
+  base = nic - long_start;
+  hi = long_start + a->prefix.long_len;
+  return true;
 }
 
 void am_last(uint32_t src, const abi::WireHeader& h, bool ok) {

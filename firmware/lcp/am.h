@@ -26,6 +26,12 @@ abi::CqStatus am_check_send(const Slot& s, const abi::SqEntry& e, uint64_t& src)
 uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
 // Its last packet has been placed (`ok`: no refusal): publish the entry.
 void am_last(uint32_t src, const abi::WireHeader& h, bool ok);
+// Direct placement (link::place_next) of a Long's payload: having placed
+// packet `h` from `src`, where the operation's next bytes go if they are all
+// payload -- byte `off` of the operation at base + off, up to `hi` -- through
+// the segment translation just checked. False: the next packet takes
+// am_place() (the message, a refusal, no Long).
+bool am_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi);
 void am_peer_lost(uint32_t peer);
 void am_slot_detached(uint32_t slot);
 

@@ -130,14 +130,19 @@ uint8_t place(const abi::WireHeader& h, const uint8_t* payload) {
   return abi::kCqOk;
 }
 
-// After a middle packet of a put or VMMC send was placed: the link may
-// place the operation's next packets itself, as place() or vmmc_place()
-// would -- through the translation just taken, while nothing in the tables
-// changes (SlotTable::epoch) -- and without an upcall each.
+// After a middle packet of a put, VMMC send, AM message (its Long payload),
+// VI send or RDMA write was placed: the link may place the operation's next
+// packets itself, as the protocol's own placement would -- through the
+// translation just taken, while nothing in the tables changes
+// (SlotTable::epoch) -- and without an upcall each.
 void place_rest(uint32_t src, const abi::WireHeader& h) {
   uint64_t base = 0, hi = 0;
   if (h.op == abi::kWireOpSend) {
     if (vmmc_placement(src, h, base, hi)) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
+  } else if (h.op == abi::kWireOpAm) {
+    if (am_placement(src, h, base, hi)) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
+  } else if (h.op == abi::kWireOpViSend || h.op == abi::kWireOpViWrite) {
+    if (vi_placement(src, h, base, hi)) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
   } else if (h.op == abi::kWireOpPut) {
     // place() found this registration for the packet.
     const Slot& s = g.t->slots[h.dst_slot];
@@ -398,6 +403,7 @@ void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
     mail_deliver(src, h, payload);
   } else if (h.op >= abi::kWireOpViSend && h.op <= abi::kWireOpViConn) {
     vi_deliver(src, h, payload);
+    if (!(h.flags & abi::kWireLast)) place_rest(src, h);  // VI sends and RDMA writes only
   }
 }
 }  // namespace

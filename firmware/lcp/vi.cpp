@@ -331,6 +331,7 @@ bool reachable(uint32_t node) { return node == self() || (link::enabled() && nod
 
 void flush_recvs(uint32_t slot, uint32_t vi) {
   Vi& v = g.vis[slot][vi];
+  ++g.t->epoch;  // a stream placed into a receive descriptor stops here (vi_placement)
   const uint32_t st = abi::kViStDone | abi::kViStOpReceive | abi::kViStFlushed;
   if (v.rx_active) {
     v.rx_active = false;
@@ -838,6 +839,20 @@ void deliver_write(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::W
   if (verdict != abi::kCqOk) receiver_error(slot, vi, verdict);
 }
 
+// The data segment of descriptor `d` that holds message byte `next`: its
+// first byte's NIC address minus its offset in the message, and its end (as
+// a message offset).
+bool segment_of(const Desc& d, uint64_t next, uint64_t& base, uint64_t& hi) {
+  uint64_t start = 0;
+  for (uint32_t i = 0; i < d.nsegs; start += d.segs[i].len, ++i)
+    if (next < start + d.segs[i].len) {
+      base = d.segs[i].nic - start;
+      hi = start + d.segs[i].len;
+      return true;
+    }
+  return false;
+}
+
 void deliver_read_request(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::WireHeader& h) {
   uint64_t nic = 0;
   Slot& s = g.t->slots[slot];
@@ -1132,6 +1147,24 @@ bool vi_poll(SlotTable& t, uint64_t now) {
     }
   }
   return worked;
+}
+
+bool vi_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi) {
+  if (h.flags & abi::kWireLast) return false;
+  Vi* v = target(src, h);
+  if (!v || v->in_op != h.op_id || v->in_verdict != abi::kCqOk) return false;
+  if (h.op == abi::kWireOpViSend)
+    return v->rx_active && !v->rx_error && segment_of(v->rx, h.dst_addr + h.payload_len, base, hi);
+  if (h.op != abi::kWireOpViWrite) return false;
+  // The registration that took this packet takes the next ones while it
+  // lasts (rights, ptag and the VI's enable are as just checked).
+  const Slot& s = g.t->slots[h.dst_slot];
+  const Registration& r = s.regs[h.dst_key & 0xff];
+  uint64_t nic = 0;
+  if (!rdma_ok(s, *v, h.dst_key, h.dst_addr, h.payload_len, true, nic)) return false;
+  base = nic - h.dst_addr;
+  hi = r.va + r.length;
+  return true;
 }
 
 void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {

@@ -42,6 +42,12 @@ bool vi_poll(SlotTable& t, uint64_t now);
 // Link upcalls (through remote.cpp).
 void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
 void vi_result(uint32_t src, const abi::WireHeader& h);
+// Direct placement (link::place_next): having delivered middle packet `h` of
+// a VI send or RDMA write from `src`, where that operation's next bytes go --
+// the rest of the receive segment they fall in, or of the RDMA target's
+// registration -- as base + dst_addr, up to `hi`. False: the next packet
+// takes vi_deliver().
+bool vi_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi);
 void vi_peer_lost(uint32_t peer);
 bool vi_payload_valid(uint64_t serial);
 // Slot k lost its process: its VIs disconnect, its requests go.
