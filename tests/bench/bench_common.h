@@ -1,13 +1,15 @@
 // Shared by the benchmark programs (slot_bench, fabric_bench, vmmc_bench,
-// vipl_bench): timing helpers, min/median/max summaries, a small JSON writer,
-// machine facts, the host-only floors every NIC figure is compared against in
-// the same run (a two-process shared-memory ping-pong and memcpy bandwidth),
+// vipl_bench, hop_bench, ...): timing helpers, min/median/max summaries and
+// quantiles, a small JSON writer, machine facts, the host-only floors every
+// NIC figure is compared against in the same run (a two-process shared-memory
+// ping-pong, a blocking eventfd ping-pong and memcpy bandwidth),
 // the NIC's firmware counters (`ulnic node status --json`), who used the CPUs
 // over a run, and the windows of a bandwidth measurement.
 #pragma once
 
 #include <sched.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -126,6 +129,14 @@ inline Stats summarize(std::vector<double> v) {
   for (double x : v) sum += x;
   s.mean = sum / double(v.size());
   return s;
+}
+
+// The q-quantile (0 .. 1) of v by nearest rank (q = 0.99: the p99); 0 if v is empty.
+inline double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = size_t(std::ceil(std::clamp(q, 0.0, 1.0) * double(v.size())));
+  return v[rank ? rank - 1 : 0];
 }
 
 inline std::string size_name(uint64_t b) {
@@ -420,6 +431,55 @@ inline void print_pingpong(const PingPong& pp) {
 
 inline void pingpong_json(Json& j, const PingPong& pp) {
   j.begin_object("pingpong").stats("rtt_us", pp.rtt_us).stats("oneway_us", pp.oneway_us).end_object();
+}
+
+struct EventfdPingPong {
+  Stats busy_rtt_us;  // back to back
+  Stats idle_rtt_us;  // after an idle pause (both processes asleep, CPUs idle)
+  int idle_ms = 0;
+};
+
+// Two processes that block in read() on eventfds: the floor for any path that
+// wakes a sleeping thread (the doorbell -> QEMU -> NIC and NIC -> completion
+// eventfd -> Nic::wait() hops each include at least one such wake-up).
+inline EventfdPingPong eventfd_floor(int iters, int idle_samples, int idle_ms) {
+  int to_child = ::eventfd(0, EFD_CLOEXEC), to_parent = ::eventfd(0, EFD_CLOEXEC);
+  if (to_child < 0 || to_parent < 0) die(std::string("eventfd: ") + std::strerror(errno));
+  const pid_t child = fork_child();
+  if (child == 0) {
+    for (;;) {
+      uint64_t v = 0;
+      if (::read(to_child, &v, sizeof v) != sizeof v || v != 1) ::_exit(0);
+      v = 1;
+      if (::write(to_parent, &v, sizeof v) != sizeof v) ::_exit(0);
+    }
+  }
+  auto round_trip = [&]() -> double {
+    uint64_t v = 1;
+    auto t0 = Clock::now();
+    if (::write(to_child, &v, sizeof v) != sizeof v || ::read(to_parent, &v, sizeof v) != sizeof v)
+      die(std::string("eventfd ping-pong: ") + std::strerror(errno));
+    return us_between(t0, Clock::now());
+  };
+  EventfdPingPong f;
+  f.idle_ms = idle_ms;
+  std::vector<double> busy, idle;
+  for (int i = 0; i < 200; ++i) round_trip();
+  for (int i = 0; i < iters; ++i) busy.push_back(round_trip());
+  for (int i = 0; i < idle_samples; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+    idle.push_back(round_trip());
+  }
+  uint64_t stop = 2;
+  ssize_t ignored = ::write(to_child, &stop, sizeof stop);
+  (void)ignored;
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  ::close(to_child);
+  ::close(to_parent);
+  f.busy_rtt_us = summarize(busy);
+  f.idle_rtt_us = summarize(idle);
+  return f;
 }
 
 // "memcpy": one object per size: "size", then the samples as "gbps" (GB/s)

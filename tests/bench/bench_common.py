@@ -1,4 +1,4 @@
-"""Shared by the benchmark drivers (fabric_bench.py, vmmc_bench.py, vipl_bench.py, slot_bench.py).
+"""Shared by the benchmark drivers (fabric_bench.py, vmmc_bench.py, vipl_bench.py, slot_bench.py, hop_bench.py, ...).
 
 A private cluster in its own ULNIC_RUNTIME_DIR, the server/client processes
 of a run, the whole run of a driver whose program serves on one node of a
@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -122,11 +123,48 @@ def output_of(proc, timeout):
     return out
 
 
+def stream_output(proc, timeout):
+    """Copies what proc prints to our stdout as it comes, killing it after `timeout` seconds (even if it prints
+    nothing) -> (its exit status, all it printed)."""
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    lines = []
+    try:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line)
+        return proc.wait(), "".join(lines)
+    finally:
+        timer.cancel()
+
+
 def stop(proc):
     """Kills proc (if any) if it still runs."""
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait()
+
+
+def on_private_cluster(build, name, slot_mib, extra, prog, run):
+    """`ulnic cluster up -n 2 -c NAME --slot-size MIB EXTRA...` in a fresh runtime directory (runtime_parent()),
+    then run(cluster); the cluster is brought down and the directory removed however that ends. An error of the
+    run (RuntimeError, TimeoutExpired, OSError, ValueError) is printed. -> run's exit status, or 1 after an error."""
+    runtime = tempfile.mkdtemp(prefix=f"ulnic-{name}-", dir=runtime_parent())
+    nodes = Cluster(build, runtime, name, slot_mib, extra, prog=prog, down_label="cluster down")
+    try:
+        up = " ".join(["ulnic cluster up -n 2 -c", name, "--slot-size", str(slot_mib), *extra])
+        print(f"######## {up} (runtime {runtime})", flush=True)
+        nodes.up()
+        return run(nodes)
+    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        nodes.down()
+        left = remove_runtime(runtime)
+        if left:
+            print(f"{prog}: note: cluster down left {left} in the runtime directory (removed)", file=sys.stderr)
 
 
 # --------------------------------- a server and a client on a two-node cluster
@@ -209,20 +247,13 @@ def two_node_main(doc, script, program, cluster, build_dirs, quick_help, slot_he
     build = check_build(args.build, ("ulnic", program), prog)
 
     t0 = time.time()
-    runtime = tempfile.mkdtemp(prefix=f"ulnic-{cluster}-", dir=runtime_parent())
-    nodes = Cluster(build, runtime, cluster, args.slot_size, cluster_args or (), prog=prog, down_label="cluster down")
     params = {"quick": args.quick, "slot_size_mib": args.slot_size}
     if cluster_args is not None:
         params["cluster_args"] = cluster_args
     params["client_args"] = client_args
     data = {**header(prog), "params": params}
-    up = f"ulnic cluster up -n 2 -c {cluster} --slot-size {args.slot_size}"
-    if cluster_args is not None:
-        up += f" {' '.join(cluster_args)}"
-    rc = 0
-    try:
-        print(f"######## {up} (runtime {runtime})", flush=True)
-        nodes.up()
+
+    def run(nodes):
         cargs = (["--quick"] if args.quick else []) + client_args
         result, crc, src, sout = run_client_server(build, out, nodes, program, cargs, args.timeout, server_wait)
         data["run"] = result
@@ -230,15 +261,9 @@ def two_node_main(doc, script, program, cluster, build_dirs, quick_help, slot_he
         status = nodes.status()
         if status:
             data["cluster_status_at_end"] = status
-        rc = crc or src or 0
-    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        rc = 1
-    finally:
-        nodes.down()
-        left = remove_runtime(runtime)
-        if left:
-            print(f"{prog}: note: cluster down left {left} in the runtime directory (removed)", file=sys.stderr)
+        return crc or src or 0
+
+    rc = on_private_cluster(build, cluster, args.slot_size, cluster_args or (), prog, run)
 
     finish(data, t0)
     if "run" not in data:

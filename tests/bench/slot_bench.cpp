@@ -22,7 +22,6 @@
 //      NOP, completion reaped by spin-polling, by Nic::wait() with no spin
 //      (the completion eventfd path) and by Nic::wait() with its default spin.
 // Prints min/median/max tables and writes JSON. A program, not a test.
-#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,54 +45,6 @@ namespace abi = ulnic::abi;
 namespace {
 
 using namespace bench;
-struct EventfdPingPong {
-  Stats busy_rtt_us;  // back to back
-  Stats idle_rtt_us;  // after an idle pause (both processes asleep, CPUs idle)
-  int idle_ms = 0;
-};
-
-// Two processes that block in read() on eventfds: the floor for any path that
-// wakes a sleeping thread (the doorbell -> QEMU -> NIC and NIC -> completion
-// eventfd -> Nic::wait() hops each include at least one such wake-up).
-EventfdPingPong eventfd_floor(int iters, int idle_samples, int idle_ms) {
-  int to_child = ::eventfd(0, EFD_CLOEXEC), to_parent = ::eventfd(0, EFD_CLOEXEC);
-  if (to_child < 0 || to_parent < 0) die(std::string("eventfd: ") + std::strerror(errno));
-  const pid_t child = fork_child();
-  if (child == 0) {
-    for (;;) {
-      uint64_t v = 0;
-      if (::read(to_child, &v, sizeof v) != sizeof v || v != 1) ::_exit(0);
-      v = 1;
-      if (::write(to_parent, &v, sizeof v) != sizeof v) ::_exit(0);
-    }
-  }
-  auto round_trip = [&]() -> double {
-    uint64_t v = 1;
-    auto t0 = Clock::now();
-    if (::write(to_child, &v, sizeof v) != sizeof v || ::read(to_parent, &v, sizeof v) != sizeof v)
-      die(std::string("eventfd ping-pong: ") + std::strerror(errno));
-    return us_between(t0, Clock::now());
-  };
-  EventfdPingPong f;
-  f.idle_ms = idle_ms;
-  std::vector<double> busy, idle;
-  for (int i = 0; i < 200; ++i) round_trip();
-  for (int i = 0; i < iters; ++i) busy.push_back(round_trip());
-  for (int i = 0; i < idle_samples; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
-    idle.push_back(round_trip());
-  }
-  uint64_t stop = 2;
-  ssize_t ignored = ::write(to_child, &stop, sizeof stop);
-  (void)ignored;
-  int st = 0;
-  ::waitpid(child, &st, 0);
-  ::close(to_child);
-  ::close(to_parent);
-  f.busy_rtt_us = summarize(busy);
-  f.idle_rtt_us = summarize(idle);
-  return f;
-}
 
 // ---------------------------------------------------- NIC firmware counters
 
