@@ -75,7 +75,7 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   bool reserved_zero = p.reserved0 == 0;
   for (uint8_t b : p.reserved) reserved_zero = reserved_zero && b == 0;
   if (p.dst_ep >= abi::kMaxAmEndpoints || p.msg_len == 0 || p.msg_len > abi::kAmMaxMessage ||
-      p.long_len > abi::kAmMaxLong || uint64_t(sizeof p) + p.msg_len + p.long_len != h.op_length || !reserved_zero)
+      p.long_len > abi::kAmMaxLong || abi::am_send_bytes(p.msg_len, p.long_len) != h.op_length || !reserved_zero)
     return abi::kCqAmBadEndpoint;
   Slot& s = g.t->slots[h.dst_slot];
   Endpoint& ep = g.eps[h.dst_slot][p.dst_ep];
@@ -106,14 +106,17 @@ uint8_t place(Assembly& a, uint64_t off, const uint8_t* bytes, uint32_t len) {
   const Slot& s = g.t->slots[a.slot];
   const Endpoint& ep = g.eps[a.slot][a.ep];
   if (!ep.used) return abi::kCqAmBadEndpoint;
-  const uint64_t msg_start = sizeof(abi::AmPrefix), long_start = msg_start + a.prefix.msg_len;
+  const uint64_t msg_start = sizeof(abi::AmPrefix), msg_end = msg_start + a.prefix.msg_len,
+                 long_start = abi::am_long_start(a.prefix.msg_len);
   while (len) {
     uint64_t nic = 0;
     uint32_t n = len;
     if (off < msg_start) {  // the prefix: already read
       n = uint32_t(msg_start - off < len ? msg_start - off : len);
-    } else if (off < long_start) {
+    } else if (off >= msg_end && off < long_start) {  // padding before a Long: skipped
       n = uint32_t(long_start - off < len ? long_start - off : len);
+    } else if (off < msg_end) {
+      n = uint32_t(msg_end - off < len ? msg_end - off : len);
       uint64_t ring = ring_nic(s, ep);
       if (!ring) return abi::kCqAmBadEndpoint;
       nic = ring + sizeof(abi::AmRingControl) + (a.entry & (ep.entries - 1)) * abi::kAmEntryBytes +
@@ -223,7 +226,7 @@ bool am_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64
   const Assembly* a = find(src, h.op_id);
   if (!a || a->status != abi::kCqOk || !a->prefix.long_len || !slot_live(*g.t, a->slot, a->generation)) return false;
   const Endpoint& ep = g.eps[a->slot][a->ep];
-  const uint64_t long_start = sizeof(abi::AmPrefix) + a->prefix.msg_len;
+  const uint64_t long_start = abi::am_long_start(a->prefix.msg_len);
   if (!ep.used || h.dst_addr + h.payload_len < long_start) return false;  // the message is not all in yet
   uint64_t nic = 0;
   if (slot_translate(g.t->slots[a->slot], ep.seg_key, ep.seg_va + a->prefix.long_offset, a->prefix.long_len,

@@ -24,6 +24,7 @@ void publish_link_counters() {
   core::status::put(b.counters[abi::kCtrLinkBadPackets], l.bad_packets);
   core::status::put(b.counters[abi::kCtrLinkUnreachable], l.unreachable);
   core::status::put(b.counters[abi::kCtrLinkRestarts], l.restarts);
+  core::status::put(b.counters[abi::kCtrLinkPlaced], l.placed);
   link::publish_link_status();
 }
 }  // namespace

@@ -368,6 +368,7 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   if (len > s.hi - dst) return false;  // (dst <= hi: place_next made it so, and it moves only by what fit)
   core::copy_bytes(reinterpret_cast<void*>(s.base + dst), payload, len);
   s.next.h.dst_addr = dst + len;
+  ++g.stats.placed;
   owe_ack(p, now);
   accept(p, now);
   if (w.h.ack != p.acked) take_ack(p, w.h.ack, now);

@@ -69,6 +69,7 @@ struct Stats {
   uint64_t ring_full;       // sends refused by back-pressure
   uint64_t unreachable;     // peers declared unreachable
   uint64_t restarts;        // peer incarnations that changed
+  uint64_t placed;          // data packets placed by the link itself (place_next)
 };
 
 // Brings the link up on the fabric the boot config describes (no-op without one).

@@ -246,7 +246,7 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   bool is_long = h->category == Category::kLong;
   size_t msg_len = head_len + (is_long ? 0 : payload_len);
   size_t long_len = is_long ? payload_len : 0;
-  size_t bytes = sizeof(abi::AmPrefix) + msg_len + long_len;
+  size_t bytes = abi::am_send_bytes(uint32_t(msg_len), uint32_t(long_len));
   if (is_long && long_len) h->placed = kPlacedByNic;
   size_t offset = 0;
   while (!take_span(s, bytes, offset))
@@ -262,7 +262,8 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   pre.flags = h->kind == Kind::kRequest ? abi::kAmRequest : 0;
   std::memcpy(p, &pre, sizeof pre);
   std::memcpy(p + sizeof pre, head, head_len);
-  if (payload_len) std::memcpy(p + sizeof pre + head_len, payload, payload_len);
+  if (is_long && payload_len) std::memcpy(p + abi::am_long_start(uint32_t(msg_len)), payload, payload_len);
+  else if (payload_len) std::memcpy(p + sizeof pre + head_len, payload, payload_len);
   abi::SqEntry e{};
   e.opcode = abi::kOpAmSend;
   e.length = uint32_t(bytes);

@@ -194,15 +194,16 @@ abi::AmPrefix prefix(uint8_t dst_ep, uint32_t msg_len, uint64_t tag, uint8_t fla
   return p;
 }
 
-// Writes prefix, message and Long into `from`'s source region at src_off
-// (message bytes mbyte(seed), Long bytes lbyte(seed)); returns the bytes.
+// Writes prefix, message and Long (after the message padded to 8 bytes,
+// abi::am_long_start) into `from`'s source region at src_off (message bytes
+// mbyte(seed), Long bytes lbyte(seed)); returns the bytes.
 uint32_t build(Proc& from, const abi::AmPrefix& p, uint8_t seed, uint64_t src_off = 0) {
   uint8_t* at = from.base + kSrcOff + src_off;
   memcpy(at, &p, sizeof p);
   for (uint32_t i = 0; i < p.msg_len && sizeof p + i < kSrcLen - src_off; ++i) at[sizeof p + i] = mbyte(seed, i);
-  for (uint32_t i = 0; i < p.long_len && sizeof p + p.msg_len + i < kSrcLen - src_off; ++i)
-    at[sizeof p + p.msg_len + i] = lbyte(seed, i);
-  return uint32_t(sizeof p) + p.msg_len + p.long_len;
+  const uint64_t long_start = abi::am_long_start(p.msg_len);
+  for (uint32_t i = 0; i < p.long_len && long_start + i < kSrcLen - src_off; ++i) at[long_start + i] = lbyte(seed, i);
+  return uint32_t(abi::am_send_bytes(p.msg_len, p.long_len));
 }
 
 abi::SqEntry send_entry(Proc& from, uint32_t length, uint16_t dst_slot, uint64_t src_off = 0) {

@@ -69,6 +69,7 @@ enum Counter : uint32_t {
   kCtrOpWaits,             // passes a put/send/AM message waited at its SQ head for a free operation
   kCtrVerdictsDropped,     // verdicts beyond a peer's queue (a peer that broke the protocol)
   kCtrSpinWindowUs,        // gauge: how long the NIC polls after its last work before it sleeps
+  kCtrLinkPlaced,          // data packets the link placed itself (direct placement, no upcall)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;
