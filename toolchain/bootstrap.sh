@@ -21,7 +21,5 @@ if [ "$what" = demo ]; then
 fi
 # Two cores: two tests at a time. Each firmware test and each QEMU test
 # group boots its own private board, so they never share runtime files.
-# A test that fails is run once more (its first output stays in the log):
-# the integration groups run emulated NICs on a loaded 2-core machine, and
-# one CI run failed a test we could not reproduce in 5 clean-clone runs.
-exec ctest --test-dir "$BUILD" --output-on-failure -j 2 --repeat until-pass:2
+# No reruns: a test that fails once is a bug to find, not to retry.
+exec ctest --test-dir "$BUILD" --output-on-failure -j 2
