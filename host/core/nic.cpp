@@ -2,7 +2,12 @@
 // (descriptors and completions) is in queue.cpp.
 #include <pwd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 
 #include <cstdlib>
 #include <cstring>
@@ -116,8 +121,10 @@ Result<abi::OwnerReply> Nic::call_daemon(abi::OwnerRequest q, std::chrono::milli
 
 Nic::~Nic() {
   trace::unregister_nic(this);
-  // Give the caller its private pages back before the slot goes away.
-  for (MemRegion& r : moved_) move_to_private(r.moved_start, r.moved_length);
+  // Give the caller its private pages back before the slot goes away (those
+  // still mapped from it: see backing_mapped).
+  for (const Backing& b : backings_)
+    if (backing_mapped(b)) move_to_private(b.start, b.length);
   if (base_) ::munmap(base_, size_);
   // Closing conn_ (member destructor) tells the daemon to detach the slot.
 }
@@ -169,7 +176,7 @@ void Nic::heap_free(uint64_t offset) {
 }
 
 void* Nic::alloc(size_t bytes, size_t align) {
-  uint64_t off = heap_alloc(bytes, align < 64 ? 64 : align);
+  uint64_t off = heap_alloc_evicting(bytes, align < 64 ? 64 : align);
   return off ? base_ + off : nullptr;
 }
 
@@ -184,6 +191,48 @@ bool Nic::in_slot(const void* p, size_t len) const {
 
 // ---- registration
 
+// Does /proc/self/maps show [b.start, +b.length) mapped from this slot's
+// file at b.offset onwards, every page of it? (A program may free, unmap or
+// map anew memory it once registered; only pages still ours may be touched.)
+bool Nic::backing_mapped(const Backing& b) const {
+  struct stat st;
+  if (::fstat(slot_fd_.get(), &st) != 0) return false;
+  std::FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (!maps) return false;
+  const uintptr_t end = b.start + b.length;
+  uintptr_t covered = b.start;  // every page below this checked
+  char line[512];
+  while (covered < end && std::fgets(line, sizeof line, maps)) {
+    unsigned long lo = 0, hi = 0, off = 0, ino = 0;
+    unsigned dmaj = 0, dmin = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin, &ino) != 7) continue;
+    if (hi <= covered || lo > covered) continue;  // not the next piece (maps are sorted by address)
+    const bool ours = perms[3] == 's' && ino == st.st_ino && dmaj == major(st.st_dev) && dmin == minor(st.st_dev) &&
+                      off + (covered - lo) == b.offset + (covered - b.start);
+    if (!ours) break;
+    covered = hi;
+  }
+  std::fclose(maps);
+  return covered >= end;
+}
+
+void Nic::release_backing(size_t i, bool move_back) {
+  const Backing b = backings_[i];
+  backings_.erase(backings_.begin() + std::ptrdiff_t(i));
+  if (move_back && backing_mapped(b)) move_to_private(b.start, b.length);
+  heap_free(b.offset);
+}
+
+uint64_t Nic::heap_alloc_evicting(size_t bytes, size_t align) {
+  for (;;) {
+    if (uint64_t off = heap_alloc(bytes, align)) return off;
+    auto unused = std::find_if(backings_.begin(), backings_.end(), [](const Backing& b) { return b.users == 0; });
+    if (unused == backings_.end()) return 0;
+    release_backing(size_t(unused - backings_.begin()), true);
+  }
+}
+
 Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t access, uint32_t ptag) {
   if (!addr || length == 0) return fail("register: empty region");
   if (length > UINT32_MAX) return fail("register: at most 4 GiB per region");
@@ -192,28 +241,49 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
   r.length = length;
   r.access = access;
   auto a = reinterpret_cast<uintptr_t>(addr);
+  Backing* used = nullptr;  // the moved pages this registration holds
+  bool fresh = false;       // ... moved in for it just now
   if (in_slot(addr, length)) {
     r.slot_offset = a - reinterpret_cast<uintptr_t>(base_);
   } else {
-    uintptr_t start = a & ~(kPage - 1);
-    uintptr_t end = (a + length + kPage - 1) & ~(kPage - 1);
-    for (const MemRegion& m : moved_)
-      if (start < m.moved_start + m.moved_length && m.moved_start < end)
+    const uintptr_t start = a & ~(kPage - 1), end = (a + length + kPage - 1) & ~(kPage - 1);
+    // Pages moved in before, and still mapped here from the slot: no copy.
+    for (size_t i = 0; i < backings_.size() && !used;) {
+      Backing& b = backings_[i];
+      const bool holds = start >= b.start && end <= b.start + b.length;
+      const bool overlaps = start < b.start + b.length && b.start < end;
+      if (!overlaps) {
+        ++i;
+      } else if (holds && backing_mapped(b)) {
+        used = &b;
+        ++cache_hits_;
+      } else if (b.users) {
         return fail("register: overlaps memory already moved into the slot by another registration");
-    size_t n = end - start;
-    uint64_t off = heap_alloc(n, kPage);
-    if (!off) return fail("register: the slot heap has no room for " + std::to_string(n) + " bytes");
-    std::memcpy(base_ + off, reinterpret_cast<void*>(start), n);
-    void* m = ::mmap(reinterpret_cast<void*>(start), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, slot_fd_.get(),
-                     off_t(off));
-    if (m == MAP_FAILED) {
-      heap_free(off);
-      return fail_errno("register: cannot map slot pages over the buffer", errno);
+      } else {
+        release_backing(i, true);  // unused: its pages go back, and the range moves in afresh
+      }
     }
+    if (!used) {
+      const size_t n = end - start;
+      const uint64_t off = heap_alloc_evicting(n, kPage);
+      if (!off) return fail("register: the slot heap has no room for " + std::to_string(n) + " bytes");
+      std::memcpy(base_ + off, reinterpret_cast<void*>(start), n);
+      void* m = ::mmap(reinterpret_cast<void*>(start), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                       slot_fd_.get(), off_t(off));
+      if (m == MAP_FAILED) {
+        heap_free(off);
+        return fail_errno("register: cannot map slot pages over the buffer", errno);
+      }
+      backings_.push_back(Backing{start, n, off, 0});
+      used = &backings_.back();
+      fresh = true;
+      pages_moved_in_ += n / kPage;
+    }
+    ++used->users;
     r.moved = true;
-    r.moved_start = start;
-    r.moved_length = n;
-    r.slot_offset = off + (a - start);
+    r.moved_start = used->start;
+    r.moved_length = used->length;
+    r.slot_offset = used->offset + (a - used->start);
   }
   abi::SqEntry e{};
   e.opcode = abi::kOpRegister;
@@ -224,15 +294,14 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
   e.dst_node = ptag;
   auto c = run(e);
   if (!c || c->status != abi::kCqOk) {
-    if (r.moved) {
-      MemRegion undo = r;
-      moved_.push_back(undo);
-      (void)deregister(undo);
+    if (used) {
+      // As if it had not been asked: pages moved in for it go back.
+      --used->users;
+      if (fresh) release_backing(size_t(used - backings_.data()), true);
     }
     return fail(c ? "register: the NIC refused (status " + std::to_string(c->status) + ")" : c.error().message);
   }
   r.key = c->result;
-  if (r.moved) moved_.push_back(r);
   return r;
 }
 
@@ -248,12 +317,9 @@ Result<void> Nic::deregister(MemRegion& r) {
     r.key = 0;
   }
   if (r.moved) {
-    if (!move_to_private(r.moved_start, r.moved_length) && result)
-      result = fail_errno("deregister: cannot move the pages back", errno);
-    heap_free(r.slot_offset - (reinterpret_cast<uintptr_t>(r.addr) - r.moved_start));
-    for (auto it = moved_.begin(); it != moved_.end(); ++it)
-      if (it->moved_start == r.moved_start) {
-        moved_.erase(it);
+    for (Backing& b : backings_)
+      if (b.start == r.moved_start && b.users) {
+        --b.users;  // the pages stay: see register_memory
         break;
       }
     r.moved = false;

@@ -99,10 +99,24 @@ class Nic {
   // touched pages plus an mmap; limits: whole pages move (neighbours on
   // them too), file-backed mappings are refused by the kernel's semantics
   // (they would lose their file), and the slot heap must have room.
+  // Moved pages stay where they are after deregistration (a cache, like a
+  // real NIC's pinned pages): registering them again costs no copy, only a
+  // look at /proc/self/maps that they are still this slot's pages. A range
+  // that overlaps moved pages still registered elsewhere, but is not inside
+  // them, cannot be registered (its bytes would live in two places).
   // `ptag`: the VI protection tag the NIC checks for VI use (0: none).
   Result<MemRegion> register_memory(void* addr, size_t length, uint32_t access, uint32_t ptag = 0);
-  // Drops the registration; moved pages are moved back to private memory.
+  // Drops the registration. Never reads or writes the process's memory:
+  // moved pages stay in the slot (see register_memory), so a region the
+  // program has freed, unmapped or had its allocator map anew deregisters
+  // cleanly. Pages moved back to private memory only when the slot heap needs
+  // the room or the Nic closes -- and only where they are still mapped from
+  // this slot.
   Result<void> deregister(MemRegion& region);
+  // Registrations made without a copy because the pages were already in the
+  // slot, and moves of pages into the slot (statistics).
+  uint64_t registration_cache_hits() const { return cache_hits_; }
+  uint64_t pages_moved_in() const { return pages_moved_in_; }
 
   // ---- descriptors
   // The next free send-queue entry (zeroed), or nullptr if the SQ is full or
@@ -255,7 +269,19 @@ class Nic {
   uint64_t run_serial_ = 0;
   std::map<uint64_t, uint64_t> free_;        // heap: offset -> size
   std::map<uint64_t, uint64_t> allocated_;   // heap: offset -> size
-  std::vector<MemRegion> moved_;             // ranges moved into the slot
+  // Ranges of the process's memory whose pages were moved into the slot,
+  // with the registrations that use them now (0: cached, see register_memory).
+  struct Backing {
+    uintptr_t start = 0;
+    size_t length = 0;
+    uint64_t offset = 0;  // slot offset of its first page
+    uint32_t users = 0;
+  };
+  std::vector<Backing> backings_;
+  uint64_t cache_hits_ = 0, pages_moved_in_ = 0;
+  bool backing_mapped(const Backing& b) const;     // still this slot's pages at those addresses?
+  void release_backing(size_t i, bool move_back);  // frees its slot pages (after moving them back)
+  uint64_t heap_alloc_evicting(size_t bytes, size_t align);  // heap_alloc, evicting unused backings for room
 };
 
 // The daemon socket for (cluster, node) under the runtime directory
