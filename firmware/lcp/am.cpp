@@ -30,6 +30,11 @@ struct Assembly {
   uint64_t entry;          // its ring entry's number
   abi::AmPrefix prefix;
   uint8_t status;          // kCqOk, or why the rest is dropped
+  // The segment its Long was checked against at the first packet: the rest
+  // goes there or nowhere (an endpoint given another segment meanwhile
+  // refuses it).
+  uint32_t seg_key;
+  uint64_t seg_va, seg_len;
 };
 
 struct State {
@@ -96,8 +101,14 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
       break;
     }
   if (!a) return abi::kCqAmCongestion;
-  *a = Assembly{true, src, h.op_id, h.src_slot, h.dst_slot, s.generation, p.dst_ep, ep.produced++, p, abi::kCqOk};
+  *a = Assembly{true,    src,     h.op_id,    h.src_slot, h.dst_slot, s.generation, p.dst_ep, ep.produced++,
+                p,       abi::kCqOk, ep.seg_key, ep.seg_va, ep.seg_len};
   return abi::kCqOk;
+}
+
+// Is the endpoint's segment still the one `a`'s Long was checked against?
+bool same_segment(const Endpoint& ep, const Assembly& a) {
+  return ep.seg_key == a.seg_key && ep.seg_va == a.seg_va && ep.seg_len == a.seg_len;
 }
 
 // Writes [off, off+len) of the operation's bytes where they belong.
@@ -106,6 +117,7 @@ uint8_t place(Assembly& a, uint64_t off, const uint8_t* bytes, uint32_t len) {
   const Slot& s = g.t->slots[a.slot];
   const Endpoint& ep = g.eps[a.slot][a.ep];
   if (!ep.used) return abi::kCqAmBadEndpoint;
+  if (a.prefix.long_len && !same_segment(ep, a)) return abi::kCqAmBadSegOffset;
   const uint64_t msg_start = sizeof(abi::AmPrefix), msg_end = msg_start + a.prefix.msg_len,
                  long_start = abi::am_long_start(a.prefix.msg_len);
   while (len) {
@@ -227,7 +239,7 @@ bool am_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64
   if (!a || a->status != abi::kCqOk || !a->prefix.long_len || !slot_live(*g.t, a->slot, a->generation)) return false;
   const Endpoint& ep = g.eps[a->slot][a->ep];
   const uint64_t long_start = abi::am_long_start(a->prefix.msg_len);
-  if (!ep.used || h.dst_addr + h.payload_len < long_start) return false;  // the message is not all in yet
+  if (!ep.used || !same_segment(ep, *a) || h.dst_addr + h.payload_len < long_start) return false;  // not all in yet
   uint64_t nic = 0;
   if (slot_translate(g.t->slots[a->slot], ep.seg_key, ep.seg_va + a->prefix.long_offset, a->prefix.long_len,
                      abi::kAccessRemoteWrite, nic) != abi::kCqOk)

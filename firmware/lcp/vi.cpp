@@ -55,6 +55,7 @@ struct Vi {
   bool rx_active;             // a receive descriptor is taken for it
   DescRef rx_ref;
   Desc rx;
+  uint64_t rx_epoch;          // SlotTable::epoch when rx's segments were translated
   uint32_t rx_error;          // ViStatus error bits for the receive
 };
 
@@ -788,6 +789,7 @@ void deliver_send(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::Wi
       --v.rq_count;
       v.rx_active = true;
       v.rx_error = read_desc(s, v, v.rx_ref, false, v.rx);
+      v.rx_epoch = g.t->epoch;
       if (v.rx_error) refuse(v, abi::kCqRemoteDescError);
       else if (h.op_length > v.rx.room) v.rx_error = abi::kViStLengthError, refuse(v, abi::kCqRemoteTooLong);
     }
@@ -795,6 +797,12 @@ void deliver_send(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::Wi
   if (v.in_op != h.op_id) {  // a message whose start we never saw
     if (h.flags & abi::kWireLast) send_verdict(src, h.op_id, abi::kCqRemoteNotConnected);
     return;
+  }
+  if (v.rx_active && !v.rx_error && v.rx_epoch != g.t->epoch) {
+    // A table changed since the receive's segments were translated (one of
+    // them deregistered?): translate them again before writing a byte more.
+    v.rx_epoch = g.t->epoch;
+    if (uint32_t bad = read_desc(s, v, v.rx_ref, false, v.rx)) v.rx_error = bad, refuse(v, abi::kCqRemoteDescError);
   }
   if (v.rx_active && !(v.rx_error & ~abi::kViStLengthError) && h.payload_len)
     scatter(v.rx, uint32_t(h.dst_addr), payload, h.payload_len);
@@ -1154,7 +1162,8 @@ bool vi_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64
   Vi* v = target(src, h);
   if (!v || v->in_op != h.op_id || v->in_verdict != abi::kCqOk) return false;
   if (h.op == abi::kWireOpViSend)
-    return v->rx_active && !v->rx_error && segment_of(v->rx, h.dst_addr + h.payload_len, base, hi);
+    return v->rx_active && !v->rx_error && v->rx_epoch == g.t->epoch &&
+           segment_of(v->rx, h.dst_addr + h.payload_len, base, hi);
   if (h.op != abi::kWireOpViWrite) return false;
   // The registration that took this packet takes the next ones while it
   // lasts (rights, ptag and the VI's enable are as just checked).

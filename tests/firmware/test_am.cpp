@@ -8,10 +8,14 @@
 // What is checked, byte for byte: the ring entries (header and message), the
 // segment (the Long and the bytes around it), the EQ, the sender's CQE -- and
 // above all that a refused message writes nothing at all.
+// The last tests bring the link up on the board's fabric and play a peer NIC
+// (node 1, fabric_peer.h) that sends messages over the wire: there the link
+// places a Long's packets into the segment itself (direct placement).
 #include <string.h>
 
 #include "core/board.h"
 #include "core/status.h"
+#include "fabric_peer.h"
 #include "harness.h"
 #include "lcp/am.h"
 #include "lcp/control.h"
@@ -19,6 +23,7 @@
 #include "lcp/slots.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
+#include "link/link.h"
 #include "slot_proc.h"
 #include "ulnic/abi/am.h"
 
@@ -230,14 +235,15 @@ abi::CqEntry send(Proc& from, const Proc& to, const abi::AmPrefix& p, uint8_t se
   return c;
 }
 
-// Entry number n of r holds message p from `from` (seed), byte for byte,
-// and nothing past its message is written.
-bool holds(const Ring& r, uint64_t n, const abi::AmPrefix& p, uint8_t seed, const Proc& from) {
+// Entry number n of r holds message p (seed) from slot src_slot of node
+// src_node, byte for byte, and nothing past its message is written.
+bool holds_from(const Ring& r, uint64_t n, const abi::AmPrefix& p, uint8_t seed, uint32_t src_node,
+                uint32_t src_slot) {
   const abi::AmRxEntry* e = r.entry(n);
   bool ok = EXPECT_EQ(e->seq, uint32_t(n + 1));
   ok &= EXPECT_EQ(e->len, p.msg_len);
-  ok &= EXPECT_EQ(e->src_node, uint16_t(self_node()));
-  ok &= EXPECT_EQ(e->src_slot, uint16_t(from.slot));
+  ok &= EXPECT_EQ(e->src_node, uint16_t(src_node));
+  ok &= EXPECT_EQ(e->src_slot, uint16_t(src_slot));
   ok &= EXPECT_EQ(e->src_ep, p.src_ep);
   ok &= EXPECT_EQ(e->flags, p.flags);
   ok &= EXPECT_EQ(e->reserved0, 0u);
@@ -258,16 +264,22 @@ bool holds(const Ring& r, uint64_t n, const abi::AmPrefix& p, uint8_t seed, cons
     }
   return ok;
 }
+// ... from `from`, a process on this NIC.
+bool holds(const Ring& r, uint64_t n, const abi::AmPrefix& p, uint8_t seed, const Proc& from) {
+  return holds_from(r, n, p, seed, self_node(), from.slot);
+}
 
-// The Long of p (seed) is in `to`'s segment at its offset; every other
-// segment byte is the segment's own. Then the segment is put back.
-bool long_landed(Proc& to, const abi::AmPrefix& p, uint8_t seed) {
+// The Long of p (seed) is in `to`'s segment at its offset -- its first
+// `upto` bytes only, if given; every other segment byte is the segment's
+// own. Then the segment is put back.
+bool long_landed(Proc& to, const abi::AmPrefix& p, uint8_t seed, uint32_t upto = ~0u) {
   bool ok = true;
+  const uint32_t len = p.long_len < upto ? p.long_len : upto;
   for (uint32_t i = 0; i < kSegLen; ++i) {
-    uint8_t want = i >= p.long_offset && i - p.long_offset < p.long_len ? lbyte(seed, i - p.long_offset) : sbyte(i);
+    uint8_t want = i >= p.long_offset && i - p.long_offset < len ? lbyte(seed, i - p.long_offset) : sbyte(i);
     if (to.base[kSegOff + i] != want) {
       EXPECT_EQ(to.base[kSegOff + i], want);
-      fwtest::note("segment byte %u (long at %u, %u bytes)", i, p.long_offset, p.long_len);
+      fwtest::note("segment byte %u (long at %u, %u of its %u bytes)", i, p.long_offset, len, p.long_len);
       ok = false;
       break;
     }
@@ -276,13 +288,13 @@ bool long_landed(Proc& to, const abi::AmPrefix& p, uint8_t seed) {
   return ok;
 }
 
-// One kEqAmArrival for endpoint ep, `len` message bytes.
-bool arrival(Proc& p, uint8_t ep, uint32_t len) {
+// One kEqAmArrival for endpoint ep, `len` message bytes from node src_node.
+bool arrival(Proc& p, uint8_t ep, uint32_t len, uint32_t src_node = self_node()) {
   abi::EqEntry ev{};
   if (!EXPECT(p.event(ev))) return false;
   bool ok = EXPECT_EQ(ev.type, uint32_t(abi::kEqAmArrival));
   ok &= EXPECT_EQ(ev.export_handle, uint32_t(ep));
-  ok &= EXPECT_EQ(ev.src_node, uint16_t(self_node()));
+  ok &= EXPECT_EQ(ev.src_node, uint16_t(src_node));
   ok &= EXPECT_EQ(ev.length, len);
   return ok;
 }
@@ -956,4 +968,247 @@ FW_TEST(detach_of_the_sending_slot_mid_way_frees_its_operation) {
   abi::CqEntry c = send(g_a, g_b, prefix(3, 64, kTag), 0xc1);
   EXPECT(c.status != 0xffff);
   if (!EXPECT(c.status != abi::kCqNoResources)) fwtest::note("no PutOp left for any slot of the NIC");
+}
+
+// =====================================================================
+// A peer NIC. From here on the link is up on the board's fabric, and node 1,
+// played by the test, sends AM operations to B's endpoints as a sending NIC
+// does (remote.cpp precompute_header, link::send_segments): kWireOpAm,
+// dst_addr = offset in the operation's bytes, kMtu bytes a packet,
+// kWireFirst on the first and kWireLast on the last. Once the protocol layer
+// has taken a packet that ends past the message, the link places the Long's
+// next packets into the segment itself (link::place_next, am_placement), up
+// to the last packet (the protocol layer's: the verdict, the ring entry) or
+// until the tables change (SlotTable::epoch).
+
+namespace {
+
+fwtest::FabricPeer g_peer;
+constexpr uint32_t kPeer = fwtest::FabricPeer::kNode;
+constexpr uint16_t kPeerSlot = 5;                            // the sending slot on node 1
+constexpr uint64_t kSeg2Off = 0x1300000, kSeg2Len = 0x10000;  // another region of B's: Local|RemoteWrite
+constexpr uint32_t kMtu = abi::kMtu;
+uint64_t g_peer_op = 0x7700;
+
+uint8_t s2byte(uint32_t i) { return uint8_t(i * 53u + (i >> 8) + 0x21); }
+
+// An AM operation of node 1's: its bytes (AmPrefix, message, Long) are in
+// g_a's source region, where build() wrote them.
+struct PeerAm {
+  uint64_t op_id;
+  uint32_t total;
+  uint16_t dst_slot;
+
+  uint32_t packets() const { return (total + kMtu - 1) / kMtu; }
+  // Packet k: the bytes from k * kMtu.
+  void send(uint32_t k) const {
+    const uint32_t off = k * kMtu, len = total - off < kMtu ? total - off : kMtu;
+    abi::WireHeader h = g_peer.header();
+    h.op = abi::kWireOpAm;
+    h.flags = uint8_t((k == 0 ? abi::kWireFirst : 0) | (off + len == total ? abi::kWireLast : 0));
+    h.payload_len = uint16_t(len);
+    h.dst_slot = dst_slot;
+    h.dst_addr = off;
+    h.op_id = op_id;
+    h.op_length = total;
+    h.src_slot = kPeerSlot;
+    g_peer.send(h, g_a.base + kSrcOff + off);
+  }
+  void send(uint32_t from, uint32_t to) const {
+    for (uint32_t k = from; k < to; ++k) send(k);
+  }
+};
+
+PeerAm peer_am(const Proc& to, const abi::AmPrefix& p, uint8_t seed) {
+  return PeerAm{++g_peer_op, build(g_a, p, seed), uint16_t(to.slot)};
+}
+
+// The first packet of p's operation the link may place: the one after the
+// first packet that ends past the message.
+uint32_t first_placed(const abi::AmPrefix& p) {
+  const uint64_t k = (abi::am_long_start(p.msg_len) + kMtu - 1) / kMtu;
+  return k < 1 ? 1 : uint32_t(k);
+}
+
+uint64_t placed() { return link::stats().placed; }
+
+// Endpoint ep of B again: ring r, `tag`, the segment [seg_off, +seg_len) of registration seg_key.
+abi::CqEntry reconfigure(const Ring& r, uint64_t tag, uint32_t seg_key, uint64_t seg_off, uint64_t seg_len) {
+  return g_b.run(endpoint_entry(r.ep, g_b.va(r.off), g_b.ring_key, r.entries, tag, seg_key, g_b.va(seg_off), seg_len));
+}
+
+// Node 1 sends p's operation (seed) to B with `change` made after its first
+// `at` packets, of which the link placed all but the first: it places none
+// after the change, and B's segment holds the Long up to the change and no
+// byte after it. The operation, for its verdict.
+template <class Change>
+PeerAm cut_off(const abi::AmPrefix& p, uint8_t seed, uint32_t at, Change change) {
+  PeerAm op = peer_am(g_b, p, seed);
+  const uint64_t before = placed();
+  op.send(0, at);
+  EXPECT_EQ(placed(), before + at - 1);
+  change();
+  op.send(at, op.packets());
+  EXPECT_EQ(placed(), before + at - 1);
+  EXPECT(long_landed(g_b, p, seed, uint32_t(at * kMtu - abi::am_long_start(p.msg_len))));
+  return op;
+}
+
+// Entry n of r: a message refused after it took the entry, published empty.
+void published_empty(const Ring& r, uint64_t n) {
+  EXPECT_EQ(r.entry(n)->seq, uint32_t(n + 1));
+  EXPECT_EQ(r.entry(n)->len, 0u);
+  EXPECT_EQ(r.entry(n)->long_len, 0u);
+}
+
+}  // namespace
+
+FW_TEST(remote_the_link_comes_up_with_node_1) {
+  CHECK(g_peer.up(g_board, link::Upcalls{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid}));
+  g_peer.acks = true;
+  CHECK(g_peer.meet());
+  g_b.drain();
+  g_b.fill_segment();
+}
+
+FW_TEST(remote_longs_are_placed_by_the_link_byte_for_byte) {
+  // Where the Long lands decides how the link copies it (core/copy.h): the
+  // payload starts 8-aligned in the operation, so long_offset modulo 8 is
+  // the packet's distance from its destination modulo 8.
+  struct Shape {
+    uint32_t msg_len, long_len, long_offset;
+  } shapes[] = {
+      {200, 5 * kMtu + 1000, 0x2000},  // words of 8
+      {13, 3 * kMtu + 77, 0x1004},     // the message padded by 3; words of 4
+      {4287, 3 * kMtu + 77, 0x1003},   // the message runs into the 2nd packet; bytes
+      {64, 4 * kMtu, 0x1006},          // 2 apart modulo 4: bytes
+      {8, abi::kAmMaxLong, 0x10},      // 1 MiB, 257 packets
+  };
+  Ring r = new_ring(g_b, 4, 8, kTag);
+  const uint64_t published = fwtest::published_link_placed(), total_before = placed();
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    const Shape& sh = shapes[i];
+    const uint8_t seed = uint8_t(0x60 + i);
+    abi::AmPrefix p = prefix(4, sh.msg_len, kTag, kReq, uint8_t(i), sh.long_len, sh.long_offset);
+    PeerAm op = peer_am(g_b, p, seed);
+    const uint32_t n = op.packets(), first = first_placed(p);
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint64_t was = placed();
+      op.send(k);
+      const bool by_link = k >= first && k + 1 < n;
+      if (!EXPECT_EQ(placed(), was + (by_link ? 1 : 0))) fwtest::note("shape %u, packet %u of %u", i, k, n);
+      if (k + 1 < n && !EXPECT_EQ(r.entry(i)->seq, 0u)) fwtest::note("published before its last packet");
+    }
+    total += n - 1 - first;
+    EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqOk);
+    if (!holds_from(r, i, p, seed, kPeer, kPeerSlot)) fwtest::note("shape %u", i);
+    if (!long_landed(g_b, p, seed)) fwtest::note("shape %u", i);
+    arrival(g_b, 4, sh.msg_len, kPeer);
+    no_event(g_b);
+    r.consume(i + 1);
+  }
+  EXPECT_EQ(placed() - total_before, total);
+  EXPECT_EQ(fwtest::published_link_placed() - published, total);  // status counter link_placed
+}
+
+FW_TEST(remote_a_new_tag_mid_long_stops_placement_until_the_next_packet) {
+  // The endpoint is configured again (a new tag, the same ring and segment)
+  // between two packets: the epoch stops the placed stream; the protocol
+  // layer takes the next packet (into the same segment) and hands the rest
+  // to the link again. The message lands whole.
+  Ring r = new_ring(g_b, 5, 4, kTag);
+  abi::AmPrefix p = prefix(5, 64, kTag, kReq, 1, 6 * kMtu, 0x3000);
+  PeerAm op = peer_am(g_b, p, 0x71);
+  CHECK_EQ(op.packets(), 7u);
+  const uint64_t before = placed();
+  op.send(0, 3);
+  EXPECT_EQ(placed(), before + 2);
+  CHECK_EQ(reconfigure(r, kTag + 1, g_b.seg_key, kSegOff, kSegLen).status, abi::kCqOk);
+  op.send(3);
+  EXPECT_EQ(placed(), before + 2);
+  op.send(4, 7);
+  EXPECT_EQ(placed(), before + 4);  // packets 4 and 5
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqOk);
+  EXPECT(holds_from(r, 0, p, 0x71, kPeer, kPeerSlot));
+  EXPECT(long_landed(g_b, p, 0x71));
+  arrival(g_b, 5, 64, kPeer);
+  no_event(g_b);
+}
+
+FW_TEST(remote_a_new_segment_mid_long_takes_no_more_of_it) {
+  // Between two packets the endpoint gets another segment, one that ends
+  // before the Long's offset (in a registration that goes on past it). No
+  // byte of the Long sent after the change may land in the old segment --
+  // nor anywhere in the new registration: the message no longer fits the
+  // endpoint's segment (abi/am.h: "a Long fits the segment"; a segment
+  // deregistered mid-Long is kCqAmBadSegOffset with its entry published
+  // empty, see a_segment_deregistered_mid_long_publishes_an_empty_entry).
+  Ring r = new_ring(g_b, 6, 4, kTag);
+  const uint32_t seg2_key = g_b.reg(kSeg2Off, kSeg2Len, abi::kAccessLocal | abi::kAccessRemoteWrite);
+  for (uint32_t i = 0; i < kSeg2Len; ++i) g_b.base[kSeg2Off + i] = s2byte(i);
+  abi::AmPrefix p = prefix(6, 64, kTag, kReq, 2, 6 * kMtu, 0x3000);
+  PeerAm op = cut_off(p, 0x72, 3, [&] {
+    EXPECT_EQ(reconfigure(r, kTag, seg2_key, kSeg2Off, 0x1000).status, abi::kCqOk);
+  });
+  // The new registration: untouched, within the new segment and past it.
+  for (uint32_t i = 0; i < kSeg2Len; ++i)
+    if (!EXPECT_EQ(g_b.base[kSeg2Off + i], s2byte(i))) {
+      fwtest::note("byte %u of the new segment's registration written (segment: 0x1000 bytes; Long at 0x%x)", i,
+                   p.long_offset);
+      break;
+    }
+  // Refused, and its entry published empty so the process moves past it.
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqAmBadSegOffset);
+  published_empty(r, 0);
+  no_event(g_b);
+  EXPECT_EQ(g_b.run(close_entry(6)).status, abi::kCqOk);
+  g_b.drain();
+}
+
+FW_TEST(remote_an_endpoint_closed_mid_long_takes_no_more_of_it) {
+  Ring r = new_ring(g_b, 7, 4, kTag);
+  abi::AmPrefix p = prefix(7, 100, kTag, kReq, 3, 5 * kMtu, 0x800);
+  PeerAm op = cut_off(p, 0x73, 3, [] { EXPECT_EQ(g_b.run(close_entry(7)).status, abi::kCqOk); });
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqAmBadEndpoint);
+  EXPECT_EQ(r.entry(0)->seq, 0u);  // the NIC has no ring for it any more
+  no_event(g_b);
+  // The NIC let go of the message: a new endpoint there takes the next one
+  // (a Long in one packet: first and last).
+  Ring r2 = new_ring(g_b, 7, 4, kTag);
+  p = prefix(7, 24, kTag, kReq, 3, 1000, 0x801);
+  op = peer_am(g_b, p, 0x74);
+  CHECK_EQ(op.packets(), 1u);
+  op.send(0);
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqOk);
+  EXPECT(holds_from(r2, 0, p, 0x74, kPeer, kPeerSlot));
+  EXPECT(long_landed(g_b, p, 0x74));
+  arrival(g_b, 7, 24, kPeer);
+}
+
+FW_TEST(remote_a_segment_deregistered_mid_long_takes_no_more_of_it) {
+  Ring r = new_ring(g_b, 4, 4, kTag);
+  abi::AmPrefix p = prefix(4, 32, kTag, kReq, 4, 8 * kMtu, 0x4000);
+  PeerAm op = cut_off(p, 0x75, 4, [] {
+    abi::SqEntry d{};
+    d.opcode = abi::kOpDeregister;
+    d.src_key = g_b.seg_key;
+    d.user_data = ++g_token;
+    EXPECT_EQ(g_b.run(d).status, abi::kCqOk);
+  });
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqAmBadSegOffset);
+  published_empty(r, 0);
+  no_event(g_b);
+  // Registered again, the segment takes the next Long.
+  g_b.seg_key = g_b.reg(kSegOff, kSegLen, abi::kAccessLocal | abi::kAccessRemoteWrite);
+  CHECK_EQ(reconfigure(r, kTag, g_b.seg_key, kSegOff, kSegLen).status, abi::kCqOk);
+  p = prefix(4, 32, kTag, kReq, 4, 3 * kMtu, 0x4000);
+  op = peer_am(g_b, p, 0x76);
+  const uint64_t before = placed();
+  op.send(0, op.packets());
+  EXPECT_EQ(placed(), before + 2);
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqOk);
+  EXPECT(holds_from(r, 1, p, 0x76, kPeer, kPeerSlot));
+  EXPECT(long_landed(g_b, p, 0x76));
+  arrival(g_b, 4, 32, kPeer);
 }

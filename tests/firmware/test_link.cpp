@@ -8,29 +8,20 @@
 #include <string.h>
 
 #include "core/board.h"
-#include "core/boot_config.h"
-#include "hal/clint.h"
+#include "fabric_peer.h"
 #include "harness.h"
 #include "link/link.h"
 #include "ulnic/abi/fabric.h"
-#include "ulnic/abi/ring.h"
-#include "ulnic/abi/status.h"
 
 namespace abi = ulnic::abi;
 
 namespace {
 
-constexpr uint32_t kPeer = 1;
-constexpr uint32_t kPeerIncarnation = 0x5eed1234;
 constexpr uint64_t kOp = 0x4201;
 constexpr uint16_t kLen = 1024;  // payload per packet (any length the stream's packets share)
 
 core::board::Board g_board;
-core::boot_config::Config g_cfg;
-abi::RingProducer<abi::Packet> g_to_us;   // ring[1][0]: the test is its producer
-abi::RingConsumer<abi::Packet> g_from_us; // ring[0][1]: the test is its consumer
-uint32_t g_our_incarnation;
-uint32_t g_seq = 1;                       // the peer's next sequence number
+fwtest::FabricPeer g_peer;  // node 1 (acknowledges nothing unless a test says so)
 
 // What the protocol layer saw.
 uint32_t g_delivered;
@@ -43,52 +34,37 @@ uint64_t g_hi = sizeof g_mem;
 void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   ++g_delivered;
   g_last = h;
-  if (src != kPeer || h.dst_addr > sizeof g_mem || h.payload_len > sizeof g_mem - h.dst_addr) return;
+  if (src != fwtest::FabricPeer::kNode || h.dst_addr > sizeof g_mem || h.payload_len > sizeof g_mem - h.dst_addr)
+    return;
   memcpy(g_mem + h.dst_addr, payload, h.payload_len);
   if (g_place_next) link::place_next(src, h, abi::kWireFirst, reinterpret_cast<uint64_t>(g_mem), g_hi, &g_epoch);
 }
 void peer_lost(uint32_t) {}
 bool payload_valid(uint32_t, uint64_t) { return true; }
 
-abi::RingControl* ring(uint32_t src, uint32_t dst) {
-  return reinterpret_cast<abi::RingControl*>(g_board.fabric.mem +
-                                             abi::ring_offset(g_cfg.fabric_ports, g_cfg.ring_capacity, src, dst));
-}
-
 uint8_t byte_at(uint64_t offset, uint32_t salt) { return uint8_t(offset * 13 + salt * 7 + 1); }
 
 // The header node 1 sends for bytes [offset, offset + kLen) of operation `op`.
 abi::WireHeader data(uint64_t op, uint64_t offset, uint8_t flags = 0) {
-  abi::WireHeader h{};
-  h.magic = abi::kWireMagic;
-  h.type = abi::kPktData;
+  abi::WireHeader h = g_peer.header();
   h.flags = flags;
   h.payload_len = kLen;
-  h.src = uint16_t(kPeer);
-  h.dst = 0;
   h.op = abi::kWireOpSend;
   h.dst_slot = 2;
   h.dst_key = 0x77;
   h.dst_addr = offset;
   h.op_id = op;
   h.op_length = sizeof g_mem;
-  h.src_incarnation = kPeerIncarnation;
-  h.dst_incarnation = g_our_incarnation;
   h.src_slot = 3;
   return h;
 }
 
 // Node 1 sends `h` with the next sequence number (or `seq`), its payload
 // stamped with `salt`; our link then takes what arrived.
-void send(abi::WireHeader h, uint32_t salt = 0, uint32_t seq = 0) {
-  h.seq = seq ? seq : g_seq++;
-  abi::Packet* p = g_to_us.reserve();
-  if (!p) return fwtest::fail(__FILE__, __LINE__, "ring toward node 0 full");
-  for (uint32_t i = 0; i < h.payload_len; ++i) p->payload[i] = byte_at(h.dst_addr + i, salt);
-  p->h = h;
-  g_to_us.push();
-  g_to_us.publish();
-  link::poll_rx(hal::clint::now());
+void send(const abi::WireHeader& h, uint32_t salt = 0, uint32_t seq = 0) {
+  uint8_t payload[kLen];
+  for (uint32_t i = 0; i < h.payload_len; ++i) payload[i] = byte_at(h.dst_addr + i, salt);
+  g_peer.send(h, payload, seq);
 }
 
 bool landed(uint64_t offset, uint32_t len, uint32_t salt) {
@@ -97,50 +73,24 @@ bool landed(uint64_t offset, uint32_t len, uint32_t salt) {
   return true;
 }
 
-// Our ACKs and data toward node 1, taken off its ring.
-abi::WireHeader take_from_us() {
-  abi::WireHeader h{};
-  while (const abi::Packet* p = g_from_us.peek()) {
-    h = p->h;
-    g_from_us.pop();
-  }
-  g_from_us.release();
-  return h;
-}
+// Our ACKs and data toward node 1, taken off its ring: the last header.
+abi::WireHeader take_from_us() { return g_peer.drain(); }
 
-const abi::LinkStatus& status_of_peer() {
-  link::publish_link_status();
-  return reinterpret_cast<const abi::LinkStatus*>(abi::kSramBase + abi::kLinkStatusOffset)[kPeer];
-}
+const abi::LinkStatus& status_of_peer() { return g_peer.status(); }
 
 }  // namespace
 
 FW_TEST(the_link_comes_up_on_the_fabric_and_learns_the_peer) {
   core::board::discover(g_board);
-  CHECK_EQ(core::boot_config::load(g_cfg), abi::kBootConfigOk);
-  CHECK(g_board.fabric.present);
-  CHECK_EQ(g_cfg.node_id, 0u);
-  CHECK(g_cfg.fabric_ports >= 2);
-  CHECK_EQ(g_cfg.switch_port, abi::kNoSwitch);
-  link::init(g_board, g_cfg, link::Upcalls{deliver, peer_lost, payload_valid}, hal::clint::now());
-  CHECK(link::enabled());
-  abi::RingControl* in = ring(kPeer, 0);
-  abi::RingControl* out = ring(0, kPeer);
-  CHECK(g_to_us.attach(in, reinterpret_cast<abi::Packet*>(in + 1), g_cfg.ring_capacity));
-  CHECK(g_from_us.attach(out, reinterpret_cast<abi::Packet*>(out + 1), g_cfg.ring_capacity));
+  CHECK(g_peer.up(g_board, link::Upcalls{deliver, peer_lost, payload_valid}));
   // The peer's first packet does not know our incarnation yet.
   abi::WireHeader h = data(0x10, 0, abi::kWireFirst);
-  h.dst_incarnation = 0;
+  EXPECT_EQ(h.dst_incarnation, 0u);
   send(h);
   CHECK_EQ(g_delivered, 1u);
   // Our ACK, due now, tells it.
-  link::poll_timers(hal::clint::now() + hal::clint::us_to_ticks(1'000'000));
-  abi::WireHeader ack = take_from_us();
-  CHECK_EQ(ack.type, abi::kPktAck);
-  CHECK_EQ(ack.ack, 1u);
-  g_our_incarnation = ack.src_incarnation;
-  CHECK(g_our_incarnation != 0);
-  EXPECT_EQ(status_of_peer().peer_incarnation, kPeerIncarnation);
+  CHECK(g_peer.learn_incarnation());
+  EXPECT_EQ(status_of_peer().peer_incarnation, fwtest::FabricPeer::kIncarnation);
 }
 
 FW_TEST(a_placed_stream_lands_without_upcalls_and_in_order) {
@@ -153,15 +103,15 @@ FW_TEST(a_placed_stream_lands_without_upcalls_and_in_order) {
   EXPECT_EQ(g_delivered, 2u);
   EXPECT(landed(0, 8 * kLen, 1));
   EXPECT_EQ(status_of_peer().rx_data, rx + 7);
-  EXPECT_EQ(status_of_peer().expected, g_seq);
+  EXPECT_EQ(status_of_peer().expected, g_peer.next_seq);
   // The last packet is the protocol layer's (its verdict, its notification).
   send(data(kOp, 8 * kLen, abi::kWireLast), 1);
   EXPECT_EQ(g_delivered, 3u);
   EXPECT_EQ(g_last.flags, abi::kWireLast);
-  EXPECT_EQ(g_last.seq, g_seq - 1);
+  EXPECT_EQ(g_last.seq, g_peer.next_seq - 1);
   // Placed packets are acknowledged like any other.
   link::poll_timers(hal::clint::now() + hal::clint::us_to_ticks(1'000'000));
-  EXPECT_EQ(take_from_us().ack, g_seq - 1);
+  EXPECT_EQ(take_from_us().ack, g_peer.next_seq - 1);
 }
 
 FW_TEST(anything_but_the_next_packet_of_the_stream_goes_the_usual_way) {
@@ -217,9 +167,9 @@ FW_TEST(gaps_and_duplicates_in_a_placed_stream_place_nothing) {
   uint32_t expected = s.expected;
   memset(g_mem, 0, sizeof g_mem);
   // A packet from beyond a gap: dropped (go-back-N resends it), not placed.
-  send(data(0x61, kLen), 7, g_seq + 1);
+  send(data(0x61, kLen), 7, g_peer.next_seq + 1);
   // An old packet again: dropped, not placed.
-  send(data(0x61, kLen), 7, g_seq - 1);
+  send(data(0x61, kLen), 7, g_peer.next_seq - 1);
   EXPECT_EQ(g_delivered, before);
   EXPECT_EQ(status_of_peer().duplicates, dups + 2);
   EXPECT_EQ(status_of_peer().rx_data, rx);
@@ -235,7 +185,7 @@ FW_TEST(a_placed_packet_carries_its_ack) {
   // A packet of ours toward node 1, then a placed packet that acknowledges it.
   abi::WireHeader mine{};
   mine.op = abi::kWireOpMail;
-  uint32_t seq = link::send(kPeer, mine, 0, 0, ~0u, 0);
+  uint32_t seq = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
   CHECK(seq != 0);
   take_from_us();
   EXPECT_EQ(status_of_peer().acked, seq - 1);

@@ -8,15 +8,20 @@
 // What is checked: CQEs (status, opcode, result, user_data), the descriptor
 // words the NIC writes back (Status, Length, ImmediateData), the bytes moved,
 // and kEqViError events -- above all for descriptors a hostile host wrote.
+// The last tests bring the link up on the board's fabric and play a peer NIC
+// (node 1, fabric_peer.h) whose VIs connect to b's over the wire: there the
+// link places a send's or an RDMA write's packets itself (direct placement).
 #include <string.h>
 
 #include "core/board.h"
 #include "core/status.h"
+#include "fabric_peer.h"
 #include "harness.h"
 #include "lcp/remote.h"
 #include "lcp/slots.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
+#include "link/link.h"
 #include "slot_proc.h"
 
 namespace abi = ulnic::abi;
@@ -1885,4 +1890,358 @@ FW_TEST(slot_detach_breaks_the_peer_and_withdraws_its_requests) {
   EXPECT_CQE(g_a.take(c), abi::kOpViConnect, abi::kCqViRejected, 1);
   EXPECT_NO_EVENT(g_a);
   EXPECT_NO_CQE(g_a);
+}
+
+// =====================================================================
+// A peer NIC. From here on the link is up on the board's fabric, and node 1,
+// played by the test, connects VIs of its slot kPeerSlot to b's and sends
+// over the wire what a sending NIC's vi_feed sends: a send's packets
+// (kWireOpViSend, dst_addr = offset in the message, kWireFirst / kWireLast)
+// and an RDMA write's (kWireOpViWrite, dst_addr = target VA, dst_key = its
+// memory handle, kWireLast), kMtu bytes each. Once the protocol layer has
+// taken a packet, the link places the operation's next packets itself
+// (link::place_next, vi_placement) within the receive segment that packet's
+// end falls in, or within the write's registration -- until the last packet
+// or until the tables change (SlotTable::epoch: a flushed receive queue, a
+// registration).
+
+namespace {
+
+// vi.cpp's connection message (the payload of kWireOpViConn), private to
+// vi.cpp: node 1 speaks it, so the test mirrors its layout.
+struct ConnWire {
+  uint32_t kind;
+  uint32_t slot, vi;            // the sender's VI
+  uint32_t peer_slot, peer_vi;  // kConnDisconnect: the receiver's VI
+  uint32_t attrs, max_transfer;
+  uint32_t peer;
+  uint64_t serial;
+  uint32_t disc_len, pad;
+  uint8_t disc[abi::kViMaxDiscriminator];
+};
+static_assert(sizeof(ConnWire) == 112);
+enum : uint32_t { kConnRequest = 1, kConnMatched = 2, kConnAccept = 3, kConnDisconnect = 7 };
+
+fwtest::FabricPeer g_peer;
+constexpr uint32_t kPeer = fwtest::FabricPeer::kNode;
+constexpr uint16_t kPeerSlot = 6;
+constexpr uint32_t kMtu = abi::kMtu;
+uint64_t g_serial = 500, g_op_serial = 900;
+uint8_t g_msg[0x8000];          // node 1's bytes
+uint8_t g_image[kBufLen];       // what b's buffer region must hold
+
+uint64_t peer_op_id() { return (++g_op_serial << 8) | lcp::kViOpFlag; }
+void fill_msg(uint32_t seed) {
+  for (uint32_t i = 0; i < sizeof g_msg; ++i) g_msg[i] = uint8_t(i * 151u + (i >> 9) + seed);
+}
+
+// The NIC's loop, as far as this NIC's side goes: the link, verdicts, the
+// slots, VI work; node 1 takes what comes.
+void remote_pump() {
+  for (int i = 0; i < 4; ++i) {
+    link::poll_rx(hal::clint::now());
+    lcp::remote_poll(g_t);
+    pump();
+    link::poll_timers(hal::clint::now());
+    g_peer.drain();
+  }
+}
+
+void peer_conn(const ConnWire& m) {
+  abi::WireHeader h = g_peer.header();
+  h.op = abi::kWireOpViConn;
+  h.payload_len = sizeof m;
+  h.op_length = sizeof m;
+  g_peer.send(h, &m);
+}
+// The newest connection message node 1 has from us.
+bool heard_conn(ConnWire& out) {
+  const fwtest::FabricPeer::Heard* e = g_peer.find(abi::kWireOpViConn, 0);
+  if (!EXPECT(e != nullptr) || !EXPECT_EQ(e->h.payload_len, sizeof out)) return false;
+  memcpy(&out, e->payload, sizeof out);
+  return true;
+}
+
+// b's VI bvi (made with attrs) connected to node 1's VI pvi: b listens,
+// node 1 asks, b accepts; false (after reporting) if a step went wrong.
+bool connect_remote(uint32_t bvi, uint32_t attrs, uint32_t pvi, const char* disc) {
+  if (!EXPECT_EQ(create(g_b, bvi, attrs).status, abi::kCqOk)) return false;
+  uint64_t bi = g_b.alloc(sizeof(abi::ViConnInfo));
+  uint64_t l = listen(g_b, disc, slen(disc), bi);
+  remote_pump();
+  ConnWire m{};
+  m.kind = kConnRequest;
+  m.slot = kPeerSlot, m.vi = pvi;
+  m.attrs = attrs, m.max_transfer = 0x100000;
+  m.serial = ++g_serial;
+  m.disc_len = slen(disc);
+  memcpy(m.disc, disc, m.disc_len);
+  peer_conn(m);
+  remote_pump();
+  abi::CqEntry lc = g_b.take(l);
+  if (!EXPECT_EQ(lc.status, abi::kCqOk)) return false;
+  EXPECT_EQ(g_b.info(bi).node, kPeer);
+  EXPECT_EQ(g_b.info(bi).attrs, attrs);
+  EXPECT_EQ(g_b.info(bi).conn_id, lc.result);
+  ConnWire got{};
+  if (!heard_conn(got) || !EXPECT_EQ(got.kind, kConnMatched) || !EXPECT_EQ(got.serial, m.serial)) return false;
+  if (!EXPECT_EQ(accept(g_b, bvi, lc.result).status, abi::kCqOk)) return false;
+  remote_pump();
+  if (!heard_conn(got) || !EXPECT_EQ(got.kind, kConnAccept) || !EXPECT_EQ(got.serial, m.serial)) return false;
+  EXPECT_EQ(got.slot, g_b.slot);
+  EXPECT_EQ(got.vi, bvi);
+  EXPECT_EQ(got.attrs, attrs);
+  return true;
+}
+
+// A send or RDMA write of node 1's VI pvi to b's VI bvi: g_msg's first `total` bytes.
+struct PeerVi {
+  uint8_t op;  // kWireOpViSend or kWireOpViWrite
+  uint32_t bvi, pvi;
+  uint32_t total;
+  uint64_t addr = 0;  // write: the target VA
+  uint32_t key = 0;   // write: its memory handle
+  uint64_t op_id = peer_op_id();
+
+  uint32_t packets() const { return (total + kMtu - 1) / kMtu; }
+  void send(uint32_t k) const {
+    const uint32_t off = k * kMtu, len = total - off < kMtu ? total - off : kMtu;
+    const bool last = off + len == total;
+    abi::WireHeader h = g_peer.header();
+    h.op = op;
+    h.payload_len = uint16_t(len);
+    h.dst_slot = uint16_t(g_b.slot);
+    h.vi = uint16_t(bvi);
+    h.status = uint8_t(pvi);
+    h.src_slot = kPeerSlot;
+    h.op_id = op_id;
+    h.op_length = total;
+    if (op == abi::kWireOpViSend) {
+      h.dst_addr = off;
+      h.flags = uint8_t((k == 0 ? abi::kWireFirst : 0) | (last ? abi::kWireLast : 0));
+    } else {
+      h.dst_addr = addr + off;
+      h.dst_key = key;
+      h.flags = last ? abi::kWireLast : 0;
+    }
+    g_peer.send(h, g_msg + off);
+  }
+  void send(uint32_t from, uint32_t to) const {
+    for (uint32_t k = from; k < to; ++k) send(k);
+  }
+};
+
+uint64_t placed() { return link::stats().placed; }
+
+// b's buffer region gets a fresh pattern, which the test then expects there
+// but where it says bytes land.
+void snapshot(uint32_t seed) {
+  fill(g_b, g_b.buf(0), uint32_t(kBufLen), seed);
+  memcpy(g_image, g_b.at(g_b.buf(0)), kBufLen);
+}
+void expect_at(uint64_t buf_off, const uint8_t* bytes, uint32_t len) { memcpy(g_image + buf_off, bytes, len); }
+bool buffers_as_expected() {
+  const uint8_t* have = g_b.at(g_b.buf(0));
+  for (uint32_t i = 0; i < kBufLen; ++i)
+    if (have[i] != g_image[i]) {
+      EXPECT_EQ(have[i], g_image[i]);
+      fwtest::note("b's buffer region, byte 0x%x", i);
+      return false;
+    }
+  return true;
+}
+
+// Node 1 sends op, which lands at b's buffer offset buf_off, with b's
+// registration `key` deregistered after its first 3 packets (the link placed
+// 2 of them): the link places none after that, and no byte after it lands.
+void deregistered_after_3(const PeerVi& op, uint64_t buf_off, uint32_t key) {
+  const uint64_t before = placed();
+  op.send(0, 3);
+  EXPECT_EQ(placed(), before + 2);
+  expect_at(buf_off, g_msg, 3 * kMtu);
+  abi::SqEntry dr = sqe(abi::kOpDeregister);
+  dr.src_key = key;
+  EXPECT_CQE(run(g_b, dr), abi::kOpDeregister, abi::kCqOk, 0);
+  op.send(3, op.packets());
+  EXPECT_EQ(placed(), before + 2);
+  remote_pump();
+  EXPECT(buffers_as_expected());
+}
+
+}  // namespace
+
+FW_TEST(remote_the_link_comes_up_with_node_1) {
+  CHECK(g_peer.up(g_board, link::Upcalls{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid}));
+  g_peer.acks = true;
+  CHECK(g_peer.meet());
+  // A new process on b's slot (the last test detached it).
+  g_b.open(1, 20, 0x9000'0000, 9, 4096);
+  g_b.desc_key = g_b.reg(kDescOff, kDescLen, abi::kAccessLocal, g_b.ptag);
+  g_b.buf_key = g_b.reg(kBufOff, kBufLen, abi::kAccessLocal | abi::kAccessRemoteWrite, g_b.ptag);
+  CHECK(connect_remote(20, kRel, 6, "remote-send"));
+  EXPECT_QUIET();
+}
+
+FW_TEST(remote_a_send_is_placed_within_each_receive_segment) {
+  // Two receive segments (the second at an odd address): the link places a
+  // packet only if it ends within the segment the previous one ended in;
+  // the packet across the boundary, and the last, go to vi_deliver.
+  snapshot(31);
+  fill_msg(1);
+  Seg rs[2] = {g_b.seg(0x10000, 10000), g_b.seg(0x30003, 20000)};
+  uint64_t rd = g_b.desc(0, 0, 0, rs, 2);
+  post_recv(g_b, 20, rd);
+  remote_pump();
+  EXPECT_NO_CQE(g_b);
+  PeerVi op{abi::kWireOpViSend, 20, 6, 24000};
+  CHECK_EQ(op.packets(), 6u);
+  const bool by_link[6] = {false, true, false, true, true, false};
+  const uint64_t published = fwtest::published_link_placed();
+  for (uint32_t k = 0; k < 6; ++k) {
+    const uint64_t was = placed();
+    op.send(k);
+    if (!EXPECT_EQ(placed(), was + (by_link[k] ? 1 : 0))) fwtest::note("packet %u", k);
+    if (k < 5) EXPECT_EQ(g_b.status(rd), 0u);
+  }
+  EXPECT_EQ(fwtest::published_link_placed() - published, 3u);  // status counter link_placed
+  remote_pump();
+  EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, 20, rd);
+  EXPECT_EQ(g_b.status(rd), kDone | kRecv);
+  EXPECT_EQ(g_b.length(rd), 24000u);
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqOk);
+  expect_at(0x10000, g_msg, 10000);
+  expect_at(0x30003, g_msg + 10000, 14000);
+  EXPECT(buffers_as_expected());
+  EXPECT_QUIET();
+}
+
+FW_TEST(remote_a_receive_flushed_mid_send_takes_no_more_of_it) {
+  // b's receive is flushed between two packets of a send: b disconnects its
+  // VI, destroys it, or node 1 breaks the connection. The placed stream
+  // stops there (vi.cpp flush_recvs bumps the epoch) and no later byte of
+  // the send lands; its last packet gets kCqRemoteNotConnected.
+  enum Mode { kDisconnect, kDestroy, kBroken };
+  const char* discs[] = {"flush-disconnect", "flush-destroy", "flush-broken"};
+  for (uint32_t mode = kDisconnect; mode <= kBroken; ++mode) {
+    const uint32_t bvi = 21 + mode, pvi = 7 + mode;
+    CHECK(connect_remote(bvi, kRel, pvi, discs[mode]));
+    snapshot(40 + mode);
+    fill_msg(2 + mode);
+    Seg rs[2] = {g_b.seg(0x40000, 10000), g_b.seg(0x50000, 20000)};
+    uint64_t rd = g_b.desc(0, 0, 0, rs, 2);
+    post_recv(g_b, bvi, rd);
+    remote_pump();
+    PeerVi op{abi::kWireOpViSend, bvi, pvi, 24000};
+    const uint64_t before = placed();
+    op.send(0, 2);
+    EXPECT_EQ(placed(), before + 1);
+    expect_at(0x40000, g_msg, 2 * kMtu);
+    abi::SqEntry e = sqe(mode == kDestroy ? abi::kOpViDestroy : abi::kOpViDisconnect, bvi);
+    if (mode == kBroken) {
+      ConnWire m{};
+      m.kind = kConnDisconnect;
+      m.slot = kPeerSlot, m.vi = pvi;
+      m.peer_slot = g_b.slot, m.peer_vi = bvi;
+      peer_conn(m);
+    } else {
+      g_b.submit(e);
+    }
+    remote_pump();
+    // The receive: flushed (its Length as the process wrote it), then the
+    // disconnect or destroy itself.
+    EXPECT_EQ(g_b.position(rd), 0);
+    EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, bvi, rd);
+    EXPECT_EQ(g_b.status(rd), kDone | kRecv | kFlushed);
+    EXPECT_EQ(g_b.length(rd), 0u);
+    if (mode == kBroken) {
+      EXPECT_VI_EVENT(g_b, bvi, abi::kViErrConnLost, abi::kViStateError);
+    } else {
+      EXPECT_CQE(g_b.take(e.user_data), e.opcode, abi::kCqOk, bvi);
+      ConnWire got{};
+      if (heard_conn(got)) {
+        EXPECT_EQ(got.kind, kConnDisconnect);
+        EXPECT_EQ(got.slot, g_b.slot);
+        EXPECT_EQ(got.vi, bvi);
+        EXPECT_EQ(got.peer_slot, kPeerSlot);
+        EXPECT_EQ(got.peer_vi, pvi);
+      }
+    }
+    const uint64_t was = placed();
+    op.send(2, 6);
+    EXPECT_EQ(placed(), was);
+    remote_pump();
+    EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqRemoteNotConnected);
+    if (!buffers_as_expected()) fwtest::note("mode %u", mode);
+    EXPECT_NO_EVENT(g_b);
+    EXPECT_NO_CQE(g_b);
+    if (mode == kBroken) EXPECT_CQE(simple(g_b, abi::kOpViDisconnect, bvi), abi::kOpViDisconnect, abi::kCqOk, bvi);
+    if (mode != kDestroy) EXPECT_CQE(simple(g_b, abi::kOpViDestroy, bvi), abi::kOpViDestroy, abi::kCqOk, bvi);
+  }
+  EXPECT_QUIET();
+}
+
+FW_TEST(remote_rdma_writes_are_placed_in_their_registration) {
+  CHECK(connect_remote(24, kRel | kW, 10, "remote-write"));
+  snapshot(50);
+  fill_msg(3);
+  const uint64_t targets[] = {0x20000, 0x60005};  // words of 8; bytes
+  for (uint64_t t : targets) {
+    PeerVi op{abi::kWireOpViWrite, 24, 10, 5 * kMtu + 333, g_b.buf(t), g_b.buf_key};
+    const uint32_t n = op.packets();
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint64_t was = placed();
+      op.send(k);
+      if (!EXPECT_EQ(placed(), was + (k >= 1 && k + 1 < n ? 1 : 0))) fwtest::note("target 0x%lx, packet %u", t, k);
+    }
+    EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqOk);
+    expect_at(t, g_msg, op.total);
+  }
+  EXPECT(buffers_as_expected());
+  EXPECT_QUIET();  // a plain RDMA write completes nothing at the target
+}
+
+FW_TEST(remote_an_rdma_write_stops_at_a_deregistration) {
+  // b takes back the region an RDMA write into it is placed in: no byte
+  // after that lands; the write is refused (kCqRemoteRdmaProt) and breaks
+  // the reliable connection (SEMANTICS.md).
+  const uint32_t k = g_b.reg(kBufOff + 0x70000, 0x8000, abi::kAccessLocal | abi::kAccessRemoteWrite, g_b.ptag);
+  snapshot(60);
+  fill_msg(4);
+  PeerVi op{abi::kWireOpViWrite, 24, 10, 6 * kMtu, g_b.buf(0x70000), k};
+  deregistered_after_3(op, 0x70000, k);
+  EXPECT_EQ(g_peer.verdict(op.op_id), abi::kCqRemoteRdmaProt);
+  EXPECT_VI_EVENT(g_b, 24, abi::kViErrRdmaWriteProt, abi::kViStateError);
+  EXPECT_CQE(simple(g_b, abi::kOpViDisconnect, 24), abi::kOpViDisconnect, abi::kCqOk, 24);
+  EXPECT_CQE(simple(g_b, abi::kOpViDestroy, 24), abi::kOpViDestroy, abi::kCqOk, 24);
+  EXPECT_QUIET();
+}
+
+FW_TEST(remote_a_receive_segment_deregistered_mid_send_takes_no_more_of_it) {
+  // b takes back the memory its receive descriptor's segment is in while a
+  // send into it arrives: the placed stream stops (the epoch), and no byte
+  // after that may land there -- the memory is its owner's again, as for a
+  // copy, an RDMA read or an RDMA write under way -- nor may the receive
+  // complete as if all had arrived.
+  const uint32_t k = g_b.reg(kBufOff + 0x60000, 0x10000, abi::kAccessLocal, g_b.ptag);
+  snapshot(70);
+  fill_msg(5);
+  Seg r{g_b.buf(0x60000), k, 30000};
+  uint64_t rd = g_b.desc(0, 0, 0, &r, 1);
+  post_recv(g_b, 20, rd);
+  remote_pump();
+  PeerVi op{abi::kWireOpViSend, 20, 6, 24000};
+  deregistered_after_3(op, 0x60000, k);
+  EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, 20, rd);
+  const uint32_t st = g_b.status(rd);
+  EXPECT_EQ(st & (kDone | 0xf0000u), kDone | kRecv);
+  if (!EXPECT((st & 0xfffeu) != 0))
+    fwtest::note("the receive completed: status 0x%x, length %u; verdict %u", st, g_b.length(rd),
+                 g_peer.verdict(op.op_id));
+  // Whatever state that left: back to nothing.
+  simple(g_b, abi::kOpViDisconnect, 20);
+  simple(g_b, abi::kOpViDestroy, 20);
+  remote_pump();
+  g_b.ngot = 0;
+  while (g_b.event(ev_sink())) {
+  }
 }
