@@ -60,10 +60,10 @@ uint64_t us(uint64_t n) { return hal::clint::us_to_ticks(n); }
 FW_TEST(the_spin_window_covers_the_conversations_gaps) {
   using E = lcp::GapEpoch;
   EXPECT_EQ(lcp::spin_window(E{}, E{}), us(lcp::kIdleSpinUs));               // nothing learned: the floor
-  EXPECT_EQ(lcp::spin_window(E{us(300), 1, 0}, E{}), us(lcp::kIdleSpinUs));  // one gap is no conversation
-  EXPECT_EQ(lcp::spin_window(E{us(300), 1, 0}, E{us(60), 1, 0}), us(600));   // twice the longest, either epoch
+  EXPECT_EQ(lcp::spin_window(E{us(120), 1, 0}, E{}), us(lcp::kIdleSpinUs));  // one gap is no conversation
+  EXPECT_EQ(lcp::spin_window(E{us(120), 1, 0}, E{us(60), 1, 0}), us(240));   // twice the longest, either epoch
   EXPECT_EQ(lcp::spin_window(E{us(30), 5, 0}, E{}), us(lcp::kConversationSpinUs));  // a conversation's floor
-  EXPECT_EQ(lcp::spin_window(E{us(1'900), 5, 1}, E{}), us(lcp::kMaxSpinUs));        // capped
+  EXPECT_EQ(lcp::spin_window(E{us(290), 5, 1}, E{}), us(lcp::kMaxSpinUs));           // capped
   // Peers that mostly keep it waiting beyond kMaxSpinUs: sleep at once.
   EXPECT_EQ(lcp::spin_window(E{us(100), 2, 3}, E{}), us(lcp::kIdleSpinUs));
 }
@@ -74,12 +74,16 @@ FW_TEST(outside_work_teaches_the_window_and_short_gaps_do_not) {
   lcp::loop_init(s, cfg(100'000), t);
   for (int i = 0; i < 20; ++i) lcp::note_outside_work(s, t += us(2));  // a busy stream
   EXPECT_EQ(s.spin_ticks, us(lcp::kIdleSpinUs));
-  for (int i = 0; i < 3; ++i) lcp::note_outside_work(s, t += us(400));  // a round trip every 400 us
-  EXPECT_EQ(s.spin_ticks, us(800));
-  EXPECT(!lcp::loop_idle(s, s.last_work + us(750)));  // inside the window: no sleep
+  for (int i = 0; i < 3; ++i) lcp::note_outside_work(s, t += us(120));  // a round trip every 120 us
+  EXPECT_EQ(s.spin_ticks, us(240));
+  EXPECT(!lcp::loop_idle(s, s.last_work + us(230)));  // inside the window: no sleep
   // Fast exchanges after a pause: the pause is still remembered.
   for (int i = 0; i < 50; ++i) lcp::note_outside_work(s, t += us(30));
-  EXPECT_EQ(s.spin_ticks, us(800));
+  EXPECT_EQ(s.spin_ticks, us(240));
+  // Retransmission timeouts (1 ms) are no conversation: spinning through
+  // them would cost more than the wake-ups they save.
+  for (int i = 0; i < 200; ++i) lcp::note_outside_work(s, t += us(1'000));
+  EXPECT_EQ(s.spin_ticks, us(lcp::kIdleSpinUs));
   // The conversation ends: one gap beyond two epochs forgets it.
   lcp::note_outside_work(s, t += us(3 * lcp::kGapEpochUs));
   EXPECT_EQ(s.spin_ticks, us(lcp::kIdleSpinUs));

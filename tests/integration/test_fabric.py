@@ -34,6 +34,13 @@ def ulnic(*args, check=None, timeout=180):
     return p
 
 
+def stop(p):
+    """Ends a background program the test no longer waits for."""
+    if p.poll() is None:
+        p.kill()
+        p.communicate()
+
+
 def status(cluster, node):
     return json.loads(ulnic("node", "status", "-c", cluster, "-n", str(node), "--json").stdout)
 
@@ -64,6 +71,7 @@ class Cluster(unittest.TestCase):
         env = dict(os.environ, ULNIC_NODE=str(node))
         p = subprocess.Popen([PUT, "serve", "--info", info, "--size", str(size)], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop, p)  # a failed test leaves no server waiting for its writer
         for _ in range(300):
             if os.path.exists(info) or p.poll() is not None:
                 break
@@ -339,6 +347,7 @@ class TwoMachines(unittest.TestCase):
     def test_100000_puts_cross_a_faulty_udp_bridge_exactly_once(self):
         info = os.path.join(self.work, "bridge.info")
         server = self.run_in(1, PUT, "serve", "--info", info, background=True)
+        self.addCleanup(stop, server)
         for _ in range(200):
             if os.path.exists(info):
                 break

@@ -51,7 +51,9 @@ int serve(const std::string& info, uint64_t size) {
   std::rename((info + ".tmp").c_str(), info.c_str());
   uint64_t ops = 0, seed = 0;
   uint32_t max = 0;
-  for (int i = 0; i < 6000; ++i) {  // up to 10 minutes
+  // Up to 30 minutes: the writer's pace is the fabric's (a lossy link under
+  // a loaded machine is slow); the test's own timeout bounds a hang.
+  for (int i = 0; i < 18000; ++i) {
     std::ifstream done(info + ".done");
     if (done >> ops >> seed >> max) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
