@@ -243,7 +243,8 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
 
 void Nic::poll_found(bool something) {
   const uint64_t consumed = consumed_.load();
-  if (something || consumed_seen_.exchange(consumed) != consumed) {
+  const bool news = consumed_seen_.exchange(consumed) != consumed;  // always taken: the next poll compares with it
+  if (something || news) {
     empty_polls_.store(0, std::memory_order_relaxed);
     return;
   }

@@ -1,5 +1,6 @@
 /* am_exercises.c: multi-node AM-2 exercises with every byte verified
- * (tests/integration/test_am_multinode.py). C99, only amudp.h / amudp_spmd.h.
+ * (tests/integration/test_am_multinode.py). C99, only amudp.h / amudp_spmd.h
+ * (and prog_common.h, the test programs' helpers).
  *
  *   am_exercises [--rounds R] [--mediums K] [--long-max B] [--timeout S] [EXERCISE...]
  *
@@ -40,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prog_common.h"
+
 #define H_RING 1
 #define H_A2A_MEDIUM 2
 #define H_A2A_LONG 3
@@ -67,16 +70,8 @@ static ep_t ep;
 static unsigned char *seg;
 static size_t seg_len;
 static double timeout_s = 60;
-static int errors;
-static char first_error[256];
 
 /* ---- helpers */
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void fail(const char *fmt, ...) {
   va_list ap;
@@ -90,33 +85,14 @@ static void fail(const char *fmt, ...) {
   exit(1);
 }
 
-/* A handler cannot end the job safely; it records, the main loop fails. */
-static void handler_error(const char *fmt, ...) {
-  va_list ap;
-  if (errors++ == 0) {
-    va_start(ap, fmt);
-    vsnprintf(first_error, sizeof first_error, fmt, ap);
-    va_end(ap);
-  }
-}
-
 static void check_errors(const char *where) {
-  if (errors) fail("%s: %d handler errors, first: %s", where, errors, first_error);
-}
-
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
+  if (prog_errors) fail("%s: %d handler errors, first: %s", where, prog_errors, prog_first_error);
 }
 
 /* Byte k of message i from sender to receiver. */
 static unsigned char pattern(int sender, int receiver, int i, uint32_t k) {
-  uint32_t seed = mix((uint32_t)sender * 0x9E3779B1u ^ (uint32_t)receiver * 0x85EBCA77u ^ (uint32_t)i * 0xC2B2AE3Du);
-  return (unsigned char)(mix(seed ^ (k >> 2)) >> (8 * (k & 3)));
+  uint32_t seed = prog_mix((uint32_t)sender * 0x9E3779B1u ^ (uint32_t)receiver * 0x85EBCA77u ^ (uint32_t)i * 0xC2B2AE3Du);
+  return (unsigned char)(prog_mix(seed ^ (k >> 2)) >> (8 * (k & 3)));
 }
 
 static void fill(unsigned char *p, uint32_t n, int sender, int receiver, int i) {
@@ -147,12 +123,12 @@ static void poll_once(const char *where) {
 
 /* Polls until *counter reaches target, or fails at the deadline. */
 static void wait_for(volatile int *counter, int target, const char *what) {
-  double deadline = now() + timeout_s;
+  double deadline = prog_now() + timeout_s;
   while (*counter < target) {
     int before = *counter;
     poll_once(what);
     if (*counter == before) idle();
-    if (now() > deadline) fail("%s: %d of %d after %.0f s", what, *counter, target, timeout_s);
+    if (prog_now() > deadline) fail("%s: %d of %d after %.0f s", what, *counter, target, timeout_s);
   }
 }
 
@@ -168,7 +144,7 @@ static void request_ok(int rc, const char *what, int dest) {
 /* Handler 0: nothing may come back in these exercises. */
 static void on_returned(int status, op_t opcode, void *token) {
   (void)token;
-  handler_error("a message came back: status %d opcode %d", status, opcode);
+  prog_handler_error("a message came back: status %d opcode %d", status, opcode);
 }
 
 /* ---- ring: header {round_trips_done, checksum}, then entries. Entry j is
@@ -178,22 +154,22 @@ static uint32_t ring_box_len; /* entries in ring_box */
 static int ring_received;
 static int ring_pending;
 
-static uint32_t ring_entry(uint32_t j) { return mix(j * 2654435761u + 17u) ^ (j % (uint32_t)nprocs); }
+static uint32_t ring_entry(uint32_t j) { return prog_mix(j * 2654435761u + 17u) ^ (j % (uint32_t)nprocs); }
 
 static uint32_t ring_checksum(const uint32_t *entries, uint32_t n) {
   uint32_t c = 0x12345678u, j;
-  for (j = 0; j < n; j++) c = mix(c ^ entries[j]);
+  for (j = 0; j < n; j++) c = prog_mix(c ^ entries[j]);
   return c;
 }
 
 static void on_ring(void *token, void *buf, size_t nbytes, int from, int len) {
   (void)token;
   if (ring_pending) {
-    handler_error("ring: a second token arrived before the first was forwarded");
+    prog_handler_error("ring: a second token arrived before the first was forwarded");
     return;
   }
   if (nbytes != (size_t)(2 + len) * 4 || len < 1 || len > RING_MAX_ENTRIES || from != (my_rank + nprocs - 1) % nprocs) {
-    handler_error("ring: token of %lu bytes, %d entries from rank %d", (unsigned long)nbytes, len, from);
+    prog_handler_error("ring: token of %lu bytes, %d entries from rank %d", (unsigned long)nbytes, len, from);
     return;
   }
   memcpy(ring_box, buf, nbytes);
@@ -253,7 +229,7 @@ static int a2a_in_total;
 static unsigned char medium_buf[AMUDP_MAX_MEDIUM];
 
 static uint32_t medium_len(int sender, int receiver, int i) {
-  return 1 + mix((uint32_t)(sender * 1000003 + receiver * 7919 + i)) % AMUDP_MAX_MEDIUM;
+  return 1 + prog_mix((uint32_t)(sender * 1000003 + receiver * 7919 + i)) % AMUDP_MAX_MEDIUM;
 }
 
 static uint32_t long_offset(int i) {
@@ -266,18 +242,18 @@ static uint32_t long_offset(int i) {
 static void on_a2a_medium(void *token, void *buf, size_t nbytes, int sender, int i) {
   long bad;
   int src = -1;
-  if (AMUDP_GetSourceId(token, &src) != AM_OK || src != sender) handler_error("a2a medium: source id %d, sender %d", src, sender);
+  if (AMUDP_GetSourceId(token, &src) != AM_OK || src != sender) prog_handler_error("a2a medium: source id %d, sender %d", src, sender);
   if (sender < 0 || sender >= nprocs || sender == my_rank) {
-    handler_error("a2a medium from bad sender %d", sender);
+    prog_handler_error("a2a medium from bad sender %d", sender);
     return;
   }
   if (nbytes != medium_len(sender, my_rank, i)) {
-    handler_error("a2a medium %d from %d: %lu bytes, expected %u", i, sender, (unsigned long)nbytes,
+    prog_handler_error("a2a medium %d from %d: %lu bytes, expected %u", i, sender, (unsigned long)nbytes,
                   medium_len(sender, my_rank, i));
     return;
   }
   bad = mismatch(buf, (uint32_t)nbytes, sender, my_rank, i);
-  if (bad >= 0) handler_error("a2a medium %d from %d: byte %ld wrong", i, sender, bad);
+  if (bad >= 0) prog_handler_error("a2a medium %d from %d: byte %ld wrong", i, sender, bad);
   a2a_mediums_in[sender]++;
   a2a_in_total++;
 }
@@ -287,17 +263,17 @@ static void on_a2a_long(void *token, void *buf, size_t nbytes, int sender, int i
   long bad;
   (void)token;
   if (sender < 0 || sender >= nprocs || sender == my_rank || i < 0 || i >= NLONG) {
-    handler_error("a2a long from bad sender %d (i %d)", sender, i);
+    prog_handler_error("a2a long from bad sender %d (i %d)", sender, i);
     return;
   }
   expect = seg + (size_t)sender * A2A_REGION + long_offset(i);
   if ((unsigned char *)buf != expect || nbytes != long_sizes[i]) {
-    handler_error("a2a long %d from %d: at offset %ld, %lu bytes", i, sender, (long)((unsigned char *)buf - seg),
+    prog_handler_error("a2a long %d from %d: at offset %ld, %lu bytes", i, sender, (long)((unsigned char *)buf - seg),
                   (unsigned long)nbytes);
     return;
   }
   bad = mismatch(buf, (uint32_t)nbytes, sender, my_rank, 1000 + i);
-  if (bad >= 0) handler_error("a2a long %d from %d: byte %ld wrong", i, sender, bad);
+  if (bad >= 0) prog_handler_error("a2a long %d from %d: byte %ld wrong", i, sender, bad);
   a2a_longs_in[sender]++;
   a2a_in_total++;
 }
@@ -330,12 +306,12 @@ static void exercise_alltoall(int k) {
     check_errors("alltoall: sending");
   }
   {
-    double deadline = now() + timeout_s;
+    double deadline = prog_now() + timeout_s;
     while (a2a_in_total < (nprocs - 1) * (k + NLONG)) {
       int before = a2a_in_total;
       poll_once("alltoall: waiting for the messages");
       if (a2a_in_total == before) idle();
-      if (now() > deadline) {
+      if (prog_now() > deadline) {
         for (s = 0; s < nprocs; s++)
           if (s != my_rank && (a2a_mediums_in[s] != k || a2a_longs_in[s] != NLONG))
             printf("rank %d: from rank %d only %d of %d mediums, %d of %d longs\n", my_rank, s, a2a_mediums_in[s], k,
@@ -375,10 +351,10 @@ static int red_value(int r, int k) { return ((r * 37 + k * 11) % nprocs) * 1000 
 static void on_red_contrib(void *token, int round, int from, int value) {
   (void)token;
   if (my_rank != 0 || round < 0 || round >= RED_ROUNDS || from < 0 || from >= nprocs) {
-    handler_error("reduce: bad contribution round %d from %d", round, from);
+    prog_handler_error("reduce: bad contribution round %d from %d", round, from);
     return;
   }
-  if (value != red_value(from, round)) handler_error("reduce: rank %d sent %d in round %d", from, value, round);
+  if (value != red_value(from, round)) prog_handler_error("reduce: rank %d sent %d in round %d", from, value, round);
   red_sum[round] += value;
   if (red_count[round] == 0 || value > red_max[round]) red_max[round] = value;
   red_count[round]++;
@@ -387,7 +363,7 @@ static void on_red_contrib(void *token, int round, int from, int value) {
 static void on_red_result(void *token, int round, int sum, int max) {
   (void)token;
   if (round < 0 || round >= RED_ROUNDS) {
-    handler_error("reduce: result of round %d", round);
+    prog_handler_error("reduce: result of round %d", round);
     return;
   }
   red_result_sum[round] = sum;
@@ -397,17 +373,17 @@ static void on_red_result(void *token, int round, int sum, int max) {
 
 static void on_red_fetch(void *token, int round) {
   if (my_rank != 0 || round < 0 || round >= RED_ROUNDS || red_count[round] != nprocs) {
-    handler_error("reduce: fetch of round %d before it completed", round);
+    prog_handler_error("reduce: fetch of round %d before it completed", round);
     return;
   }
   if (AM_Reply3(token, H_RED_FETCHED, round, red_sum[round], red_max[round]) != AM_OK)
-    handler_error("reduce: AM_Reply3 failed");
+    prog_handler_error("reduce: AM_Reply3 failed");
 }
 
 static void on_red_fetched(void *token, int round, int sum, int max) {
   (void)token;
   if (round < 0 || round >= RED_ROUNDS) {
-    handler_error("reduce: fetched round %d", round);
+    prog_handler_error("reduce: fetched round %d", round);
     return;
   }
   red_fetched_sum[round] = sum;
@@ -457,20 +433,20 @@ static int puts_in, put_acks, gets_done;
 
 static size_t put_base(void) { return (size_t)nprocs * A2A_REGION; }
 static size_t get_base(void) { return put_base() + (size_t)nprocs * PUT_REGION; }
-static uint32_t put_len(int sender, int target) { return 1 + mix((uint32_t)(sender * 131 + target * 29 + 5)) % (120u * KiB); }
+static uint32_t put_len(int sender, int target) { return 1 + prog_mix((uint32_t)(sender * 131 + target * 29 + 5)) % (120u * KiB); }
 
 static void on_put(void *token, void *buf, size_t nbytes, int sender) {
   if (sender < 0 || sender >= nprocs || (unsigned char *)buf != seg + put_base() + (size_t)sender * PUT_REGION ||
       nbytes != put_len(sender, my_rank))
-    handler_error("put from %d: %lu bytes at offset %ld", sender, (unsigned long)nbytes, (long)((unsigned char *)buf - seg));
+    prog_handler_error("put from %d: %lu bytes at offset %ld", sender, (unsigned long)nbytes, (long)((unsigned char *)buf - seg));
   puts_in++;
-  if (AM_Reply2(token, H_PUT_ACK, my_rank, (int)nbytes) != AM_OK) handler_error("put: AM_Reply2 failed");
+  if (AM_Reply2(token, H_PUT_ACK, my_rank, (int)nbytes) != AM_OK) prog_handler_error("put: AM_Reply2 failed");
 }
 
 static void on_put_ack(void *token, int target, int nbytes) {
   (void)token;
   if (target < 0 || target >= nprocs || (uint32_t)nbytes != put_len(my_rank, target))
-    handler_error("put ack from %d for %d bytes", target, nbytes);
+    prog_handler_error("put ack from %d for %d bytes", target, nbytes);
   put_acks++;
 }
 
@@ -478,18 +454,18 @@ static void on_put_ack(void *token, int target, int nbytes) {
  * segment it goes; the reply carries it there. */
 static void on_get(void *token, int offset, int nbytes, int dest_offset) {
   if (offset < 0 || nbytes < 0 || (size_t)offset + (size_t)nbytes > seg_len) {
-    handler_error("get of %d bytes at %d", nbytes, offset);
+    prog_handler_error("get of %d bytes at %d", nbytes, offset);
     return;
   }
   if (AM_ReplyXfer2(token, (uintptr_t)dest_offset, H_GOT, seg + offset, nbytes, my_rank, offset) != AM_OK)
-    handler_error("get: AM_ReplyXfer2 failed");
+    prog_handler_error("get: AM_ReplyXfer2 failed");
 }
 
 static void on_got(void *token, void *buf, size_t nbytes, int target, int offset) {
   (void)token;
   if (target < 0 || target >= nprocs || (unsigned char *)buf != seg + get_base() + (size_t)target * PUT_REGION ||
       nbytes != put_len(my_rank, target) || (size_t)offset != put_base() + (size_t)my_rank * PUT_REGION)
-    handler_error("got from %d: %lu bytes at offset %ld", target, (unsigned long)nbytes, (long)((unsigned char *)buf - seg));
+    prog_handler_error("got from %d: %lu bytes at offset %ld", target, (unsigned long)nbytes, (long)((unsigned char *)buf - seg));
   gets_done++;
 }
 

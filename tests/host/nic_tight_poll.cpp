@@ -1,0 +1,430 @@
+// Nic::poll_found (handing a spinning process's core to its NIC) and the
+// leader/follower sleep of block_until (one NIC wake-up wakes every thread
+// of the process that sleeps on the Nic), on a real NIC: node 0 of a
+// 1-node cluster that this binary boots once (vipl_cluster.h) in a private
+// runtime directory; every test opens a Nic of its own on it.
+//
+// What the tests assert is behaviour and deterministic bounds:
+//  * whether a poll blocked (tight_blocks() moved), never how fast it was;
+//  * a block with nothing in flight lasts at least Nic::kTightBlock (minus
+//    kMargin): block_until sleeps at least its timeout unless ready() holds;
+//  * "a completion ends a block early": in at least one of a few attempts
+//    the block returned before kTightBlock - kEarly, which a block that the
+//    completion did not end cannot do (it lasts at least kTightBlock);
+//  * the same for the sleeping threads: a follower that nobody wakes sleeps
+//    out its 1 s slice, so "all returned within kPrompt of the post" in one
+//    of a few rounds is something only a working wake-up can do.
+// A poll that must block may fail to only if the thread lost its CPU for
+// more than Nic::kTightGap between two polls (a loaded machine): those
+// checks count attempts and want one that blocked. A poll that must not
+// block is checked every time.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ulnic/nic.h"
+#include "vipl_cluster.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using ulnic::Nic;
+namespace uabi = ulnic::abi;  // not "abi": <cxxabi.h> (via gtest) owns that name
+
+[[maybe_unused]] ::testing::Environment* const cluster_env =
+    ::testing::AddGlobalTestEnvironment(new vipl_test::ClusterEnvironment("tight", 1));
+
+constexpr auto kMargin = 1ms;                          // clock granularity on the lower bound
+constexpr auto kEarly = 2ms;                           // "well before the end of a block"
+constexpr auto kSanity = Nic::kTightBlock * 50;        // no block of poll_found lasts this long
+constexpr int kAttempts = 5;                           // tries at what a lost CPU could spoil
+constexpr auto kLongWait = 10s;                        // the sleepers' timeout
+constexpr auto kGenerous = 5s;                         // ... they return well within it
+constexpr auto kPrompt = 450ms;                        // < 1 s slice - the 100 ms head start
+constexpr auto kHeadStart = 100ms;                     // sleepers settle before the post
+
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// A Nic on node 0. A Nic closed a moment ago leaves its slot to be wiped by
+// the node daemon (about 0.1 s), so a full node is asked again for a while.
+std::unique_ptr<Nic> open_nic() {
+  for (int i = 0; i < 100; ++i) {
+    if (auto nic = Nic::open()) return std::move(*nic);
+    std::this_thread::sleep_for(100ms);
+  }
+  return nullptr;
+}
+
+uabi::SqEntry nop(uint64_t user_data) {
+  uabi::SqEntry e{};
+  e.opcode = uabi::kOpNop;
+  e.user_data = user_data;
+  return e;
+}
+
+// Spins (yielding) until `done` holds or 5 s passed; whether it held.
+template <class F>
+bool spin_until(F&& done) {
+  const auto until = Clock::now() + 5s;
+  while (!done()) {
+    if (Clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+class NicTightPoll : public ::testing::Test {
+ protected:
+  // One empty poll_found(false): whether it blocked and how long it took.
+  struct Poll {
+    bool blocked = false;
+    Clock::duration took{};
+  };
+
+  void SetUp() override {
+    nic_ = open_nic();
+    ASSERT_TRUE(nic_) << "no Nic on node 0";
+  }
+
+  Poll empty_poll() {
+    const uint64_t before = nic_->tight_blocks();
+    const auto t0 = Clock::now();
+    nic_->poll_found(false);
+    Poll p{false, Clock::now() - t0};
+    const uint64_t moved = nic_->tight_blocks() - before;
+    EXPECT_LE(moved, 1u) << "one poll counted " << moved << " blocks";
+    p.blocked = moved != 0;
+    return p;
+  }
+
+  // A block of poll_found with nothing that could end it lasts the whole
+  // kTightBlock.
+  void expect_full_block(const Poll& p, const char* which) {
+    EXPECT_GE(p.took, Nic::kTightBlock - kMargin) << which << " blocked for only " << ms(p.took) << " ms";
+  }
+
+  // After something that starts the count again (`what`): the first empty
+  // poll must not block; the second should (whether it did: it may not if
+  // the CPU was lost between the two). A block lasts the whole slice.
+  bool first_free_second_blocks(const std::string& what, int attempt) {
+    EXPECT_FALSE(empty_poll().blocked) << "attempt " << attempt << ": the first empty poll after " << what
+                                       << " blocked";
+    const Poll second = empty_poll();
+    if (second.blocked) expect_full_block(second, ("the second empty poll after " + what).c_str());
+    return second.blocked;
+  }
+
+  // Posts a NOP and waits (wait_ready: nothing is taken) until its
+  // completion is in the ring.
+  void nop_ready(uint64_t user_data) {
+    ASSERT_TRUE(nic_->post(nop(user_data)));
+    auto r = nic_->wait_ready(5000ms);
+    ASSERT_TRUE(r) << r.error().message;
+  }
+
+  void expect_nothing_left() {
+    uabi::CqEntry c;
+    EXPECT_FALSE(nic_->poll(c)) << "a completion nobody posted (user_data " << c.user_data << ")";
+    EXPECT_EQ(nic_->in_flight(), 0u);
+  }
+
+  std::unique_ptr<Nic> nic_;
+};
+
+TEST_F(NicTightPoll, TheFirstEmptyPollNeverBlocks) {
+  static_assert(Nic::kTightPolls == 2, "these tests spell out the second poll");
+  const uint64_t start = nic_->tight_blocks();
+  for (int i = 0; i < 50; ++i) {
+    nic_->poll_found(true);
+    EXPECT_FALSE(empty_poll().blocked) << "round " << i;
+  }
+  // Nor does the first after a pause, or the very first of a fresh Nic.
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(2 * Nic::kTightGap);
+    EXPECT_FALSE(empty_poll().blocked) << "after pause " << i;
+  }
+  auto fresh = open_nic();
+  ASSERT_TRUE(fresh);
+  fresh->poll_found(false);
+  EXPECT_EQ(fresh->tight_blocks(), 0u);
+  EXPECT_EQ(nic_->tight_blocks(), start);
+}
+
+TEST_F(NicTightPoll, FromTheSecondEmptyPollInARowEachBlocksForTheWholeSlice) {
+  int whole_runs = 0;
+  for (int a = 0; a < kAttempts; ++a) {
+    nic_->poll_found(true);
+    int blocked = first_free_second_blocks("a find", a);
+    for (int k = 3; k <= 5; ++k) {
+      const Poll p = empty_poll();
+      if (!p.blocked) continue;  // the CPU was lost for more than kTightGap: the count started again
+      ++blocked;
+      expect_full_block(p, "an empty poll with nothing in flight");
+    }
+    if (blocked == 4) ++whole_runs;
+  }
+  EXPECT_GE(whole_runs, 1) << "in no attempt did empty polls 2..5 all block";
+  EXPECT_GE(nic_->tight_blocks(), uint64_t(4 * whole_runs));
+  expect_nothing_left();
+}
+
+TEST_F(NicTightPoll, APauseLongerThanTheGapBetweenPollsStartsTheCountAgain) {
+  const uint64_t start = nic_->tight_blocks();
+  for (int i = 0; i < 100; ++i) {
+    nic_->poll_found(false);
+    std::this_thread::sleep_for(2 * Nic::kTightGap);
+  }
+  EXPECT_EQ(nic_->tight_blocks(), start) << "a poll blocked although every pause was 2 x kTightGap";
+  // The same polls back to back do block (the loop above is no dead end).
+  int blocked = 0;
+  for (int a = 0; a < kAttempts && !blocked; ++a) {
+    std::this_thread::sleep_for(2 * Nic::kTightGap);
+    EXPECT_FALSE(empty_poll().blocked) << "the first poll after a pause blocked";
+    blocked += empty_poll().blocked;
+  }
+  EXPECT_EQ(blocked, 1);
+}
+
+TEST_F(NicTightPoll, APollThatFoundSomethingStartsTheCountAgain) {
+  int second_blocked = 0;
+  for (int a = 0; a < kAttempts; ++a) {
+    nic_->poll_found(false);
+    nic_->poll_found(false);  // (usually blocks)
+    nic_->poll_found(true);
+    second_blocked += first_free_second_blocks("a find", a);
+  }
+  EXPECT_GE(second_blocked, 1) << "the second empty poll after a find never blocked";
+}
+
+// As a library polls: its poll takes a completion from the ring (that is
+// what it found) and says so; then it keeps finding nothing. The count starts
+// again at the find: the first empty poll after it is the first in a row,
+// the second blocks -- as after a find that took nothing from the rings.
+TEST_F(NicTightPoll, APollThatTookACompletionStartsTheCountAgainAtTheFind) {
+  int second_blocked = 0, third_blocked = 0;
+  for (int a = 0; a < kAttempts; ++a) {
+    nop_ready(100 + a);
+    uabi::CqEntry c;
+    ASSERT_TRUE(nic_->poll(c));
+    EXPECT_EQ(c.user_data, uint64_t(100 + a));
+    nic_->poll_found(true);
+    if (first_free_second_blocks("a find that took a completion", a)) ++second_blocked;
+    else third_blocked += empty_poll().blocked;  // for the message: one poll late?
+  }
+  EXPECT_GE(second_blocked, 1) << "the second empty poll after a find that took a completion never blocked "
+                                  "(Nic::kTightPolls = "
+                               << Nic::kTightPolls << "); the third blocked in " << third_blocked << " of "
+                               << kAttempts << " attempts";
+  expect_nothing_left();
+}
+
+// A completion taken from the ring since the last poll_found (here by the
+// same thread, between two polls) is news: that poll does not block even
+// though it is the second empty one in a row; the count starts again after it.
+TEST_F(NicTightPoll, ACompletionTakenSinceTheLastPollStartsTheCountAgain) {
+  int fourth_blocked = 0;
+  for (int a = 0; a < kAttempts; ++a) {
+    nic_->poll_found(true);
+    nop_ready(200 + a);  // in the ring, not taken
+    EXPECT_FALSE(empty_poll().blocked) << "attempt " << a << ": the first empty poll blocked";
+    uabi::CqEntry c;
+    ASSERT_TRUE(nic_->poll(c));
+    EXPECT_EQ(c.user_data, uint64_t(200 + a));
+    const Poll second = empty_poll();
+    EXPECT_FALSE(second.blocked) << "attempt " << a << ": a poll blocked although a completion was taken since the "
+                                 << "last one (" << ms(second.took) << " ms)";
+    fourth_blocked += first_free_second_blocks("the news", a);
+  }
+  EXPECT_GE(fourth_blocked, 1) << "the second empty poll after the news never blocked";
+  expect_nothing_left();
+}
+
+// A second thread ends the block of the first: it posts a NOP (`take`:
+// and spins on Nic::poll until it has taken the completion, so the blocked
+// thread may find the ring empty again -- the 'consumed' rule). Returns
+// how long the block lasted and whether it ended early.
+class NicTightPollWoken : public NicTightPoll {
+ protected:
+  struct Attempt {
+    Poll block;
+    bool early = false;                // the block ended well before kTightBlock
+    bool helper_took = false;          // take: the helper got the NOP's completion
+    uint64_t helper_user_data = 0;
+  };
+
+  Attempt block_and_wake(uint64_t user_data, bool take) {
+    Attempt out;
+    nic_->poll_found(true);
+    const uint64_t before = nic_->tight_blocks();
+    std::thread helper([&] {
+      // The block starts just after tight_blocks() moves; give it 1 ms to fall asleep.
+      if (!spin_until([&] { return nic_->tight_blocks() != before; })) return;
+      std::this_thread::sleep_for(1ms);
+      if (!nic_->post(nop(user_data))) return;
+      if (!take) return;
+      uabi::CqEntry c;
+      if (!spin_until([&] { return nic_->poll(c); })) return;
+      out.helper_took = true;
+      out.helper_user_data = c.user_data;
+    });
+    // Empty polls until one blocks (the first never does; a lost CPU may
+    // spoil the second).
+    for (int k = 0; k < 20 && !out.block.blocked; ++k) out.block = empty_poll();
+    helper.join();
+    EXPECT_TRUE(out.block.blocked) << "no empty poll blocked (NOP " << user_data << ")";
+    EXPECT_LT(out.block.took, kSanity) << "NOP " << user_data;
+    out.early = out.block.blocked && out.block.took < Nic::kTightBlock - kEarly;
+    return out;
+  }
+};
+
+TEST_F(NicTightPollWoken, ACompletionEndsABlockAndIsThenPollable) {
+  int early = 0;
+  for (int a = 0; a < kAttempts; ++a) {
+    const uint64_t id = 300 + a;
+    const Attempt at = block_and_wake(id, false);
+    uabi::CqEntry c;
+    if (at.early) {
+      // The block ended because the completion was there: it is, at once.
+      ++early;
+      ASSERT_TRUE(nic_->poll(c)) << "attempt " << a << ": the block ended after " << ms(at.block.took)
+                                 << " ms, but no completion is there";
+    } else {
+      auto w = nic_->wait(5000ms);  // it ran out first (a loaded machine): the NOP is still due
+      ASSERT_TRUE(w) << "attempt " << a << ": " << w.error().message;
+      c = *w;
+    }
+    EXPECT_EQ(c.user_data, id);
+    EXPECT_EQ(c.status, uabi::kCqOk);
+  }
+  EXPECT_GE(early, 1) << "no block ended before kTightBlock although a completion came 1 ms into it";
+  expect_nothing_left();
+}
+
+TEST_F(NicTightPollWoken, ACompletionAnotherThreadTookEndsABlock) {
+  int early = 0;
+  for (int a = 0; a < kAttempts; ++a) {
+    const uint64_t id = 400 + a;
+    const Attempt at = block_and_wake(id, true);
+    ASSERT_TRUE(at.helper_took) << "attempt " << a << ": the helper thread never got the NOP's completion";
+    EXPECT_EQ(at.helper_user_data, id);
+    early += at.early;
+    // The completion the helper took since this thread's last poll is news:
+    // the next empty poll does not block.
+    const Poll next = empty_poll();
+    EXPECT_FALSE(next.blocked) << "attempt " << a << ": the poll after another thread took a completion blocked ("
+                               << ms(next.took) << " ms)";
+    expect_nothing_left();
+  }
+  EXPECT_GE(early, 1) << "no block ended before kTightBlock although another thread took a completion 1 ms into it";
+}
+
+// ---- several threads asleep on one Nic
+
+class NicSharedWait : public NicTightPoll {
+ protected:
+  // One sleeper: what it did, when it started and returned.
+  struct Sleeper {
+    std::thread thread;
+    std::atomic<bool> started{false};
+    Clock::time_point returned{};
+    bool ok = false;
+    std::string error;
+    uint64_t user_data = 0;  // a wait(): the completion it took
+  };
+
+  // Starts `s` running `body` (a wait on nic_) on its own thread.
+  template <class F>
+  void start(Sleeper& s, F body) {
+    s.thread = std::thread([this, &s, body] {
+      s.started = true;
+      body(s);
+      s.returned = Clock::now();
+    });
+  }
+
+  static void wait_ready_body(Nic& nic, Sleeper& s) {
+    auto r = nic.wait_ready(kLongWait);
+    s.ok = bool(r);
+    if (!r) s.error = r.error().message;
+  }
+  static void wait_body(Nic& nic, Sleeper& s) {
+    auto r = nic.wait(kLongWait);
+    s.ok = bool(r);
+    if (r) s.user_data = r->user_data;
+    else s.error = r.error().message;
+  }
+
+  // After every sleeper started and had kHeadStart to fall asleep, posts a
+  // NOP; joins them and checks each returned Ok, after the post and well
+  // within its timeout. Whether all of them returned within kPrompt.
+  bool post_and_join(std::vector<Sleeper*> sleepers, uint64_t user_data) {
+    for (Sleeper* s : sleepers) EXPECT_TRUE(spin_until([s] { return s->started.load(); }));
+    std::this_thread::sleep_for(kHeadStart);
+    const auto posted = Clock::now();
+    EXPECT_TRUE(nic_->post(nop(user_data)));
+    bool prompt = true;
+    for (size_t i = 0; i < sleepers.size(); ++i) {
+      Sleeper& s = *sleepers[i];
+      s.thread.join();
+      EXPECT_TRUE(s.ok) << "sleeper " << i << ": " << s.error;
+      EXPECT_GE(s.returned, posted) << "sleeper " << i << " returned before anything was posted";
+      EXPECT_LT(s.returned - posted, kGenerous) << "sleeper " << i;
+      if (s.returned - posted >= kPrompt) prompt = false;
+    }
+    return prompt;
+  }
+};
+
+TEST_F(NicSharedWait, ThreeThreadsInWaitReadyAllWakeOnOneCompletion) {
+  int prompt_rounds = 0;
+  for (int round = 0; round < 3; ++round) {
+    Sleeper s[3];
+    for (Sleeper& x : s) start(x, [this](Sleeper& me) { wait_ready_body(*nic_, me); });
+    const uint64_t id = 500 + round;
+    prompt_rounds += post_and_join({&s[0], &s[1], &s[2]}, id);
+    // Nobody took it: it is there for the poster.
+    uabi::CqEntry c;
+    ASSERT_TRUE(nic_->poll(c)) << "round " << round;
+    EXPECT_EQ(c.user_data, id);
+  }
+  EXPECT_GE(prompt_rounds, 1) << "in no round did all three sleepers return within " << ms(kPrompt)
+                              << " ms of the completion (a thread nobody wakes sleeps out its 1 s slice)";
+  expect_nothing_left();
+}
+
+TEST_F(NicSharedWait, WaitInOneThreadAndWaitReadyInAnotherBothReturn) {
+  int prompt_rounds = 0;
+  for (int round = 0; round < 4; ++round) {
+    Sleeper waiter, watcher;  // Nic::wait takes the completion; wait_ready only sees it come (and go)
+    const bool waiter_first = round % 2 == 0;  // the first asleep usually leads (sleeps on the eventfd)
+    auto start_waiter = [&] { start(waiter, [this](Sleeper& me) { wait_body(*nic_, me); }); };
+    auto start_watcher = [&] { start(watcher, [this](Sleeper& me) { wait_ready_body(*nic_, me); }); };
+    if (waiter_first) {
+      start_waiter();
+      EXPECT_TRUE(spin_until([&] { return waiter.started.load(); }));
+      std::this_thread::sleep_for(20ms);
+      start_watcher();
+    } else {
+      start_watcher();
+      EXPECT_TRUE(spin_until([&] { return watcher.started.load(); }));
+      std::this_thread::sleep_for(20ms);
+      start_waiter();
+    }
+    const uint64_t id = 600 + round;
+    prompt_rounds += post_and_join({&waiter, &watcher}, id);
+    EXPECT_EQ(waiter.user_data, id) << "round " << round;
+    expect_nothing_left();
+  }
+  EXPECT_GE(prompt_rounds, 1) << "in no round did both threads return within " << ms(kPrompt)
+                              << " ms of the completion";
+}
+
+}  // namespace
