@@ -5,6 +5,7 @@
 //   am_logp pong --rendezvous DIR [--idle-timeout S]
 //   am_logp ping --rendezvous DIR [--json FILE] [--quick] [--args LIST]
 //       [--sections LIST] [--medium-sizes LIST] [--bulk-sizes LIST]
+//       [--depths LIST] [--depth-args N]
 //       [--iters N] [--samples N] [--burst M] [--g-len N]
 //       [--poll-yield N] [--poll-sleep-us US] [--no-floors]
 //
@@ -37,7 +38,9 @@
 // and of AM_RequestXfer into the pong side's segment (4 KiB .. 1 MiB),
 // bursts of requests (every medium payload checked; each bulk row followed by
 // one more transfer of another pattern that the pong side checks byte for
-// byte); RTT/2 and messages/s of AM_Request0 per network depth. Every
+// byte); RTT/2 and messages/s of AM_Request0 per network depth (--depths:
+// only these of 1, 2, 4, 8, 16; --depth-args N: AM_RequestN instead, 0..4,
+// its reply carrying the same arguments). Every
 // reply's arguments are checked. A returned message, a wrong byte, a reply
 // that never comes (30 s) or a library call that never returns (45 s) ends
 // the run with exit status 1; exit status 3: the transport is not available
@@ -414,14 +417,14 @@ struct DepthRow {
   Stats oneway_us, msgs_per_s;
 };
 
-DepthRow depth_row(int k, const Counts& c) {
+DepthRow depth_row(int k, const Counts& c, int nargs) {
   control(kSelect, k);
   set_phase("depth " + std::to_string(g.depth[k]));
-  DepthRow r{g.depth[k], summarize(rtt_half(0, c.warmup / 2, c.rtt_iters / 2)), {}};
+  DepthRow r{g.depth[k], summarize(rtt_half(nargs, c.warmup / 2, c.rtt_iters / 2)), {}};
   std::vector<double> rate;
   for (int b = 0; b < c.g_bursts; ++b) {
     auto t0 = Clock::now();
-    for (int m = 0; m < c.g_len; ++m) request(0, 0);
+    for (int m = 0; m < c.g_len; ++m) request(nargs, int32_t(g.sent));
     drain();
     rate.push_back(c.g_len / seconds_since(t0));
   }
@@ -467,6 +470,7 @@ void usage() {
                "usage: am_logp pong --rendezvous DIR [--idle-timeout S] [--poll-yield N] [--poll-sleep-us US]\n"
                "       am_logp ping --rendezvous DIR [--json FILE] [--quick] [--args 0,1,2,3,4]\n"
                "              [--sections rtt,logp,depth,medium,bulk] [--medium-sizes LIST] [--bulk-sizes LIST]\n"
+               "              [--depths 1,2,4,8,16] [--depth-args N]\n"
                "              [--iters N] [--samples N] [--burst M] [--g-len N] [--poll-yield N]\n"
                "              [--poll-sleep-us US] [--no-floors]\n"
                "The transport: $ULNIC_AM_TRANSPORT (udp, vipl, native); a NIC's node: $ULNIC_NODE.\n");
@@ -493,6 +497,8 @@ int main(int argc, char** argv) {
   std::string dir, json, sections = "rtt,logp,depth,medium,bulk", medium_sizes = "64,256,1K,4K",
                          bulk_sizes = "4K,16K,64K,256K,1M";
   std::vector<int> nargs = {0, 1, 2, 3, 4};
+  std::string depths = "1,2,4,8,16";
+  int depth_args = 0;
   bool floors = true, quick = false;
   double idle_s = 600;
   for (int i = 2; i < argc; ++i) {
@@ -506,6 +512,8 @@ int main(int argc, char** argv) {
     else if (a == "--sections") sections = next();
     else if (a == "--medium-sizes") medium_sizes = next();
     else if (a == "--bulk-sizes") bulk_sizes = next();
+    else if (a == "--depths") depths = next();
+    else if (a == "--depth-args") depth_args = std::clamp(std::atoi(next().c_str()), 0, 4);
     else if (a == "--no-floors") floors = false;
     else if (a == "--idle-timeout") idle_s = std::atof(next().c_str());
     else usage();
@@ -606,18 +614,21 @@ int main(int argc, char** argv) {
     set_phase("making the depth endpoints");
     control(kMakeDepths);
     make_endpoints(0, 1, kEndpoints, "depths");
-    logp::print_head("AM_Request0 against the network depth (one endpoint per depth)");
+    logp::print_head(("AM_Request" + std::to_string(depth_args) +
+                      " against the network depth (one endpoint per depth)").c_str());
     j.begin_array("depth");
     for (int k = 1; k < kEndpoints; ++k) {
+      if (("," + depths + ",").find("," + std::to_string(kDepths[k]) + ",") == std::string::npos) continue;
       if (!g.depth[k]) {
         std::printf("  depth %d: left out (the transport has no such endpoint or depth: AM_ERR_RESOURCE)\n",
                     kDepths[k]);
         continue;
       }
-      DepthRow r = depth_row(k, c);
+      DepthRow r = depth_row(k, c, depth_args);
       logp::print_row("  depth " + std::to_string(r.depth) + ": RTT/2, us", r.oneway_us);
       logp::print_row("           msgs/s", r.msgs_per_s, "%12.0f");
-      j.begin_object().num("depth", r.depth).stats("oneway_us", r.oneway_us).stats("msgs_per_s", r.msgs_per_s);
+      j.begin_object().num("depth", r.depth).num("args", depth_args).stats("oneway_us", r.oneway_us);
+      j.stats("msgs_per_s", r.msgs_per_s);
       j.end_object();
     }
     j.end_array();

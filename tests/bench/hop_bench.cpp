@@ -5,6 +5,8 @@
 //   hop_bench floors [--json FILE] [--quick] [--node N]
 //   hop_bench vmmc|vipl|am|fm [--json FILE] [--iters N] [--warmup N]
 //             [--styles wait,poll] [--client-node N] [--server-node N] [--ping-only]
+//   hop_bench vmmc|vipl|fm --rate [--json FILE] [--quick] [--depth D] [--msgs N]
+//             [--samples S] [--credit-every K] [--styles wait,poll] [--client-node N] [--server-node N]
 //
 // floors: a two-process shared-memory ping-pong and a blocking eventfd
 // ping-pong (one-way = RTT / 2; bench_common.h), and host -> spinning NIC ->
@@ -67,6 +69,25 @@
 // pattern of it); one that does not ends the run (exit status 1). No
 // progress for 30 s (a call that never returns, a side that died) ends it
 // too. Prints min / median / p99 per hop and writes JSON.
+//
+// --rate (vmmc, vipl, fm): the message rate of small messages pipelined,
+// nothing traced and no clock calibrated. Per style the client streams
+// --samples runs (10; --quick 4) of --msgs messages (4000; --quick 1000),
+// after one run as a warm-up, each message sent as a ping is (VMMC: into
+// slot i mod 64 of the server's export, from slot i mod 64 of its own
+// buffer, so that no message overwrites one the server has not taken yet),
+// with at most --depth (16) messages out that the server has not
+// acknowledged: the server takes each message from where it sees it (the
+// handler; VipRecvWait / VipRecvDone), checks its bytes (its number, seen
+// once, and the pattern of it; a wrong, repeated or out-of-range message
+// ends the run, exit status 1) and counts it, and every --credit-every (4)
+// messages, and at the end of a run, sends the count back in an 8-byte
+// message of the protocol (VMMC: a notifying inline send into the client's
+// export, slot k mod 64; VIPL: a send; FM: a message to the client's
+// handler). A message counts once the server has it: a run's rate is its
+// messages over the time from its first send to the acknowledgement of its
+// last. wait / poll as above (on both sides). Prints msgs/s min / median /
+// max per style and writes JSON.
 #include <sys/mman.h>
 #include <sys/wait.h>
 
@@ -96,6 +117,8 @@ constexpr uint32_t kMaxBytes = 64;        // the largest message (VMMC, VIPL)
 constexpr int kCalSamples = 200;          // NOPs per clock calibration
 constexpr int64_t kCalGoodNs = 2000;      // a calibration this close is kept
 constexpr int64_t kStampWaitNs = 200'000;  // at most, for a round's own stamps
+constexpr uint32_t kRing = 64;            // --rate: VMMC message / acknowledgement slots per export
+constexpr uint32_t kMaxDepth = 24;        // --rate: the most messages out (VIPL: 32 receives posted)
 
 enum Who { kClient = 0, kServer = 1 };
 const char* const kHops[] = {"post_to_nic", "nic_tx", "fabric", "nic_rx", "to_host"};
@@ -138,7 +161,17 @@ struct Process {
   bool clean = false;                   // reached the end
   std::string fm_dir;                   // FM: the job directory
   logp::Watchdog watchdog;
+  bool rate = false;                    // --rate: nothing traced; arrivals go to rate_arrival
 } g;
+
+// --rate: one style's messages at either side.
+struct RateCount {
+  uint32_t bytes = 0;           // a message's
+  uint64_t total = 0;           // messages in the style, warm-up run included
+  uint64_t count = 0;           // server: distinct messages checked
+  uint64_t acked = 0;           // client: the server's latest count
+  std::vector<uint8_t> seen;    // server: by message number
+} tally;
 
 // At exit: a side that did not reach the end tells the other; the client
 // removes the FM job directory.
@@ -283,11 +316,35 @@ struct Arrival {
   uint8_t data[kMaxBytes] = {};
 } got;
 
+// --rate: the server checks and counts a message (its number in range and
+// seen for the first time, its bytes the pattern of it); the client takes
+// the server's count from an acknowledgement.
+void rate_arrival(const uint8_t* p, size_t len) {
+  if (g.who == kClient) {
+    uint64_t v = 0;
+    if (len != sizeof v) die("an acknowledgement of " + std::to_string(len) + " bytes, not 8");
+    std::memcpy(&v, p, sizeof v);
+    if (v > tally.total) die("an acknowledgement of " + std::to_string(v) + " messages: more than were sent");
+    tally.acked = std::max(tally.acked, v);
+    return;
+  }
+  const uint32_t i = len >= 4 ? number_of(p) : ~0u;
+  if (len != tally.bytes || i >= tally.total || tally.seen[i])
+    die("message " + std::to_string(i) + " (" + std::to_string(len) + " bytes) " +
+        (len != tally.bytes ? "has the wrong length" : i >= tally.total ? "was never sent" : "came twice"));
+  uint8_t want[kMaxBytes];
+  fill_ping(want, tally.bytes, i);
+  if (std::memcmp(p, want, tally.bytes) != 0) die("message " + std::to_string(i) + " does not carry its bytes");
+  tally.seen[i] = 1;
+  ++tally.count;
+}
+
 void arrived(int64_t at_ns, const void* data, size_t len) {
   got.at_ns = at_ns;
   got.len = uint32_t(std::min<size_t>(len, kMaxBytes));
   std::memcpy(got.data, data, got.len);
   ++got.count;
+  if (g.rate) rate_arrival(static_cast<const uint8_t*>(data), len);
 }
 
 void check_pong(uint32_t i, uint32_t n) {
@@ -304,7 +361,7 @@ void check_ping(uint32_t i) {
 }
 
 // Whether this side's messages are traced: the client's pings, the server's pongs unless --ping-only.
-bool traced() { return g.who == kClient || g.trace_pong; }
+bool traced() { return !g.rate && (g.who == kClient || g.trace_pong); }
 
 // Arms the trace for the next data descriptor (if ours are traced); t0.
 int64_t start_send() {
@@ -360,6 +417,15 @@ class Proto {
   // Server: after the step that brought the ping (sets got.answer_ns if it answers here).
   virtual void answer() {}
 
+ public:
+  // --rate: client: message i out (as a ping); server: its count back, 8 bytes.
+  void send_message(uint32_t i) { send_ping(i); }
+  virtual void send_count(uint64_t) { die("--rate: vmmc, vipl or fm"); }
+  // --rate: reaps what completed of our sends (no waiting).
+  virtual void reap() {}
+  // --rate: one step (as in the rounds).
+  void look(bool wait) { step(wait); }
+
  private:
   void until_arrival(bool wait) {
     for (const uint64_t n0 = got.count; got.count == n0;) step(wait);
@@ -393,12 +459,26 @@ class Vmmc final : public Proto {
 
   void close() override { vmmc_close(ep_); }
 
+  void send_count(uint64_t count) override {  // into slot k mod 64 of the client's export
+    const uint64_t at = (counts_++ % kRing) * bytes();
+    std::memcpy(msg_ + at, &count, sizeof count);
+    vmmc_send_id id = 0;
+    vmmc_ok(vmmc_send_async(ep_, msg_ + at, peer_ + at, sizeof count, VMMC_NOTIFY, &id), "vmmc_send_async (count)");
+    sends_.push_back(id);
+  }
+
+  void reap() override {
+    for (int st; !sends_.empty() && (st = vmmc_send_done(ep_, sends_.front())) != VMMC_PENDING; sends_.pop_front())
+      vmmc_ok(st, "a send");
+  }
+
  protected:
   int64_t send_ping(uint32_t i) override {
-    fill_ping(msg_, bytes(), i);
+    const uint64_t at = g.rate ? uint64_t(i % kRing) * bytes() : 0;  // --rate: slot i mod 64
+    fill_ping(msg_ + at, bytes(), i);
     vmmc_send_id id = 0;
     const int64_t t0 = start_send();
-    vmmc_ok(vmmc_send_async(ep_, msg_, peer_, bytes(), VMMC_NOTIFY, &id), "vmmc_send_async");
+    vmmc_ok(vmmc_send_async(ep_, msg_ + at, peer_ + at, bytes(), VMMC_NOTIFY, &id), "vmmc_send_async");
     sends_.push_back(id);
     return t0;
   }
@@ -410,16 +490,13 @@ class Vmmc final : public Proto {
 
   void after_pong() override { quiesce(); }
 
-  void answer() override {  // (it went from the handler) reaps the echoes that completed
-    for (int st; !sends_.empty() && (st = vmmc_send_done(ep_, sends_.front())) != VMMC_PENDING; sends_.pop_front())
-      vmmc_ok(st, "an echo");
-  }
+  void answer() override { reap(); }  // (it went from the handler) reaps the echoes that completed
 
  private:
   // Runs inside vmmc_wait / vmmc_poll; the server echoes from here.
   static void on_note(void* self, void* data, size_t, size_t len, uint32_t) {
     arrived(trace::monotonic_ns(), data, len);
-    if (g.who != kServer) return;
+    if (g.who != kServer || g.rate) return;
     auto* v = static_cast<Vmmc*>(self);
     vmmc_send_id id = 0;
     got.answer_ns = start_send();
@@ -431,6 +508,7 @@ class Vmmc final : public Proto {
   uint8_t *inbox_ = nullptr, *msg_ = nullptr;
   vmmc_proxy_t peer_ = 0;
   std::deque<vmmc_send_id> sends_;  // not reaped yet
+  uint64_t counts_ = 0;             // --rate: counts sent (server)
 };
 
 // ---- VIPL
@@ -449,7 +527,7 @@ void on_vipl_error(VIP_PVOID, VIP_ERROR_DESCRIPTOR* e) {
 }
 
 class Vipl final : public Proto {
-  static constexpr uint32_t kRecvs = 16, kSends = 8, kBuf = 256;
+  static constexpr uint32_t kRecvs = 32, kSends = 32, kBuf = 256;  // --rate: up to kMaxDepth out
   struct Mem {  // one registration
     VIP_DESCRIPTOR rx[kRecvs], tx[kSends];
     uint8_t rx_buf[kRecvs][kBuf], tx_buf[kSends][kBuf];
@@ -496,6 +574,12 @@ class Vipl final : public Proto {
   void close() override {
     VipDisconnect(vi_);
     if (vipl_errors) die(std::to_string(vipl_errors) + " VIPL asynchronous errors");
+  }
+
+  void send_count(uint64_t count) override {
+    VIP_DESCRIPTOR* d = free_send(sizeof count);
+    std::memcpy(buf_of(d), &count, sizeof count);
+    vip_ok(VipPostSend(vi_, d, mh_), "VipPostSend (count)");
   }
 
  protected:
@@ -674,6 +758,7 @@ class Fm final : public Proto {
   void close() override {
     if (FM_finalize() != 0) die(std::string("FM_finalize: ") + std::strerror(errno));
   }
+  void send_count(uint64_t count) override { send(kClient, kFmPong, &count, sizeof count); }
 
  protected:
   int64_t send_ping(uint32_t i) override {
@@ -705,7 +790,7 @@ class Fm final : public Proto {
   }
   static int on_ping(FM_stream* s, unsigned sender) {
     receive(s);
-    got.answer_ns = send(sender, kFmPong, got.data, got.len);  // from the handler
+    if (!g.rate) got.answer_ns = send(sender, kFmPong, got.data, got.len);  // from the handler
     return FM_CONTINUE;
   }
   static int on_pong(FM_stream* s, unsigned) {
@@ -889,6 +974,9 @@ struct Options {
   std::vector<std::string> styles = {"wait", "poll"};
   bool trace_pong = true;
   uint32_t client_node = 0, server_node = 1;
+  bool rate = false;  // --rate
+  uint32_t depth = 16, credit_every = 4, rate_msgs = 4000;
+  int rate_samples = 10;
 };
 
 int run_floors(const Options& o) {
@@ -961,11 +1049,13 @@ void run_style(Proto& p, int style, bool wait, uint32_t rounds) {
   calibrate_in_turn(g.sh->cal[style], 1);
 }
 
-int run_proto(const std::string& proto, const Options& o) {
-  if (o.styles.empty() || o.styles.size() > 2) die("--styles: one or two of wait, poll");
-  const uint32_t warmup = uint32_t(o.warmup >= 0 ? o.warmup : std::max(20, o.iters / 10));
-  const uint32_t rounds = warmup + uint32_t(o.iters);
-  const size_t bytes = sizeof(Shared) + sizeof(Rec) * 2 * rounds * o.styles.size();
+// Both sides of a protocol's run: the shared page with `nrecs` Rec records
+// after it, the fork (the client here, the server in the child), each side
+// on its node with ULNIC_NODE set and a watchdog, the calibration Nic (if
+// `calibrated`), the protocol open and both sides met. -> the protocol.
+std::unique_ptr<Proto> open_sides(const std::string& proto, const Options& o, size_t nrecs, bool calibrated,
+                                  const Machine& m, const std::string& what) {
+  const size_t bytes = sizeof(Shared) + sizeof(Rec) * nrecs;
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) die(std::string("mmap: ") + std::strerror(errno));
   g.sh = new (mem) Shared();
@@ -976,7 +1066,6 @@ int run_proto(const std::string& proto, const Options& o) {
     if (!::mkdtemp(tmpl.data())) die(std::string("mkdtemp: ") + std::strerror(errno));
     g.fm_dir = tmpl;
   }
-  const Machine m = machine_facts();
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t child = fork_child();
@@ -990,17 +1079,54 @@ int run_proto(const std::string& proto, const Options& o) {
   g.watchdog.start(kLimitS);
   g.watchdog.phase("open");
 
-  auto cal = ulnic::Nic::open(ulnic::NicOptions{"", int(g.node), ""});
-  if (!cal) die("open node " + std::to_string(g.node) + " (calibration Nic): " + cal.error().message);
-  g.cal_nic = std::move(*cal);
+  if (calibrated) {
+    auto cal = ulnic::Nic::open(ulnic::NicOptions{"", int(g.node), ""});
+    if (!cal) die("open node " + std::to_string(g.node) + " (calibration Nic): " + cal.error().message);
+    g.cal_nic = std::move(*cal);
+  }
   std::unique_ptr<Proto> p = make_proto(proto);
   p->open();
   meet();
   if (g.who == kClient) {
     print_machine(m);
-    std::printf("%s: client on node %u, server on node %u, %u B pings, %u rounds per style (%u warm-up)\n",
-                proto.c_str(), g.node, g.peer, p->bytes(), rounds, warmup);
+    std::printf("%s: client on node %u, server on node %u, %u B %s\n", proto.c_str(), g.node, g.peer, p->bytes(),
+                what.c_str());
   }
+  return p;
+}
+
+// Both sides: what is in flight reaped, both met, the protocol closed. The
+// server returns false; the client true once the server ended well.
+bool close_sides(Proto& p) {
+  g.watchdog.phase("close");
+  p.quiesce();
+  meet();
+  p.close();
+  g.clean = true;
+  g.cal_nic.reset();
+  if (g.who == kServer) return false;
+  const auto start = Clock::now();  // the server's end (watch_server ends us if it failed)
+  while (!g.server_done.load()) {
+    if (seconds_since(start) > kLimitS) die("the server did not end");
+    logp::sleep_us(10'000);
+  }
+  return true;
+}
+
+// The document's head: benchmark, protocol, message bytes, nodes.
+Json& head_json(Json& j, const char* benchmark, const std::string& proto, uint32_t bytes) {
+  j.begin_object().str("benchmark", benchmark).str("protocol", proto).num("bytes", bytes);
+  return j.num("client_node", g.node).num("server_node", g.peer);
+}
+
+int run_proto(const std::string& proto, const Options& o) {
+  if (o.styles.empty() || o.styles.size() > 2) die("--styles: one or two of wait, poll");
+  const uint32_t warmup = uint32_t(o.warmup >= 0 ? o.warmup : std::max(20, o.iters / 10));
+  const uint32_t rounds = warmup + uint32_t(o.iters);
+  const Machine m = machine_facts();
+  std::unique_ptr<Proto> p =
+      open_sides(proto, o, 2 * rounds * o.styles.size(), true, m,
+                 "pings, " + std::to_string(rounds) + " rounds per style (" + std::to_string(warmup) + " warm-up)");
   std::vector<Row> rows;
   for (size_t s = 0; s < o.styles.size(); ++s) {
     g.watchdog.phase(proto + "/" + o.styles[s]);
@@ -1008,23 +1134,10 @@ int run_proto(const std::string& proto, const Options& o) {
     if (g.who == kClient)
       rows.push_back(combine(o.styles[s], g.recs + s * 2 * rounds, warmup, rounds, g.sh->cal[s], g.sh->moved[s]));
   }
-  g.watchdog.phase("close");
-  p->quiesce();
-  meet();
-  p->close();
-  g.clean = true;
-  g.cal_nic.reset();
-  if (g.who == kServer) return 0;
-
-  const auto start = Clock::now();  // the server's end (watch_server ends us if it failed)
-  while (!g.server_done.load()) {
-    if (seconds_since(start) > kLimitS) die("the server did not end");
-    logp::sleep_us(10'000);
-  }
+  if (!close_sides(*p)) return 0;
   print_rows(proto, rows);
   Json j;
-  j.begin_object().str("benchmark", "hop_bench").str("protocol", proto).num("bytes", p->bytes());
-  j.num("client_node", g.node).num("server_node", g.peer);
+  head_json(j, "hop_bench", proto, p->bytes());
   j.begin_object("params").num("iters", o.iters).num("warmup", warmup).num("cal_samples", kCalSamples);
   j.boolean("pong_traced", o.trace_pong).end_object();
   machine_json(j, m, "clock_now_ns");
@@ -1034,11 +1147,83 @@ int run_proto(const std::string& proto, const Options& o) {
   return 0;
 }
 
+// --rate, one style at either side: the client's runs' msgs/s (the first run,
+// the warm-up, left out); the server checks and acknowledges.
+std::vector<double> rate_style(Proto& p, const Options& o, bool wait) {
+  const uint64_t run = o.rate_msgs;
+  tally = RateCount{};
+  tally.bytes = p.bytes();
+  tally.total = run * uint64_t(o.rate_samples + 1);
+  if (g.who == kServer) tally.seen.assign(tally.total, 0);
+  meet();
+  std::vector<double> rates;
+  if (g.who == kServer) {
+    for (uint64_t told = 0; told < tally.total;) {
+      p.look(wait);
+      if (tally.count >= told + o.credit_every || (tally.count > told && tally.count % run == 0))
+        p.send_count(told = tally.count);
+      p.reap();
+      g.watchdog.tick();
+    }
+  } else {
+    uint64_t sent = 0;
+    for (uint64_t end = run; end <= tally.total; end += run) {
+      const auto t0 = Clock::now();
+      while (tally.acked < end) {
+        while (sent < end && sent - tally.acked < o.depth) p.send_message(uint32_t(sent++));
+        p.reap();
+        if (tally.acked < end) p.look(wait);
+        g.watchdog.tick();
+      }
+      if (end > run) rates.push_back(double(run) / seconds_since(t0));
+    }
+  }
+  meet();
+  return rates;
+}
+
+int run_rate(const std::string& proto, const Options& o) {
+  if (o.styles.empty() || o.styles.size() > 2) die("--styles: one or two of wait, poll");
+  if (proto == "am") die("--rate: vmmc, vipl or fm (native AM's rate: am_logp's depth section)");
+  g.rate = true;
+  const Machine m = machine_facts();
+  std::unique_ptr<Proto> p = open_sides(
+      proto, o, 0, false, m,
+      "messages, depth " + std::to_string(o.depth) + " (acknowledged every " + std::to_string(o.credit_every) +
+          "), " + std::to_string(o.rate_samples) + " runs of " + std::to_string(o.rate_msgs) + " per style after a "
+          "warm-up run");
+  std::vector<std::pair<std::string, Stats>> rows;
+  for (const std::string& style : o.styles) {
+    g.watchdog.phase(proto + "/rate/" + style);
+    rows.emplace_back(style, summarize(rate_style(*p, o, style == "wait")));
+  }
+  if (!close_sides(*p)) return 0;
+  std::printf("\n== %s: message rate, %u B messages, depth %u, msgs/s (each counted once the server checked it)\n",
+              proto.c_str(), p->bytes(), o.depth);
+  std::printf("  %-8s%12s%12s%12s%6s\n", "style", "min", "median", "max", "n");
+  for (const auto& [style, st] : rows)
+    std::printf("  %-8s%12.0f%12.0f%12.0f%6zu\n", style.c_str(), st.min, st.median, st.max, st.n);
+  Json j;
+  head_json(j, "hop_bench rate", proto, p->bytes());
+  j.begin_object("params").num("depth", o.depth).num("credit_every", o.credit_every).num("msgs_per_run", o.rate_msgs);
+  j.num("runs", o.rate_samples).num("warmup_runs", 1).end_object();
+  machine_json(j, m, "clock_now_ns");
+  j.begin_array("rows");
+  for (const auto& [style, st] : rows)
+    j.begin_object().str("protocol", proto).str("style", style).num("bytes", p->bytes()).num("depth", o.depth)
+        .stats("msgs_per_s", st).end_object();
+  j.end_array().boolean("verified", true).end_object();
+  if (!o.json.empty()) write_json(j, o.json);
+  return 0;
+}
+
 void usage() {
   std::fprintf(stderr,
                "usage: hop_bench floors [--json FILE] [--quick] [--node N]\n"
                "       hop_bench vmmc|vipl|am|fm [--json FILE] [--iters N] [--warmup N] [--styles wait,poll]\n"
                "                 [--client-node N] [--server-node N] [--ping-only]\n"
+               "       hop_bench vmmc|vipl|fm --rate [--json FILE] [--quick] [--depth D] [--msgs N] [--samples S]\n"
+               "                 [--credit-every K] [--styles wait,poll] [--client-node N] [--server-node N]\n"
                "On a running cluster ($ULNIC_CLUSTER, $ULNIC_RUNTIME_DIR); tests/bench/hop_bench.py brings one up.\n");
   std::exit(2);
 }
@@ -1051,6 +1236,7 @@ int main(int argc, char** argv) {
   program = "hop_bench " + mode;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o;
+  int msgs = 0, samples = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return next_arg(argc, argv, i, usage); };
@@ -1061,6 +1247,11 @@ int main(int argc, char** argv) {
     else if (a == "--node" || a == "--client-node") o.client_node = uint32_t(std::atoi(next().c_str()));
     else if (a == "--server-node") o.server_node = uint32_t(std::atoi(next().c_str()));
     else if (a == "--ping-only") o.trace_pong = false;
+    else if (a == "--rate") o.rate = true;
+    else if (a == "--depth") o.depth = uint32_t(std::clamp(std::atoi(next().c_str()), 1, int(kMaxDepth)));
+    else if (a == "--credit-every") o.credit_every = uint32_t(std::max(1, std::atoi(next().c_str())));
+    else if (a == "--msgs") msgs = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--samples") samples = std::max(1, std::atoi(next().c_str()));
     else if (a == "--styles") {
       o.styles.clear();
       std::stringstream ss(next());
@@ -1069,7 +1260,11 @@ int main(int argc, char** argv) {
         else usage();
     } else usage();
   }
+  if (o.quick) o.rate_msgs = 1000, o.rate_samples = 4;
+  if (msgs) o.rate_msgs = uint32_t(msgs);
+  if (samples) o.rate_samples = samples;
+  o.credit_every = std::min(o.credit_every, o.depth);
   if (mode == "floors") return run_floors(o);
   if (!make_proto(mode)) usage();
-  return run_proto(mode, o);
+  return o.rate ? run_rate(mode, o) : run_proto(mode, o);
 }

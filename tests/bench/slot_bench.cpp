@@ -2,7 +2,10 @@
 //
 //   slot_bench [--json FILE] [--iters N] [--warmup N] [--wake-samples N] [--wake-sleep-ms MS]
 //              [--inflight K] [--bw-seconds S] [--skip-slots N] [--no-counters]
+//              [--sections floors,busy,bw,wake]
 //
+// --sections: only these of the four sections below (default all; their
+// JSON keys are left out, and a ratio to a floor not measured is 0).
 // --skip-slots N holds N other attachments open first, so the measured slot
 // is not the node's first free one (compare slots: the firmware serves them
 // all alike, so their figures should agree).
@@ -261,6 +264,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: slot_bench [--json FILE] [--iters N] [--warmup N] [--wake-samples N] [--wake-sleep-ms MS]\n"
                "                  [--inflight K] [--bw-seconds S] [--skip-slots N] [--no-counters]\n"
+               "                  [--sections floors,busy,bw,wake]\n"
                "Attaches to the node named by $ULNIC_CLUSTER/$ULNIC_NODE ($ULNIC_RUNTIME_DIR);\n"
                "start one first: ulnic node start -c CLUSTER --slot-size 64\n");
   std::exit(2);
@@ -276,6 +280,7 @@ int main(int argc, char** argv) {
   double bw_seconds = 0.6;
   bool counters = true;
   int skip_slots = 0;
+  std::string sections = "floors,busy,bw,wake";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return next_arg(argc, argv, i, usage); };
@@ -288,8 +293,12 @@ int main(int argc, char** argv) {
     else if (a == "--bw-seconds") bw_seconds = std::max(0.05, std::atof(next().c_str()));
     else if (a == "--no-counters") counters = false;
     else if (a == "--skip-slots") skip_slots = std::clamp(std::atoi(next().c_str()), 0, int(abi::kMaxSlots) - 1);
+    else if (a == "--sections") sections = next();
     else usage();
   }
+  auto run = [&](const char* s) { return ("," + sections + ",").find("," + std::string(s) + ",") != std::string::npos; };
+  // x over a floor's median; 0 where the floor was not measured.
+  auto over = [](double x, double floor) { return floor > 0 ? x / floor : 0.0; };
   const auto run_start = Clock::now();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -349,76 +358,90 @@ int main(int argc, char** argv) {
             "      I/O thread and the ping-pong floor's child compete for the same CPUs");
 
   // ---- 1. floors (the slot is idle; let it go dormant so the NIC sleeps)
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  PingPong pp = pingpong_floor(2000, 20000);
-  EventfdPingPong efd = eventfd_floor(2000, std::max(20, wake_samples / 2), wake_sleep_ms);
-  std::map<uint64_t, MemcpyFloor> mc = memcpy_floors(size_union(lat_sizes, bw_sizes), 31);
+  PingPong pp;
+  EventfdPingPong efd;
+  std::map<uint64_t, MemcpyFloor> mc;
+  if (run("floors")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pp = pingpong_floor(2000, 20000);
+    efd = eventfd_floor(2000, std::max(20, wake_samples / 2), wake_sleep_ms);
+    mc = memcpy_floors(size_union(lat_sizes, bw_sizes), 31);
 
-  std::printf("\n== 1. floors (host only)\n");
-  print_pingpong(pp);
-  std::printf("%-36s%10s%10s%10s\n", "blocking eventfd ping-pong RTT, us", "min", "median", "max");
-  std::printf("%-36s%10.1f%10.1f%10.1f\n", "  back to back", efd.busy_rtt_us.min, efd.busy_rtt_us.median,
-              efd.busy_rtt_us.max);
-  std::string idle_row = "  after " + std::to_string(efd.idle_ms) + " ms idle (n=" + std::to_string(efd.idle_rtt_us.n) + ")";
-  std::printf("%-36s%10.1f%10.1f%10.1f\n", idle_row.c_str(), efd.idle_rtt_us.min, efd.idle_rtt_us.median,
-              efd.idle_rtt_us.max);
-  print_memcpy(mc);
+    std::printf("\n== 1. floors (host only)\n");
+    print_pingpong(pp);
+    std::printf("%-36s%10s%10s%10s\n", "blocking eventfd ping-pong RTT, us", "min", "median", "max");
+    std::printf("%-36s%10.1f%10.1f%10.1f\n", "  back to back", efd.busy_rtt_us.min, efd.busy_rtt_us.median,
+                efd.busy_rtt_us.max);
+    std::string idle_row = "  after " + std::to_string(efd.idle_ms) + " ms idle (n=" + std::to_string(efd.idle_rtt_us.n) + ")";
+    std::printf("%-36s%10.1f%10.1f%10.1f\n", idle_row.c_str(), efd.idle_rtt_us.min, efd.idle_rtt_us.median,
+                efd.idle_rtt_us.max);
+    print_memcpy(mc);
+  }
 
   // ---- 2. busy path
-  auto c0 = nic_counters(counters);
   std::vector<Latency> lat;
-  lat.push_back(busy_latency(b, 0, warmup, iters, 4.0));
-  for (uint32_t s : lat_sizes) lat.push_back(busy_latency(b, s, warmup, iters, 4.0));
-  Latency bw_wait = busy_wait_latency(b, warmup, iters, 4.0);
-  auto busy_counters = counter_delta(c0, nic_counters(counters));
-  for (Latency& l : lat) l.ratio = l.us.median / pp.rtt_us.median;
-  bw_wait.ratio = bw_wait.us.median / pp.rtt_us.median;
+  Counters busy_counters;
+  if (run("busy")) {
+    auto c0 = nic_counters(counters);
+    lat.push_back(busy_latency(b, 0, warmup, iters, 4.0));
+    for (uint32_t s : lat_sizes) lat.push_back(busy_latency(b, s, warmup, iters, 4.0));
+    Latency bw_wait = busy_wait_latency(b, warmup, iters, 4.0);
+    busy_counters = counter_delta(c0, nic_counters(counters));
+    for (Latency& l : lat) l.ratio = over(l.us.median, pp.rtt_us.median);
+    bw_wait.ratio = over(bw_wait.us.median, pp.rtt_us.median);
 
-  std::printf("\n== 2. busy path: post -> completion, one at a time, spin-polled (us; floor RTT median %.3f us)\n",
-              pp.rtt_us.median);
-  std::printf("%-22s%8s%10s%10s%10s%12s%10s\n", "op", "n", "min", "median", "max", "med/RTT", "dormant");
-  auto lat_row = [&](const Latency& l) {
-    std::string name = l.size ? l.op + " " + size_name(l.size) : l.op;
-    std::printf("%-22s%8zu%10.2f%10.2f%10.2f%12.1f%10" PRIu64 "\n", name.c_str(), l.us.n, l.us.min, l.us.median,
-                l.us.max, l.ratio, l.dormant_hits);
-  };
-  for (const Latency& l : lat) lat_row(l);
-  lat_row(bw_wait);
+    std::printf("\n== 2. busy path: post -> completion, one at a time, spin-polled (us; floor RTT median %.3f us)\n",
+                pp.rtt_us.median);
+    std::printf("%-22s%8s%10s%10s%10s%12s%10s\n", "op", "n", "min", "median", "max", "med/RTT", "dormant");
+    auto lat_row = [&](const Latency& l) {
+      std::string name = l.size ? l.op + " " + size_name(l.size) : l.op;
+      std::printf("%-22s%8zu%10.2f%10.2f%10.2f%12.1f%10" PRIu64 "\n", name.c_str(), l.us.n, l.us.min, l.us.median,
+                  l.us.max, l.ratio, l.dormant_hits);
+    };
+    for (const Latency& l : lat) lat_row(l);
+    lat_row(bw_wait);
+    lat.push_back(bw_wait);
+  }
 
   // ---- 3. bandwidth
-  Bandwidth nop_rate = nic_bandwidth(b, 0, inflight, bw_seconds / 2);
+  Bandwidth nop_rate;
   std::vector<Bandwidth> bw;
-  for (uint32_t s : bw_sizes) {
-    Bandwidth r = nic_bandwidth(b, s, inflight, bw_seconds);
-    r.memcpy_gbps = mc[s].gbps.median;
-    r.ratio = r.gbps.median / r.memcpy_gbps;
-    bw.push_back(r);
+  if (run("bw")) {
+    nop_rate = nic_bandwidth(b, 0, inflight, bw_seconds / 2);
+    for (uint32_t s : bw_sizes) {
+      Bandwidth r = nic_bandwidth(b, s, inflight, bw_seconds);
+      r.memcpy_gbps = mc.count(s) ? mc[s].gbps.median : 0;
+      r.ratio = over(r.gbps.median, r.memcpy_gbps);
+      bw.push_back(r);
+    }
+    std::printf("\n== 3. copy bandwidth through the NIC, %u in flight (GB/s = 1e9 B/s, per window of >= 8 MiB and >= 8x in flight)\n",
+                inflight);
+    std::printf("%-10s%8s%10s%10s%10s%10s%12s%12s\n", "size", "copies", "min", "median", "max", "overall",
+                "memcpy med", "NIC/memcpy");
+    for (const Bandwidth& r : bw)
+      std::printf("%-10s%8" PRIu64 "%10.3f%10.3f%10.3f%10.3f%12.2f%12.4f\n", size_name(r.size).c_str(), r.copies,
+                  r.gbps.min, r.gbps.median, r.gbps.max, r.overall_gbps, r.memcpy_gbps, r.ratio);
+    std::printf("descriptor rate, NOP, %u in flight (per >= 1024-op window): min %.3f, median %.3f, max %.3f Mops/s"
+                " (%.2f us/op at the median)\n",
+                inflight, nop_rate.gbps.min * 1e3, nop_rate.gbps.median * 1e3, nop_rate.gbps.max * 1e3,
+                nop_rate.gbps.median > 0 ? 1e-3 / nop_rate.gbps.median : 0.0);
   }
-  std::printf("\n== 3. copy bandwidth through the NIC, %u in flight (GB/s = 1e9 B/s, per window of >= 8 MiB and >= 8x in flight)\n",
-              inflight);
-  std::printf("%-10s%8s%10s%10s%10s%10s%12s%12s\n", "size", "copies", "min", "median", "max", "overall",
-              "memcpy med", "NIC/memcpy");
-  for (const Bandwidth& r : bw)
-    std::printf("%-10s%8" PRIu64 "%10.3f%10.3f%10.3f%10.3f%12.2f%12.4f\n", size_name(r.size).c_str(), r.copies,
-                r.gbps.min, r.gbps.median, r.gbps.max, r.overall_gbps, r.memcpy_gbps, r.ratio);
-  std::printf("descriptor rate, NOP, %u in flight (per >= 1024-op window): min %.3f, median %.3f, max %.3f Mops/s"
-              " (%.2f us/op at the median)\n",
-              inflight, nop_rate.gbps.min * 1e3, nop_rate.gbps.median * 1e3, nop_rate.gbps.max * 1e3,
-              nop_rate.gbps.median > 0 ? 1e-3 / nop_rate.gbps.median : 0.0);
 
   // ---- 4. wake-up from a dormant slot and a sleeping NIC
   std::vector<Wake> wk;
-  for (int mode = 0; mode < 3; ++mode) wk.push_back(wake_latency(b, mode, wake_samples, wake_sleep_ms, counters));
-  std::printf("\n== 4. wake-up: slot dormant (sq_dormant = 1), NIC in WFI, %d ms between samples: post(NOP) -> "
-              "completion (us)\n",
-              wake_sleep_ms);
-  std::printf("%-34s%6s%10s%10s%10s%10s%8s%8s\n", "reaped by", "n", "min", "median", "max", "med/RTT", "wfi",
-              "wakeups");
-  for (const Wake& w : wk) {
-    auto get = [&](const char* k) { return w.counters.count(k) ? std::to_string(w.counters.at(k)) : "-"; };
-    std::printf("%-34s%6zu%10.1f%10.1f%10.1f%10.0f%8s%8s\n", w.mode.c_str(), w.us.n, w.us.min, w.us.median, w.us.max,
-                w.us.median / pp.rtt_us.median, get("wfi").c_str(), get("slot_wakeups").c_str());
-    if (w.not_dormant) std::printf("  (%" PRIu64 " samples skipped: slot not dormant after the pause)\n", w.not_dormant);
+  if (run("wake")) {
+    for (int mode = 0; mode < 3; ++mode) wk.push_back(wake_latency(b, mode, wake_samples, wake_sleep_ms, counters));
+    std::printf("\n== 4. wake-up: slot dormant (sq_dormant = 1), NIC in WFI, %d ms between samples: post(NOP) -> "
+                "completion (us)\n",
+                wake_sleep_ms);
+    std::printf("%-34s%6s%10s%10s%10s%10s%8s%8s\n", "reaped by", "n", "min", "median", "max", "med/RTT", "wfi",
+                "wakeups");
+    for (const Wake& w : wk) {
+      auto get = [&](const char* k) { return w.counters.count(k) ? std::to_string(w.counters.at(k)) : "-"; };
+      std::printf("%-34s%6zu%10.1f%10.1f%10.1f%10.0f%8s%8s\n", w.mode.c_str(), w.us.n, w.us.min, w.us.median, w.us.max,
+                  over(w.us.median, pp.rtt_us.median), get("wfi").c_str(), get("slot_wakeups").c_str());
+      if (w.not_dormant) std::printf("  (%" PRIu64 " samples skipped: slot not dormant after the pause)\n", w.not_dormant);
+    }
   }
   if (!busy_counters.empty())
     std::printf("busy path (section 2, incl. verification copies): NIC wfi %" PRIu64 ", slot wakeups %" PRIu64
@@ -462,60 +485,63 @@ int main(int argc, char** argv) {
       .num("inflight", inflight)
       .num("bw_seconds", bw_seconds)
       .end_object();
-  j.begin_object("floors");
-  pingpong_json(j, pp);
-  j.begin_object("eventfd_pingpong")
-      .stats("busy_rtt_us", efd.busy_rtt_us)
-      .stats("idle_rtt_us", efd.idle_rtt_us)
-      .num("idle_ms", efd.idle_ms)
-      .end_object();
-  memcpy_json(j, mc, true, false);
-  j.end_object();
-  j.begin_array("busy_latency");
-  for (const Latency* l : [&] {
-         std::vector<const Latency*> all;
-         for (const Latency& x : lat) all.push_back(&x);
-         all.push_back(&bw_wait);
-         return all;
-       }())
-    j.begin_object()
-        .str("op", l->op)
-        .num("size", l->size)
-        .stats("us", l->us)
-        .num("ratio_median_to_floor_rtt", l->ratio)
-        .num("dormant_at_post", double(l->dormant_hits))
+  if (run("floors")) {
+    j.begin_object("floors");
+    pingpong_json(j, pp);
+    j.begin_object("eventfd_pingpong")
+        .stats("busy_rtt_us", efd.busy_rtt_us)
+        .stats("idle_rtt_us", efd.idle_rtt_us)
+        .num("idle_ms", efd.idle_ms)
         .end_object();
-  j.end_array();
-  j.counters("busy_counters", busy_counters);
-  j.begin_object("nop_rate")
-      .num("inflight", nop_rate.inflight)
-      .num("ops", double(nop_rate.copies))
-      .stats("mops", Stats{nop_rate.gbps.min * 1e3, nop_rate.gbps.median * 1e3, nop_rate.gbps.max * 1e3,
-                           nop_rate.gbps.mean * 1e3, nop_rate.gbps.n})
-      .end_object();
-  j.begin_array("bandwidth");
-  for (const Bandwidth& r : bw)
-    j.begin_object()
-        .num("size", r.size)
-        .num("inflight", r.inflight)
-        .num("copies", double(r.copies))
-        .stats("gbps", r.gbps)
-        .num("overall_gbps", r.overall_gbps)
-        .num("memcpy_gbps_median", r.memcpy_gbps)
-        .num("ratio_median_to_memcpy", r.ratio)
-        .end_object();
-  j.end_array();
-  j.begin_array("wakeup");
-  for (const Wake& w : wk) {
-    j.begin_object()
-        .str("mode", w.mode)
-        .num("sleep_ms", wake_sleep_ms)
-        .stats("us", w.us)
-        .num("ratio_median_to_floor_rtt", w.us.median / pp.rtt_us.median)
-        .num("skipped_not_dormant", double(w.not_dormant));
-    j.counters("counters", w.counters).end_object();
+    memcpy_json(j, mc, true, false);
+    j.end_object();
   }
-  j.end_array();
+  if (run("busy")) {
+    j.begin_array("busy_latency");
+    for (const Latency& l : lat)
+      j.begin_object()
+          .str("op", l.op)
+          .num("size", l.size)
+          .stats("us", l.us)
+          .num("ratio_median_to_floor_rtt", l.ratio)
+          .num("dormant_at_post", double(l.dormant_hits))
+          .end_object();
+    j.end_array();
+    j.counters("busy_counters", busy_counters);
+  }
+  if (run("bw")) {
+    j.begin_object("nop_rate")
+        .num("inflight", nop_rate.inflight)
+        .num("ops", double(nop_rate.copies))
+        .stats("mops", Stats{nop_rate.gbps.min * 1e3, nop_rate.gbps.median * 1e3, nop_rate.gbps.max * 1e3,
+                             nop_rate.gbps.mean * 1e3, nop_rate.gbps.n})
+        .end_object();
+    j.begin_array("bandwidth");
+    for (const Bandwidth& r : bw)
+      j.begin_object()
+          .num("size", r.size)
+          .num("inflight", r.inflight)
+          .num("copies", double(r.copies))
+          .stats("gbps", r.gbps)
+          .num("overall_gbps", r.overall_gbps)
+          .num("memcpy_gbps_median", r.memcpy_gbps)
+          .num("ratio_median_to_memcpy", r.ratio)
+          .end_object();
+    j.end_array();
+  }
+  if (run("wake")) {
+    j.begin_array("wakeup");
+    for (const Wake& w : wk) {
+      j.begin_object()
+          .str("mode", w.mode)
+          .num("sleep_ms", wake_sleep_ms)
+          .stats("us", w.us)
+          .num("ratio_median_to_floor_rtt", over(w.us.median, pp.rtt_us.median))
+          .num("skipped_not_dormant", double(w.not_dormant));
+      j.counters("counters", w.counters).end_object();
+    }
+    j.end_array();
+  }
   j.end_object();
   write_json(j, json_path);
   return 0;
