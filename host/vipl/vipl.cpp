@@ -51,7 +51,9 @@
 //     used: every NIC of the fabric is one hop away.
 //   - VipOpenNic's device names: "nic<k>" is node k of $ULNIC_CLUSTER; a
 //     name $ULNIC_VIA_DEVICE maps ("name=node,name=node", e.g.
-//     "/dev/via_eth0=1"); M-VIA's device paths "/dev/via_<anything>" (as
+//     "/dev/via_eth0=1,clan0=nic1"; node k, nic<k> or node<k>; the first
+//     entry for a name counts, a bad one makes the name invalid); M-VIA's
+//     device paths "/dev/via_<anything>" (as
 //     /dev/via_eth0, /dev/via_lo) open the process's node, $ULNIC_NODE
 //     (0 if unset). Anything else is VIP_INVALID_PARAMETER. VipQueryNic
 //     names the NIC "nic<k>" whatever name opened it.
@@ -306,7 +308,8 @@ std::string env_string(const char* name) {
 }
 
 // The node VipOpenNic opens for `device`: "nic<k>"; a name $ULNIC_VIA_DEVICE
-// maps ("name=node,name=node", e.g. "/dev/via_eth0=1"); an M-VIA device path
+// maps ("name=node,name=node", e.g. "/dev/via_eth0=1"; node k, nic<k> or
+// node<k>; the first entry for a name counts); an M-VIA device path
 // "/dev/via_<anything>": the process's node, $ULNIC_NODE (0 if unset).
 std::optional<uint32_t> device_node(std::string_view device) {
   if (auto k = parse_node(device, "nic")) return k;
@@ -315,7 +318,12 @@ std::optional<uint32_t> device_node(std::string_view device) {
     size_t end = std::min(aliases.find(',', at), aliases.size());
     std::string_view item = std::string_view(aliases).substr(at, end - at);
     size_t eq = item.rfind('=');
-    if (eq != std::string_view::npos && item.substr(0, eq) == device) return parse_node(item.substr(eq + 1));
+    if (eq != std::string_view::npos && eq > 0 && item.substr(0, eq) == device) {
+      const std::string_view node = item.substr(eq + 1);  // k, nic<k> or node<k>
+      if (auto k = parse_node(node)) return k;
+      if (auto k = parse_node(node, "nic")) return k;
+      return parse_node(node, "node");
+    }
     at = end + 1;
   }
   constexpr std::string_view kMviaDevice = "/dev/via_";

@@ -268,16 +268,24 @@ TEST_F(Devices, MviaDevicePathsOpenTheNodeOfTheProcess) {
 
 TEST_F(Devices, ViaDeviceAliasesNameNodes) {
   ScopedEnv node("ULNIC_NODE", "0");
-  ScopedEnv aliases("ULNIC_VIA_DEVICE", "/dev/via_eth0=1,clan0=0,clan1=1,broken=99,=1");
+  ScopedEnv aliases("ULNIC_VIA_DEVICE",
+                    "/dev/via_eth0=1,clan0=0,clan1=1,broken=99,=1,nicname=nic1,nodename=node1,clan0=1,bad=nic");
   EXPECT_EQ(open_node("/dev/via_eth0"), 1);  // the alias, not $ULNIC_NODE
-  EXPECT_EQ(open_node("clan0"), 0);
+  EXPECT_EQ(open_node("clan0"), 0);          // the first entry for a name counts
   EXPECT_EQ(open_node("clan1"), 1);
+  EXPECT_EQ(open_node("nicname"), 1);
+  EXPECT_EQ(open_node("nodename"), 1);
   EXPECT_EQ(open_node("/dev/via_eth9"), 0);  // no alias: $ULNIC_NODE
   VIP_RETURN rc = VIP_SUCCESS;
   EXPECT_EQ(open_node("broken", &rc), -1);
   EXPECT_EQ(rc, VIP_INVALID_PARAMETER);
   EXPECT_EQ(open_node("clan2", &rc), -1);
   EXPECT_EQ(rc, VIP_INVALID_PARAMETER);
+  for (const char* bad : {"bad", ""}) {  // a node that is none; an empty name is no alias
+    rc = VIP_SUCCESS;
+    EXPECT_EQ(open_node(bad, &rc), -1) << '"' << bad << '"';
+    EXPECT_EQ(rc, VIP_INVALID_PARAMETER) << '"' << bad << '"';
+  }
 }
 
 TEST_F(Devices, OtherNamesStayInvalidParameters) {
