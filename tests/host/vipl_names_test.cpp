@@ -13,6 +13,8 @@
 //       connection still is.
 // One 2-node cluster for the binary, brought up with --names alpha,beta.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <vipl.h>
 
@@ -228,6 +230,66 @@ TEST(ClusterUpNames, BadListsAreRefused) {
     EXPECT_EQ(run_ulnic(cmd, true), 2) << shown;
   }
   EXPECT_FALSE(fs::exists(cluster_env->dir() + "/" + cluster)) << "something was started";
+}
+
+// A UDP port of 127.0.0.1 nobody uses now (0: none found).
+unsigned free_udp_port() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  unsigned port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// A cluster across machines: this machine runs node 1 of 3 (nodes 0 and 2
+// are behind UDP bridges nobody answers), and --names names all three, as
+// every machine of the cluster is told. A process on node 1 resolves every
+// name, its own and the other machines' nodes'.
+TEST(ClusterUpNames, AListForEveryNodeOfAClusterAcrossMachines) {
+  const std::string fw = env_or("ULNIC_FIRMWARE_DIR", ULNIC_TEST_FIRMWARE_DIR) + "/ulnic-fw.elf";
+  const std::string cluster = "vipl-names-xm-" + std::to_string(::getpid());
+  const unsigned here = free_udp_port(), a = free_udp_port(), b = free_udp_port();
+  ASSERT_TRUE(here && a && b && here != a && here != b);
+  auto port = [](unsigned p) { return "127.0.0.1:" + std::to_string(p); };
+  ASSERT_EQ(run_ulnic({"cluster", "up", "-c", cluster, "-n", "1", "--first", "1", "--total", "3", "--slot-size",
+                       std::to_string(kSlotMiB), "--firmware", fw, "--bridge-listen", port(here), "--bridge-peer",
+                       port(a) + "=0-0", "--bridge-peer", port(b) + "=2-2", "--names", "xm-zero,xm-one,xm-two"}),
+            0);
+  {
+    const std::string text = slurp(cluster_env->dir() + "/" + cluster + "/hosts");
+    EXPECT_NE(text.find("\nxm-zero 0\nxm-one 1\nxm-two 2\n"), std::string::npos) << text;
+    ScopedEnv which("ULNIC_CLUSTER", cluster.c_str());
+    VIP_NIC_HANDLE nic = nullptr;
+    ASSERT_EQ(open_nic("nic1", &nic), VIP_SUCCESS);
+    const std::pair<const char*, int> names[] = {
+        {"xm-zero", 0}, {"xm-one", 1}, {"xm-two", 2}, {"XM-TWO", 2}, {"localhost", 1}, {"alpha", -1}};
+    for (const auto& [name, node] : names) {
+      NetAddress addr;
+      std::string copy = name;
+      VIP_RETURN rc = VipNSGetHostByName(nic, copy.data(), addr.get(), 0);
+      if (node < 0) {
+        EXPECT_EQ(rc, VIP_ERROR_NAMESERVICE) << name;  // another cluster's name
+        continue;
+      }
+      EXPECT_EQ(rc, VIP_SUCCESS) << name;
+      EXPECT_EQ(addr.node(), node) << name;
+    }
+    NetAddress two = address(2, "");
+    VIP_CHAR buf[64];
+    VIP_ULONG len = sizeof buf;
+    EXPECT_EQ(VipNSGetHostByAddr(nic, two.get(), buf, &len), VIP_SUCCESS);
+    EXPECT_STREQ(buf, "xm-two");
+    EXPECT_EQ(len, VIP_ULONG(sizeof "xm-two"));
+    EXPECT_EQ(VipCloseNic(nic), VIP_SUCCESS);
+  }
+  EXPECT_EQ(run_ulnic({"cluster", "down", "-c", cluster}), 0);
 }
 
 // ---- (b) device names
