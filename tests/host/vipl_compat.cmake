@@ -7,7 +7,8 @@
 #       vipl_regcache_mpl, a ping-pong over a message-passing library with a
 #       registration cache (tests/programs/vipl_regcache_mpl.c).
 #   host.vipl_names     tests/host/vipl_names_test.cpp: the name service
-#       (ulnic cluster up --names, the hosts file, the host name, localhost),
+#       (ulnic cluster up --names, also across machines, the hosts file, the
+#       host name, localhost),
 #       M-VIA device names, VIP_NO_MATCH at once, quiet orderly disconnects.
 find_package(GTest REQUIRED)
 find_package(Threads REQUIRED)

@@ -1,8 +1,10 @@
 // Issue 24, item 6: what VIPL programs written for M-VIA and cLAN expect of
 // names, device names, connection setup and teardown.
 //   (a) the name service: node<k>/nic<k>; the names `ulnic cluster up
-//       --names` writes to the cluster's hosts file, and lines a user adds;
-//       this machine's host name and "localhost" for the local node;
+//       --names` writes to the cluster's hosts file (for this machine's
+//       nodes, or for every node of a cluster across machines), and lines
+//       a user adds; this machine's host name and "localhost" for the local
+//       node;
 //       VipNSGetHostByAddr gives a node's first name;
 //   (b) VipOpenNic: "nic<k>", $ULNIC_VIA_DEVICE aliases, M-VIA's /dev/via_*
 //       paths for the process's node ($ULNIC_NODE);
@@ -11,7 +13,8 @@
 //   (d) an orderly disconnect by the peer is not printed by the default
 //       error handler (a handler still gets VIP_ERROR_CONN_LOST); a broken
 //       connection still is.
-// One 2-node cluster for the binary, brought up with --names alpha,beta.
+// One 2-node cluster for the binary, brought up with --names alpha,beta
+// (and, for one test, a 1-node cluster that is part of a 3-node one).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
