@@ -37,6 +37,8 @@ std::string cluster_dir(const std::string& cluster) { return runtime_base() + "/
 
 std::string fabric_dir(const std::string& cluster) { return cluster_dir(cluster) + "/fabric"; }
 
+std::string hosts_path(const std::string& cluster) { return cluster_dir(cluster) + "/hosts"; }
+
 NodePaths node_paths(const std::string& cluster, uint32_t node) {
   NodePaths p;
   p.dir = cluster_dir(cluster) + "/node" + std::to_string(node);

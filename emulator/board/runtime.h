@@ -3,6 +3,10 @@
 //   <base>/<cluster>/fabric/   fabric server: sockets, fabric.mem, pid, log
 //   <base>/<cluster>/node<k>/  one board: sram, slot<i>, qmp.sock, gdb.sock,
 //                              serial.log, qemu.log, qemu.pid, firmware.elf
+//   <base>/<cluster>/hosts     names of nodes, one "name node" a line ('#'
+//                              starts a comment): `ulnic cluster up --names`
+//                              writes it, users may extend it; libvipl's name
+//                              service reads it (host/vipl/vipl.cpp)
 //
 // <base> is $ULNIC_RUNTIME_DIR, else /dev/shm/ulnic-<user> (util/runtime_dir.h:
 // /tmp/ulnic-<user> where /dev/shm is small; tmpfs: the big
@@ -27,6 +31,7 @@ struct NodePaths {
 };
 NodePaths node_paths(const std::string& cluster, uint32_t node);
 std::string fabric_dir(const std::string& cluster);
+std::string hosts_path(const std::string& cluster);
 
 // Our own executables (ulnic-fabricd, ...): $ULNIC_BINDIR, then the directory
 // of the running executable, then the build tree's bin directory.

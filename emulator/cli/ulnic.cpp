@@ -12,6 +12,7 @@
 //   ulnic fmrun -n N [--nodes M] [-c CLUSTER] prog args...
 //   ulnic demo
 #include <poll.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,7 +61,7 @@ const char* kUsage = R"(usage: ulnic <command> ...
                                   stop the board and remove its runtime files
   node list   [-c CLUSTER]        nodes of a cluster and their state
   cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]
-               [--switch] [--faults SPEC] [--pcap FILE]
+               [--switch] [--faults SPEC] [--pcap FILE] [--names NAME,NAME,...]
                [--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]
                                   start N nodes on one fabric (N <= 64). --switch: through
                                   ulnic-switch, which applies SPEC per link, seeded
@@ -68,7 +69,12 @@ const char* kUsage = R"(usage: ulnic <command> ...
                                   and captures to FILE (pcap, DLT_USER0; emulator/switch/ulnic.lua).
                                   --test-drop: each NIC drops fraction F of arriving data (tests).
                                   Across machines: this one runs nodes F..F+N-1 of T; the
-                                  switches bridge by UDP (nodes A..B are behind IP:PORT)
+                                  switches bridge by UDP (nodes A..B are behind IP:PORT).
+                                  --names: host names for VIPL's name service, written to
+                                  the cluster's hosts file ("name node" lines; add more by
+                                  hand): one per node here (name i = node F+i), or one per
+                                  node of all T (name i = node i; give the same list on
+                                  every machine so each knows every name)
   cluster status [-c CLUSTER] [--json]
                                   one line per node: QEMU, firmware state, build, heartbeat
   cluster down [-c CLUSTER]       stop every node of the cluster
@@ -102,7 +108,7 @@ struct Args {
   uint32_t count = 0;  // cluster up -n
   double test_drop = 0;
   bool with_switch = false;
-  std::string faults, pcap, bridge_listen;
+  std::string faults, pcap, bridge_listen, names;
   std::vector<std::string> bridge_peers;
   uint32_t first = 0, total = 0;  // cluster up across machines
   std::string firmware;
@@ -160,6 +166,7 @@ Args parse(int argc, char** argv, int first) {
     else if (s == "--pcap") a.pcap = value(), a.with_switch = true;
     else if (s == "--bridge-listen") a.bridge_listen = value(), a.with_switch = true;
     else if (s == "--bridge-peer") a.bridge_peers.push_back(value()), a.with_switch = true;
+    else if (s == "--names") a.names = value();
     else if (s == "--first") a.first = uint32_t(number(s, value()));
     else if (s == "--total") a.total = uint32_t(number(s, value()));
     else if (s == "--no-fabric") a.no_fabric = true;
@@ -460,6 +467,35 @@ int cmd_fwtest(const Args& a) {
   return *r;
 }
 
+// The hosts file `--names` asks for (board::hosts_path; host/vipl reads it):
+// one "name node" line per name, for this machine's n nodes from `first`, or
+// for all `total` nodes of the cluster. Dies on a list that fits neither.
+std::string hosts_file(const std::string& names, uint32_t first, uint32_t n, uint32_t total) {
+  std::vector<std::string> list;
+  for (size_t at = 0; at <= names.size();) {
+    size_t end = std::min(names.find(',', at), names.size());
+    list.push_back(names.substr(at, end - at));
+    at = end + 1;
+  }
+  if (list.size() != n && list.size() != total)
+    die("--names: give " + std::to_string(n) + " names (nodes " + std::to_string(first) + ".." +
+            std::to_string(first + n - 1) + ")" +
+            (total > n ? " or " + std::to_string(total) + " (every node of the cluster)" : "") + ", not " +
+            std::to_string(list.size()),
+        2);
+  const uint32_t base = list.size() == total ? 0 : first;
+  std::string text = "# name node: written by ulnic cluster up --names; more lines may be added\n";
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string& name = list[i];
+    if (name.empty() || name.size() > 255 || name.find_first_of(" \t\n#") != std::string::npos)
+      die("--names: '" + name + "' is not a name (1..255 characters, no blanks or '#')", 2);
+    for (size_t j = 0; j < i; ++j)
+      if (strcasecmp(list[j].c_str(), name.c_str()) == 0) die("--names: '" + name + "' is given twice", 2);
+    text += name + " " + std::to_string(base + i) + "\n";
+  }
+  return text;
+}
+
 int cmd_cluster_up(Args a) {
   uint32_t n = a.node;  // "-n" means the node count here
   if (!a.node_given || n == 0 || n > abi::kMaxNodes) die("usage: ulnic cluster up -n N (1..64) [-c CLUSTER]", 2);
@@ -467,6 +503,7 @@ int cmd_cluster_up(Args a) {
   uint32_t total = a.total ? a.total : a.first + n;
   if (a.first + n > total || total > abi::kMaxNodes) die("--first/--total: nodes must fit in 0..total-1 (<= 64)", 2);
   if (total > n && a.bridge_peers.empty()) die("nodes on other machines need --bridge-peer IP:PORT=FIRST-LAST", 2);
+  const std::string hosts = a.names.empty() ? "" : hosts_file(a.names, a.first, n, total);
   if (auto old = board::list_nodes(a.cluster); !old.empty()) {
     bool live = false;
     for (uint32_t k : old) live |= board::live_qemu(board::node_paths(a.cluster, k)) != 0;
@@ -519,6 +556,15 @@ int cmd_cluster_up(Args a) {
     std::printf("[%u/%u] node %u up: QEMU pid %d, firmware %s\n", k - a.first + 1, n, k, int(r->pid),
                 board::state_name(r->status.state));
     std::fflush(stdout);
+  }
+  if (!hosts.empty()) {
+    // Whole or not at all for a program that reads it meanwhile.
+    const std::string path = board::hosts_path(a.cluster), tmp = path + ".new";
+    std::ofstream out(tmp);
+    out << hosts;
+    out.close();
+    if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) die("cannot write " + path);
+    std::printf("host names in %s\n", path.c_str());
   }
   std::printf("cluster '%s': %u nodes up\n", a.cluster.c_str(), n);
   return 0;
@@ -626,7 +672,7 @@ int cmd_demo() {
   step("vipl_example   (VIPL: a textbook VI client/server; node 1 waits, node 0 connects, ping-pongs, RDMA-writes)");
   {
     auto server = ulnic::spawn_child({board::tool_path("vipl_example"), "server", "nic1"});
-    // No pause: a request that reaches node 1's NIC before its VipConnectWait waits there.
+    // No pause: until node 1 waits for it, the client's request is VIP_NO_MATCH and it asks again.
     auto client = ulnic::spawn_child({board::tool_path("vipl_example"), "client", "nic0", "node1"});
     auto crc = client ? ulnic::wait_child(*client, std::chrono::seconds(120)) : ulnic::Result<int>(std::unexpected(client.error()));
     auto src = server ? ulnic::wait_child(*server, std::chrono::seconds(30)) : ulnic::Result<int>(std::unexpected(server.error()));

@@ -99,6 +99,7 @@ enum ConnKind : uint32_t {
   kConnCancel = 6,      // client -> server: gave up waiting
   kConnDisconnect = 7,  // either way: the connection is over
   kConnKeepalive = 8,   // nothing: makes the link notice a peer that died
+  kConnNoMatch = 9,     // server -> client: no listen waits for that discriminator
 };
 struct ConnMessage {
   uint32_t kind;
@@ -107,12 +108,14 @@ struct ConnMessage {
   uint32_t attrs, max_transfer;
   uint32_t peer;              // kConnRequest: peer-to-peer
   uint64_t serial;            // the client's connect attempt
-  uint32_t disc_len, pad;
+  uint32_t disc_len;
+  uint32_t orderly;           // kConnDisconnect: the process asked for it (not its death, nor an error)
   uint8_t disc[abi::kViMaxDiscriminator];
 };
 static_assert(sizeof(ConnMessage) <= 128);
 
-// A request held at the server's NIC.
+// A request held at the server's NIC: a listen took it (until it is answered), or a
+// peer-to-peer request waiting for the other side's.
 struct Conn {
   bool used;
   bool delivered;             // a listen took it (slot = its slot)
@@ -195,13 +198,14 @@ void post_cqe(uint32_t slot, uint64_t generation, uint8_t opcode, uint64_t va, a
   slot_post_completion(*g.t, slot, generation, e, st, vi);
 }
 
-void post_error(uint32_t slot, uint32_t vi, uint32_t code) {
+void post_error(uint32_t slot, uint32_t vi, uint32_t code, bool orderly = false) {
   const Vi* v = vi_of(slot, vi);
   abi::EqEntry ev{};
   ev.type = abi::kEqViError;
   ev.export_handle = vi;
   ev.length = code;
   ev.offset = v ? v->state : abi::kViStateIdle;
+  ev.flags = orderly ? abi::kEqViOrderly : 0;
   slot_post_event(*g.t, slot, ev);
 }
 
@@ -384,17 +388,20 @@ void send_cancel(const Vi& v) {
   send_conn(v.connect_node, m);
 }
 
-void send_disconnect(const Vi& v, uint32_t slot, uint32_t vi) {
+// `orderly`: the process disconnects (or destroys) its VI itself.
+void send_disconnect(const Vi& v, uint32_t slot, uint32_t vi, bool orderly = false) {
   ConnMessage m{};
   m.kind = kConnDisconnect;
   m.slot = slot, m.vi = vi;
   m.peer_slot = v.peer_slot, m.peer_vi = v.peer_vi;
+  m.orderly = orderly;
   send_conn(v.peer_node, m);
 }
 
 // The connection is over for this VI: Error state, everything flushed, the
 // process told (code). `tell_peer`: the other side does not know yet.
-void break_vi(uint32_t slot, uint32_t vi, uint32_t code, bool tell_peer) {
+// `orderly`: the peer's process disconnected (abi::kEqViOrderly).
+void break_vi(uint32_t slot, uint32_t vi, uint32_t code, bool tell_peer, bool orderly = false) {
   Vi* v = vi_of(slot, vi);
   if (!v || v->state != abi::kViStateConnected) return;
   if (tell_peer) send_disconnect(*v, slot, vi);
@@ -402,7 +409,7 @@ void break_vi(uint32_t slot, uint32_t vi, uint32_t code, bool tell_peer) {
   v->in_op = 0;
   flush_sends(slot, vi);
   flush_recvs(slot, vi);
-  post_error(slot, vi, code);
+  post_error(slot, vi, code, orderly);
 }
 
 void connect_vi(uint32_t slot, uint32_t vi, uint32_t node, uint32_t peer_slot, uint32_t peer_vi) {
@@ -489,6 +496,8 @@ void deliver_conn(uint32_t src, const ConnMessage& m) {
   switch (m.kind) {
     case kConnRequest: {
       if (m.disc_len > abi::kViMaxDiscriminator) return;
+      for (const Conn& c : g.conns)  // a retransmitted request is not taken twice
+        if (c.used && c.node == src && c.req.serial == m.serial) return;
       if (m.peer) {
         // Peer-to-peer: is our side already asking for this one?
         for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
@@ -500,8 +509,10 @@ void deliver_conn(uint32_t src, const ConnMessage& m) {
               return peer_match(k, i, src, m);
           }
       } else {
+        bool listening = false;
         for (Listen& l : g.listens)
           if (l.used && same_disc(l.disc_len, l.disc, m.disc_len, m.disc)) {
+            listening = true;
             for (uint32_t i = 0; i < kMaxViConns; ++i)
               if (!g.conns[i].used) {
                 Conn& c = g.conns[i];
@@ -509,9 +520,16 @@ void deliver_conn(uint32_t src, const ConnMessage& m) {
                 return deliver_to_listen(l, c);
               }
           }
+        // No ConnectWait waits for it: the client hears so at once (VIPL
+        // clients ask again). Only peer-to-peer requests wait here.
+        if (!listening) {
+          ConnMessage none{};
+          none.kind = kConnNoMatch;
+          none.serial = m.serial;
+          send_conn(src, none);
+          return;
+        }
       }
-      for (Conn& c : g.conns)  // a retransmitted request is not held twice
-        if (c.used && c.node == src && c.req.serial == m.serial) return;
       for (uint32_t i = 0; i < kMaxViConns; ++i)
         if (!g.conns[i].used) {
           g.conns[i] = Conn{true, false, tagged_index(g.rng, i), src, m, 0};
@@ -526,7 +544,8 @@ void deliver_conn(uint32_t src, const ConnMessage& m) {
     case kConnMatched:
     case kConnAccept:
     case kConnReject:
-    case kConnBusy: {
+    case kConnBusy:
+    case kConnNoMatch: {
       for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
         for (uint32_t i = 0; i < abi::kMaxVis; ++i) {
           Vi& v = g.vis[k][i];
@@ -541,7 +560,11 @@ void deliver_conn(uint32_t src, const ConnMessage& m) {
             abi::ViConnInfo info = info_of(src, m);
             finish_connect(k, i, abi::kCqOk, &info);
           } else {
-            finish_connect(k, i, m.kind == kConnReject ? abi::kCqViRejected : abi::kCqViBusy, nullptr);
+            finish_connect(k, i,
+                           m.kind == kConnReject  ? abi::kCqViRejected
+                           : m.kind == kConnBusy ? abi::kCqViBusy
+                                                 : abi::kCqViCancelled,  // kConnNoMatch: nobody took it
+                           nullptr);
           }
           return;
         }
@@ -562,7 +585,7 @@ void deliver_conn(uint32_t src, const ConnMessage& m) {
       Vi* v = vi_of(m.peer_slot, m.peer_vi);
       if (v && v->state == abi::kViStateConnected && v->peer_node == src && v->peer_slot == m.slot &&
           v->peer_vi == m.vi)
-        break_vi(m.peer_slot, m.peer_vi, abi::kViErrConnLost, false);
+        break_vi(m.peer_slot, m.peer_vi, abi::kViErrConnLost, false, m.orderly != 0);
       return;
     }
     default:
@@ -677,11 +700,7 @@ void listen(Slot& s, const abi::SqEntry& e, const uint8_t* disc) {
     reserve_waiting(s);
     l = Listen{true, s.index, s.generation, e, e.access, {}};
     memcpy(l.disc, disc, e.access);
-    // A request may have come first.
-    for (Conn& c : g.conns)
-      if (c.used && !c.delivered && !c.req.peer && same_disc(l.disc_len, l.disc, c.req.disc_len, c.req.disc))
-        return deliver_to_listen(l, c);
-    return;
+    return;  // (no request waits for it here: one that came first was answered kConnNoMatch)
   }
   slot_complete(s, e, abi::kCqNoResources, 0);
 }
@@ -731,7 +750,7 @@ void cancel(Slot& s, const abi::SqEntry& e) {
 // Back to Idle from any state, the queues flushed.
 void reset_vi(uint32_t slot, uint32_t vi) {
   Vi& v = g.vis[slot][vi];
-  if (v.state == abi::kViStateConnected) send_disconnect(v, slot, vi);
+  if (v.state == abi::kViStateConnected) send_disconnect(v, slot, vi, true);
   if (v.state == abi::kViStateConnectPending) {
     send_cancel(v);
     finish_connect(slot, vi, abi::kCqFlushed, nullptr);

@@ -21,7 +21,7 @@ namespace lcp {
 
 constexpr uint32_t kMaxViOps = 128;          // sends/RDMA in flight per NIC
 constexpr uint32_t kMaxViResponders = 16;    // RDMA reads being answered per NIC
-constexpr uint32_t kMaxViConns = 32;         // connection requests held per NIC
+constexpr uint32_t kMaxViConns = 32;         // requests held per NIC: a listen took them, or peer-to-peer
 constexpr uint32_t kMaxViListens = 32;       // ConnectWaits per NIC
 constexpr uint32_t kViOwner = 0xffff'fff1u;  // link payload owner: connection messages
 constexpr uint64_t kViOpFlag = 0x80;         // in op ids: a VI op, not a put

@@ -351,8 +351,14 @@ void stop_listener(Endpoint& ep) {
   if (VipCreateVi(nic.handle, &a, nullptr, nullptr, &vi) == VIP_SUCCESS) {
     std::vector<uint8_t> local = address(nic.node, s.disc);
     VIP_VI_ATTRIBUTES ra;
-    (void)VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
-                            reinterpret_cast<VIP_NET_ADDRESS*>(local.data()), kConnectTimeoutMs, &ra);
+    // VIP_NO_MATCH: the listener does not wait (yet, or between two
+    // ConnectWaits); ask again until it takes the request.
+    for (int i = 0; i < 500; ++i) {
+      if (VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
+                            reinterpret_cast<VIP_NET_ADDRESS*>(local.data()), kConnectTimeoutMs, &ra) != VIP_NO_MATCH)
+        break;
+      usleep(10000);
+    }
     VipDestroyVi(vi);
   }
   s.listener.join();
@@ -365,8 +371,16 @@ Conn* connect_to(Endpoint& ep, const en_t& dest) {
   std::vector<uint8_t> local = address(nic.node, s.disc);
   std::vector<uint8_t> remote = address(uint16_t(dest.host), discriminator(dest.id, dest.index));
   VIP_VI_ATTRIBUTES ra;
-  if (VipConnectRequest(c->vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
-                        reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), kConnectTimeoutMs, &ra) != VIP_SUCCESS) {
+  // VIP_NO_MATCH comes at once while the peer's listener does not wait (it
+  // starts, or is between two ConnectWaits): ask again for kConnectTimeoutMs.
+  VIP_RETURN rc = VIP_NO_MATCH;
+  for (VIP_ULONG waited = 0; waited <= kConnectTimeoutMs; waited += 2) {
+    rc = VipConnectRequest(c->vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
+                           reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), kConnectTimeoutMs, &ra);
+    if (rc != VIP_NO_MATCH) break;
+    usleep(2000);
+  }
+  if (rc != VIP_SUCCESS) {
     destroy_conn(*c);
     return nullptr;
   }

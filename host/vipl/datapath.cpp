@@ -16,11 +16,12 @@
 // the head descriptor's Status, as the spec says.
 //
 // The provider's choices (SEMANTICS.md says them for programs):
-//   - Connections are matched by the NICs: a request waits at the server's
-//     NIC for a ConnectWait with its discriminator until the client gives
-//     up. VipConnectRequest returns VIP_NO_MATCH if no ConnectWait took the
-//     request in time, VIP_TIMEOUT if one took it but nobody accepted or
-//     rejected in time, VIP_REJECT, or VIP_NOT_REACHABLE.
+//   - Connections are matched by the NICs: a request that finds no
+//     ConnectWait with its discriminator at the server's NIC is answered at
+//     once, and VipConnectRequest returns VIP_NO_MATCH then (VIPL clients
+//     ask again); VIP_TIMEOUT if a ConnectWait took it but nobody accepted
+//     or rejected in time, VIP_REJECT, or VIP_NOT_REACHABLE. A peer-to-peer
+//     request waits at the other NIC for the other side's until its timeout.
 //   - Notify handlers run once, on one library thread per NIC (started by
 //     the first Notify call), for the next completion; Done/Wait on a queue
 //     (or CQ) with a Notify pending return VIP_INVALID_STATE.
@@ -109,7 +110,7 @@ void handle_event(NicState& nic, const abi::EqEntry& ev) {
   e.ViHandle = vi->handle;
   e.ResourceCode = VIP_RESOURCE_VI;
   e.ErrorCode = VIP_ERROR_CODE(ev.length);
-  report_async_error(nic, e);
+  report_async_error(nic, e, (ev.flags & abi::kEqViOrderly) != 0);
 }
 
 // Posts `e` (and its payload), reaping completions to make room.

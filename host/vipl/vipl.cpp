@@ -17,18 +17,26 @@
 //   - Handles are table entries, never raw pointers: NULL, stale (destroyed)
 //     and foreign (another kind, another NIC) handles give
 //     VIP_INVALID_PARAMETER (VIP_INVALID_PTAG where a ptag is an attribute).
-//   - VipCloseNic releases everything made on the NIC: VIs, CQs,
-//     registrations (registered pages stay the program's, contents intact),
-//     ptags. Their handles become stale.
+//   - VipCloseNic releases everything made on the NIC: VIs (connected ones
+//     disconnect, as with VipDisconnect), CQs, registrations (registered
+//     pages stay the program's, contents intact), ptags. Their handles
+//     become stale.
 //   - Destroying a ptag, CQ or VI that something still uses (a registration
 //     or VI on the ptag, a VI work queue on the CQ, a VI not idle or with
 //     descriptors posted) fails with VIP_INVALID_STATE and changes nothing.
-//   - Memory registration moves buffers outside the slot into it (see
-//     Nic::register_memory: a copy and an mmap of the touched pages). The
-//     same pages may be registered again (the same buffer twice, part of a
-//     registered buffer): that costs no copy. A buffer that shares pages
-//     with a registered one but reaches past them cannot be registered
-//     (VIP_ERROR_RESOURCE): libulnic cannot move pages already moved.
+//   - Memory registration is libulnic's (Nic::register_memory): a buffer
+//     outside the slot has its touched pages moved into it (a copy and an
+//     mmap), and they stay there after VipDeregisterMem, as a driver keeps
+//     pages pinned in a registration cache. Registering the same pages
+//     again -- the same buffer twice, part of a registered buffer, or a
+//     buffer deregistered before and still mapped from the slot -- costs no
+//     copy. VipDeregisterMem never reads or writes the program's memory: a
+//     region the program has freed or unmapped already, or whose addresses
+//     its allocator has mapped anew, deregisters cleanly, and the new
+//     mapping is left as it is. A buffer that shares pages with a
+//     registered one but reaches past them, or that lies where a region
+//     still registered was unmapped, cannot be registered
+//     (VIP_ERROR_RESOURCE) until that registration goes.
 //   - VipQueryMem / VipSetMemAttributes take any address inside the region;
 //     VipDeregisterMem takes the address it was registered at.
 //     VipSetMemAttributes changes the ptag and the RDMA enables in place
@@ -41,9 +49,24 @@
 //     NumAdAddrs (the caller's) are written, NumAdAddrs says how many there
 //     are, and the call returns VIP_ERROR_RESOURCE. NumberOfHops is not
 //     used: every NIC of the fabric is one hop away.
+//   - VipOpenNic's device names: "nic<k>" is node k of $ULNIC_CLUSTER; a
+//     name $ULNIC_VIA_DEVICE maps ("name=node,name=node", e.g.
+//     "/dev/via_eth0=1,clan0=nic1"; node k, nic<k> or node<k>; the first
+//     entry for a name counts, a bad one makes the name invalid); M-VIA's
+//     device paths "/dev/via_<anything>" (as
+//     /dev/via_eth0, /dev/via_lo) open the process's node, $ULNIC_NODE
+//     (0 if unset). Anything else is VIP_INVALID_PARAMETER. VipQueryNic
+//     names the NIC "nic<k>" whatever name opened it.
 //   - The name service needs no VipNSInit (it has no state); VipNSInit and
-//     VipNSShutdown only check the NIC handle. VipNSGetHostByAddr writes
-//     "node<k>" and its NUL into Name and sets *NameLen to the bytes used;
+//     VipNSShutdown only check the NIC handle. VipNSGetHostByName knows, in
+//     this order: "node<k>" and "nic<k>" (node k); the names of the
+//     cluster's hosts file, <runtime dir>/<cluster>/hosts (one "name node"
+//     a line, '#' starts a comment; `ulnic cluster up --names` writes it
+//     and a user may write or extend it); this machine's host name
+//     (gethostname, or its first label) and "localhost", which mean the
+//     node of the NIC handle asked. Names compare without case.
+//     VipNSGetHostByAddr writes the node's first name in the hosts file, or
+//     "node<k>", and its NUL into Name and sets *NameLen to the bytes used;
 //     if *NameLen is too small it sets it to the bytes needed and returns
 //     VIP_INVALID_PARAMETER. Node ids up to the fabric's limit (64) resolve
 //     whether or not the node is up: it may be on another machine.
@@ -56,12 +79,20 @@
 //     stops serving the process), from the data path's completion
 //     processing, i.e. inside a Done/Wait call on that NIC. Errors of a
 //     call are its return code, never a callback. With no handler (or a
-//     NULL one) the default handler prints the error on stderr.
+//     NULL one) the default handler prints the error on stderr -- except
+//     the VIP_ERROR_CONN_LOST of an orderly disconnect by the peer (its
+//     process called VipDisconnect or VipCloseNic): that is
+//     how every teardown ends on the side that hangs up second, and the
+//     default handler says nothing of it. A peer that dies or breaks the
+//     connection on an error is still printed. A handler a program sets
+//     gets every VIP_ERROR_CONN_LOST, orderly or not, as the spec says.
 //   - ULNIC_VIPL_TRACE=1 in the environment prints why a call failed, where
 //     libulnic said (e.g. "cannot reach the node daemon").
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -125,10 +156,10 @@ void trace(const std::string& what) {
   if (on) std::fprintf(stderr, "vipl: %s\n", what.c_str());
 }
 
-void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error) {
+void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error, bool orderly) {
   error.NicHandle = nic.handle;
   if (nic.on_error) nic.on_error(nic.error_context, &error);
-  else default_error_handler(nullptr, &error);
+  else if (!orderly) default_error_handler(nullptr, &error);  // a peer that hung up in order is no news
 }
 
 namespace {
@@ -171,12 +202,19 @@ void forget(std::map<void*, std::unique_ptr<T>>& owner, void* handle) {
   owner.erase(handle);
 }
 
+// A name the program passed: at most 255 bytes before its NUL (host
+// names are no longer), else nothing.
+std::optional<std::string_view> name_arg(const char* s) {
+  if (!s) return std::nullopt;
+  std::string_view v(s, ::strnlen(s, 256));
+  if (v.size() == 256) return std::nullopt;
+  return v;
+}
+
 // "<prefix><k>": k a node id of the fabric in plain decimal (no sign, no
 // leading zero, no trailing characters).
-std::optional<uint32_t> parse_node(const char* s, std::string_view prefix) {
-  if (!s) return std::nullopt;
-  std::string_view v(s, ::strnlen(s, 32));
-  if (v.size() == 32 || !v.starts_with(prefix)) return std::nullopt;
+std::optional<uint32_t> parse_node(std::string_view v, std::string_view prefix = "") {
+  if (!v.starts_with(prefix)) return std::nullopt;
   v.remove_prefix(prefix.size());
   if (v.empty() || (v.size() > 1 && v[0] == '0')) return std::nullopt;
   uint32_t k = 0;
@@ -224,64 +262,14 @@ uint32_t access_bits(bool rdma_write, bool rdma_read) {
          (rdma_read ? uint32_t(abi::kAccessRemoteRead) : 0u);
 }
 
-// Moved pages that wholly contain [start, end), if any.
-Backing* backing_holding(NicState& nic, uintptr_t start, uintptr_t end) {
-  for (auto& [raw, b] : nic.backings) {
-    const MemRegion& m = b->pages;
-    if (m.moved && start >= m.moved_start && end <= m.moved_start + m.moved_length) return raw;
-  }
-  return nullptr;
-}
-
-bool overlaps_moved(const NicState& nic, uintptr_t start, uintptr_t end) {
-  for (const auto& [raw, b] : nic.backings) {
-    const MemRegion& m = b->pages;
-    if (m.moved && start < m.moved_start + m.moved_length && m.moved_start < end) return true;
-  }
-  return false;
-}
-
-// Registers [va, +length) where its pages already are in the slot: the
-// NIC gets the slot offset they were moved to; nothing is copied.
-// Registration and deregistration use Nic::run, which needs no descriptor
-// in flight: true while the library has no data path; the data path must
-// drain (or queue behind) its descriptors first.
-Result<uint32_t> register_again(NicState& nic, const Backing& b, void* va, size_t length, uint32_t access,
-                                uint32_t ptag) {
-  const MemRegion& m = b.pages;
-  uint64_t moved_offset = m.slot_offset - (reinterpret_cast<uintptr_t>(m.addr) - m.moved_start);
-  abi::SqEntry e{};
-  e.opcode = abi::kOpRegister;
-  e.src_addr = reinterpret_cast<uintptr_t>(va);
-  e.length = uint32_t(length);
-  e.access = access;
-  e.dst_node = ptag;
-  e.reg_offset = moved_offset + (reinterpret_cast<uintptr_t>(va) - m.moved_start);
-  auto c = nic.core->run(e);
-  if (!c) return std::unexpected(c.error());
-  if (c->status != abi::kCqOk) return fail("register: the NIC refused (status " + std::to_string(c->status) + ")");
-  return c->result;
-}
-
-void release_backing(NicState& nic, Backing* b) {
-  if (--b->refs != 0) return;
-  // Its key is 0: this only gives the program its private pages back.
-  if (auto r = nic.core->deregister(b->pages); !r) trace(r.error().message);
-  nic.backings.erase(b);
-}
-
-// Drops the NIC's registration and the library's record of it. If the NIC
-// does not answer (it was reflashed, or cut this slot off) the registration
-// is gone with it anyway.
+// Drops the NIC's registration and the library's record of it. Nothing of
+// the program's memory is read or written (Nic::deregister): the region may
+// be freed or unmapped already. If the NIC does not answer (it was
+// reflashed, or cut this slot off) the registration is gone with it anyway.
 void drop_region(NicState& nic, std::map<uint32_t, Region>::iterator it) {
   Region& r = it->second;
-  abi::SqEntry e{};
-  e.opcode = abi::kOpDeregister;
-  e.src_key = r.key;
-  auto c = nic.core->run(e);
-  if (!c || c->status != abi::kCqOk) trace("deregister: " + (c ? "status " + std::to_string(c->status) : c.error().message));
+  if (auto d = nic.core->deregister(r.pages); !d) trace(d.error().message);
   --r.ptag->users;
-  release_backing(nic, r.backing);
   nic.regions.erase(it);
 }
 
@@ -312,7 +300,81 @@ void use_cq(Cq* cq, int delta) {
   if (cq) cq->users += delta;
 }
 
-// ---- name service and discovery
+// ---- device names, the name service and discovery
+
+std::string env_string(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// The node VipOpenNic opens for `device`: "nic<k>"; a name $ULNIC_VIA_DEVICE
+// maps ("name=node,name=node", e.g. "/dev/via_eth0=1"; node k, nic<k> or
+// node<k>; the first entry for a name counts); an M-VIA device path
+// "/dev/via_<anything>": the process's node, $ULNIC_NODE (0 if unset).
+std::optional<uint32_t> device_node(std::string_view device) {
+  if (auto k = parse_node(device, "nic")) return k;
+  const std::string aliases = env_string("ULNIC_VIA_DEVICE");
+  for (size_t at = 0; at < aliases.size();) {
+    size_t end = std::min(aliases.find(',', at), aliases.size());
+    std::string_view item = std::string_view(aliases).substr(at, end - at);
+    size_t eq = item.rfind('=');
+    if (eq != std::string_view::npos && eq > 0 && item.substr(0, eq) == device) {
+      const std::string_view node = item.substr(eq + 1);  // k, nic<k> or node<k>
+      if (auto k = parse_node(node)) return k;
+      if (auto k = parse_node(node, "nic")) return k;
+      return parse_node(node, "node");
+    }
+    at = end + 1;
+  }
+  constexpr std::string_view kMviaDevice = "/dev/via_";
+  if (device.size() > kMviaDevice.size() && device.starts_with(kMviaDevice)) {
+    const std::string own = env_string("ULNIC_NODE");
+    return own.empty() ? std::optional<uint32_t>(0) : parse_node(own);
+  }
+  return std::nullopt;
+}
+
+bool same_name(std::string_view a, std::string_view b) {  // host names: case does not count
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// The names of the cluster's nodes, in file order: <runtime dir>/<cluster>/hosts
+// (emulator/board/runtime.h), one "name node" a line, '#' to the end of a
+// line a comment; written by `ulnic cluster up --names`, and by users.
+std::vector<std::pair<std::string, uint32_t>> host_names(const std::string& cluster) {
+  std::vector<std::pair<std::string, uint32_t>> names;
+  std::FILE* f = std::fopen((runtime_base_dir() + "/" + cluster + "/hosts").c_str(), "re");
+  if (!f) return names;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    line[std::strcspn(line, "#\n")] = 0;
+    char name[256], node[16], extra;
+    if (std::sscanf(line, "%255s %15s %c", name, node, &extra) != 2) continue;
+    auto k = parse_node(node);
+    if (!k) k = parse_node(node, "node");
+    if (k) names.emplace_back(name, *k);
+  }
+  std::fclose(f);
+  return names;
+}
+
+// The node a name service name means to `nic`: "node<k>" or "nic<k>"; a name
+// of the hosts file; this machine's host name (or its first label) and
+// "localhost": the NIC's own node.
+std::optional<uint32_t> resolve(const NicState& nic, std::string_view name) {
+  if (auto k = parse_node(name, "node")) return k;
+  if (auto k = parse_node(name, "nic")) return k;
+  for (const auto& [known, node] : host_names(nic.cluster))
+    if (same_name(known, name)) return node;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  std::string_view self(host), label = self.substr(0, self.find('.'));
+  if (same_name(name, "localhost") || (!self.empty() && (same_name(name, self) || same_name(name, label))))
+    return nic.node;
+  return std::nullopt;
+}
 
 void write_address(VIP_NET_ADDRESS* a, uint32_t node) {
   a->HostAddressLen = kNicAddressLen;
@@ -328,7 +390,7 @@ std::vector<uint32_t> cluster_nodes(const std::string& cluster) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(runtime_base_dir() + "/" + cluster, ec)) {
     std::string name = entry.path().filename().string();
-    auto k = parse_node(name.c_str(), "node");
+    auto k = parse_node(name, "node");
     if (!k || !entry.is_directory(ec)) continue;
     if (fs::is_socket(daemon_socket_path(cluster, *k), ec)) nodes.push_back(*k);
   }
@@ -348,7 +410,8 @@ namespace abi = ulnic::abi;
 VIP_RETURN VipOpenNic(const VIP_CHAR* DeviceName, VIP_NIC_HANDLE* NicHandle) {
   return guarded([&] {
     if (!NicHandle) return VIP_INVALID_PARAMETER;
-    auto node = parse_node(DeviceName, "nic");
+    auto device = name_arg(DeviceName);
+    auto node = device ? device_node(*device) : std::nullopt;
     if (!node) return VIP_INVALID_PARAMETER;
     auto nic = std::make_unique<NicState>();
     nic->cluster = cluster_name();
@@ -382,6 +445,11 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle) {
       nic->stopping = true;
     }
     if (nic->notifier.joinable()) nic->notifier.join();
+    // Connections end in order (their peers hear an orderly disconnect, as
+    // after VipDisconnect), not as a process that went away.
+    if (nic->core->state() == abi::SlotState::kActive)
+      for (const auto& [h, vi] : nic->vis)
+        if (vi->state != VIP_STATE_IDLE) nic_destroy_vi(*nic, *vi);
     for (const auto& [h, conn] : nic->conns) handles().remove(h);
     for (const auto& [h, vi] : nic->vis) handles().remove(h);
     for (const auto& [h, cq] : nic->cqs) handles().remove(h);
@@ -466,41 +534,20 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
     Ptag* ptag = ptag_of(nic, MemAttributes->Ptag);
     if (!ptag) return VIP_INVALID_PTAG;
     if (Length > max_region_bytes(*nic) || nic->regions.size() >= abi::kMaxRegistrations) return VIP_ERROR_RESOURCE;
-    uintptr_t start = page_down(va), end = page_up(va + Length);
-    if (!mapped(start, end)) return VIP_INVALID_PARAMETER;
+    if (!mapped(page_down(va), page_up(va + Length))) return VIP_INVALID_PARAMETER;
     bool rdma_write = MemAttributes->EnableRdmaWrite, rdma_read = MemAttributes->EnableRdmaRead;
     uint32_t access = access_bits(rdma_write, rdma_read);
 
-    Backing* backing = backing_holding(*nic, start, end);
-    uint32_t key = 0;
-    if (backing) {
-      auto k = register_again(*nic, *backing, VirtualAddress, Length, access, ptag->id);
-      if (!k) {
-        trace("VipRegisterMem: " + k.error().message);
-        return VIP_ERROR_RESOURCE;
-      }
-      key = *k;
-      ++backing->refs;
-    } else {
-      if (overlaps_moved(*nic, start, end)) {
-        trace("VipRegisterMem: the buffer shares pages with a registered one but reaches past them");
-        return VIP_ERROR_RESOURCE;
-      }
-      auto r = nic->core->register_memory(VirtualAddress, Length, access, ptag->id);
-      if (!r) {
-        trace("VipRegisterMem: " + r.error().message);
-        return VIP_ERROR_RESOURCE;
-      }
-      auto b = std::make_unique<Backing>();
-      key = r->key;
-      b->pages = *r;
-      b->pages.key = 0;  // the region below owns the key
-      b->refs = 1;
-      backing = b.get();
-      nic->backings.emplace(backing, std::move(b));
+    // libulnic moves the pages in, or finds them in the slot already (the
+    // same buffer registered again, before or after its deregistration).
+    auto pages = nic->core->register_memory(VirtualAddress, Length, access, ptag->id);
+    if (!pages) {
+      trace("VipRegisterMem: " + pages.error().message);
+      return VIP_ERROR_RESOURCE;
     }
+    const uint32_t key = pages->key;
     Region& region = nic->regions[key];
-    region = Region{VirtualAddress, Length, key, ptag, rdma_write, rdma_read, backing};
+    region = Region{VirtualAddress, Length, key, ptag, rdma_write, rdma_read, *pages};
     ++ptag->users;
     *MemHandle = key;
     return VIP_SUCCESS;
@@ -778,7 +825,7 @@ VIP_RETURN VipQuerySystemManagementInfo(VIP_NIC_HANDLE NicHandle, VIP_ULONG Info
 }
 
 // =========================================================================
-// Name service: "node<k>" and "nic<k>" are node k; nothing to start or stop.
+// Name service (resolve(), host_names()): nothing to start or stop.
 
 VIP_RETURN VipNSInit(VIP_NIC_HANDLE NicHandle, VIP_PVOID) {
   return guarded([&] { return nic_of(NicHandle) ? VIP_SUCCESS : VIP_INVALID_PARAMETER; });
@@ -791,9 +838,10 @@ VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE NicHandle) {
 VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR* Name, VIP_NET_ADDRESS* Address,
                               VIP_ULONG NameIndex) {
   return guarded([&] {
-    if (!nic_of(NicHandle) || !Name || !Address) return VIP_INVALID_PARAMETER;
-    auto node = parse_node(Name, "node");
-    if (!node) node = parse_node(Name, "nic");
+    NicState* nic = nic_of(NicHandle);
+    if (!nic || !Name || !Address) return VIP_INVALID_PARAMETER;
+    auto name = name_arg(Name);
+    auto node = name ? resolve(*nic, *name) : std::nullopt;
     if (!node || NameIndex != 0) return VIP_ERROR_NAMESERVICE;  // one address per node
     write_address(Address, *node);
     return VIP_SUCCESS;
@@ -803,11 +851,17 @@ VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR* Name, VIP_NET_
 VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS* Address, VIP_CHAR* Name,
                               VIP_ULONG* NameLen) {
   return guarded([&] {
-    if (!nic_of(NicHandle) || !Address || !Name || !NameLen) return VIP_INVALID_PARAMETER;
+    NicState* nic = nic_of(NicHandle);
+    if (!nic || !Address || !Name || !NameLen) return VIP_INVALID_PARAMETER;
     if (Address->HostAddressLen != kNicAddressLen) return VIP_ERROR_NAMESERVICE;
     uint32_t node = uint32_t(Address->HostAddress[0]) | uint32_t(Address->HostAddress[1]) << 8;
     if (node >= abi::kMaxNodes) return VIP_ERROR_NAMESERVICE;
-    std::string name = "node" + std::to_string(node);
+    std::string name = "node" + std::to_string(node);  // unless the hosts file names it
+    for (const auto& [known, k] : host_names(nic->cluster))
+      if (k == node) {
+        name = known;
+        break;
+      }
     VIP_ULONG need = name.size() + 1;
     if (*NameLen < need) {
       *NameLen = need;

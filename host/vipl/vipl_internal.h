@@ -78,21 +78,13 @@ struct Ptag {
   uint32_t users = 0;  // registrations and VIs tagged with it
 };
 
-// Pages a registration moved into the slot (Nic::register_memory). Several
-// registrations may lie in one: the same buffer registered twice, or a part
-// of a registered buffer. The pages go back to private memory with the last.
-struct Backing {
-  MemRegion pages;  // key 0: registrations carry their own keys
-  uint32_t refs = 0;
-};
-
 struct Region {
   void* va = nullptr;
   size_t length = 0;
   uint32_t key = 0;  // the NIC's memory key = the VIP_MEM_HANDLE
   Ptag* ptag = nullptr;
   bool rdma_write = false, rdma_read = false;
-  Backing* backing = nullptr;
+  MemRegion pages;   // libulnic's registration (Nic::register_memory)
 };
 
 struct Vi;
@@ -153,7 +145,6 @@ struct NicState {
   std::map<VIP_CQ_HANDLE, std::unique_ptr<Cq>> cqs;
   std::map<VIP_VI_HANDLE, std::unique_ptr<Vi>> vis;
   std::map<uint32_t, Region> regions;  // by key
-  std::map<Backing*, std::unique_ptr<Backing>> backings;
   VIP_ERROR_HANDLER on_error = nullptr;  // nullptr: the default handler
   VIP_PVOID error_context = nullptr;
   uint32_t next_ptag_id = 0;
@@ -221,9 +212,10 @@ VIP_RETURN guarded(F&& body) noexcept {
 }
 
 // Hands an asynchronous error to the NIC's VipErrorCallback handler (or the
-// default one, which prints it). The data path calls it while it processes
-// completions; it fills in NicHandle.
-void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error);
+// default one, which prints it -- except a connection the peer's process
+// hung up in order: `orderly`, abi::kEqViOrderly). The data path calls it
+// while it processes completions; it fills in NicHandle.
+void report_async_error(NicState& nic, VIP_ERROR_DESCRIPTOR& error, bool orderly = false);
 
 // ---- data path (datapath.cpp), for the control plane in vipl.cpp.
 // Takes in the NIC's completions and events (call with nic.mu held).

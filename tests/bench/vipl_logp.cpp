@@ -192,7 +192,7 @@ void connect(bool requester, double limit_s) {
     if (rc == VIP_SUCCESS) return;
     if ((rc != VIP_NO_MATCH && rc != VIP_NOT_REACHABLE && rc != VIP_TIMEOUT) || seconds_since(start) > limit_s)
       vcheck(rc, "VipConnectRequest");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(rc == VIP_NO_MATCH ? 1 : 50));  // NO_MATCH comes at once
   }
 }
 

@@ -241,12 +241,15 @@ uint64_t connect(Proc& p, uint32_t vi, const char* disc, uint32_t len, uint64_t 
   p.submit(e, disc, len);
   return e.user_data;
 }
+// Pumped: the listen is in place before a connect that follows it (a
+// client/server request that finds none is refused at once).
 uint64_t listen(Proc& p, const char* disc, uint32_t len, uint64_t info_va) {
   abi::SqEntry e = sqe(abi::kOpViListen);
   e.access = len;
   e.src_addr = info_va;
   e.src_key = p.desc_key;
   p.submit(e, disc, len);
+  pump();
   return e.user_data;
 }
 abi::CqEntry accept(Proc& p, uint32_t vi, uint32_t conn_id) {
@@ -292,10 +295,14 @@ abi::EqEntry& ev_sink() {
     EXPECT_EQ(c_.user_data, uint64_t(d));            \
   } while (0)
 
+// The last event EXPECT_VI_EVENT took (its flags: kEqViOrderly or not).
+abi::EqEntry g_last_vi_event{};
+
 #define EXPECT_VI_EVENT(p, vi, code, state)                  \
   do {                                                       \
     abi::EqEntry ev_{};                                      \
     if (EXPECT((p).event(ev_))) {                            \
+      g_last_vi_event = ev_;                                 \
       EXPECT_EQ(ev_.type, uint32_t(abi::kEqViError));        \
       EXPECT_EQ(ev_.export_handle, uint32_t(vi));            \
       EXPECT_EQ(ev_.length, uint32_t(code));                 \
@@ -570,13 +577,16 @@ FW_TEST(listen_first_then_connect_and_accept) {
   EXPECT_QUIET();
 }
 
-FW_TEST(connect_first_then_listen_and_reject) {
+FW_TEST(connect_first_is_refused_then_listen_and_reject) {
   CHECK_EQ(create(g_a, 2, kRel).status, abi::kCqOk);
   uint64_t ai = g_a.alloc(sizeof(abi::ViConnInfo)), bi = g_b.alloc(sizeof(abi::ViConnInfo));
+  // Nobody listens: the server's NIC answers at once (VIP_NO_MATCH) and keeps nothing.
   uint64_t c = connect(g_a, 2, "held", 4, ai);
   pump();
-  EXPECT_NO_CQE(g_a);  // held at the server's NIC
+  EXPECT_CQE(g_a.take(c), abi::kOpViConnect, abi::kCqViCancelled, 2);
   uint64_t l = listen(g_b, "held", 4, bi);
+  EXPECT_NO_CQE(g_b);
+  c = connect(g_a, 2, "held", 4, ai);
   pump();
   abi::CqEntry lc = g_b.take(l);
   CHECK_EQ(lc.status, abi::kCqOk);
@@ -592,8 +602,8 @@ FW_TEST(connect_first_then_listen_and_reject) {
   post_send(g_a, 2, d);
   pump();
   EXPECT_CQE(g_a.take(d), abi::kOpViPostSend, abi::kCqViBadVi, 2);
-  c = connect(g_a, 2, "held", 4, ai);
   l = listen(g_b, "held", 4, bi);
+  c = connect(g_a, 2, "held", 4, ai);
   pump();
   lc = g_b.take(l);
   CHECK_EQ(lc.status, abi::kCqOk);
@@ -641,16 +651,13 @@ FW_TEST(accept_checks_the_vi_the_level_and_the_owner) {
 FW_TEST(cancel_a_connect_and_a_listen) {
   CHECK_EQ(create(g_a, 4, kRel).status, abi::kCqOk);
   uint64_t ai = g_a.alloc(sizeof(abi::ViConnInfo)), bi = g_b.alloc(sizeof(abi::ViConnInfo));
-  // Nobody listens: cancelled before anybody took it.
+  // Nobody listens: refused at once, as cancelled before anybody took it.
   uint64_t c = connect(g_a, 4, "nobody", 6, ai);
   pump();
-  EXPECT_NO_CQE(g_a);
-  abi::CqEntry x = simple(g_a, abi::kOpViCancel, 4);
-  EXPECT_CQE(x, abi::kOpViCancel, abi::kCqOk, 1);
   EXPECT_CQE(g_a.take(c), abi::kOpViConnect, abi::kCqViCancelled, 4);
   EXPECT_CQE(simple(g_a, abi::kOpViCancel, 4), abi::kOpViCancel, abi::kCqOk, 0);   // nothing left to cancel
   EXPECT_CQE(simple(g_a, abi::kOpViCancel, 50), abi::kOpViCancel, abi::kCqOk, 0);  // no such VI
-  // The cancelled request is gone from the server's NIC: a listen finds nothing.
+  // The refused request is not kept at the server's NIC: a listen finds nothing.
   uint64_t l = listen(g_b, "nobody", 6, bi);
   pump();
   EXPECT_NO_CQE(g_b);
@@ -667,8 +674,8 @@ FW_TEST(cancel_a_connect_and_a_listen) {
   EXPECT_CQE(g_b.take(l), abi::kOpViListen, abi::kCqViCancelled, 0);
   // A server took it but did not answer: the client's cancel is a time-out,
   // and the server's connection id dies with it.
-  c = connect(g_a, 4, "taken", 5, ai);
   l = listen(g_b, "taken", 5, bi);
+  c = connect(g_a, 4, "taken", 5, ai);
   pump();
   abi::CqEntry lc = g_b.take(l);
   CHECK_EQ(lc.status, abi::kCqOk);
@@ -677,16 +684,18 @@ FW_TEST(cancel_a_connect_and_a_listen) {
   CHECK_EQ(create(g_b, 5, kRel).status, abi::kCqOk);
   EXPECT_EQ(accept(g_b, 5, lc.result).status, abi::kCqBadKey);
   EXPECT_CQE(simple(g_b, abi::kOpViDestroy, 5), abi::kOpViDestroy, abi::kCqOk, 5);
-  // A pending connect ends when its VI is disconnected.
+  // A pending connect ends when its VI is disconnected, and the server's
+  // connection id with it.
+  l = listen(g_b, "dropped", 7, bi);
   c = connect(g_a, 4, "dropped", 7, ai);
   pump();
+  lc = g_b.take(l);
+  CHECK_EQ(lc.status, abi::kCqOk);
   EXPECT_CQE(simple(g_a, abi::kOpViDisconnect, 4), abi::kOpViDisconnect, abi::kCqOk, 4);
   EXPECT_CQE(g_a.take(c), abi::kOpViConnect, abi::kCqFlushed, 4);
-  l = listen(g_b, "dropped", 7, bi);
-  pump();
-  EXPECT_NO_CQE(g_b);
-  EXPECT_CQE(cancel_listen(g_b, l), abi::kOpViCancel, abi::kCqOk, 1);
-  EXPECT_CQE(g_b.take(l), abi::kOpViListen, abi::kCqViCancelled, 0);
+  CHECK_EQ(create(g_b, 5, kRel).status, abi::kCqOk);
+  EXPECT_EQ(accept(g_b, 5, lc.result).status, abi::kCqBadKey);
+  EXPECT_CQE(simple(g_b, abi::kOpViDestroy, 5), abi::kOpViDestroy, abi::kCqOk, 5);
   // A node nobody can reach: at once.
   c = connect(g_a, 4, "far", 3, ai, 0, 5);
   pump();
@@ -711,18 +720,16 @@ FW_TEST(discriminators_match_exactly_and_must_fit) {
   EXPECT(memcmp(g_b.info(bi).disc, big, 64) == 0);
   EXPECT_EQ(reject(g_b, lc.result).status, abi::kCqOk);
   EXPECT_CQE(g_a.take(c), abi::kOpViConnect, abi::kCqViRejected, 5);
-  // A prefix is not a match, nor is the same length with other bytes.
+  // A prefix is not a match, nor is the same length with other bytes: no
+  // listen waits for them, refused at once.
   l = listen(g_b, "abcdefghi", 9, bi);
   c = connect(g_a, 5, "abcdefgh", 8, ai);
   pump();
   EXPECT_NO_CQE(g_b);
-  EXPECT_NO_CQE(g_a);
-  EXPECT_CQE(simple(g_a, abi::kOpViCancel, 5), abi::kOpViCancel, abi::kCqOk, 1);
   EXPECT_CQE(g_a.take(c), abi::kOpViConnect, abi::kCqViCancelled, 5);
   c = connect(g_a, 5, "abcdefgX", 9, ai);
   pump();
   EXPECT_NO_CQE(g_b);
-  EXPECT_CQE(simple(g_a, abi::kOpViCancel, 5), abi::kOpViCancel, abi::kCqOk, 1);
   EXPECT_CQE(g_a.take(c), abi::kOpViConnect, abi::kCqViCancelled, 5);
   EXPECT_CQE(cancel_listen(g_b, l), abi::kOpViCancel, abi::kCqOk, 1);
   EXPECT_CQE(g_b.take(l), abi::kOpViListen, abi::kCqViCancelled, 0);
@@ -1102,6 +1109,7 @@ FW_TEST(refused_rdma_writes_break_reliable_vis) {
   EXPECT_POST_DONE(g_a, abi::kOpViPostSend, 12, d);
   EXPECT_EQ(g_a.status(d), kDone | abi::kViStOpRdmaWrite);
   EXPECT_VI_EVENT(g_a, 12, abi::kViErrConnLost, abi::kViStateError);
+  EXPECT_EQ(g_last_vi_event.flags, 0u);  // broken by an error: no orderly disconnect
   EXPECT_VI_EVENT(g_b, 12, abi::kViErrRdmaWriteProt, abi::kViStateError);
   EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, 12, rd);  // flushed
   EXPECT_EQ(g_b.status(rd), kDone | kRecv | kFlushed);
@@ -1603,8 +1611,9 @@ FW_TEST(disconnect_flushes_and_tells_the_peer) {
   }
   EXPECT_CQE(g_a.take(e.user_data), abi::kOpViDisconnect, abi::kCqOk, 1);
   EXPECT_NO_EVENT(g_a);
-  // The peer: Error, CONN_LOST, its receives flushed in order.
+  // The peer: Error, CONN_LOST (orderly: a's process asked), its receives flushed in order.
   EXPECT_VI_EVENT(g_b, 1, abi::kViErrConnLost, abi::kViStateError);
+  EXPECT_EQ(g_last_vi_event.flags, abi::kEqViOrderly);
   EXPECT(g_b.position(rb[0]) == 0 && g_b.position(rb[1]) == 1 && g_b.position(rb[2]) == 2);
   for (uint64_t d : rb) {
     EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, 1, d);
@@ -1655,14 +1664,15 @@ FW_TEST(disconnect_flushes_and_tells_the_peer) {
 }
 
 FW_TEST(connect_when_the_request_table_is_full_is_busy) {
-  // kMaxViConns requests held at the server's NIC; the next is kCqViBusy.
+  // kMaxViConns peer-to-peer requests held at the other NIC (waiting for
+  // their other sides); the next is kCqViBusy.
   uint64_t ai = g_a.alloc(sizeof(abi::ViConnInfo));
   uint64_t tok[lcp::kMaxViConns + 1];
   char disc[8] = {'h', 'e', 'l', 'd', '-', 0, 0, 0};
   for (uint32_t i = 0; i <= lcp::kMaxViConns; ++i) {
     CHECK_EQ(create(g_a, 26 + i, kRel).status, abi::kCqOk);
     disc[5] = char('A' + i);
-    tok[i] = connect(g_a, 26 + i, disc, 6, ai);
+    tok[i] = connect(g_a, 26 + i, disc, 6, ai, abi::kSqViPeer);
     pump();
   }
   for (uint32_t i = 0; i < lcp::kMaxViConns; ++i) EXPECT_EQ(g_a.position(tok[i]), -1);
@@ -1857,7 +1867,9 @@ FW_TEST(slot_detach_breaks_the_peer_and_withdraws_its_requests) {
   lcp::vi_slot_detached(0);
   pump();
   EXPECT_VI_EVENT(g_b, 1, abi::kViErrConnLost, abi::kViStateError);
+  EXPECT_EQ(g_last_vi_event.flags, 0u);  // a process that went away: no orderly disconnect
   EXPECT_VI_EVENT(g_b, 3, abi::kViErrConnLost, abi::kViStateError);  // the unreliable pair too
+  EXPECT_EQ(g_last_vi_event.flags, 0u);
   EXPECT(g_b.position(rb1) == 0 && g_b.position(rb2) == 1);
   EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, 1, rb1);
   EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, 1, rb2);

@@ -11,10 +11,16 @@
 #include <unistd.h>
 #include <vipl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -81,8 +87,13 @@ inline int run_ulnic(const std::vector<std::string>& args, bool quiet = false) {
 class ClusterEnvironment : public ::testing::Environment {
  public:
   // `name`: the runtime directory is /tmp/ulnic-<name>-XXXXXX, the cluster <name>-<pid>.
-  // `nodes`: how many NICs it boots (nodes 0 .. nodes-1).
-  explicit ClusterEnvironment(std::string name, int nodes = kNodes) : name_(std::move(name)), nodes_(nodes) {}
+  // `nodes`: how many NICs it boots (nodes 0 .. nodes-1). `extra`: more
+  // arguments for `ulnic cluster up` (--names ...).
+  explicit ClusterEnvironment(std::string name, int nodes = kNodes, std::vector<std::string> extra = {})
+      : name_(std::move(name)), nodes_(nodes), extra_(std::move(extra)) {}
+
+  const std::string& dir() const { return dir_; }
+  const std::string& cluster() const { return cluster_; }
 
   void SetUp() override {
     std::string pattern = "/tmp/ulnic-" + name_ + "-XXXXXX";
@@ -93,10 +104,10 @@ class ClusterEnvironment : public ::testing::Environment {
     ::setenv("ULNIC_CLUSTER", cluster_.c_str(), 1);
     start_reaper();
     std::string fw = env_or("ULNIC_FIRMWARE_DIR", ULNIC_TEST_FIRMWARE_DIR) + "/ulnic-fw.elf";
-    ASSERT_EQ(run_ulnic({"cluster", "up", "-n", std::to_string(nodes_), "-c", cluster_, "--slot-size",
-                         std::to_string(kSlotMiB), "--firmware", fw}),
-              0)
-        << "ulnic cluster up failed";
+    std::vector<std::string> up = {"cluster", "up", "-n", std::to_string(nodes_), "-c", cluster_, "--slot-size",
+                                   std::to_string(kSlotMiB), "--firmware", fw};
+    up.insert(up.end(), extra_.begin(), extra_.end());
+    ASSERT_EQ(run_ulnic(up), 0) << "ulnic cluster up failed";
   }
 
   void TearDown() override {
@@ -135,6 +146,7 @@ class ClusterEnvironment : public ::testing::Environment {
 
   std::string name_, dir_, cluster_;
   int nodes_;
+  std::vector<std::string> extra_;
   pid_t reaper_ = -1;
   int reaper_pipe_ = -1;
 };
@@ -149,6 +161,84 @@ inline VIP_RETURN open_nic(const char* name, VIP_NIC_HANDLE* nic) {
     rc = VipOpenNic(name, nic);
   }
   return rc;
+}
+
+// ---- what the suites share besides the cluster
+
+// A file's contents ("" if there is none).
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A VIP_NET_ADDRESS with room for a 2-byte host address and a discriminator
+// of the largest length.
+struct NetAddress {
+  alignas(VIP_NET_ADDRESS) unsigned char bytes[sizeof(VIP_NET_ADDRESS) + 2 + 64] = {};
+  VIP_NET_ADDRESS* get() { return reinterpret_cast<VIP_NET_ADDRESS*>(bytes); }
+  std::string discriminator() {
+    VIP_NET_ADDRESS* a = get();
+    size_t n = std::min<size_t>(a->DiscriminatorLen, 64);
+    return std::string(reinterpret_cast<const char*>(a->HostAddress) + 2, n);
+  }
+  // The node of a 2-byte host address (-1: another length).
+  int node() { return get()->HostAddressLen == 2 ? get()->HostAddress[0] | get()->HostAddress[1] << 8 : -1; }
+};
+
+// Node `node`'s address (2-byte little-endian node id) with `disc`.
+inline NetAddress address(unsigned node, const std::string& disc) {
+  NetAddress n;
+  VIP_NET_ADDRESS* a = n.get();
+  a->HostAddressLen = 2;
+  a->DiscriminatorLen = VIP_UINT16(disc.size());
+  a->HostAddress[0] = VIP_UINT8(node & 0xff);
+  a->HostAddress[1] = VIP_UINT8(node >> 8);
+  std::memcpy(a->HostAddress + 2, disc.data(), disc.size());
+  return n;
+}
+
+// A discriminator no other connection of this process uses.
+inline std::string fresh_discriminator(const std::string& tag) {
+  static std::atomic<unsigned> counter{0};
+  return "d" + std::to_string(++counter) + "-" + tag;
+}
+
+// Bytes that differ from seed to seed and from offset to offset.
+inline void pattern(uint8_t* p, size_t n, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    p[i] = uint8_t(x >> 7);
+  }
+}
+
+// The state of `vi` (VipQueryVi, which also runs the library's completion processing).
+inline VIP_VI_STATE vi_state(VIP_VI_HANDLE vi) {
+  VIP_VI_STATE s = VIP_VI_STATE(-1);
+  VIP_VI_ATTRIBUTES a;
+  VIP_BOOLEAN se, re;
+  EXPECT_EQ(VipQueryVi(vi, &s, &a, &se, &re), VIP_SUCCESS);
+  return s;
+}
+
+// VipConnectRequest as VIPL clients call it: a request that finds no
+// ConnectWait at the server's NIC (not yet, or not any more) is VIP_NO_MATCH
+// at once (SEMANTICS.md), so ask again after a short pause, each time with
+// the time left, until `ms` have passed.
+inline VIP_RETURN connect_request(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote, VIP_ULONG ms,
+                                  VIP_VI_ATTRIBUTES* remote_attrs) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    VIP_RETURN rc = VipConnectRequest(vi, local, remote, VIP_ULONG(left > 0 ? left : 0), remote_attrs);
+    if (rc != VIP_NO_MATCH || Clock::now() >= deadline) return rc;
+    std::this_thread::sleep_for(2ms);
+  }
 }
 
 }  // namespace vipl_test

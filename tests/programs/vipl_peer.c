@@ -94,7 +94,11 @@ int main(int argc, char **argv) {
   } else {
     VIP_NET_ADDRESS *local = address(self, "");
     VIP_NET_ADDRESS *remote = address(argv[3], argv[4]);
-    if ((rc = VipConnectRequest(vi, local, remote, 60000, &remote_attrs)) != VIP_SUCCESS) die("VipConnectRequest", rc);
+    double deadline = now_ms() + 60000;
+    /* VIP_NO_MATCH: the server does not wait yet; ask again. */
+    while ((rc = VipConnectRequest(vi, local, remote, 60000, &remote_attrs)) == VIP_NO_MATCH && now_ms() < deadline)
+      usleep(10000);
+    if (rc != VIP_SUCCESS) die("VipConnectRequest", rc);
     printf("connected\n");
     fflush(stdout);
     for (;;) pause();

@@ -11,7 +11,10 @@
 //     creates and destroys its own; only the NICs connect them, after a
 //     handshake between the two NICs (a process cannot point a VI at
 //     somebody else's), and a VI accepts packets only from its peer.
-//   * Connection requests are matched by discriminator at the server's NIC.
+//   * Connection requests are matched by discriminator at the server's NIC:
+//     a client/server request that finds no listen for its discriminator is
+//     answered at once (kCqViCancelled; VIPL clients ask again), a
+//     peer-to-peer request waits there for the other side's.
 //
 // Descriptor posts (kOpViPostSend/Recv) complete in the CQ when the
 // descriptor is done (result = the VI index, user_data = the descriptor's
@@ -96,7 +99,10 @@ enum ViReliability : uint32_t {
 //                  next SQ entry), src_addr/src_key = a ViConnInfo the NIC
 //                  fills with the server's side; flags kSqViPeer makes it a
 //                  peer-to-peer request (both sides ask, either may be first).
-//                  Completes when connected, rejected or cancelled.
+//                  Completes when connected, rejected or cancelled; a
+//                  client/server request that no listen of the server's NIC
+//                  waits for completes kCqViCancelled as soon as that NIC
+//                  answers so.
 // kOpViListen      access = discriminator bytes (next SQ entry), src_addr/
 //                  src_key = a ViConnInfo. Completes when a request with that
 //                  discriminator arrives (result = its connection id) or is
@@ -131,7 +137,10 @@ ULNIC_ABI_CHECK_SIZE(ViConnInfo, 96);
 // -------------------------------------------------- asynchronous errors
 
 // EqEntry with type kEqViError: export_handle = VI index, length = the
-// VIP_ERROR_CODE value, offset = the VI's state afterwards (ViState).
+// VIP_ERROR_CODE value, offset = the VI's state afterwards (ViState),
+// flags = kEqViOrderly on a kViErrConnLost because the peer's process
+// disconnected or destroyed its VI itself (not its death, nor an error).
+constexpr uint32_t kEqViOrderly = 1;
 enum ViState : uint32_t {
   kViStateIdle = 0,
   kViStateConnected = 1,
