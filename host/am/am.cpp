@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "am_internal.h"
 
@@ -20,6 +21,11 @@ namespace ulnic::am {
 Library& lib() {
   static Library l;
   return l;
+}
+
+int& handler_depth() {
+  thread_local int depth = 0;
+  return depth;
 }
 
 const char* process_label() { return AMUDP_ProcessLabel ? AMUDP_ProcessLabel : ""; }
@@ -403,8 +409,15 @@ int AM_WaitSema(eb_t eb) {
   AM_CHECK_INIT();
   if (!valid(eb)) RETURN_ERR(AM_ERR_BAD_ARG);
   if (eb->event_mask != AM_NOTEMPTY) RETURN_ERR(AM_ERR_BAD_ARG);
-  std::lock_guard<std::recursive_mutex> hold(eb->lock);
+  // An AM_PAR bundle is held in slices: between two, a thread that wants it
+  // (AM_Poll, a request call: BundleLock) takes it first, so a thread
+  // blocked here never stops the thread whose message would wake it.
+  constexpr int kParSliceMs = 10;
+  std::unique_lock<std::recursive_mutex> hold(eb->lock);
   for (;;) {
+    // A returned message waiting for handler 0 is work for AM_Poll too.
+    if (std::any_of(eb->endpoints.begin(), eb->endpoints.end(), [](Endpoint* ep) { return !ep->deferred.empty(); }))
+      break;
     if (lib().transport->wait(*eb, 0)) break;
     Clock::time_point due = Clock::time_point::max();
     for (Endpoint* ep : eb->endpoints) due = std::min(due, next_deadline(*ep));
@@ -413,8 +426,14 @@ int AM_WaitSema(eb_t eb) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - Clock::now()).count();
       timeout = int(std::max<long long>(0, left) + 1);
     }
+    if (eb->mode == AM_PAR) timeout = timeout < 0 ? kParSliceMs : std::min(timeout, kParSliceMs);
     if (lib().transport->wait(*eb, timeout)) break;
     for (Endpoint* ep : eb->endpoints) retransmit_due(*ep);
+    if (eb->contenders.load() > 0) {
+      hold.unlock();
+      while (eb->contenders.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      hold.lock();
+    }
   }
   eb->event_mask = AM_NOEVENTS;
   return AM_OK;
@@ -463,10 +482,10 @@ int AMUDP_GetSourceId(void* token, int* srcid) {
 int AM_Poll(eb_t eb) {
   AM_CHECK_INIT();
   if (!valid(eb)) RETURN_ERR(AM_ERR_BAD_ARG);
-  if (lib().handler_depth > 0) RETURN_ERR(AM_ERR_RESOURCE);  // a handler's buffer is the one a poll refills
+  if (handler_depth() > 0) RETURN_ERR(AM_ERR_RESOURCE);  // a handler's buffer is the one a poll refills
   int found;
   {
-    std::lock_guard<std::recursive_mutex> hold(eb->lock);
+    BundleLock hold(*eb);
     found = poll_bundle(*eb);
   }
   if (lib().transport->polled) lib().transport->polled(found > 0);

@@ -10,6 +10,7 @@
 
 #include <amudp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -183,6 +184,9 @@ struct amx_bundle {
   std::vector<amx_endpoint*> endpoints;
   int event_mask = AM_NOEVENTS;
   std::recursive_mutex lock;      // AM_PAR: one caller at a time
+  // Callers waiting for `lock` (BundleLock): AM_WaitSema, which blocks in
+  // slices, lets them have it between two slices instead of sitting on it.
+  std::atomic<int> contenders{0};
 };
 
 struct amx_endpoint {
@@ -228,9 +232,27 @@ struct Library {
   uint32_t udp_interface = 0;     // AMUDP_SetUDPInterface (host order); 0: none
   std::vector<std::unique_ptr<Bundle>> bundles;
   std::vector<Endpoint*> endpoints;  // index = Endpoint::index, nullptr = free
-  int handler_depth = 0;          // > 0 while a handler runs
 };
 Library& lib();
+// > 0 while this thread runs a handler (each thread its own: another
+// thread's handler does not stop this one's AM_Poll).
+int& handler_depth();
+
+// Takes a bundle's lock, counted as a contender while it waits for it.
+class BundleLock {
+ public:
+  explicit BundleLock(amx_bundle& eb) : eb_(eb) {
+    eb_.contenders.fetch_add(1);
+    eb_.lock.lock();
+    eb_.contenders.fetch_sub(1);
+  }
+  ~BundleLock() { eb_.lock.unlock(); }
+  BundleLock(const BundleLock&) = delete;
+  BundleLock& operator=(const BundleLock&) = delete;
+
+ private:
+  amx_bundle& eb_;
+};
 
 // ---- protocol (reqrep.cpp)
 // The token of a running handler, or nullptr (not a token, or stale).

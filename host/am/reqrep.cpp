@@ -110,7 +110,7 @@ constexpr auto kBulkCalls = bulk_table(std::make_index_sequence<kMaxArgs + 1>{})
 void run_handler(Token* t, amudp_handler_fn_t fn, const int32_t* args, void* buf, size_t n) {
   Endpoint& ep = *t->ep;
   auto cat = amudp_category_t(t->hdr.category);
-  lib().handler_depth++;
+  handler_depth()++;
   if (ep.pre_handler) {
     uint32_t copy[kMaxArgs];
     std::memcpy(copy, args, 4 * size_t(t->hdr.nargs));
@@ -120,7 +120,7 @@ void run_handler(Token* t, amudp_handler_fn_t fn, const int32_t* args, void* buf
   if (t->hdr.category == Category::kShort) kShortCalls[t->hdr.nargs](fn, t, args);
   else kBulkCalls[t->hdr.nargs](fn, t, buf, n, args);
   if (ep.post_handler) ep.post_handler(cat, t->is_request);
-  lib().handler_depth--;
+  handler_depth()--;
   t->live = false;
 }
 
@@ -138,10 +138,10 @@ void run_returned(Endpoint& ep, const PacketHeader& h, const en_t& to, int statu
   t->tag = h.tag;
   t->hdr = h;
   ep.stats.ReturnedMessages++;
-  lib().handler_depth++;
+  handler_depth()++;
   using F = void (*)(int, op_t, void*);
   reinterpret_cast<F>(ep.handlers[0])(status, opcode_of(h.category, request), t);
-  lib().handler_depth--;
+  handler_depth()--;
   t->live = false;
 }
 
@@ -549,7 +549,7 @@ void retransmit(Endpoint& ep, std::vector<std::pair<PacketHeader, en_t>>* gone) 
 
 // ---- the calls
 
-bool in_handler() { return lib().handler_depth > 0; }
+bool in_handler() { return handler_depth() > 0; }
 
 void read_args(int32_t* out, int n, va_list ap) {
   for (int i = 0; i < n; i++) out[i] = int32_t(va_arg(ap, int));
@@ -592,7 +592,7 @@ int request(ep_t e, amudp_node_t dest, handler_t handler, Category cat, const vo
   if (ep->depth == 0) return AM_ERR_RESOURCE;
   int32_t args[kMaxArgs];
   read_args(args, numargs, ap);
-  std::lock_guard<std::recursive_mutex> hold(ep->bundle->lock);
+  BundleLock hold(*ep->bundle);
   const Translation tr = ep->table[dest];
   if (!async) poll_bundle(*ep->bundle);
   Peer& peer = peer_for(*ep, tr.name);

@@ -5,24 +5,30 @@
  * AM_ERR_NOT_SENT, and a rank blocked in AM_WaitSema was not woken although
  * its reply had arrived). C99, only amudp.h / amudp_spmd.h (and amudp_args.h).
  *
- *   amudp_allam [ITERS [P|B]]
+ *   amudp_allam [ITERS [P|B|T]]
  *
  * Each iteration every rank sends its partner (rank + 1) AM_Request0..16,
  * AM_RequestI0..16 and AM_RequestXfer0..16 twice (24-byte payloads into
  * slot N of the partner's small malloc'd segment), and waits for the 68
  * replies: AM_ReplyN, AM_ReplyIN, AM_ReplyXferN (into slot 17 + N of the
  * requester's segment), by AM_Poll (P) or by AM_SetEventMask + AM_WaitSema +
- * AM_Poll (B). Every argument, byte, address and return code is checked; a
+ * AM_Poll (B), or (T) by a second thread that loops AM_SetEventMask +
+ * AM_WaitSema + AM_Poll on the endpoint, moved into an AM_PAR bundle, while
+ * the main thread only sends and sleeps (a thread blocked in AM_WaitSema
+ * must neither keep the other's requests out nor miss a message; a handler
+ * running in one thread must not make the other's calls fail). Every argument, byte, address and return code is checked; a
  * wait longer than 30 s is a failure ("stuck"). Prints "allam ok rank R" and
  * ends the job with AMUDP_SPMDExit(0); a failure prints "FAIL rank R: ...".
  */
 #define _POSIX_C_SOURCE 200809L
 #include <amudp_spmd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "amudp_args.h"
@@ -44,6 +50,7 @@ typedef struct {
 #define H_MEDIUM_REP 80
 #define H_LONG_REQ 100
 #define H_LONG_REP 120
+#define H_WAKE 200
 
 static int my_rank = -1, nprocs = -1;
 static eb_t eb;
@@ -166,6 +173,24 @@ static void on_returned(int status, op_t opcode, void *token) {
   handler_error("a message came back: status %d opcode %d", status, opcode);
 }
 
+/* T: the thread that waits for messages and runs every handler, until
+ * stop_waiter (then a request to itself wakes it). */
+static volatile int helper_rc = AM_OK, stop_waiter;
+static void on_wake(void *token) { (void)token; }
+static void *waiter(void *arg) {
+  (void)arg;
+  while (!stop_waiter) {
+    int rc = AM_SetEventMask(eb, AM_NOTEMPTY);
+    if (rc == AM_OK) rc = AM_WaitSema(eb);
+    if (rc == AM_OK) rc = AM_Poll(eb);
+    if (rc != AM_OK) {
+      helper_rc = rc;
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
 static void stuck(int sig) {
   char msg[96];
   int n = snprintf(msg, sizeof msg, "FAIL rank %d: stuck for 30 s (%d replies so far)\n", my_rank, replies);
@@ -176,23 +201,38 @@ static void stuck(int sig) {
 
 int main(int argc, char **argv) {
   uint64_t tag;
-  int iters = 1, blocking = 0, i, n, partner;
+  int iters = 1, blocking = 0, threaded = 0, i, n, partner;
+  pthread_t helper;
   if (AMUDP_SPMDStartup(&argc, &argv, 0, 0, NULL, &tag, &eb, &ep) != AM_OK) fail("AMUDP_SPMDStartup");
   if (argc > 1) iters = atoi(argv[1]);
   if (iters < 1) iters = 1;
   if (argc > 2) blocking = argv[2][0] == 'B' || argv[2][0] == 'b';
+  if (argc > 2) threaded = argv[2][0] == 'T' || argv[2][0] == 't';
   my_rank = AMUDP_SPMDMyProc();
   nprocs = AMUDP_SPMDNumProcs();
   partner = (my_rank + 1) % nprocs;
   seg = (payload_t *)calloc(2 * COUNTS, sizeof(payload_t)); /* small: it shares its pages with the heap */
   if (!seg || AM_SetSeg(ep, seg, 2 * COUNTS * sizeof(payload_t)) != AM_OK) fail("AM_SetSeg");
-  if (AM_SetHandler(ep, 0, on_returned) != AM_OK) fail("AM_SetHandler 0");
+  if (AM_SetHandler(ep, 0, on_returned) != AM_OK || AM_SetHandler(ep, H_WAKE, on_wake) != AM_OK)
+    fail("AM_SetHandler 0");
   for (n = 0; n < COUNTS; n++) set_handlers[n]();
   signal(SIGALRM, stuck);
+  if (threaded) {
+    eb_t par;
+    if (AM_AllocateBundle(AM_PAR, &par) != AM_OK || AM_MoveEndpoint(ep, eb, par) != AM_OK) fail("AM_PAR bundle");
+    eb = par;
+    if (pthread_create(&helper, NULL, waiter, NULL) != 0) fail("pthread_create");
+  }
   if (AMUDP_SPMDBarrier() != AM_OK) fail("barrier");
   for (i = 0; i < iters; i++) {
     alarm(30);
     for (n = 0; n < COUNTS; n++) send_all[n](partner);
+    while (threaded && replies < 4 * COUNTS * (i + 1)) {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+      if (helper_rc != AM_OK) fail("the waiting thread: AM_SetEventMask/AM_WaitSema/AM_Poll returned %d", helper_rc);
+      if (errors) fail("iteration %d: %d handler errors, first: %s", i, errors, first_error);
+    }
     while (replies < 4 * COUNTS * (i + 1)) {
       if (blocking) {
         if (AM_SetEventMask(eb, AM_NOTEMPTY) != AM_OK) fail("AM_SetEventMask");
@@ -204,8 +244,13 @@ int main(int argc, char **argv) {
     alarm(0);
   }
   if (AMUDP_SPMDBarrier() != AM_OK) fail("barrier after the iterations");
-  if (AM_Poll(eb) != AM_OK || errors) fail("%d handler errors, first: %s", errors, first_error);
+  if ((!threaded && AM_Poll(eb) != AM_OK) || errors) fail("%d handler errors, first: %s", errors, first_error);
   if (replies != 4 * COUNTS * iters) fail("%d replies, expected %d", replies, 4 * COUNTS * iters);
+  if (threaded) { /* the waiter ends before the job does (AM_Terminate frees its bundle) */
+    stop_waiter = 1;
+    if (AM_Request0(ep, my_rank, H_WAKE) != AM_OK) fail("AM_Request0 to itself");
+    if (pthread_join(helper, NULL) != 0 || helper_rc != AM_OK) fail("the waiting thread ended with %d", helper_rc);
+  }
   printf("allam ok rank %d\n", my_rank);
   fflush(stdout);
   if (AMUDP_SPMDBarrier() != AM_OK) fail("last barrier");
