@@ -16,8 +16,10 @@ every byte and return code checked by the programs themselves.
   * OnNics: one 2-node cluster, booted once: the three programs over VIPL
     and natively under `ulnic run` (4 ranks, 2 per node), and a program that
     is its own master choosing the transport from the environment.
-    amudp_forms failed before over VIPL (an AM_ReplyXfer from a request
-    handler returned AM_ERR_NOT_SENT: replies now have reserved resources);
+    amudp_refused (every reply refused by its requester, the replier slow
+    to poll, depth 16) failed before over VIPL: reply calls returned
+    AM_ERR_NOT_SENT once the peer's requests, replies and refusals
+    outnumbered the 2k+2 receives of a VI (now 3k+2, as AMVIA reserves);
     amudp_allam T was stuck on every transport (the thread in AM_WaitSema
     kept the bundle).
 Needs ULNIC_BIN and ULNIC_PROGRAMS in the environment.
@@ -35,6 +37,7 @@ NAMES = os.path.join(BIN, "amudp_names")
 NAMES_CXX = os.path.join(BIN, "amudp_names_cxx")
 FORMS = os.path.join(BIN, "amudp_forms")
 ALLAM = os.path.join(BIN, "amudp_allam")
+REFUSED = os.path.join(BIN, "amudp_refused")
 
 # An ssh stand-in: records its command line, drops the host and runs the
 # rest through a shell, as sshd does.
@@ -161,6 +164,9 @@ class Udp(unittest.TestCase, Checks):
             with self.subTest(mode=mode):
                 self.assert_ok(run([ALLAM, "3", "3", mode]), "allam", 3)
 
+    def test_refused_replies(self):
+        self.assert_ok(run([REFUSED, "2", "10"]), "refused", 2)
+
 
 class OnNics(unittest.TestCase, Checks):
     cluster = "am-compat"
@@ -193,6 +199,13 @@ class OnNics(unittest.TestCase, Checks):
             for mode in "PBT":
                 with self.subTest(transport=t, mode=mode):
                     self.assert_ok(self.job(t, ALLAM, "3", mode), "allam", self.ranks)
+
+    def test_refused_replies_never_fail(self):
+        for t in ("vipl", "native"):
+            with self.subTest(transport=t):
+                env = job_env(ULNIC_RUNTIME_DIR=self.rundir, ULNIC_AM_TRANSPORT=t, ULNIC_CLUSTER=self.cluster,
+                              AMUDP_REFUSED_DEPTH="16")
+                self.assert_ok(run([REFUSED, "2", "10"], env=env), "refused", 2)
 
     def test_names_under_ulnic_run_and_as_its_own_master(self):
         for t in ("vipl", "native"):
