@@ -1,9 +1,9 @@
 /* amudp_allam.c: every request form with every argument count (0..16), each
  * answered by the reply of the same form and count, around a ring of ranks,
- * polling or blocking in AM_WaitSema (tests/integration/test_am_compat.py; issue
- * 24: over VIPL an AM_ReplyXfer from a request handler returned
- * AM_ERR_NOT_SENT, and a rank blocked in AM_WaitSema was not woken although
- * its reply had arrived). C99, only amudp.h / amudp_spmd.h (and amudp_args.h).
+ * polling or blocking in AM_WaitSema (tests/integration/test_am_compat.py;
+ * issue 24: with T, a thread blocked in AM_WaitSema kept the bundle from
+ * the thread that sends, and every rank was stuck). C99, only amudp.h /
+ * amudp_spmd.h (and amudp_args.h).
  *
  *   amudp_allam [ITERS [P|B|T]]
  *

@@ -1,8 +1,8 @@
 /* amudp_forms.c: every AM-2 request form answered by every reply form,
  * between every pair of ranks of an SPMD job (itself included), every byte
- * and every return code checked (tests/integration/test_am_compat.py; issue 24:
- * over VIPL an AM_ReplyXfer from a request handler returned
- * AM_ERR_NOT_SENT). C99, only amudp.h / amudp_spmd.h.
+ * and every return code checked (tests/integration/test_am_compat.py; issue
+ * 24: replies never fail, mediums of AM_MaxMedium() bytes both ways on
+ * every transport). C99, only amudp.h / amudp_spmd.h.
  *
  *   amudp_forms [--rounds R] [--timeout S]
  *
