@@ -10,6 +10,7 @@
 
 #include <amudp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -81,7 +82,7 @@ struct Transport {
   const char* name;
   uint8_t id;              // AMX_TRANSPORT_*
   bool reliable;           // delivers each packet once and intact: the core never retransmits
-  uint32_t max_packet;     // largest packet (header + args + payload piece)
+  uint32_t max_packet;     // largest packet (header + args + payload piece) the core hands send()
   uint32_t window;         // unreliable: pieces of one message in flight
   int max_depth;           // credits per peer pair it can carry
   bool places_long;        // send() writes Long payloads into the destination's
@@ -137,6 +138,8 @@ struct OutInstance {
   uint32_t seq = 0;               // of the current (or last) request
   Transfer request;
   uint64_t reply_pieces = 0;      // a multi-packet reply being gathered
+  std::vector<uint8_t> reply_medium;  // ... its medium payload
+  Clock::time_point sent_at{};    // the request's first transmission (latency)
 };
 
 // The responder's side of instance i of one peer: the last request served
@@ -145,6 +148,7 @@ struct InInstance {
   uint32_t seq_done = 0;          // last request answered (0: none)
   uint32_t seq_assembling = 0;    // multi-packet request being received
   uint64_t pieces = 0;
+  std::vector<uint8_t> medium;    // a multi-packet medium request being gathered
   Transfer reply;                 // the reply, ack or return sent for seq_done
 };
 
@@ -154,6 +158,17 @@ struct Peer {
   std::vector<InInstance> in;     // size: my depth (what I accept from this peer)
   int outstanding = 0;
   uint32_t next_seq = 1;
+  uint32_t last_request_in = 0;   // the newest request serial seen from the peer
+  uint32_t last_reply_in = 0;     // the newest reply serial seen from the peer
+};
+
+// A returned message found where no handler may run (inside a handler):
+// handler 0 gets it at the endpoint's next poll.
+struct Deferred {
+  PacketHeader header;
+  en_t to;
+  int status;
+  bool request;
 };
 
 struct Translation {
@@ -169,6 +184,9 @@ struct amx_bundle {
   std::vector<amx_endpoint*> endpoints;
   int event_mask = AM_NOEVENTS;
   std::recursive_mutex lock;      // AM_PAR: one caller at a time
+  // Callers waiting for `lock` (BundleLock): AM_WaitSema, which blocks in
+  // slices, lets them have it between two slices instead of sitting on it.
+  std::atomic<int> contenders{0};
 };
 
 struct amx_endpoint {
@@ -185,6 +203,10 @@ struct amx_endpoint {
   std::map<en_t, std::unique_ptr<ulnic::am::Peer>> peers;
   void* transport_state = nullptr;
   int index = 0;                  // endpoint number in this process
+  amudp_stats_t stats = AMUDP_initial_stats;
+  AMUDP_preHandlerCallback_t pre_handler = nullptr;
+  AMUDP_postHandlerCallback_t post_handler = nullptr;
+  std::vector<ulnic::am::Deferred> deferred;
 };
 
 namespace ulnic::am {
@@ -207,11 +229,30 @@ struct Token {
 struct Library {
   int init_count = 0;
   const Transport* transport = nullptr;
+  uint32_t udp_interface = 0;     // AMUDP_SetUDPInterface (host order); 0: none
   std::vector<std::unique_ptr<Bundle>> bundles;
   std::vector<Endpoint*> endpoints;  // index = Endpoint::index, nullptr = free
-  int handler_depth = 0;          // > 0 while a handler runs
 };
 Library& lib();
+// > 0 while this thread runs a handler (each thread its own: another
+// thread's handler does not stop this one's AM_Poll).
+int& handler_depth();
+
+// Takes a bundle's lock, counted as a contender while it waits for it.
+class BundleLock {
+ public:
+  explicit BundleLock(amx_bundle& eb) : eb_(eb) {
+    eb_.contenders.fetch_add(1);
+    eb_.lock.lock();
+    eb_.contenders.fetch_sub(1);
+  }
+  ~BundleLock() { eb_.lock.unlock(); }
+  BundleLock(const BundleLock&) = delete;
+  BundleLock& operator=(const BundleLock&) = delete;
+
+ private:
+  amx_bundle& eb_;
+};
 
 // ---- protocol (reqrep.cpp)
 // The token of a running handler, or nullptr (not a token, or stale).
@@ -236,5 +277,12 @@ void peer_unreachable(Endpoint& ep, const en_t& peer);
 void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int status);
 // Forgets everything owed to or by the endpoint (AM_FreeEndpoint).
 void drop_endpoint_state(Endpoint& ep);
+// Transports: they sent (part of) `sent` again (a NIC that had no room
+// took it the second time): the endpoint's retransmission counters.
+void count_resend(Endpoint& ep, const PacketHeader& sent);
+// AMUDP_VerboseErrors: says on stderr that `fn` returns `rc`; returns rc.
+int verbose_error(int rc, const char* fn);
+// The label of this process's messages (AMUDP_ProcessLabel), or "".
+const char* process_label();
 
 }  // namespace ulnic::am

@@ -12,7 +12,12 @@
 // backoff and gives up with EUNREACHABLE; messages larger than one packet go
 // as pieces, `window` at a time, each confirmed by a piece ack (a socket
 // buffer smaller than the message must not drop the same pieces forever).
-// Reliable transports deliver every packet, so none of that runs there.
+// Reliable transports deliver every packet, so none of that runs there;
+// a medium larger than one packet still goes as pieces there (native), and
+// is gathered before its handler runs.
+//
+// Every endpoint counts what it sends and receives (amudp_stats_t): here,
+// where the packets are built and taken apart, whatever the transport.
 #include <amudp.h>
 
 #include <algorithm>
@@ -100,12 +105,22 @@ constexpr auto bulk_table(std::index_sequence<N...>) { return std::array<BulkCal
 constexpr auto kShortCalls = short_table(std::make_index_sequence<kMaxArgs + 1>{});
 constexpr auto kBulkCalls = bulk_table(std::make_index_sequence<kMaxArgs + 1>{});
 
-// Runs a request or reply handler; `token` is live only meanwhile.
+// Runs a request or reply handler, between the endpoint's callbacks
+// (AMUDP_SetHandlerCallbacks); `token` is live only meanwhile.
 void run_handler(Token* t, amudp_handler_fn_t fn, const int32_t* args, void* buf, size_t n) {
-  lib().handler_depth++;
+  Endpoint& ep = *t->ep;
+  auto cat = amudp_category_t(t->hdr.category);
+  handler_depth()++;
+  if (ep.pre_handler) {
+    uint32_t copy[kMaxArgs];
+    std::memcpy(copy, args, 4 * size_t(t->hdr.nargs));
+    ep.pre_handler(cat, t->is_request, t->hdr.handler, t, t->hdr.category == Category::kShort ? nullptr : buf,
+                   t->hdr.category == Category::kShort ? 0 : n, t->hdr.nargs, copy);
+  }
   if (t->hdr.category == Category::kShort) kShortCalls[t->hdr.nargs](fn, t, args);
   else kBulkCalls[t->hdr.nargs](fn, t, buf, n, args);
-  lib().handler_depth--;
+  if (ep.post_handler) ep.post_handler(cat, t->is_request);
+  handler_depth()--;
   t->live = false;
 }
 
@@ -122,10 +137,11 @@ void run_returned(Endpoint& ep, const PacketHeader& h, const en_t& to, int statu
   t->source = to;
   t->tag = h.tag;
   t->hdr = h;
-  lib().handler_depth++;
+  ep.stats.ReturnedMessages++;
+  handler_depth()++;
   using F = void (*)(int, op_t, void*);
   reinterpret_cast<F>(ep.handlers[0])(status, opcode_of(h.category, request), t);
-  lib().handler_depth--;
+  handler_depth()--;
   t->live = false;
 }
 
@@ -148,6 +164,13 @@ Peer& peer_for(Endpoint& ep, const en_t& name) {
 
 const PacketHeader& header_of(const Transfer& x) { return *reinterpret_cast<const PacketHeader*>(x.head.data()); }
 
+// Every packet the endpoint sends, by what it carries.
+void count_sent(Endpoint& ep, const PacketHeader& h, size_t bytes) {
+  ep.stats.TotalBytesSent += bytes;
+  if (h.kind == Kind::kRequest) ep.stats.RequestTotalBytesSent[int(h.category)] += bytes;
+  else if (h.kind == Kind::kReply || h.kind == Kind::kAck) ep.stats.ReplyTotalBytesSent[int(h.category)] += bytes;
+}
+
 // Sends piece i of a transfer (whole message if it has one piece).
 int send_piece(Endpoint& ep, const en_t& dest, Transfer& x, const uint8_t* payload, uint32_t i) {
   auto* h = reinterpret_cast<PacketHeader*>(x.head.data());
@@ -155,6 +178,7 @@ int send_piece(Endpoint& ep, const en_t& dest, Transfer& x, const uint8_t* paylo
   uint32_t len = x.npieces == 1 ? h->nbytes : std::min(h->nbytes - std::min(h->nbytes, from), piece_bytes());
   h->piece = from;
   x.sent |= 1ull << i;
+  count_sent(ep, *h, x.head.size() + len);
   return tp().send(ep, dest, x.head.data(), x.head.size(), payload + from, len);
 }
 
@@ -197,6 +221,7 @@ void send_control(Endpoint& ep, const en_t& dest, PacketHeader h) {
   h.nargs = 0;
   h.nbytes = 0;
   h.piece = 0;
+  count_sent(ep, h, sizeof h);
   (void)tp().send(ep, dest, &h, sizeof h, nullptr, 0);
 }
 
@@ -246,7 +271,7 @@ bool parse(const uint8_t* data, size_t len, Packet& p) {
   p.len = uint32_t(len - head);
   if (h.nbytes > AMUDP_MAX_LONG || h.piece > h.nbytes || p.len > h.nbytes - h.piece) return false;
   if (h.category == Category::kShort && h.nbytes) return false;
-  if (h.category == Category::kMedium && (h.nbytes > AMUDP_MAX_MEDIUM || p.len != h.nbytes)) return false;
+  if (h.category == Category::kMedium && h.nbytes > AMUDP_MAX_MEDIUM) return false;
   if (h.placed) return h.category == Category::kLong && tp().places_long && p.len == 0 && h.piece == 0;
   // A piece starts on a piece boundary and is whole unless it is the last.
   if (h.piece % piece_bytes() || (p.len != piece_bytes() && h.piece + p.len != h.nbytes)) return false;
@@ -282,8 +307,10 @@ void piece_ack(Endpoint& ep, const en_t& to, const PacketHeader& of, uint64_t bi
 }
 
 // Runs the handler of a request or reply that has arrived whole: a medium's
-// buffer is the packet, a Long's the segment.
-const Token* run_message(Endpoint& ep, Peer* peer, const en_t& src, const Packet& p, bool request) {
+// buffer is the packet (or `gathered`, a medium that came in pieces), a
+// Long's the segment.
+const Token* run_message(Endpoint& ep, Peer* peer, const en_t& src, const Packet& p, bool request,
+                         uint8_t* gathered = nullptr) {
   const PacketHeader& h = *p.h;
   Token* t = take_token();
   t->is_request = request;
@@ -293,19 +320,33 @@ const Token* run_message(Endpoint& ep, Peer* peer, const en_t& src, const Packet
   t->tag = h.tag;
   t->hdr = h;
   void* buf = h.category == Category::kLong ? static_cast<uint8_t*>(ep.seg) + h.offset
+              : gathered                    ? gathered
                                             : const_cast<uint8_t*>(p.payload);
   run_handler(t, ep.handlers[h.handler], p.args, buf, h.nbytes);
   return t;
 }
 
+// A medium piece into the message being gathered (sized at its first piece).
+void gather(std::vector<uint8_t>& into, const PacketHeader& h, const Packet& p) {
+  if (into.size() != h.nbytes) into.assign(h.nbytes, 0);
+  if (p.len) std::memcpy(into.data() + h.piece, p.payload, p.len);
+}
+
 void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
   const PacketHeader& h = *p.h;
   Peer& peer = peer_for(ep, src);
+  if (h.piece == 0) {  // each transmission of a request counts once
+    ep.stats.RequestsReceived[int(h.category)]++;
+    if (h.seq < peer.last_request_in) ep.stats.OutOfOrderRequests++;
+    peer.last_request_in = std::max(peer.last_request_in, h.seq);
+  }
   if (h.instance >= peer.in.size()) return refuse(ep, peer, nullptr, h, ECONGESTION);
   InInstance& in = peer.in[h.instance];
   if (h.seq == in.seq_done) {  // a duplicate: its answer was lost, or is on its way
     if (!tp().reliable) {
       in.reply.sent &= in.reply.acked;
+      if (!in.reply.head.empty() && header_of(in.reply).kind == Kind::kReply)
+        ep.stats.RepliesRetransmitted[int(header_of(in.reply).category)]++;
       (void)send_window(ep, src, in.reply, in.reply.payload.data());
     }
     return;
@@ -321,6 +362,8 @@ void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
   }
   if (h.category == Category::kLong && p.len)
     std::memcpy(static_cast<uint8_t*>(ep.seg) + h.offset + h.piece, p.payload, p.len);
+  bool pieces = n > 1 && h.category == Category::kMedium;
+  if (pieces) gather(in.medium, h, p);
   if (n > 1) {
     in.pieces |= 1ull << (h.piece / piece_bytes());
     piece_ack(ep, src, h, in.pieces, false);
@@ -328,7 +371,9 @@ void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
   }
   in.seq_assembling = 0;
   in.seq_done = h.seq;  // from here a duplicate gets the answer below
-  const Token* t = run_message(ep, &peer, src, p, true);
+  std::vector<uint8_t> medium;
+  if (pieces) medium.swap(in.medium);  // the handler's buffer, even if it frees the endpoint
+  const Token* t = run_message(ep, &peer, src, p, true, pieces ? medium.data() : nullptr);
   if (!t->replied) {
     // The ack names the request (instance, serial) and nothing else: a
     // copy of a Long's header kept `placed`, which parse() refuses on a Short.
@@ -338,6 +383,7 @@ void on_request(Endpoint& ep, const en_t& src, const Packet& p) {
     a.category = Category::kShort;
     a.instance = h.instance;
     a.seq = h.seq;
+    ep.stats.RepliesSent[amudp_Short]++;
     (void)answer(ep, peer, in, a, nullptr, nullptr);
   }
 }
@@ -356,13 +402,32 @@ void release(Peer& peer, OutInstance& o) {
   o.busy = false;
   o.request = Transfer{};
   o.reply_pieces = 0;
+  o.reply_medium.clear();
   peer.outstanding--;
+}
+
+// A request answered (reply or empty reply): its round trip.
+void note_latency(Endpoint& ep, const OutInstance& o) {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - o.sent_at).count();
+  amx_tick_t t = amx_tick_t(std::max<long long>(ns, 0));
+  ep.stats.RequestMinLatency = std::min(ep.stats.RequestMinLatency, t);
+  ep.stats.RequestMaxLatency = std::max(ep.stats.RequestMaxLatency, t);
+  ep.stats.RequestSumLatency += t;
 }
 
 void on_answer(Endpoint& ep, const en_t& src, const Packet& p) {
   const PacketHeader& h = *p.h;
   Peer* peer = nullptr;
   OutInstance* o = answered(ep, src, h, peer);
+  bool is_reply = h.kind == Kind::kReply || h.kind == Kind::kAck;
+  if (is_reply && h.piece == 0) {  // each transmission of a reply counts once
+    ep.stats.RepliesReceived[int(h.category)]++;
+    if (!o) ep.stats.RepliesSquashed[int(h.category)]++;
+    if (peer) {
+      if (h.seq < peer->last_reply_in) ep.stats.OutOfOrderReplies++;
+      peer->last_reply_in = std::max(peer->last_reply_in, h.seq);
+    }
+  }
   if (!o) {
     // Pieces of a reply already taken whole: the piece ack was lost.
     if (peer && h.kind == Kind::kReply && pieces_of(h) > 1 && h.instance < peer->out.size() &&
@@ -370,7 +435,10 @@ void on_answer(Endpoint& ep, const en_t& src, const Packet& p) {
       piece_ack(ep, src, h, all_pieces(pieces_of(h)), true);
     return;
   }
-  if (h.kind == Kind::kAck) return release(*peer, *o);
+  if (h.kind == Kind::kAck) {
+    note_latency(ep, *o);
+    return release(*peer, *o);
+  }
   if (h.kind == Kind::kReturn) {
     PacketHeader sent = header_of(o->request);
     release(*peer, *o);
@@ -390,13 +458,18 @@ void on_answer(Endpoint& ep, const en_t& src, const Packet& p) {
   }
   if (h.category == Category::kLong && p.len)
     std::memcpy(static_cast<uint8_t*>(ep.seg) + h.offset + h.piece, p.payload, p.len);
+  bool pieces = n > 1 && h.category == Category::kMedium;
+  if (pieces) gather(o->reply_medium, h, p);
   if (n > 1) {
     o->reply_pieces |= 1ull << (h.piece / piece_bytes());
     piece_ack(ep, src, h, o->reply_pieces, true);
     if (o->reply_pieces != all_pieces(n)) return;
   }
+  std::vector<uint8_t> medium;
+  if (pieces) medium.swap(o->reply_medium);
+  note_latency(ep, *o);
   release(*peer, *o);  // the credit is back before the handler runs
-  run_message(ep, peer, src, p, false);
+  run_message(ep, peer, src, p, false, pieces ? medium.data() : nullptr);
 }
 
 void on_piece_ack(Endpoint& ep, const en_t& src, const PacketHeader& h) {
@@ -437,6 +510,9 @@ void on_reply_refused(Endpoint& ep, const en_t& src, const PacketHeader& h) {
 // ---- retransmission (unreliable transports)
 
 void retry(Endpoint& ep, const en_t& dest, Transfer& x, Clock::time_point now) {
+  const PacketHeader& h = header_of(x);
+  if (h.kind == Kind::kRequest) ep.stats.RequestsRetransmitted[int(h.category)]++;
+  else if (h.kind == Kind::kReply) ep.stats.RepliesRetransmitted[int(h.category)]++;
   x.sent &= x.acked;  // everything unconfirmed goes again
   if (x.acked == all_pieces(x.npieces) && x.npieces > 1)
     (void)send_piece(ep, dest, x, x.payload.data(), x.npieces - 1);  // all there: ask for the answer
@@ -473,7 +549,7 @@ void retransmit(Endpoint& ep, std::vector<std::pair<PacketHeader, en_t>>* gone) 
 
 // ---- the calls
 
-bool in_handler() { return lib().handler_depth > 0; }
+bool in_handler() { return handler_depth() > 0; }
 
 void read_args(int32_t* out, int n, va_list ap) {
   for (int i = 0; i < n; i++) out[i] = int32_t(va_arg(ap, int));
@@ -502,22 +578,21 @@ OutInstance* wait_instance(Endpoint& ep, Peer& peer) {
   }
 }
 
-int request(ep_t e, int dest, handler_t handler, Category cat, const void* src, int nbytes, uintptr_t offset,
-            bool async, int numargs, va_list ap) {
+int request(ep_t e, amudp_node_t dest, handler_t handler, Category cat, const void* src, size_t nbytes,
+            uintptr_t offset, bool async, int numargs, va_list ap) {
   if (!lib().init_count) return AM_ERR_NOT_INIT;
   auto* ep = e;
   if (!ep || std::find(lib().endpoints.begin(), lib().endpoints.end(), ep) == lib().endpoints.end())
     return AM_ERR_BAD_ARG;
-  if (dest < 0 || dest >= AMUDP_MAX_NUMTRANSLATIONS || !ep->table[dest].inuse) return AM_ERR_BAD_ARG;
-  uint32_t max = cat == Category::kLong ? AMUDP_MAX_LONG : cat == Category::kMedium ? AMUDP_MAX_MEDIUM : 0;
-  if (numargs < 0 || numargs > kMaxArgs || nbytes < 0 || uint32_t(nbytes) > max || (nbytes && !src))
-    return AM_ERR_BAD_ARG;
+  if (dest >= AMUDP_MAX_NUMTRANSLATIONS || !ep->table[dest].inuse) return AM_ERR_BAD_ARG;
+  size_t max = cat == Category::kLong ? AMUDP_MAX_LONG : cat == Category::kMedium ? AMUDP_MAX_MEDIUM : 0;
+  if (numargs < 0 || numargs > kMaxArgs || nbytes > max || (nbytes && !src)) return AM_ERR_BAD_ARG;
   if (cat == Category::kLong && offset > AMUDP_MAX_SEGLENGTH) return AM_ERR_BAD_ARG;
   if (in_handler()) return AM_ERR_RESOURCE;
   if (ep->depth == 0) return AM_ERR_RESOURCE;
   int32_t args[kMaxArgs];
   read_args(args, numargs, ap);
-  std::lock_guard<std::recursive_mutex> hold(ep->bundle->lock);
+  BundleLock hold(*ep->bundle);
   const Translation tr = ep->table[dest];
   if (!async) poll_bundle(*ep->bundle);
   Peer& peer = peer_for(*ep, tr.name);
@@ -540,7 +615,10 @@ int request(ep_t e, int dest, handler_t handler, Category cat, const void* src, 
   o->busy = true;
   o->seq = h.seq;
   o->reply_pieces = 0;
+  o->sent_at = Clock::now();
   peer.outstanding++;
+  ep->stats.RequestsSent[int(cat)]++;
+  ep->stats.RequestDataBytesSent[int(cat)] += 4 * uint64_t(numargs) + nbytes;
   build(o->request, h, args, src);
   const uint8_t* bytes = tp().reliable ? static_cast<const uint8_t*>(src) : o->request.payload.data();
   int rc = send_window(*ep, tr.name, o->request, bytes);
@@ -553,15 +631,18 @@ int request(ep_t e, int dest, handler_t handler, Category cat, const void* src, 
   return AM_OK;
 }
 
-int reply(void* token, handler_t handler, Category cat, const void* src, int nbytes, uintptr_t offset,
+// A reply never fails for want of resources: each request instance owns
+// its answer at the responder, and the transports wait for room rather
+// than refuse. A reply the transport can never deliver (its peer is gone)
+// goes to handler 0 at the next poll; the call still returns AM_OK.
+int reply(void* token, handler_t handler, Category cat, const void* src, size_t nbytes, uintptr_t offset,
           int numargs, va_list ap) {
   if (!lib().init_count) return AM_ERR_NOT_INIT;
   Token* t = live_token(token);
   if (!t || !t->is_request) return AM_ERR_BAD_ARG;
   if (t->replied) return AM_ERR_RESOURCE;
-  uint32_t max = cat == Category::kLong ? AMUDP_MAX_LONG : cat == Category::kMedium ? AMUDP_MAX_MEDIUM : 0;
-  if (numargs < 0 || numargs > kMaxArgs || nbytes < 0 || uint32_t(nbytes) > max || (nbytes && !src))
-    return AM_ERR_BAD_ARG;
+  size_t max = cat == Category::kLong ? AMUDP_MAX_LONG : cat == Category::kMedium ? AMUDP_MAX_MEDIUM : 0;
+  if (numargs < 0 || numargs > kMaxArgs || nbytes > max || (nbytes && !src)) return AM_ERR_BAD_ARG;
   if (cat == Category::kLong && offset > AMUDP_MAX_SEGLENGTH) return AM_ERR_BAD_ARG;
   int32_t args[kMaxArgs];
   read_args(args, numargs, ap);
@@ -577,9 +658,13 @@ int reply(void* token, handler_t handler, Category cat, const void* src, int nby
   h.nbytes = uint32_t(nbytes);
   h.offset = uint32_t(offset);
   h.tag = t->ep->tag;
+  Endpoint& ep = *t->ep;
   Peer& peer = *t->peer;
-  int rc = answer(*t->ep, peer, peer.in[h.instance], h, args, src);
-  return rc <= 0 ? AM_OK : AM_ERR_NOT_SENT;
+  ep.stats.RepliesSent[int(cat)]++;
+  ep.stats.ReplyDataBytesSent[int(cat)] += 4 * uint64_t(numargs) + nbytes;
+  int rc = answer(ep, peer, peer.in[h.instance], h, args, src);
+  if (rc > 0) ep.deferred.push_back(Deferred{h, peer.name, rc, false});
+  return AM_OK;
 }
 
 }  // namespace
@@ -605,11 +690,14 @@ void deliver(Endpoint& ep, const en_t& source, const uint8_t* data, size_t len) 
 }
 
 int poll_endpoint(Endpoint& ep) {
+  std::vector<Deferred> deferred;
+  deferred.swap(ep.deferred);
+  for (const Deferred& d : deferred) run_returned(ep, d.header, d.to, d.status, d.request);
   int n = tp().poll(ep, kPollBudget);
   std::vector<std::pair<PacketHeader, en_t>> gone;
   retransmit(ep, &gone);
   for (auto& [h, to] : gone) run_returned(ep, h, to, EUNREACHABLE, true);
-  return n + int(gone.size());
+  return n + int(gone.size() + deferred.size());
 }
 
 // A request call polls the sender's whole bundle, as AM_Poll would: the
@@ -661,7 +749,15 @@ void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int s
   run_returned(ep, sent, dest, status, true);
 }
 
-void drop_endpoint_state(Endpoint& ep) { ep.peers.clear(); }
+void drop_endpoint_state(Endpoint& ep) {
+  ep.peers.clear();
+  ep.deferred.clear();
+}
+
+void count_resend(Endpoint& ep, const PacketHeader& sent) {
+  if (sent.kind == Kind::kRequest) ep.stats.RequestsRetransmitted[int(sent.category)]++;
+  else if (sent.kind == Kind::kReply) ep.stats.RepliesRetransmitted[int(sent.category)]++;
+}
 
 }  // namespace ulnic::am
 
@@ -669,53 +765,65 @@ using namespace ulnic::am;
 
 extern "C" {
 
-int AMUDP_Request(ep_t ep, int dest, handler_t handler, int numargs, ...) {
-  va_list ap;
-  va_start(ap, numargs);
-  int rc = request(ep, dest, handler, Category::kShort, nullptr, 0, 0, false, numargs, ap);
-  va_end(ap);
-  return rc;
+int AMUDP_RequestVA(ep_t ep, amudp_node_t dest, handler_t handler, int numargs, va_list ap) {
+  return verbose_error(request(ep, dest, handler, Category::kShort, nullptr, 0, 0, false, numargs, ap), __func__);
 }
 
-int AMUDP_RequestI(ep_t ep, int dest, handler_t handler, void* src, int nbytes, int numargs, ...) {
-  va_list ap;
-  va_start(ap, numargs);
-  int rc = request(ep, dest, handler, Category::kMedium, src, nbytes, 0, false, numargs, ap);
-  va_end(ap);
-  return rc;
+int AMUDP_RequestIVA(ep_t ep, amudp_node_t dest, handler_t handler, void* src, size_t nbytes, int numargs,
+                     va_list ap) {
+  return verbose_error(request(ep, dest, handler, Category::kMedium, src, nbytes, 0, false, numargs, ap), __func__);
 }
 
-int AMUDP_RequestXfer(ep_t ep, int dest, handler_t handler, void* src, int nbytes, uintptr_t offset, int async,
-                      int numargs, ...) {
-  va_list ap;
-  va_start(ap, numargs);
+int AMUDP_RequestXferVA(ep_t ep, amudp_node_t dest, handler_t handler, void* src, size_t nbytes, uintptr_t offset,
+                        int async, int numargs, va_list ap) {
   int rc = request(ep, dest, handler, Category::kLong, src, nbytes, offset, async != 0, numargs, ap);
-  va_end(ap);
-  return rc;
+  return rc == AM_ERR_IN_USE && async ? rc : verbose_error(rc, __func__);  // Async's "not now" is no error
+}
+
+int AMUDP_ReplyVA(void* token, handler_t handler, int numargs, va_list ap) {
+  return verbose_error(reply(token, handler, Category::kShort, nullptr, 0, 0, numargs, ap), __func__);
+}
+
+int AMUDP_ReplyIVA(void* token, handler_t handler, void* src, size_t nbytes, int numargs, va_list ap) {
+  return verbose_error(reply(token, handler, Category::kMedium, src, nbytes, 0, numargs, ap), __func__);
+}
+
+int AMUDP_ReplyXferVA(void* token, handler_t handler, void* src, size_t nbytes, uintptr_t offset, int numargs,
+                      va_list ap) {
+  return verbose_error(reply(token, handler, Category::kLong, src, nbytes, offset, numargs, ap), __func__);
+}
+
+// The variadic forms: each is its va_list form.
+#define AMX_VARIADIC(call)   \
+  va_list ap;                \
+  va_start(ap, numargs);     \
+  int rc = call;             \
+  va_end(ap);                \
+  return rc
+
+int AMUDP_Request(ep_t ep, amudp_node_t dest, handler_t handler, int numargs, ...) {
+  AMX_VARIADIC(AMUDP_RequestVA(ep, dest, handler, numargs, ap));
+}
+
+int AMUDP_RequestI(ep_t ep, amudp_node_t dest, handler_t handler, void* src, size_t nbytes, int numargs, ...) {
+  AMX_VARIADIC(AMUDP_RequestIVA(ep, dest, handler, src, nbytes, numargs, ap));
+}
+
+int AMUDP_RequestXfer(ep_t ep, amudp_node_t dest, handler_t handler, void* src, size_t nbytes, uintptr_t offset,
+                      int async, int numargs, ...) {
+  AMX_VARIADIC(AMUDP_RequestXferVA(ep, dest, handler, src, nbytes, offset, async, numargs, ap));
 }
 
 int AMUDP_Reply(void* token, handler_t handler, int numargs, ...) {
-  va_list ap;
-  va_start(ap, numargs);
-  int rc = reply(token, handler, Category::kShort, nullptr, 0, 0, numargs, ap);
-  va_end(ap);
-  return rc;
+  AMX_VARIADIC(AMUDP_ReplyVA(token, handler, numargs, ap));
 }
 
-int AMUDP_ReplyI(void* token, handler_t handler, void* src, int nbytes, int numargs, ...) {
-  va_list ap;
-  va_start(ap, numargs);
-  int rc = reply(token, handler, Category::kMedium, src, nbytes, 0, numargs, ap);
-  va_end(ap);
-  return rc;
+int AMUDP_ReplyI(void* token, handler_t handler, void* src, size_t nbytes, int numargs, ...) {
+  AMX_VARIADIC(AMUDP_ReplyIVA(token, handler, src, nbytes, numargs, ap));
 }
 
-int AMUDP_ReplyXfer(void* token, handler_t handler, void* src, int nbytes, uintptr_t offset, int numargs, ...) {
-  va_list ap;
-  va_start(ap, numargs);
-  int rc = reply(token, handler, Category::kLong, src, nbytes, offset, numargs, ap);
-  va_end(ap);
-  return rc;
+int AMUDP_ReplyXfer(void* token, handler_t handler, void* src, size_t nbytes, uintptr_t offset, int numargs, ...) {
+  AMX_VARIADIC(AMUDP_ReplyXferVA(token, handler, src, nbytes, offset, numargs, ap));
 }
 
 }  // extern "C"

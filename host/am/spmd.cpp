@@ -1,16 +1,20 @@
 // spmd.cpp: AMUDP's SPMD job interface (amudp_spmd.h), the worker side.
 //
-// A worker is a process started by a job master (spmd_master.cpp) with
-// ULNIC_AM_MASTER=ip:port, ULNIC_AM_RANK and ULNIC_AM_NPROCS in its
-// environment. AMUDP_SPMDStartup connects to the master, makes the endpoint,
-// sends its name (HELLO) and waits for every name (START); then it maps them
-// all and sets the job's tag. From HELLO on, a reader thread takes the
+// A worker is a process started for a job master (spmd_master.cpp) with
+// ULNIC_AM_MASTER=ip:port and ULNIC_AM_NPROCS (and, if the master started
+// it as one rank, ULNIC_AM_RANK) in its environment. AMUDP_SPMDStartup
+// connects to the master and joins (JOIN: its rank if it has one, and the
+// changes the program made to its environment before the call); the answer
+// (JOINED) gives its rank and the NIC node it runs on. Then it makes the
+// endpoint, sends its name (HELLO) and waits for every name (START); it maps
+// them all and sets the job's tag. From HELLO on, a reader thread takes the
 // master's messages: the answers to barriers and all-gathers, which it hands
 // to the waiting caller, and EXIT, which ends this process.
 //
-// A program that calls AMUDP_SPMDStartup without being a worker becomes the
-// master of a job of itself (AMUDP's model): it runs spmd_master_run and
-// exits with the job's code.
+// A program that calls AMUDP_SPMDStartup without being a worker is the
+// master of a job of itself (AMUDP's model): `prog N [L|S|C] args` (N and
+// the spawner letter come off argv), a spawn function starts the workers,
+// and it runs spmd_master_run and exits with the job's code.
 #include <amudp_spmd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,6 +29,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,7 +39,11 @@
 #include "spmd_master.h"
 #include "spmd_proto.h"
 
+extern char** environ;
+
 namespace {
+
+using ulnic::am::spmd_getenv;
 
 namespace proto = ulnic::am::spmd;
 using namespace std::chrono_literals;
@@ -81,9 +91,11 @@ void say(const std::string& msg) {
 
 // Ends this process now: from the reader thread exit() would run the
 // program's atexit handlers and destructors under its other threads' feet,
-// so it is _exit, after flushing what the program printed.
+// so it is AMUDP_SPMDkillmyprocess (_exit unless the program chose another),
+// after flushing what the program printed.
 [[noreturn]] void leave(int code) {
   std::fflush(nullptr);
+  if (AMUDP_SPMDkillmyprocess) AMUDP_SPMDkillmyprocess(code);
   ::_exit(code);
 }
 
@@ -204,17 +216,62 @@ bool parse_int(const char* s, long lo, long hi, long& v) {
   return *end == 0 && v >= lo && v <= hi;
 }
 
+// ULNIC_AM_RANK is optional: a worker a spawn function started has none.
 bool read_worker_env(WorkerEnv& w) {
   std::string m = std::getenv("ULNIC_AM_MASTER");
   size_t colon = m.rfind(':');
-  long port = 0, nproc = 0, rank = 0;
+  long port = 0, nproc = 0, rank = -1;
   if (colon == std::string::npos || !parse_int(m.c_str() + colon + 1, 1, 65535, port))
     return say("ULNIC_AM_MASTER='" + m + "' is not ip:port"), false;
   if (!parse_int(std::getenv("ULNIC_AM_NPROCS"), 1, AMUDP_MAX_SPMDPROCS, nproc))
     return say("ULNIC_AM_NPROCS is not 1.." + std::to_string(AMUDP_MAX_SPMDPROCS)), false;
-  if (!parse_int(std::getenv("ULNIC_AM_RANK"), 0, nproc - 1, rank))
+  if (std::getenv("ULNIC_AM_RANK") && !parse_int(std::getenv("ULNIC_AM_RANK"), 0, nproc - 1, rank))
     return say("ULNIC_AM_RANK is not 0.." + std::to_string(nproc - 1)), false;
   w.host = m.substr(0, colon), w.port = uint16_t(port), w.rank = int(rank), w.nproc = int(nproc);
+  return true;
+}
+
+// What the program did to its environment before AMUDP_SPMDStartup: the
+// variables it set or changed ("KEY=VALUE") and removed ("KEY"), against
+// the environment it was started with (/proc/self/environ).
+std::vector<std::string> environment_changes() {
+  std::map<std::string, std::string> initial, now;
+  auto key = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  std::ifstream f("/proc/self/environ", std::ios::binary);
+  for (std::string kv; std::getline(f, kv, '\0');)
+    if (kv.find('=') != std::string::npos) initial.emplace(key(kv), kv);
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (kv.find('=') != std::string::npos) now.emplace(key(kv), kv);
+  }
+  std::vector<std::string> changes;
+  for (const auto& [k, kv] : now)
+    if (auto it = initial.find(k); it == initial.end() || it->second != kv) changes.push_back(kv);
+  for (const auto& [k, kv] : initial)
+    if (!now.count(k)) changes.push_back(k);
+  return changes;
+}
+
+// JOIN, and the master's answer: this worker's rank and node.
+bool join(Job& j, const WorkerEnv& w, const std::vector<std::string>& changes) {
+  proto::Join msg;
+  msg.rank = w.rank;
+  msg.pid = uint32_t(::getpid());
+  msg.changes = changes;
+  if (!send(proto::kJoin, proto::encode_join(msg))) return say("cannot send JOIN to the job master"), false;
+  proto::Frame f;
+  if (!proto::recv_frame(j.fd, f)) return say("the job master did not answer JOIN"), false;
+  if (f.type == proto::kExit) leave(1);  // the job ended before this worker could join it
+  uint32_t rank = 0;
+  int32_t node = -1;
+  if (f.type != proto::kJoined || !proto::decode_joined(f.body, rank, node) || rank >= uint32_t(j.nproc) ||
+      (w.rank >= 0 && rank != uint32_t(w.rank)))
+    return say("bad answer to JOIN from the job master"), false;
+  j.rank = int(rank);
+  // A worker's environment names its rank, however it got it (ulnic's rule).
+  ::setenv("ULNIC_AM_RANK", std::to_string(rank).c_str(), 1);
+  // The node this rank runs on (native and VIPL): before AM_Init opens the NIC.
+  if (node >= 0) ::setenv("ULNIC_NODE", std::to_string(node).c_str(), 1);
   return true;
 }
 
@@ -259,10 +316,12 @@ int map_job(Job& j) {
 int worker_startup(uint64_t* networkpid, eb_t* eb, ep_t* ep) {
   Job& j = job();
   if (j.starting.exchange(true)) return say("AMUDP_SPMDStartup called twice"), AM_ERR_RESOURCE;
+  std::vector<std::string> changes = environment_changes();  // before the library changes anything
   WorkerEnv w;
   if (!read_worker_env(w)) return AM_ERR_BAD_ARG;
   j.rank = w.rank, j.nproc = w.nproc;
   if ((j.fd = connect_master(w)) < 0) return AM_ERR_RESOURCE;
+  if (!join(j, w, changes)) return AM_ERR_RESOURCE;
   en_t name{};
   if (int rc = open_endpoint(j, name); rc != AM_OK) return rc;
   if (!send(proto::kHello, proto::encode_hello(uint32_t(j.rank), name)))
@@ -272,74 +331,103 @@ int worker_startup(uint64_t* networkpid, eb_t* eb, ep_t* ep) {
   if (int rc = map_job(j); rc != AM_OK) return rc;
   *eb = j.eb, *ep = j.ep;
   if (networkpid) *networkpid = j.start.tag;
+  if (!AMUDP_ProcessLabel) {
+    static std::string label = "Node " + std::to_string(j.rank);
+    AMUDP_ProcessLabel = label.c_str();
+  }
+  // A process this worker starts is not a worker of the job (AMUDP's rule).
+  ::unsetenv("ULNIC_AM_MASTER");
   j.started = true;
   return AM_OK;
 }
 
 // ---- master mode
 
-std::vector<std::string> split_hosts(const char* s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (const char* p = s ? s : ""; ; ++p) {
-    if (*p == ',' || *p == ' ' || *p == '\t' || *p == 0) {
-      if (!cur.empty()) out.push_back(cur), cur.clear();
-      if (*p == 0) return out;
-    } else {
-      cur += *p;
-    }
-  }
+int usage(const char* prog, bool degree) {
+  std::fprintf(stderr,
+               "AMUDP SPMD job (ulnic-am, the AMUDP %s interface)\n"
+               "usage: %s%s <spawner> program arguments...\n"
+               "  <spawner>: how to start the workers (default: $AMUDP_SPAWNFN, else L):\n",
+               AMUDP_LIBRARY_VERSION_STR, prog, degree ? " <number of workers>" : "");
+  for (const amudp_spawnfn_desc_t* d = AMUDP_Spawnfn_Desc; d->abbrev; ++d)
+    std::fprintf(stderr, "    %c  %s\n", d->abbrev, d->desc);
+  std::exit(1);
 }
 
-// The job of this very program: /proc/self/exe (so it works whatever
-// argv[0] says) with its arguments. Exits with the job's code.
+// The spawn function a letter names, or nullptr.
+amudp_spawnfn_t spawner_named(char c) {
+  for (const amudp_spawnfn_desc_t* d = AMUDP_Spawnfn_Desc; d->abbrev; ++d)
+    if (std::toupper(static_cast<unsigned char>(c)) == d->abbrev) return d->fnptr;
+  return nullptr;
+}
+
+// Takes argv[1] off the command line.
+void shift(int* argc, char*** argv) {
+  (*argv)[1] = (*argv)[0];
+  ++*argv;
+  --*argc;
+}
+
+// The job of this very program, AMUDP's way: N (nproc 0) and the spawner
+// letter (spawnfn NULL) come off the command line, the workers are this
+// executable (/proc/self/exe, whatever argv[0] says) with the rest of it.
+// Exits with the job's code.
 int master_startup(int* argc, char*** argv, int nproc, int depth, amudp_spawnfn_t spawnfn) {
   auto fail = [](const std::string& m) {
     std::fprintf(stderr, "AMUDP_SPMDStartup: %s\n", m.c_str());
     return AM_ERR_BAD_ARG;
   };
-  ulnic::am::SpmdJob job;
+  if (!argc || !argv || !*argv || *argc < 1) return fail("the master needs argc and argv");
   long n = nproc;
-  if (n == 0 && !parse_int(std::getenv("ULNIC_AM_NPROCS"), 1, AMUDP_MAX_SPMDPROCS, n))
-    return fail("nproc is 0 and $ULNIC_AM_NPROCS is not 1.." + std::to_string(AMUDP_MAX_SPMDPROCS));
+  bool degree_from_args = false;
+  if (n == 0) {
+    degree_from_args = true;
+    if (*argc > 1 && parse_int((*argv)[1], 1, AMUDP_MAX_SPMDPROCS, n)) shift(argc, argv);
+    else if (!parse_int(std::getenv("ULNIC_AM_NPROCS"), 1, AMUDP_MAX_SPMDPROCS, n))
+      usage((*argv)[0], true);
+  }
+  if (!spawnfn && *argc > 1 && std::strlen((*argv)[1]) == 1 && spawner_named((*argv)[1][0])) {
+    spawnfn = spawner_named((*argv)[1][0]);
+    shift(argc, argv);
+  }
+  if (!spawnfn) {
+    const char* letter = spmd_getenv("SPAWNFN");
+    spawnfn = letter && *letter ? spawner_named(letter[0]) : AMUDP_SPMDLocalSpawn;
+    if (!spawnfn) usage((*argv)[0], degree_from_args);
+  }
+  ulnic::am::SpmdJob job;
   job.nproc = int(n);
-  job.depth = depth == 0 ? kDefaultDepth : depth;
+  long d = depth;
+  if (d == 0 && !parse_int(spmd_getenv("NETWORKDEPTH"), 1, AMUDP_MAX_NETWORKDEPTH, d)) d = kDefaultDepth;
+  job.depth = int(d);
   const char* t = std::getenv("ULNIC_AM_TRANSPORT");
   job.transport = t && *t ? t : "udp";
+  if (const char* c = std::getenv("ULNIC_CLUSTER")) job.cluster = c;
   long nodes = 0;
   if (std::getenv("ULNIC_AM_NODES") && !parse_int(std::getenv("ULNIC_AM_NODES"), 0, 1 << 16, nodes))
     return fail("$ULNIC_AM_NODES is not a number");
-  job.nodes = int(nodes);
-  if (const char* c = std::getenv("ULNIC_CLUSTER")) job.cluster = c;
-  if (spawnfn == AMUDP_SPMDSshSpawn) {
-    job.hosts = split_hosts(std::getenv("ULNIC_AM_HOSTS"));
-    if (job.hosts.empty()) return fail("AMUDP_SPMDSshSpawn needs the hosts in $ULNIC_AM_HOSTS (h1,h2,...)");
-  } else if (spawnfn != nullptr && spawnfn != AMUDP_SPMDLocalSpawn) {
-    return fail("only NULL, AMUDP_SPMDLocalSpawn and AMUDP_SPMDSshSpawn can start the workers");
+  if (!std::getenv("ULNIC_AM_NODES") && job.transport != "udp") {
+    // On the NICs rank r runs on node r mod (the nodes up), as under `ulnic run`.
+    nodes = ulnic::am::spmd_nodes_up(job.cluster.empty() ? "default" : job.cluster);
+    if (nodes == 0)
+      return fail("transport " + job.transport + ": cluster '" + (job.cluster.empty() ? "default" : job.cluster) +
+                  "' has no nodes up (ulnic cluster up -n M), or set $ULNIC_AM_NODES");
   }
+  job.nodes = int(nodes);
+  std::string err;
+  if (spawnfn == AMUDP_SPMDSshSpawn) job.spawn_hosts = ulnic::am::spmd_ssh_hosts(job.nproc, err);
+  if (!err.empty()) return fail(err);
+  if (spawnfn == AMUDP_SPMDCustomSpawn)
+    if (const char* servers = spmd_getenv("CSPAWN_SERVERS"); servers && *servers)
+      job.spawn_hosts.push_back(std::string(servers).substr(0, std::strcspn(servers, " ,/;:")));
+  job.spawnfn = spawnfn;
+  job.program_is_master = true;
   std::error_code ec;
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) return fail("cannot find this program (/proc/self/exe): " + ec.message());
   job.argv.push_back(self);
-  if (argc && argv && *argv)
-    for (int i = 1; i < *argc; ++i) job.argv.push_back((*argv)[i]);
+  for (int i = 1; i < *argc; ++i) job.argv.push_back((*argv)[i]);
   std::exit(ulnic::am::spmd_master_run(job));
-}
-
-// A spawn function called by hand: runs argv as a job of nproc workers.
-int spawn_job(int nproc, int argc, char** argv, bool ssh) {
-  ulnic::am::SpmdJob job;
-  job.nproc = nproc;
-  job.depth = kDefaultDepth;
-  const char* t = std::getenv("ULNIC_AM_TRANSPORT");
-  job.transport = t && *t ? t : "udp";
-  for (int i = 0; i < argc && argv && argv[i]; ++i) job.argv.push_back(argv[i]);
-  if (ssh) job.hosts = split_hosts(std::getenv("ULNIC_AM_HOSTS"));
-  if (ssh && job.hosts.empty()) {
-    std::fprintf(stderr, "AMUDP_SPMDSshSpawn: no hosts in $ULNIC_AM_HOSTS (h1,h2,...)\n");
-    return -1;
-  }
-  return ulnic::am::spmd_master_run(job);
 }
 
 bool running() { return job().started.load(); }
@@ -348,7 +436,7 @@ bool running() { return job().started.load(); }
 
 extern "C" {
 
-int AMUDP_SPMDIsWorker(char** /*argv*/) { return std::getenv("ULNIC_AM_MASTER") != nullptr; }
+int AMUDP_SPMDIsWorker(char** /*argv*/) { return running() || std::getenv("ULNIC_AM_MASTER") != nullptr; }
 
 int AMUDP_SPMDStartup(int* argc, char*** argv, int nproc, int networkdepth, amudp_spawnfn_t spawnfn,
                       uint64_t* networkpid, eb_t* eb, ep_t* ep) {
@@ -399,7 +487,7 @@ const char* AMUDP_SPMDgetenvMaster(const char* keyname) {
 int AMUDP_SPMDAllGather(void* source, void* dest, size_t len) {
   Job& j = job();
   if (!running()) return AM_ERR_NOT_INIT;
-  if ((len && (!source || !dest)) || len > proto::kMaxGatherBytes / size_t(j.nproc)) return AM_ERR_BAD_ARG;
+  if (!source || !dest || len == 0 || len > proto::kMaxGatherBytes / size_t(j.nproc)) return AM_ERR_BAD_ARG;
   uint32_t seq = next_seq();
   int rc = collective(proto::kAllGather, proto::encode_gather(seq, uint32_t(len), source, len), seq);
   if (rc != AM_OK) return rc;
@@ -408,8 +496,45 @@ int AMUDP_SPMDAllGather(void* source, void* dest, size_t len) {
   return AM_OK;
 }
 
-int AMUDP_SPMDLocalSpawn(int nproc, int argc, char** argv) { return spawn_job(nproc, argc, argv, false); }
+int AMUDP_SPMDLocalSpawn(int nproc, int /*argc*/, char** argv, char** extra_env) {
+  return ulnic::am::spmd_spawn_local(nproc, argv, extra_env);
+}
 
-int AMUDP_SPMDSshSpawn(int nproc, int argc, char** argv) { return spawn_job(nproc, argc, argv, true); }
+int AMUDP_SPMDSshSpawn(int nproc, int /*argc*/, char** argv, char** extra_env) {
+  return ulnic::am::spmd_spawn_ssh(nproc, argv, extra_env);
+}
+
+int AMUDP_SPMDCustomSpawn(int nproc, int /*argc*/, char** argv, char** extra_env) {
+  return ulnic::am::spmd_spawn_custom(nproc, argv, extra_env);
+}
+
+amudp_spawnfn_desc_t const AMUDP_Spawnfn_Desc[] = {
+    {'S', "Spawn jobs using ssh remote shells (the machines in $SSH_SERVERS)", AMUDP_SPMDSshSpawn},
+    {'L', "Spawn jobs using fork()/exec() on the local machine", AMUDP_SPMDLocalSpawn},
+    {'C', "Spawn jobs using a custom job spawner ($CSPAWN_CMD)", AMUDP_SPMDCustomSpawn},
+    {'\0', nullptr, nullptr},
+};
+
+void (*AMUDP_SPMDkillmyprocess)(int) = &::_exit;
+
+int AMUDP_SPMDHandleControlTraffic(int* controlMessagesServiced) {
+  if (controlMessagesServiced) *controlMessagesServiced = 0;  // a thread of the library serves it
+  return AM_OK;
+}
+
+// No checkpointer (AMUDP's is BLCR): a checkpoint is not taken, nothing is
+// ever a restart.
+int AMUDP_SPMDCheckpoint(eb_t* /*eb*/, ep_t* /*ep*/, const char* /*dir*/) {
+  say("AMUDP_SPMDCheckpoint: this library has no checkpoint/restart support");
+  return -1;
+}
+
+void AMUDP_SPMDRunRestart(char* argv0, char* dir, int nproc) {
+  std::fprintf(stderr, "AMUDP_SPMDRunRestart(%s, %s, %d): this library has no checkpoint/restart support\n",
+               argv0 ? argv0 : "(null)", dir ? dir : "(null)", nproc);
+  std::exit(1);
+}
+
+int AMUDP_SPMDRestartProcId(int* /*argc*/, char*** /*argv*/) { return -1; }
 
 }  // extern "C"

@@ -2,10 +2,13 @@
 // the protocol in spmd_proto.h).
 //
 // One thread, one poll loop over the listener, the workers' connections and
-// the connections that have not said HELLO yet. Workers are reaped with
+// the connections that have not said JOIN yet. Workers are reaped with
 // waitpid(WNOHANG) on every turn of the loop (a 50 ms tick) rather than from
 // a SIGCHLD handler: the master also runs inside user programs (master-mode
-// AMUDP_SPMDStartup) whose signal handlers are theirs.
+// AMUDP_SPMDStartup) whose signal handlers are theirs. A worker that is not
+// this process's child (started over ssh, or by a spawn function of the
+// program's) is followed by its connection instead: it ends when that
+// closes.
 #include "spmd_master.h"
 
 #include <amudp.h>
@@ -22,11 +25,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -35,6 +40,8 @@
 #include <vector>
 
 #include "spmd_proto.h"
+#include "util/process.h"
+#include "util/runtime_dir.h"
 
 extern char** environ;
 
@@ -141,20 +148,94 @@ std::optional<in_addr> route_to(const std::string& host, std::string& err) {
 
 struct Worker {
   pid_t pid = -1;
+  bool child = true;  // this process's child: reaped, its status is the job's
   bool reaped = false;
   int status = 0;
-  int fd = -1;  // its connection, from its HELLO on
+  int fd = -1;  // its connection, from its JOIN on
+  bool hello = false;  // its endpoint's name came (HELLO)
   proto::FrameBuffer in;
   en_t name{};
+  std::vector<std::string> changes;  // its environment changes (JOIN)
   bool eof = false;  // the connection is closed (or broke on a send)
   Clock::time_point eof_at;
   std::string master;  // the ULNIC_AM_MASTER it was given
+  // Done for the job: reaped, or (not a child) its connection is gone.
+  bool gone() const { return reaped || pid <= 0 || (!child && (eof || fd < 0)); }
 };
 
-struct Pending {  // an accepted connection that has not said HELLO yet
+struct Pending {  // an accepted connection that has not said JOIN yet
   int fd = -1;
   proto::FrameBuffer in;
 };
+
+// Is pid a child of this process (so waitpid may reap it)?
+bool is_child(pid_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return false;
+  char buf[512] = "";
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* close = std::strrchr(buf, ')');  // the command may hold spaces and parentheses
+  int ppid = 0;
+  return close && std::sscanf(close + 1, " %*c %d", &ppid) == 1 && ppid == ::getpid();
+}
+
+// Starts args[0] (a path, or a name on $PATH) with `env` (nullptr: ours);
+// stdin from /dev/null if `no_stdin`. The pid, or the errno as -errno.
+pid_t start_process(const std::vector<std::string>& args, const std::vector<std::string>* env, bool no_stdin) {
+  std::vector<std::string> a = args, e = env ? *env : std::vector<std::string>{};
+  std::vector<char*> cargs, cenv;
+  for (auto& x : a) cargs.push_back(x.data());
+  for (auto& x : e) cenv.push_back(x.data());
+  cargs.push_back(nullptr);
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  if (no_stdin) ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), env ? cenv.data() : environ);
+  ::posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -rc;
+}
+
+// The environment with `vars` (KEY=VALUE) in place of any of the same name.
+std::vector<std::string> with_vars(const std::vector<std::string>& vars) {
+  std::vector<std::string> env;
+  auto key = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const auto& v : vars) replaced |= key(v) == key(kv);
+    if (!replaced) env.push_back(kv);
+  }
+  env.insert(env.end(), vars.begin(), vars.end());
+  return env;
+}
+
+// The remote command of an ssh spawn: `cd DIR && env K=V ... prog args`,
+// every word quoted for the remote shell (ssh joins its words with spaces).
+std::string remote_command(const std::string& dir, const std::vector<std::string>& vars,
+                           const std::vector<std::string>& argv) {
+  std::string cmd = dir.empty() ? "" : "cd " + shell_quote(dir) + " && ";
+  cmd += "env";
+  for (const auto& v : vars) cmd += " " + shell_quote(v);
+  // A relative path means this directory; the remote shell starts elsewhere.
+  std::string prog = argv[0];
+  if (prog.find('/') != std::string::npos) prog = std::filesystem::absolute(prog).lexically_normal().string();
+  cmd += " " + shell_quote(prog);
+  for (size_t i = 1; i < argv.size(); ++i) cmd += " " + shell_quote(argv[i]);
+  return cmd;
+}
+
+std::vector<std::string> ssh_words() {
+  const char* cmd = spmd_getenv("SSH_CMD");
+  if (!cmd || !*cmd) cmd = std::getenv("ULNIC_SSH");
+  std::vector<std::string> args = split_words(cmd && *cmd ? cmd : "ssh");
+  if (const char* o = spmd_getenv("SSH_OPTIONS"))
+    for (auto& w : split_words(o)) args.push_back(w);
+  return args;
+}
 
 struct Collective {  // the barrier or all-gather the workers are in
   uint32_t type = 0, seq = 0, len = 0;
@@ -176,22 +257,29 @@ class Master {
   int run();
 
  private:
+  friend int ulnic::am::spmd_spawn_local(int, char**, char**);
+  friend int ulnic::am::spmd_spawn_ssh(int, char**, char**);
+  friend int ulnic::am::spmd_spawn_custom(int, char**, char**);
   bool validate();
   bool open_listener();
   void spawn_all();
   bool spawn(int rank);
+  void spawn_with_function();
   std::vector<std::pair<std::string, std::string>> worker_env(int rank) const;
+  std::vector<std::string> job_vars() const;
   void poll_once();
   void accept_all();
   void read_pending(Pending& p);
   void read_worker(int rank);
   void worker_frames(int rank);
-  void on_hello(Pending& p, const proto::Frame& f);
+  void on_join(Pending& p, const proto::Frame& f);
+  void on_hello(int rank, const proto::Frame& f);
   void on_frame(int rank, const proto::Frame& f);
   void on_collective(int rank, const proto::Frame& f);
   void start_job();
   void send_to(int rank, uint32_t type, const std::vector<uint8_t>& body);
   void reap();
+  void reap_helpers();
   void check_deadlines();
   void end(int code, bool graceful, const std::string& msg);
   int finish();
@@ -204,6 +292,7 @@ class Master {
   const SpmdJob& job_;
   std::vector<Worker> workers_;
   std::vector<Pending> pending_;
+  std::vector<pid_t> helpers_;          // started by spawn functions (ssh, custom): reaped, not workers
   int listen_fd_ = -1;
   int port_ = 0;
   std::vector<std::string> advertise_;  // by host (one entry for a local job): the address workers there dial
@@ -235,27 +324,33 @@ bool Master::validate() {
     return error("unknown transport '" + job_.transport + "' (udp, vipl or native)"), false;
   if (job_.argv.empty() || job_.argv[0].empty()) return error("no program to run"), false;
   if (job_.nodes < 0) return error("the number of nodes must not be negative"), false;
+  if (job_.spawnfn && !job_.hosts.empty()) return error("a spawn function chooses its own hosts"), false;
   return true;
 }
 
 // A local job listens on loopback only. With hosts, the master listens on
-// $ULNIC_AM_MASTER_HOST if set, else on every address, and tells the workers
-// on each host the address this machine reaches that host from.
+// $ULNIC_AM_MASTER_HOST (or AMUDP's $AMUDP_MASTERIP) if set, else on every
+// address, and tells the workers on each host the address this machine
+// reaches that host from. (A spawn function's workers all get the first
+// host's: they share one environment.)
 bool Master::open_listener() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   std::string err;
-  if (job_.hosts.empty()) {
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    advertise_ = {"127.0.0.1"};
-  } else if (const char* mh = std::getenv("ULNIC_AM_MASTER_HOST"); mh && *mh) {
+  const std::vector<std::string>& hosts = job_.spawnfn ? job_.spawn_hosts : job_.hosts;
+  const char* mh = std::getenv("ULNIC_AM_MASTER_HOST");
+  if (!mh || !*mh) mh = spmd_getenv("MASTERIP");
+  if (mh && *mh) {
     auto a = resolve(mh, err);
     if (!a) return error("ULNIC_AM_MASTER_HOST: " + err), false;
     addr.sin_addr = a->sin_addr;
-    advertise_.assign(job_.hosts.size(), ip_text(a->sin_addr));
+    advertise_.assign(std::max<size_t>(hosts.size(), 1), ip_text(a->sin_addr));
+  } else if (hosts.empty()) {
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    advertise_ = {"127.0.0.1"};
   } else {
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    for (const auto& h : job_.hosts) {
+    for (const auto& h : hosts) {
       auto a = route_to(h, err);
       if (!a) return error(err + " (set ULNIC_AM_MASTER_HOST to the address the workers reach this machine on)"), false;
       advertise_.push_back(ip_text(*a));
@@ -283,7 +378,18 @@ std::vector<std::pair<std::string, std::string>> Master::worker_env(int rank) co
   return env;
 }
 
+// The variables every worker of a spawn function gets (extra_env): no rank
+// and no node, which it learns when it joins.
+std::vector<std::string> Master::job_vars() const {
+  std::vector<std::string> v = {"ULNIC_AM_MASTER=" + advertise_[0] + ":" + std::to_string(port_),
+                                "ULNIC_AM_NPROCS=" + std::to_string(job_.nproc),
+                                "ULNIC_AM_TRANSPORT=" + job_.transport};
+  if (!job_.cluster.empty()) v.push_back("ULNIC_CLUSTER=" + job_.cluster);
+  return v;
+}
+
 void Master::spawn_all() {
+  if (job_.spawnfn) return spawn_with_function();
   for (int r = 0; r < job_.nproc && !result_; ++r)
     if (!spawn(r)) return;
 }
@@ -292,48 +398,42 @@ void Master::spawn_all() {
 // With hosts: `${ULNIC_SSH:-ssh} host env K=V ... prog args`, stdin from
 // /dev/null (the workers' ssh sessions must not compete for ours).
 bool Master::spawn(int rank) {
-  auto vars = worker_env(rank);
-  std::vector<std::string> args, env;
-  posix_spawn_file_actions_t fa;
-  ::posix_spawn_file_actions_init(&fa);
+  std::vector<std::string> vars, args, env;
+  for (const auto& [k, v] : worker_env(rank)) vars.push_back(k + "=" + v);
   if (job_.hosts.empty()) {
     args = job_.argv;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      bool ours = false;
-      for (const auto& [k, v] : vars) ours |= kv.compare(0, k.size() + 1, k + "=") == 0;
-      if (!ours) env.push_back(kv);
-    }
-    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+    env = with_vars(vars);
   } else {
-    const char* ssh = std::getenv("ULNIC_SSH");
-    args = split_words(ssh && *ssh ? ssh : "ssh");
+    args = ssh_words();
     args.push_back(job_.hosts[size_t(rank) % job_.hosts.size()]);
-    args.push_back("env");
-    for (const auto& [k, v] : vars) args.push_back(shell_quote(k + "=" + v));
-    // A relative path means this directory; the remote shell starts elsewhere.
-    std::string prog = job_.argv[0];
-    if (prog.find('/') != std::string::npos) prog = std::filesystem::absolute(prog).lexically_normal().string();
-    args.push_back(shell_quote(prog));
-    for (size_t i = 1; i < job_.argv.size(); ++i) args.push_back(shell_quote(job_.argv[i]));
-    for (char** e = environ; *e; ++e) env.push_back(*e);
-    ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    args.push_back(remote_command("", vars, job_.argv));
   }
-  std::vector<char*> cargs, cenv;
-  for (auto& a : args) cargs.push_back(a.data());
-  for (auto& e : env) cenv.push_back(e.data());
-  cargs.push_back(nullptr);
-  cenv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data());
-  ::posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    end(127, false, "cannot start rank " + std::to_string(rank) + ": " + args[0] + ": " + std::strerror(rc));
+  pid_t pid = start_process(args, job_.hosts.empty() ? &env : nullptr, !job_.hosts.empty());
+  if (pid < 0) {
+    end(127, false, "cannot start rank " + std::to_string(rank) + ": " + args[0] + ": " + std::strerror(-pid));
     return false;
   }
   workers_[size_t(rank)].pid = pid;
-  workers_[size_t(rank)].master = vars[0].second;
+  workers_[size_t(rank)].master = worker_env(rank)[0].second;
   return true;
+}
+
+// The master whose spawn function runs (the library's spawn functions are
+// only for it: they register what they start with it).
+Master* g_spawning = nullptr;
+
+// AMUDP's way: one call starts them all; each worker joins without a rank.
+void Master::spawn_with_function() {
+  std::vector<std::string> vars = job_vars(), argv = job_.argv;
+  std::vector<char*> cvars, cargv;
+  for (auto& v : vars) cvars.push_back(v.data());
+  for (auto& a : argv) cargv.push_back(a.data());
+  cvars.push_back(nullptr);
+  cargv.push_back(nullptr);
+  g_spawning = this;
+  int ok = job_.spawnfn(job_.nproc, int(argv.size()), cargv.data(), cvars.data());
+  g_spawning = nullptr;
+  if (!ok) end(1, false, "the spawn function could not start the workers");
 }
 
 void Master::poll_once() {
@@ -393,28 +493,54 @@ void Master::read_pending(Pending& p) {
   bool open = read_some(p.fd, p.in);
   proto::Frame f;
   proto::FrameBuffer::Status st;
-  while (p.fd >= 0 && (st = p.in.next(f)) == proto::FrameBuffer::kGotFrame) on_hello(p, f);
+  while (p.fd >= 0 && (st = p.in.next(f)) == proto::FrameBuffer::kGotFrame) on_join(p, f);
   if (p.fd >= 0 && (!open || st == proto::FrameBuffer::kBad)) ::close(p.fd), p.fd = -1;
 }
 
-void Master::on_hello(Pending& p, const proto::Frame& f) {
-  uint32_t rank = 0;
-  en_t name{};
+// A worker joins: with its rank (the master started it as that rank), or
+// without (a spawn function started it): the lowest rank nobody has.
+void Master::on_join(Pending& p, const proto::Frame& f) {
+  proto::Join j;
   std::string why;
-  if (f.type != proto::kHello || !proto::decode_hello(f.body, rank, name)) why = "it did not start with HELLO";
-  else if (rank >= uint32_t(job_.nproc)) why = "rank " + std::to_string(rank) + " is not in this job";
-  else if (workers_[rank].fd >= 0) why = "rank " + std::to_string(rank) + " has already connected";
+  int rank = -1;
+  if (f.type != proto::kJoin || !proto::decode_join(f.body, j)) {
+    why = "it did not start with JOIN";
+  } else if (j.rank >= job_.nproc) {
+    why = "rank " + std::to_string(j.rank) + " is not in this job";
+  } else if (j.rank >= 0) {
+    rank = j.rank;
+    if (workers_[size_t(rank)].fd >= 0) why = "rank " + std::to_string(rank) + " has already connected";
+  } else {
+    for (int r = 0; r < job_.nproc && rank < 0; ++r)
+      if (workers_[size_t(r)].fd < 0 && workers_[size_t(r)].pid <= 0) rank = r;
+    if (rank < 0) why = "every rank of the job has joined";
+  }
   if (!why.empty()) {
     error("note: dropped a connection to the master: " + why);
     ::close(p.fd), p.fd = -1;
     return;
   }
-  Worker& w = workers_[rank];
+  Worker& w = workers_[size_t(rank)];
   w.fd = p.fd, p.fd = -1;
   w.in = std::move(p.in);
+  w.changes = std::move(j.changes);
+  if (w.pid <= 0) {  // not started by us as this rank: follow it by its connection unless it is our child
+    w.pid = pid_t(j.pid);
+    w.child = j.pid && is_child(pid_t(j.pid));
+  }
+  send_to(rank, proto::kJoined, proto::encode_joined(uint32_t(rank), job_.nodes > 0 ? rank % job_.nodes : -1));
+  worker_frames(rank);  // anything it sent after its JOIN
+}
+
+void Master::on_hello(int rank, const proto::Frame& f) {
+  uint32_t r = 0;
+  en_t name{};
+  Worker& w = workers_[size_t(rank)];
+  if (!proto::decode_hello(f.body, r, name) || r != uint32_t(rank) || w.hello)
+    return end(1, false, who(rank) + " sent a bad HELLO");
   w.name = name;
+  w.hello = true;
   if (++hellos_ == job_.nproc) start_job();
-  worker_frames(int(rank));  // anything it sent after its HELLO
 }
 
 void Master::read_worker(int rank) {
@@ -437,6 +563,7 @@ void Master::worker_frames(int rank) {
 
 void Master::on_frame(int rank, const proto::Frame& f) {
   if (result_) return;  // the job is ending: nothing more to serve
+  if (!started_ && f.type == proto::kHello) return on_hello(rank, f);
   if (!started_)
     return end(1, false, who(rank) + " sent message type " + std::to_string(f.type) + " before the job started");
   switch (f.type) {
@@ -497,6 +624,15 @@ void Master::start_job() {
   while (s.tag == AM_NONE || s.tag == AM_ALL);
   for (const auto& w : workers_) s.names.push_back(w.name);
   for (char** e = environ; *e; ++e) s.env.push_back(*e);
+  if (!job_.program_is_master) {
+    // The launcher is not the program: its environment as the program would
+    // have had it, with the changes rank 0 made before AMUDP_SPMDStartup.
+    for (const std::string& c : workers_[0].changes) {
+      std::string key = c.substr(0, c.find('='));
+      std::erase_if(s.env, [&](const std::string& kv) { return kv.compare(0, key.size() + 1, key + "=") == 0; });
+      if (c.find('=') != std::string::npos) s.env.push_back(c);
+    }
+  }
   std::vector<uint8_t> body = proto::encode_start(s);
   if (body.size() > proto::kMaxBody)
     return end(1, false, "the environment is too large to send to the workers (" + std::to_string(body.size()) + " bytes)");
@@ -517,9 +653,10 @@ void Master::send_to(int rank, uint32_t type, const std::vector<uint8_t>& body) 
 }
 
 void Master::reap() {
+  reap_helpers();
   for (size_t r = 0; r < workers_.size(); ++r) {
     Worker& w = workers_[r];
-    if (w.reaped || w.pid <= 0) continue;
+    if (w.reaped || w.pid <= 0 || !w.child) continue;
     int st = 0;
     pid_t p = ::waitpid(w.pid, &st, WNOHANG);
     if (p == 0) continue;
@@ -531,10 +668,35 @@ void Master::reap() {
     bool others = false;
     for (const auto& o : workers_) others |= !o.reaped;
     int code = exit_code_of(w.status);
-    std::string when = w.fd < 0 ? " before it joined the job" : WIFSIGNALED(w.status) ? "" : " without AMUDP_SPMDExit";
+    std::string when = !w.hello ? " before it joined the job" : WIFSIGNALED(w.status) ? "" : " without AMUDP_SPMDExit";
     std::string msg = who(int(r)) + " " + describe_end(w.status) + when;
     if (others) msg += "; stopping the other workers";
     end(code, false, code != 0 || others ? msg : "");
+  }
+}
+
+// What a spawn function started besides workers (ssh clients, a custom
+// spawner's shell): reaped; one that fails before the job starts ends it
+// (its workers will not come).
+void Master::reap_helpers() {
+  for (size_t i = 0; i < helpers_.size();) {
+    // A worker that joined is reaped as one (its status is the job's).
+    bool worker = std::any_of(workers_.begin(), workers_.end(),
+                              [&](const Worker& w) { return w.child && w.pid == helpers_[i]; });
+    if (worker) {
+      helpers_.erase(helpers_.begin() + ptrdiff_t(i));
+      continue;
+    }
+    int st = 0;
+    pid_t p = ::waitpid(helpers_[i], &st, WNOHANG);
+    if (p == 0) {
+      i++;
+      continue;
+    }
+    if (p > 0 && !started_ && !result_ && exit_code_of(st) != 0)
+      end(exit_code_of(st), false, "a process the spawn function started (pid " + std::to_string(helpers_[i]) + ") " +
+                                       describe_end(st) + " before the job started");
+    helpers_.erase(helpers_.begin() + ptrdiff_t(i));
   }
 }
 
@@ -544,7 +706,7 @@ void Master::check_deadlines() {
     std::string missing;
     int shown = 0;
     for (int r = 0; r < job_.nproc; ++r)
-      if (workers_[size_t(r)].fd < 0 && shown++ < 16) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      if (!workers_[size_t(r)].hello && shown++ < 16) missing += (missing.empty() ? "" : ",") + std::to_string(r);
     if (shown > 16) missing += ",...";
     return end(1, false, "startup timed out after " + std::to_string(startup_timeout_.count()) + " ms: " +
                              std::to_string(hellos_) + " of " + std::to_string(job_.nproc) +
@@ -552,7 +714,9 @@ void Master::check_deadlines() {
   }
   for (size_t r = 0; r < workers_.size(); ++r) {
     const Worker& w = workers_[r];
-    if (w.eof && !w.reaped && now - w.eof_at > kEofGrace)
+    // A child has kEofGrace to be reaped (its status says more); another
+    // process is followed by its connection only.
+    if (w.eof && !w.reaped && (!w.child || now - w.eof_at > kEofGrace))
       return end(1, false, who(int(r)) + " closed its connection to the master without AMUDP_SPMDExit; stopping the job");
   }
 }
@@ -570,7 +734,12 @@ bool Master::wait_all(milliseconds timeout) {
   for (;;) {
     bool all = true;
     for (auto& w : workers_) {
-      if (w.reaped || w.pid <= 0) continue;
+      if (!w.child && !w.gone() && w.fd >= 0) {  // followed by its connection: gone when it closes
+        char b[256];
+        ssize_t n = ::recv(w.fd, b, sizeof b, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) w.eof = true;
+      }
+      if (w.gone()) continue;
       int st = 0;
       pid_t p = ::waitpid(w.pid, &st, WNOHANG);
       if (p != 0) w.reaped = true, w.status = st;
@@ -586,13 +755,20 @@ bool Master::wait_all(milliseconds timeout) {
 // learns from its lost master connection that the job is over.
 void Master::kill_all() {
   for (auto& w : workers_)
-    if (!w.reaped && w.pid > 0) ::kill(w.pid, SIGTERM);
+    if (!w.reaped && w.pid > 0 && w.child) ::kill(w.pid, SIGTERM);
   for (auto& w : workers_)
     if (w.fd >= 0) ::close(w.fd), w.fd = -1;
-  if (wait_all(kKillGrace)) return;
-  for (auto& w : workers_)
-    if (!w.reaped && w.pid > 0) ::kill(w.pid, SIGKILL);
-  wait_all(milliseconds(60'000));
+  bool all = wait_all(kKillGrace);
+  if (!all) {
+    for (auto& w : workers_)
+      if (!w.reaped && w.pid > 0 && w.child) ::kill(w.pid, SIGKILL);
+    wait_all(milliseconds(60'000));
+  }
+  // A spawn function's helpers end with their workers; reap what has.
+  for (auto deadline = Clock::now() + kKillGrace; !helpers_.empty() && Clock::now() < deadline;) {
+    reap_helpers();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
 }
 
 int Master::finish() {
@@ -627,6 +803,164 @@ int Master::run() {
 int spmd_master_run(const SpmdJob& job) {
   Master m(job);
   return m.run();
+}
+
+int spmd_nodes_up(const std::string& cluster) {
+  std::string dir = runtime_base_dir() + "/" + cluster;
+  int n = 0;
+  for (;; ++n) {
+    std::string node = dir + "/node" + std::to_string(n);
+    std::ifstream pidfile(node + "/qemu.pid");
+    long pid = 0;
+    if (!(pidfile >> pid) || pid <= 0 || !process_alive(pid_t(pid)) ||
+        process_cmdline(pid_t(pid)).find(node + "/sram") == std::string::npos)
+      return n;
+  }
+}
+
+const char* spmd_getenv(const char* key) {
+  std::string prefixed = std::string("AMUDP_") + key;
+  if (const char* v = std::getenv(prefixed.c_str())) return v;
+  return std::getenv(key);
+}
+
+std::vector<std::string> spmd_ssh_hosts(int nproc, std::string& err) {
+  std::vector<std::string> hosts;
+  if (const char* servers = spmd_getenv("SSH_SERVERS"); servers && *servers) {
+    std::string cur;
+    for (const char* p = servers;; ++p) {
+      if (*p == 0 || std::strchr(" ,/;:", *p)) {
+        if (!cur.empty() && int(hosts.size()) < nproc) hosts.push_back(cur);
+        cur.clear();
+        if (*p == 0) break;
+      } else {
+        cur += *p;
+      }
+    }
+    if (int(hosts.size()) < nproc)
+      err = "SSH_SERVERS names " + std::to_string(hosts.size()) + " machines for " + std::to_string(nproc) +
+            " workers (one each): " + servers;
+  } else if (const char* list = std::getenv("ULNIC_AM_HOSTS"); list && *list) {
+    std::vector<std::string> all;
+    std::string cur;
+    for (const char* p = list;; ++p) {
+      if (*p == 0 || *p == ',' || *p == ' ' || *p == '\t') {
+        if (!cur.empty()) all.push_back(cur), cur.clear();
+        if (*p == 0) break;
+      } else {
+        cur += *p;
+      }
+    }
+    for (int r = 0; r < nproc && !all.empty(); ++r) hosts.push_back(all[size_t(r) % all.size()]);
+  } else {
+    err = "ssh spawn needs the machines in $SSH_SERVERS (or $ULNIC_AM_HOSTS, round robin)";
+  }
+  if (!err.empty()) hosts.clear();
+  return hosts;
+}
+
+namespace {
+
+// The spawn functions' common part: only inside a master's spawn.
+Master* spawning(const char* fn) {
+  if (!g_spawning)
+    error(std::string(fn) + ": spawn functions are for AMUDP_SPMDStartup only (it calls them in the job's master)");
+  return g_spawning;
+}
+
+std::vector<std::string> strings(char** v) {
+  std::vector<std::string> out;
+  for (; v && *v; ++v) out.push_back(*v);
+  return out;
+}
+
+std::string cwd() {
+  std::error_code ec;
+  std::string d = std::filesystem::current_path(ec).string();
+  return ec ? "" : d;
+}
+
+// The library's spawn functions also give worker i its rank, ULNIC_AM_RANK=i
+// (the ranks go in the order they are started, not as they join).
+std::vector<std::string> ranked(char** extra_env, int rank) {
+  std::vector<std::string> vars = strings(extra_env);
+  vars.push_back("ULNIC_AM_RANK=" + std::to_string(rank));
+  return vars;
+}
+
+}  // namespace
+
+int spmd_spawn_local(int nproc, char** argv, char** extra_env) {
+  Master* m = spawning("AMUDP_SPMDLocalSpawn");
+  if (!m || !argv || !argv[0]) return 0;
+  std::vector<std::string> args = strings(argv);
+  for (int i = 0; i < nproc; ++i) {
+    std::vector<std::string> env = with_vars(ranked(extra_env, i));
+    pid_t pid = start_process(args, &env, false);
+    if (pid < 0) return error("cannot start a worker: " + args[0] + ": " + std::strerror(-pid)), 0;
+    m->helpers_.push_back(pid);
+  }
+  return 1;
+}
+
+// `ssh [options] host "cd DIR && env K=V ... prog args"`, one worker per
+// machine of $SSH_SERVERS, in $SSH_REMOTE_PATH (default: this directory).
+int spmd_spawn_ssh(int nproc, char** argv, char** extra_env) {
+  Master* m = spawning("AMUDP_SPMDSshSpawn");
+  if (!m || !argv || !argv[0]) return 0;
+  std::string err;
+  std::vector<std::string> hosts = spmd_ssh_hosts(nproc, err);
+  if (hosts.empty()) return error(err), 0;
+  const char* dir = spmd_getenv("SSH_REMOTE_PATH");
+  for (int i = 0; i < nproc; ++i) {
+    std::vector<std::string> args = ssh_words();
+    args.push_back(hosts[size_t(i)]);
+    args.push_back(remote_command(dir && *dir ? dir : cwd(), ranked(extra_env, i), strings(argv)));
+    pid_t pid = start_process(args, nullptr, true);
+    if (pid < 0) return error("cannot start " + args[0] + ": " + std::strerror(-pid)), 0;
+    m->helpers_.push_back(pid);
+  }
+  return 1;
+}
+
+// $CSPAWN_CMD through /bin/sh, once, with %N (nproc), %C (the command each
+// worker runs), %M (the first nproc machines of $CSPAWN_SERVERS), %D (this
+// directory), %P (the program) and %% replaced: it must start the nproc
+// workers itself.
+int spmd_spawn_custom(int nproc, char** argv, char** extra_env) {
+  Master* m = spawning("AMUDP_SPMDCustomSpawn");
+  if (!m || !argv || !argv[0]) return 0;
+  const char* tmpl = spmd_getenv("CSPAWN_CMD");
+  if (!tmpl || !*tmpl) return error("AMUDP_SPMDCustomSpawn needs the spawn command in $CSPAWN_CMD"), 0;
+  std::string servers;
+  if (const char* list = spmd_getenv("CSPAWN_SERVERS")) {
+    int taken = 0;
+    std::string spaced = list;
+    for (char& c : spaced)
+      if (std::strchr(",/;:", c)) c = ' ';
+    for (const auto& w : split_words(spaced))
+      if (taken++ < nproc) servers += (servers.empty() ? "" : " ") + w;
+  }
+  std::string worker = remote_command("", strings(extra_env), strings(argv)), cmd;
+  for (const char* p = tmpl; *p; ++p) {
+    if (*p != '%' || !p[1]) {
+      cmd += *p;
+      continue;
+    }
+    switch (std::toupper(static_cast<unsigned char>(*++p))) {
+      case 'N': cmd += std::to_string(nproc); break;
+      case 'C': cmd += worker; break;
+      case 'M': cmd += servers; break;
+      case 'D': cmd += shell_quote(cwd()); break;
+      case 'P': cmd += shell_quote(argv[0]); break;
+      case '%': cmd += '%'; break;
+      default: break;  // AMUDP drops an unknown %x
+    }
+  }
+  pid_t pid = start_process({"/bin/sh", "-c", cmd}, nullptr, false);
+  if (pid < 0) return error(std::string("cannot start /bin/sh: ") + std::strerror(-pid)), 0;
+  m->helpers_.push_back(pid);
+  return 1;
 }
 
 }  // namespace ulnic::am

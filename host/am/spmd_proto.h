@@ -3,7 +3,17 @@
 // master), over one TCP connection per worker.
 //
 // A frame is u32 type, u32 body length, body; every integer little-endian.
+// A worker's first frame is JOIN; once JOINED tells it its rank (and node)
+// it opens its endpoint and says HELLO with the endpoint's name.
 // Bodies:
+//   JOIN            worker -> master  i32 rank (-1: "give me the next free
+//                                     one", a worker that a spawn function
+//                                     started without one), u32 pid, the
+//                                     changes the program made to its
+//                                     environment before AMUDP_SPMDStartup:
+//                                     "KEY=VALUE\0" set, "KEY\0" unset
+//   JOINED          master -> worker  u32 rank, i32 node (ULNIC_NODE for the
+//                                     worker's NIC; -1: leave it alone)
 //   HELLO           worker -> master  u32 rank, en_t name (16 bytes)
 //   START           master -> worker  u32 nproc, u32 depth, u64 tag,
 //                                     en_t names[nproc],
@@ -42,6 +52,8 @@ enum MsgType : uint32_t {
   kAllGather = 5,
   kAllGatherDone = 6,
   kExit = 7,
+  kJoin = 8,
+  kJoined = 9,
 };
 
 constexpr uint32_t kMaxBody = 16u << 20;
@@ -126,6 +138,23 @@ inline std::vector<uint8_t> encode_frame(uint32_t type, const std::vector<uint8_
 
 // ---- messages
 
+// NUL-terminated strings to the end of the body.
+inline void write_strings(Writer& w, const std::vector<std::string>& v) {
+  for (const std::string& e : v) w.bytes(e.c_str(), e.size() + 1);
+}
+inline std::vector<std::string> read_strings(const Reader& r) {
+  std::vector<std::string> out;
+  const char* p = reinterpret_cast<const char*>(r.here());
+  const char* end = p + r.left();
+  while (p < end) {
+    const char* nul = static_cast<const char*>(std::memchr(p, 0, size_t(end - p)));
+    const char* stop = nul ? nul : end;
+    if (stop > p) out.emplace_back(p, stop);
+    p = stop + 1;
+  }
+  return out;
+}
+
 struct Start {
   uint32_t nproc = 0;
   uint32_t depth = 0;
@@ -149,7 +178,7 @@ inline std::vector<uint8_t> encode_start(const Start& s) {
   Writer w;
   w.u32(s.nproc).u32(s.depth).u64(s.tag);
   for (const en_t& n : s.names) w.name(n);
-  for (const std::string& e : s.env) w.bytes(e.c_str(), e.size() + 1);  // with its NUL
+  write_strings(w, s.env);
   return std::move(w.out());
 }
 
@@ -163,17 +192,49 @@ inline bool decode_start(const std::vector<uint8_t>& body, Start& s) {
   for (en_t& n : s.names)
     if (!r.name(n)) return false;
   // The rest is the environment; entries without '=' are not variables.
-  const char* p = reinterpret_cast<const char*>(r.here());
-  const char* end = p + r.left();
   s.env.clear();
-  while (p < end) {
-    const char* nul = static_cast<const char*>(std::memchr(p, 0, size_t(end - p)));
-    const char* stop = nul ? nul : end;
-    std::string e(p, stop);
+  for (std::string& e : read_strings(r))
     if (e.find('=') != std::string::npos && e[0] != '=') s.env.push_back(std::move(e));
-    p = stop + 1;
-  }
   return true;
+}
+
+struct Join {
+  int32_t rank = -1;
+  uint32_t pid = 0;
+  std::vector<std::string> changes;  // KEY=VALUE (set) or KEY (unset)
+};
+
+inline std::vector<uint8_t> encode_join(const Join& j) {
+  Writer w;
+  w.u32(uint32_t(j.rank)).u32(j.pid);
+  write_strings(w, j.changes);
+  return std::move(w.out());
+}
+
+inline bool decode_join(const std::vector<uint8_t>& body, Join& j) {
+  Reader r(body);
+  uint32_t rank = 0;
+  if (!r.u32(rank) || !r.u32(j.pid)) return false;
+  j.rank = int32_t(rank);
+  if (j.rank < -1) return false;
+  j.changes.clear();
+  for (std::string& e : read_strings(r))
+    if (e[0] != '=') j.changes.push_back(std::move(e));  // "=..." names nothing
+  return true;
+}
+
+inline std::vector<uint8_t> encode_joined(uint32_t rank, int32_t node) {
+  Writer w;
+  w.u32(rank).u32(uint32_t(node));
+  return std::move(w.out());
+}
+
+inline bool decode_joined(const std::vector<uint8_t>& body, uint32_t& rank, int32_t& node) {
+  Reader r(body);
+  uint32_t n = 0;
+  if (!r.u32(rank) || !r.u32(n) || r.left() != 0) return false;
+  node = int32_t(n);
+  return node >= -1;
 }
 
 inline std::vector<uint8_t> encode_u32(uint32_t v) {

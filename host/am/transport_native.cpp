@@ -11,12 +11,20 @@
 // becomes a returned message. The NIC's link is reliable, so the core
 // neither retransmits nor keeps copies.
 //
+// A ring entry holds kAmMaxMessage bytes: a larger medium goes as pieces
+// (reqrep.cpp), one kOpAmSend and one ring entry each, gathered before the
+// handler runs. A full ring (or a NIC with no assembly free) is a passing
+// shortage, not a verdict: the send keeps its staging bytes and is posted
+// again, with backoff, until the ring has room; only a ring full for
+// kCongestionPatience becomes a returned message (ECONGESTION).
+//
 // An endpoint's name: host = node, port = slot, index = the firmware
 // endpoint (0..7), id = 0.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -32,18 +40,43 @@ namespace {
 constexpr uint32_t kRingEntries = 256;  // > 2 x depth x peers of the jobs here; full = ECONGESTION
 constexpr size_t kStaging = (size_t(2) << 20) + (64 << 10);  // a 1 MiB Long and smaller messages beside it
 constexpr auto kNicWait = std::chrono::milliseconds(30000);
+constexpr auto kFirstResend = std::chrono::microseconds(50);
+constexpr auto kMaxResendGap = std::chrono::microseconds(5000);
+
+// How long a send may find the destination ring full before it comes back
+// ECONGESTION ($ULNIC_AM_CONGESTION_MS, default 10 s: a process that does
+// not poll for that long has left the conversation).
+Clock::duration congestion_patience() {
+  static const Clock::duration v = [] {
+    const char* s = std::getenv("ULNIC_AM_CONGESTION_MS");
+    long ms = s && *s ? std::strtol(s, nullptr, 10) : 0;
+    return Clock::duration(std::chrono::milliseconds(ms > 0 ? ms : 10000));
+  }();
+  return v;
+}
 
 std::unique_ptr<ulnic::Nic> nic;
 uint32_t fw_endpoints_used = 0;  // bit i: firmware endpoint i taken
 
-// A send the NIC has not completed: its staging bytes and (for a returned
-// message) where it went and what it was.
+// A send the NIC has not completed: its staging bytes, the descriptor (to
+// post again after a full ring) and (for a returned message) where it went
+// and what it was.
 struct InFlight {
   Endpoint* ep;
   size_t offset, bytes;
   en_t dest;
   PacketHeader header;
+  abi::SqEntry sqe;
+  Clock::time_point give_up{};              // set at the first refusal for a full ring
+  std::chrono::microseconds backoff{0};
 };
+
+// Sends refused for a full ring, waiting to be posted again.
+struct Resend {
+  uint64_t user_data;
+  Clock::time_point due;
+};
+std::vector<Resend> resends;
 
 struct NativeEndpoint {
   uint8_t fw = 0;                  // firmware endpoint index
@@ -110,12 +143,53 @@ void give_span(NativeEndpoint& s, size_t offset, size_t bytes) {
 void complete(const abi::CqEntry& c) {
   auto it = in_flight.find(c.user_data);
   if (it == in_flight.end()) return;  // a configuration call's, taken by Nic::run
-  // No status here is a passing shortage: the firmware holds a send at the
-  // head of the queue until it has an operation for it (order is kept).
-  InFlight f = it->second;
+  InFlight& f = it->second;
+  auto now = Clock::now();
+  // The destination ring had no room (or its NIC no assembly): nothing was
+  // written there; post it again later. (Other statuses are verdicts; the
+  // firmware holds a send at the head of the queue until it has an
+  // operation for it, so those shortages never show here.)
+  if (c.status == abi::kCqAmCongestion) {
+    if (f.backoff.count() == 0) f.give_up = now + congestion_patience();
+    if (now < f.give_up) {
+      f.backoff = std::min(std::max(f.backoff * 2, std::chrono::microseconds(kFirstResend)), kMaxResendGap);
+      resends.push_back(Resend{c.user_data, now + f.backoff});
+      return;
+    }
+  }
+  InFlight done = f;
   in_flight.erase(it);
-  give_span(state(*f.ep), f.offset, f.bytes);
-  if (c.status != abi::kCqOk) send_failed(*f.ep, f.dest, f.header, am_status(abi::CqStatus(c.status)));
+  give_span(state(*done.ep), done.offset, done.bytes);
+  if (c.status != abi::kCqOk) send_failed(*done.ep, done.dest, done.header, am_status(abi::CqStatus(c.status)));
+}
+
+// Posts again the refused sends that are due; returns how many.
+int resend_due() {
+  int n = 0;
+  auto now = Clock::now();
+  for (size_t i = 0; i < resends.size();) {
+    auto it = in_flight.find(resends[i].user_data);
+    if (it == in_flight.end()) {
+      resends.erase(resends.begin() + ptrdiff_t(i));
+      continue;
+    }
+    if (resends[i].due > now || !nic->post(it->second.sqe)) {
+      i++;
+      continue;
+    }
+    count_resend(*it->second.ep, it->second.header);
+    resends.erase(resends.begin() + ptrdiff_t(i));
+    n++;
+  }
+  return n;
+}
+
+// The time until the next resend is due (zero if one is, max if none).
+Clock::duration until_resend() {
+  Clock::duration d = Clock::duration::max();
+  auto now = Clock::now();
+  for (const Resend& r : resends) d = std::min(d, r.due > now ? r.due - now : Clock::duration::zero());
+  return d;
 }
 
 int reap() {
@@ -127,16 +201,27 @@ int reap() {
   }
   abi::EqEntry ev;
   while (nic->poll_event(ev)) {}  // arrivals: only wake-ups, the rings hold the messages
-  return n;
+  return n + resend_due();
 }
 
-// Waits until the NIC completes something (a send, freeing staging or SQ room).
+// A NIC wait of at most `limit`, cut short when a resend falls due.
+std::chrono::milliseconds wait_slice(std::chrono::milliseconds limit) {
+  Clock::duration next = until_resend();
+  if (next == Clock::duration::max()) return limit;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next) + std::chrono::milliseconds(1);
+  return std::min(limit, ms);
+}
+
+// Waits until the NIC completes something (a send, freeing staging or SQ
+// room) or a refused send has been posted again.
 bool wait_completion() {
   if (reap()) return true;
-  auto r = nic->wait(kNicWait);
-  if (!r) return false;
-  complete(*r);
-  return true;
+  auto r = nic->wait(wait_slice(kNicWait));
+  if (r) {
+    complete(*r);
+    return true;
+  }
+  return resend_due() > 0 || !resends.empty();
 }
 
 // ---- endpoint configuration
@@ -178,6 +263,7 @@ int native_start() {
 
 void native_stop() {
   in_flight.clear();
+  resends.clear();
   nic.reset();
   fw_endpoints_used = 0;
 }
@@ -225,6 +311,12 @@ int native_open(Endpoint& ep, en_t& name) {
 
 void native_close(Endpoint& ep) {
   NativeEndpoint* s = &state(ep);
+  // Sends waiting to be posted again are dropped (the NIC does not have them).
+  for (auto it = in_flight.begin(); it != in_flight.end();) {
+    bool waiting = std::any_of(resends.begin(), resends.end(), [&](const Resend& r) { return r.user_data == it->first; });
+    if (it->second.ep == &ep && waiting) it = in_flight.erase(it);
+    else ++it;
+  }
   // Sends still in flight finish first: their staging bytes are the NIC's.
   while (std::any_of(in_flight.begin(), in_flight.end(), [&](auto& f) { return f.second.ep == &ep; }))
     if (!wait_completion()) break;
@@ -272,7 +364,7 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   e.dst_node = dest.host;
   e.dst_slot = uint16_t(dest.port);
   e.user_data = next_user_data++;
-  in_flight[e.user_data] = InFlight{&ep, offset, bytes, dest, *h};
+  in_flight[e.user_data] = InFlight{&ep, offset, bytes, dest, *h, e};
   while (!nic->post(e)) {
     if (!wait_completion()) {
       in_flight.erase(e.user_data);
@@ -328,7 +420,9 @@ bool native_wait(Bundle& eb, int timeout_ms) {
   auto until = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 1ll << 40 : timeout_ms);
   while (Clock::now() < until) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-    if (!nic->wait_ready(std::min(left, std::chrono::milliseconds(1000)))) {
+    if (!nic->wait_ready(wait_slice(std::min(left, std::chrono::milliseconds(1000))))) {
+      reap();  // a resend may have fallen due
+      if (any_ready(eb)) return true;
       if (nic->state() != abi::SlotState::kActive) return false;
       continue;
     }

@@ -4,8 +4,10 @@
 // pieces for messages larger than a datagram.
 //
 // An endpoint's name is the IPv4 address and port its socket is bound to:
-// $ULNIC_AM_UDP_HOST (an address of this machine that the job's other
-// machines reach) or 127.0.0.1.
+// the address AMUDP_SetUDPInterface gave, else $ULNIC_AM_UDP_HOST (an
+// address of this machine that the job's other machines reach), else
+// 127.0.0.1. A medium of AM_MaxMedium() bytes is larger than a datagram's
+// room after the header: it goes as two pieces, like a Long.
 //
 // Fault injection for tests: $ULNIC_AM_UDP_DROP = fraction of outgoing
 // datagrams dropped (seeded by $ULNIC_AM_UDP_SEED, else the pid).
@@ -64,7 +66,9 @@ int udp_open(Endpoint& ep, en_t& name) {
   const char* host = std::getenv("ULNIC_AM_UDP_HOST");
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  if (inet_pton(AF_INET, host && *host ? host : "127.0.0.1", &a.sin_addr) != 1) {
+  if (lib().udp_interface) {
+    a.sin_addr.s_addr = htonl(lib().udp_interface);  // AMUDP_SetUDPInterface
+  } else if (inet_pton(AF_INET, host && *host ? host : "127.0.0.1", &a.sin_addr) != 1) {
     std::fprintf(stderr, "AM udp: ULNIC_AM_UDP_HOST=%s is not an IPv4 address\n", host);
     return AM_ERR_RESOURCE;
   }

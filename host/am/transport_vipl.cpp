@@ -1,10 +1,28 @@
 // AM over VIPL (the AMVIA design, Begel, Buonadonna, Culler, Gay 1998): one
 // reliable VI per pair of endpoints that talk, small messages as VI sends
-// into receives posted ahead (k credits: 2k+2 receives per VI cover k
-// requests one way, k replies the other, and the greeting), and Long
-// payloads written by RDMA straight into the destination's segment, followed
-// by the message that runs the handler (a VI keeps the order of its
-// descriptors, so the data is in place when the message arrives).
+// into receives posted ahead, and Long payloads written by RDMA straight
+// into the destination's segment, followed by the message that runs the
+// handler (a VI keeps the order of its descriptors, so the data is in place
+// when the message arrives).
+//
+// Resources are reserved so that nothing ever waits on a peer's goodwill,
+// and a reply never fails for want of them: for the deepest peer pair a VI
+// can carry (k = kMaxDepth credits) a VI posts 3k+2 receives (k requests
+// in, k replies in, k refusals of our replies -- each frees a credit the
+// peer may use again before we poll -- the greeting and a spare) and owns
+// 2k+2 send descriptors (k requests, k replies, two control messages) plus
+// one for its RDMA operations; a send waits for a descriptor of its own VI,
+// which the NIC frees without anyone's help. A post the NIC cannot take
+// yet (its queue is full) is tried again, not taken for a broken VI.
+//
+// A medium larger than a receive buffer's room (kInlineMedium) goes the
+// AMVIA way for bulk data, but pulled: the sender keeps the payload in a
+// staging slot of its own that belongs to the message's credit (request
+// instance i, or the reply to instance i: nothing else can use it until
+// that credit comes back), and sends the message with the slot's address;
+// the receiver RDMA-reads the payload before it hands the message on, so
+// the handler sees one whole medium. The staging slots of a peer are
+// allocated at its first large medium.
 //
 // Connections: every endpoint has a listener thread blocked in
 // VipConnectWait on the endpoint's own discriminator (libvipl releases its
@@ -40,12 +58,13 @@ namespace ulnic::am {
 namespace {
 
 constexpr int kMaxDepth = 16;              // credits a VI is provisioned for
-constexpr int kRecvs = 2 * kMaxDepth + 2;  // requests in + replies in + greeting + spare
-constexpr int kSends = 2 * kMaxDepth + 2;
+constexpr int kRecvs = 3 * kMaxDepth + 2;  // requests + replies + refusals in, greeting, spare
+constexpr int kSends = 2 * kMaxDepth + 2;  // requests + replies out, two control messages
 constexpr uint32_t kMagicVi = 0x49564D41;  // "AMVI"
 constexpr VIP_ULONG kConnectTimeoutMs = 5000;
 
-// Every VI message starts with this: who sends, and its segment as of now.
+// Every VI message starts with this: who sends, its segment as of now, and
+// (a large medium) where the receiver reads the payload from.
 struct ViHeader {
   uint32_t magic;
   uint32_t greeting;    // 1: nothing follows
@@ -53,14 +72,18 @@ struct ViHeader {
   uint32_t seg_len;
   uint64_t seg_addr;
   uint32_t seg_handle;
-  uint32_t reserved;
+  uint32_t medium_handle;  // the staging slot's memory handle
+  uint64_t medium_addr;    // its address; the payload is PacketHeader::nbytes long
+  uint64_t reserved;
   en_t sender;
 };
-static_assert(sizeof(ViHeader) == 48);
+static_assert(sizeof(ViHeader) == 64);
 
-constexpr size_t kBuffer = 4352;  // ViHeader + PacketHeader + 16 args + AM_MaxMedium, 64-aligned
-static_assert(sizeof(ViHeader) + sizeof(PacketHeader) + 4 * kMaxArgs + AMUDP_MAX_MEDIUM <= kBuffer);
-constexpr size_t kSlot = sizeof(VIP_DESCRIPTOR) + 64 + kBuffer;  // descriptor (RDMA: 3 segments) + buffer
+constexpr size_t kBuffer = 4352;  // ViHeader + PacketHeader + 16 args + kInlineMedium, 64-aligned
+constexpr size_t kInlineMedium = kBuffer - sizeof(ViHeader) - sizeof(PacketHeader) - 4 * kMaxArgs;
+constexpr size_t kStageSlot = 64 << 10;  // one large medium's staging (>= AMUDP_MAX_MEDIUM)
+static_assert(AMUDP_MAX_MEDIUM <= kStageSlot);
+constexpr size_t kSlot = sizeof(VIP_DESCRIPTOR) + 64 + kBuffer;  // descriptor (RDMA: 2 segments) + buffer
 
 struct Nic {
   VIP_NIC_HANDLE handle = nullptr;
@@ -76,12 +99,12 @@ struct Region {
   uint8_t* base = nullptr;
   size_t len = 0;
   VIP_MEM_HANDLE handle = 0;
-  bool allocate(size_t bytes, bool rdma_write) {
+  bool allocate(size_t bytes, bool rdma_write, bool rdma_read = false) {
     len = (bytes + 4095) & ~size_t(4095);
     void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return false;
     base = static_cast<uint8_t*>(p);
-    VIP_MEM_ATTRIBUTES a{nic.ptag, rdma_write ? VIP_TRUE : VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES a{nic.ptag, rdma_write ? VIP_TRUE : VIP_FALSE, rdma_read ? VIP_TRUE : VIP_FALSE};
     if (VipRegisterMem(nic.handle, base, VIP_ULONG(len), &a, &handle) != VIP_SUCCESS) {
       munmap(base, len);
       base = nullptr;
@@ -106,8 +129,9 @@ struct Conn {
   // The peer's segment as its last packet said.
   uint32_t seg_gen = 0, seg_len = 0, seg_handle = 0;
   uint64_t seg_addr = 0;
-  Region mem;             // kRecvs + kSends slots
+  Region mem;             // kRecvs + kSends + 1 slots
   std::vector<VIP_DESCRIPTOR*> free_sends;
+  VIP_DESCRIPTOR* rdma = nullptr;  // its RDMA writes and reads (one at a time, waited for)
   VIP_DESCRIPTOR* slot(int i) const { return reinterpret_cast<VIP_DESCRIPTOR*>(mem.base + size_t(i) * kSlot); }
   uint8_t* buffer(VIP_DESCRIPTOR* d) const { return reinterpret_cast<uint8_t*>(d) + sizeof(VIP_DESCRIPTOR) + 64; }
 };
@@ -130,6 +154,8 @@ struct ViplEndpoint {
   std::map<en_t, Conn*> by_name;
   std::vector<SegReg> segs;             // kept registered until the endpoint goes
   Region bounce;                        // RDMA source for Long payloads
+  Region pulled;                        // RDMA read target for large mediums
+  std::map<en_t, std::unique_ptr<Region>> stages;  // by peer: 2 x kMaxDepth staging slots
   std::vector<VIP_VI_HANDLE> stash;     // receive completions taken from the CQ, not yet served
   std::thread listener;
   std::atomic<bool> stop{false};
@@ -156,7 +182,7 @@ std::vector<uint8_t> address(uint16_t node, const std::vector<uint8_t>& disc) {
 
 void fill_header(ViplEndpoint& s, const Endpoint& ep, ViHeader& h, bool greeting) {
   std::lock_guard hold(s.mu);
-  h = ViHeader{kMagicVi, greeting ? 1u : 0u, s.seg_gen, s.seg_len, s.seg_addr, s.seg_handle, 0, ep.name};
+  h = ViHeader{kMagicVi, greeting ? 1u : 0u, s.seg_gen, s.seg_len, s.seg_addr, s.seg_handle, 0, 0, 0, ep.name};
 }
 
 void post_recv(Conn& c, VIP_DESCRIPTOR* d) {
@@ -177,13 +203,15 @@ std::unique_ptr<Conn> new_conn(ViplEndpoint& s) {
   a.MaxTransferSize = AMUDP_MAX_LONG;
   a.Ptag = nic.ptag;
   a.EnableRdmaWrite = VIP_TRUE;
-  if (!c->mem.allocate(size_t(kRecvs + kSends) * kSlot, false)) return nullptr;
+  a.EnableRdmaRead = VIP_TRUE;
+  if (!c->mem.allocate(size_t(kRecvs + kSends + 1) * kSlot, false)) return nullptr;
   if (VipCreateVi(nic.handle, &a, nullptr, s.cq, &c->vi) != VIP_SUCCESS) {
     c->mem.release();
     return nullptr;
   }
   for (int i = 0; i < kRecvs; i++) post_recv(*c, c->slot(i));
   for (int i = kRecvs; i < kRecvs + kSends; i++) c->free_sends.push_back(c->slot(i));
+  c->rdma = c->slot(kRecvs + kSends);
   return c;
 }
 
@@ -198,13 +226,17 @@ void destroy_conn(Conn& c) {
   c.mem.release();
 }
 
+// A send descriptor the NIC has finished with: back to the pool (the RDMA
+// one is its operation's, which waits for it).
+void finished(Conn& c, VIP_DESCRIPTOR* d) {
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) c.broken = true;
+  if (d != c.rdma) c.free_sends.push_back(d);
+}
+
 // Takes back the send descriptors the NIC has finished with.
 void reap_sends(Conn& c) {
   VIP_DESCRIPTOR* d;
-  while (VipSendDone(c.vi, &d) == VIP_SUCCESS) {
-    if (d->CS.Status & VIP_STATUS_ERROR_MASK) c.broken = true;
-    if ((d->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_SENDRECV) c.free_sends.push_back(d);
-  }
+  while (VipSendDone(c.vi, &d) == VIP_SUCCESS) finished(c, d);
 }
 
 // A free send descriptor; waits for one (the NIC completes sends on its own).
@@ -217,11 +249,24 @@ VIP_DESCRIPTOR* take_send(Conn& c) {
     }
     if (c.broken) return nullptr;
     VIP_DESCRIPTOR* d;
-    if (VipSendWait(c.vi, 1000, &d) == VIP_SUCCESS) {
-      if (d->CS.Status & VIP_STATUS_ERROR_MASK) c.broken = true;
-      if ((d->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_SENDRECV) c.free_sends.push_back(d);
-    }
+    if (VipSendWait(c.vi, 1000, &d) == VIP_SUCCESS) finished(c, d);
   }
+}
+
+// Posts a send descriptor. A NIC whose queue is full for now
+// (VIP_ERROR_RESOURCE) gets it again once it has taken others: want of room
+// is never a failure. Anything else breaks the VI.
+bool post_send(Conn& c, VIP_DESCRIPTOR* d) {
+  for (;;) {
+    VIP_RETURN rc = VipPostSend(c.vi, d, c.mem.handle);
+    if (rc == VIP_SUCCESS) return true;
+    if (rc != VIP_ERROR_RESOURCE || c.broken) break;
+    reap_sends(c);
+    usleep(100);
+  }
+  if (d != c.rdma) c.free_sends.push_back(d);
+  c.broken = true;
+  return false;
 }
 
 bool post_message(Conn& c, const ViHeader& vh, const void* head, size_t head_len, const void* payload,
@@ -241,35 +286,26 @@ bool post_message(Conn& c, const ViHeader& vh, const void* head, size_t head_len
   d->DS[0].Local.Data.Address = b;
   d->DS[0].Local.Handle = c.mem.handle;
   d->DS[0].Local.Length = len;
-  if (VipPostSend(c.vi, d, c.mem.handle) != VIP_SUCCESS) {
-    c.free_sends.push_back(d);
-    c.broken = true;
-    return false;
-  }
-  return true;
+  return post_send(c, d);
 }
 
-// Writes a Long payload into the peer's segment (RDMA), through the bounce
-// buffer; returns when the NIC has it, so the bounce may be reused.
-bool rdma_write(ViplEndpoint& s, Conn& c, uint32_t offset, const void* src, size_t n) {
-  std::memcpy(s.bounce.base, src, n);
+// One RDMA operation between local memory and the peer's, waited for: the
+// local bytes may be reused (write) or read (read) when it returns true.
+bool rdma(Conn& c, VIP_ULONG op, uint64_t remote, VIP_MEM_HANDLE remote_handle, void* local,
+          VIP_MEM_HANDLE local_handle, size_t n) {
   reap_sends(c);
-  VIP_DESCRIPTOR* d = take_send(c);
-  if (!d) return false;
+  VIP_DESCRIPTOR* d = c.rdma;
   std::memset(&d->CS, 0, sizeof d->CS);
-  d->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
+  d->CS.Control = op;
   d->CS.SegCount = 2;
   d->CS.Length = VIP_UINT32(n);
-  d->DS[0].Remote.Data.AddressBits = c.seg_addr + offset;
-  d->DS[0].Remote.Handle = c.seg_handle;
+  d->DS[0].Remote.Data.AddressBits = remote;
+  d->DS[0].Remote.Handle = remote_handle;
   d->DS[0].Remote.Reserved = 0;
-  d->DS[1].Local.Data.Address = s.bounce.base;
-  d->DS[1].Local.Handle = s.bounce.handle;
+  d->DS[1].Local.Data.Address = local;
+  d->DS[1].Local.Handle = local_handle;
   d->DS[1].Local.Length = VIP_UINT32(n);
-  if (VipPostSend(c.vi, d, c.mem.handle) != VIP_SUCCESS) {
-    c.free_sends.push_back(d);
-    return false;
-  }
+  if (!post_send(c, d)) return false;
   // Sends complete in order: wait until this one has, recycling the rest.
   for (;;) {
     VIP_DESCRIPTOR* done;
@@ -277,11 +313,31 @@ bool rdma_write(ViplEndpoint& s, Conn& c, uint32_t offset, const void* src, size
       if (c.broken) return false;
       continue;
     }
-    bool error = done->CS.Status & VIP_STATUS_ERROR_MASK;
-    c.free_sends.push_back(done);
-    if (error) c.broken = true;
-    if (done == d) return !error;
+    finished(c, done);
+    if (done == d) return !(done->CS.Status & VIP_STATUS_ERROR_MASK);
   }
+}
+
+// Writes a Long payload into the peer's segment, through the bounce buffer.
+bool rdma_write(ViplEndpoint& s, Conn& c, uint32_t offset, const void* src, size_t n) {
+  std::memcpy(s.bounce.base, src, n);
+  return rdma(c, VIP_CONTROL_OP_RDMAWRITE, c.seg_addr + offset, c.seg_handle, s.bounce.base, s.bounce.handle, n);
+}
+
+// The staging slot of a large medium: the message's credit's own (request
+// instance i, or the reply to the peer's instance i).
+uint8_t* stage_slot(ViplEndpoint& s, const en_t& peer, const PacketHeader& h, VIP_MEM_HANDLE& handle) {
+  auto& r = s.stages[peer];
+  if (!r) {
+    r = std::make_unique<Region>();
+    if (!r->allocate(2 * kMaxDepth * kStageSlot, false, true)) {
+      s.stages.erase(peer);
+      return nullptr;
+    }
+  }
+  handle = r->handle;
+  size_t slot = (h.kind == Kind::kRequest ? 0 : kMaxDepth) + h.instance;
+  return r->base + slot * kStageSlot;
 }
 
 void adopt(ViplEndpoint& s, std::unique_ptr<Conn> c) {
@@ -339,6 +395,20 @@ void listen_loop(Endpoint* ep) {
   }
 }
 
+// VipConnectRequest as VIPL clients call it: a request for which the peer's
+// NIC finds no ConnectWait (its listener is between two, or not started yet)
+// is VIP_NO_MATCH at once, so ask again shortly, for up to kConnectTimeoutMs.
+VIP_RETURN request(VIP_VI_HANDLE vi, std::vector<uint8_t>& local, std::vector<uint8_t>& remote,
+                   VIP_VI_ATTRIBUTES* ra) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+  for (;;) {
+    VIP_RETURN rc = VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
+                                      reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), kConnectTimeoutMs, ra);
+    if (rc != VIP_NO_MATCH || Clock::now() >= deadline) return rc;
+    usleep(1000);
+  }
+}
+
 // Wakes the listener for good: a connection request it rejects.
 void stop_listener(Endpoint& ep) {
   ViplEndpoint& s = state(ep);
@@ -351,14 +421,7 @@ void stop_listener(Endpoint& ep) {
   if (VipCreateVi(nic.handle, &a, nullptr, nullptr, &vi) == VIP_SUCCESS) {
     std::vector<uint8_t> local = address(nic.node, s.disc);
     VIP_VI_ATTRIBUTES ra;
-    // VIP_NO_MATCH: the listener does not wait (yet, or between two
-    // ConnectWaits); ask again until it takes the request.
-    for (int i = 0; i < 500; ++i) {
-      if (VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
-                            reinterpret_cast<VIP_NET_ADDRESS*>(local.data()), kConnectTimeoutMs, &ra) != VIP_NO_MATCH)
-        break;
-      usleep(10000);
-    }
+    (void)request(vi, local, local, &ra);
     VipDestroyVi(vi);
   }
   s.listener.join();
@@ -371,16 +434,7 @@ Conn* connect_to(Endpoint& ep, const en_t& dest) {
   std::vector<uint8_t> local = address(nic.node, s.disc);
   std::vector<uint8_t> remote = address(uint16_t(dest.host), discriminator(dest.id, dest.index));
   VIP_VI_ATTRIBUTES ra;
-  // VIP_NO_MATCH comes at once while the peer's listener does not wait (it
-  // starts, or is between two ConnectWaits): ask again for kConnectTimeoutMs.
-  VIP_RETURN rc = VIP_NO_MATCH;
-  for (VIP_ULONG waited = 0; waited <= kConnectTimeoutMs; waited += 2) {
-    rc = VipConnectRequest(c->vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
-                           reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), kConnectTimeoutMs, &ra);
-    if (rc != VIP_NO_MATCH) break;
-    usleep(2000);
-  }
-  if (rc != VIP_SUCCESS) {
+  if (request(c->vi, local, remote, &ra) != VIP_SUCCESS) {
     destroy_conn(*c);
     return nullptr;
   }
@@ -399,6 +453,20 @@ void forget(ViplEndpoint& s, Conn& c) {
     auto it = s.by_name.find(c.peer);
     if (it != s.by_name.end() && it->second == &c) s.by_name.erase(it);
   }
+}
+
+// A large medium's payload, read from the sender's staging slot and
+// appended to its message: the core sees one whole medium. False if the VI
+// broke (the message is lost with it).
+bool pull_medium(ViplEndpoint& s, Conn& c, const ViHeader& vh, std::vector<uint8_t>& msg) {
+  PacketHeader h;
+  if (msg.size() < sizeof h) return false;
+  std::memcpy(&h, msg.data(), sizeof h);
+  if (h.category != Category::kMedium || h.nbytes > AMUDP_MAX_MEDIUM) return false;  // not ours
+  if (!rdma(c, VIP_CONTROL_OP_RDMAREAD, vh.medium_addr, vh.medium_handle, s.pulled.base, s.pulled.handle, h.nbytes))
+    return false;
+  msg.insert(msg.end(), s.pulled.base, s.pulled.base + h.nbytes);
+  return true;
 }
 
 // One receive completion on `vi`: greeting, AM packet, or a broken VI.
@@ -445,6 +513,7 @@ void receive(Endpoint& ep, VIP_VI_HANDLE vi) {
       // buffer must be back on the queue for the credits to hold.
       std::vector<uint8_t> msg(b + sizeof vh, b + len);
       post_recv(c, d);
+      if (vh.medium_addr && !pull_medium(s, c, vh, msg)) return;
       deliver(ep, c.peer, msg.data(), msg.size());
       return;
     }
@@ -482,7 +551,8 @@ void vipl_stop() {
 int vipl_open(Endpoint& ep, en_t& name) {
   auto s = std::make_unique<ViplEndpoint>();
   if (VipCreateCQ(nic.handle, 4096, &s->cq) != VIP_SUCCESS) return AM_ERR_RESOURCE;
-  if (!s->bounce.allocate(AMUDP_MAX_LONG, false)) {
+  if (!s->bounce.allocate(AMUDP_MAX_LONG, false) || !s->pulled.allocate(kStageSlot, false)) {
+    s->bounce.release();
     VipDestroyCQ(s->cq);
     return AM_ERR_RESOURCE;
   }
@@ -506,6 +576,8 @@ void vipl_close(Endpoint& ep) {
   for (auto& c : s->conns) destroy_conn(*c);
   for (SegReg& r : s->segs) VipDeregisterMem(nic.handle, r.addr, r.handle);
   s->bounce.release();
+  s->pulled.release();
+  for (auto& [peer, r] : s->stages) r->release();
   VipDestroyCQ(s->cq);
   delete s;
   ep.transport_state = nullptr;
@@ -534,6 +606,15 @@ int vipl_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const
   }
   ViHeader vh;
   fill_header(s, ep, vh, false);
+  if (h->category == Category::kMedium && payload_len > kInlineMedium) {
+    VIP_MEM_HANDLE handle = 0;
+    uint8_t* slot = stage_slot(s, dest, *h, handle);
+    if (!slot) return EUNREACHABLE;
+    std::memcpy(slot, payload, payload_len);
+    vh.medium_addr = reinterpret_cast<uint64_t>(slot);
+    vh.medium_handle = handle;
+    payload_len = 0;
+  }
   return post_message(*c, vh, head, head_len, payload, payload_len) ? 0 : EUNREACHABLE;
 }
 
@@ -601,9 +682,11 @@ int vipl_endpoint_changed(Endpoint& ep) {
   return AM_OK;
 }
 
+// A medium of any size is one packet to the core (the large ones are pulled
+// by RDMA read, above).
 const Transport kVipl = {
     "vipl", AMX_TRANSPORT_VIPL, /*reliable=*/true,
-    uint32_t(kBuffer - sizeof(ViHeader)), /*window=*/1, kMaxDepth, /*places_long=*/true,
+    uint32_t(sizeof(PacketHeader) + 4 * kMaxArgs + AMUDP_MAX_MEDIUM), /*window=*/1, kMaxDepth, /*places_long=*/true,
     vipl_start, vipl_stop, vipl_open, vipl_close, vipl_send, vipl_poll, vipl_wait, vipl_endpoint_changed,
     /*polled=*/nullptr,  // VipCQDone hands the core over itself
 };

@@ -634,7 +634,7 @@ TEST_F(AmTest, InitTerminateCountsAndNotInit) {
 
 TEST_F(AmTest, SystemParameters) {
   EXPECT_EQ(AM_MaxShort(), 16);
-  EXPECT_EQ(AM_MaxMedium(), 4096);
+  EXPECT_EQ(AM_MaxMedium(), 65000);  // AMUDP's (a UDP datagram), on every transport
   EXPECT_EQ(AM_MaxLong(), 1024 * 1024);
   EXPECT_EQ(AM_MaxNumHandlers(), 256);
   int nt = 0;
@@ -1229,7 +1229,7 @@ TEST_F(AmTest, MediumSizes) {
   ASSERT_NO_FATAL_FAILURE(make_two(t, false));
   g_plan.kind = ReplyKind::kShort;
   g_plan.nargs = 0;
-  const int sizes[] = {0, 1, 4095, 4096};
+  const int sizes[] = {0, 1, 4095, 4097, 64999, 65000};
   size_t k = 0;
   for (int sz : sizes) {
     auto src = pattern(size_t(sz) + 1, unsigned(sz));
@@ -1240,9 +1240,9 @@ TEST_F(AmTest, MediumSizes) {
     EXPECT_TRUE(g_reqs[k].data == std::vector<uint8_t>(src.begin(), src.begin() + sz)) << sz;
     k++;
   }
-  std::vector<uint8_t> big(8192, 1);
-  EXPECT_EQ(AM_RequestI0(t.a, kA2B, kReqB, big.data(), 4097), AM_ERR_BAD_ARG);
-  EXPECT_EQ(AM_RequestI0(t.a, kA2B, kReqB, big.data(), 8192), AM_ERR_BAD_ARG);
+  std::vector<uint8_t> big(131072, 1);
+  EXPECT_EQ(AM_RequestI0(t.a, kA2B, kReqB, big.data(), 65001), AM_ERR_BAD_ARG);
+  EXPECT_EQ(AM_RequestI0(t.a, kA2B, kReqB, big.data(), 131072), AM_ERR_BAD_ARG);
   EXPECT_EQ(AM_RequestI0(t.a, kA2B, kReqB, big.data(), -1), AM_ERR_BAD_ARG);
   EXPECT_EQ(AM_RequestI0(t.a, kA2B, kReqB, nullptr, 5), AM_ERR_BAD_ARG);
   EXPECT_EQ(AM_RequestI0(t.a, 99, kReqB, big.data(), 5), AM_ERR_BAD_ARG);  // unmapped
@@ -1258,7 +1258,7 @@ TEST_F(AmTest, MediumSizes) {
 TEST_F(AmTest, ReplyIMediumSizes) {
   Two t;
   ASSERT_NO_FATAL_FAILURE(make_two(t, false));
-  const int sizes[] = {0, 1, 4095, 4096};
+  const int sizes[] = {0, 1, 4095, 4097, 64999, 65000};
   size_t k = 0;
   for (int sz : sizes) {
     auto rdata = pattern(size_t(sz), unsigned(sz + 3));
@@ -1274,19 +1274,19 @@ TEST_F(AmTest, ReplyIMediumSizes) {
     EXPECT_EQ(g_reps[k].args, std::vector<int32_t>{~sz});
     k++;
   }
-  // 4097 bytes, a NULL source with bytes: refused; the handler then did not
+  // 65001 bytes, a NULL source with bytes: refused; the handler then did not
   // reply, so its credit comes back without a reply.
-  std::vector<uint8_t> big(4097, 3);
+  std::vector<uint8_t> big(65001, 3);
   for (int bad = 0; bad < 2; bad++) {
     g_plan.data = bad == 0 ? big.data() : nullptr;
-    g_plan.nbytes = bad == 0 ? 4097 : 10;
+    g_plan.nbytes = bad == 0 ? 65001 : 10;
     ASSERT_EQ(AM_Request1(t.a, kA2B, kReqS + 1, 1), AM_OK);
     POLL_UNTIL(g_reqs.size() == k + 1, t.ba);
     EXPECT_EQ(g_reqs[k].reply_rc, AM_ERR_BAD_ARG) << bad;
     k++;
   }
   ASSERT_NO_FATAL_FAILURE(expect_all_credits_back(t.a, kA2B, {t.ba}));
-  EXPECT_EQ(g_reps.size(), 4u);
+  EXPECT_EQ(g_reps.size(), 6u);
 }
 
 TEST_F(AmTest, LongSizesAndOffsets) {

@@ -1,8 +1,11 @@
 /* amudp.h: Active Messages AM-2 on ulnic, with the names AMUDP gives them.
  *
- * AM-2 programs written for AMUDP (Berkeley's AM-2 over UDP) compile against
- * this header as they are. The API sits on a transport chosen per process
- * before AM_Init (AMX_SetTransport(), else $ULNIC_AM_TRANSPORT, else "udp"):
+ * AM-2 programs written for AMUDP 3.x (Berkeley's AM-2 over UDP) compile
+ * against this header as they are: every public name of AMUDP's amudp.h
+ * (and the AMX_* names its AM-2 extensions go by) is here, with AMUDP's
+ * types, constants and meaning. The API sits on a transport chosen per
+ * process before AM_Init (AMX_SetTransport(), else $ULNIC_AM_TRANSPORT,
+ * else "udp"):
  *   "udp"     AM over UDP sockets (the AMUDP design); needs no emulator
  *   "vipl"    AM over VIPL on the emulated NIC (the AMVIA design): one VI
  *             per pair of endpoints, Long payloads by RDMA write
@@ -10,39 +13,99 @@
  *             room, delivers into the endpoint's receive ring in host
  *             memory and writes Long payloads straight into the segment
  * What each call does, and the provider's choices where AM-2 leaves room,
- * are in host/am/SEMANTICS.md.
+ * are in host/am/SEMANTICS.md (which also lists every AMUDP name and what
+ * ulnic does with it).
  */
 #ifndef ULNIC_AMUDP_H
 #define ULNIC_AMUDP_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
-extern "C" {
+#define AMUDP_BEGIN_EXTERNC extern "C" {
+#define AMUDP_END_EXTERNC }
+#define AMUDP_EXTERNC extern "C"
+#else
+#define AMUDP_BEGIN_EXTERNC
+#define AMUDP_END_EXTERNC
+#define AMUDP_EXTERNC extern
 #endif
 
+AMUDP_BEGIN_EXTERNC
+
+#ifndef AMUDP
 #define AMUDP 1
-#define AMUDP_LIBRARY_VERSION_STR "ulnic-am-1"
+#endif
+
+/* ---- macro helpers (AMUDP's; the unprefixed pair only if nobody has them) */
+#define _AMUDP_STRINGIFY_HELPER(x) #x
+#define AMUDP_STRINGIFY(x) _AMUDP_STRINGIFY_HELPER(x)
+#define _AMUDP_CONCAT_HELPER(a, b) a##b
+#define AMUDP_CONCAT(a, b) _AMUDP_CONCAT_HELPER(a, b)
+#ifndef _STRINGIFY
+#define _STRINGIFY(x) AMUDP_STRINGIFY(x)
+#endif
+#ifndef _CONCAT
+#define _CONCAT(a, b) AMUDP_CONCAT(a, b)
+#endif
+
+/* The AMUDP release whose interface this is, and ulnic's own version. */
+#define AMUDP_LIBRARY_VERSION 3.14
+#define AMUDP_LIBRARY_VERSION_STR AMUDP_STRINGIFY(AMUDP_LIBRARY_VERSION)
+#define ULNIC_AM_LIBRARY_VERSION_STR "ulnic-am-2"
+
+/* Debug or not: AMUDP's configuration macros (ulnic has one build of the
+ * library; these only say which the program asked for). */
+#if !defined(AMUDP_DEBUG) && !defined(AMUDP_NDEBUG)
+#if defined(GASNET_DEBUG) || defined(AMX_DEBUG)
+#define AMUDP_DEBUG 1
+#else
+#define AMUDP_NDEBUG 1
+#endif
+#endif
+#undef AMX_DEBUG
+#undef AMX_NDEBUG
+#ifdef AMUDP_DEBUG
+#define AMX_DEBUG AMUDP_DEBUG
+#define AMUDP_DEBUG_CONFIG _DEBUG
+#else
+#define AMX_NDEBUG AMUDP_NDEBUG
+#define AMUDP_DEBUG_CONFIG _NDEBUG
+#endif
 
 /* ---- implementation constants */
 #define AMUDP_MAX_SHORT 16             /* handler arguments */
-#define AMUDP_MAX_MEDIUM 4096          /* AM_RequestI / AM_ReplyI payload */
+#define AMUDP_MAX_MEDIUM 65000         /* AM_RequestI / AM_ReplyI payload (AMUDP's UDP datagram) */
 #define AMUDP_MAX_LONG (1024 * 1024)   /* AM_RequestXfer / AM_ReplyXfer payload, fragmented on the wire */
 #define AMUDP_MAX_NUMHANDLERS 256
+#define AMUDP_INIT_NUMTRANSLATIONS 256
 #define AMUDP_MAX_NUMTRANSLATIONS 256
 #define AMUDP_MAX_SEGLENGTH ((uintptr_t)0xFFFFFFFFu) /* offsets travel as 32 bits */
 #define AMUDP_MAX_BUNDLES 255
 #define AMUDP_MAX_NETWORKDEPTH 64      /* request credits per peer pair */
+#define AMUDP_MAX_RECVDEPTH 65534      /* AMUDP's receive-queue bound (nothing here asks for one) */
 #define AMUDP_MAX_SPMDPROCS AMUDP_MAX_NUMTRANSLATIONS
+#define AMUDP_PROCID_NEXT -1           /* a worker that asks the master for the next rank */
+#define AMUDP_PROCID_ALLOC -2          /* a spawner that asks for a rank and does not join */
+#ifndef AMUDP_COLLECT_STATS
+#define AMUDP_COLLECT_STATS 1
+#endif
+#ifndef AMUDP_COLLECT_LATENCY_STATS
+#define AMUDP_COLLECT_LATENCY_STATS 1
+#endif
 
 /* ---- user-visible types */
 typedef uint64_t tag_t;
 typedef uint8_t handler_t;
+#define AMUDP_BADHANDLERVAL(h) (0)
+typedef uint32_t amudp_node_t; /* a translation index (a request's destination) */
 typedef int op_t;
 
-/* An endpoint's name: plain old data, compared byte for byte. The meaning of
- * the words depends on the transport that made it (see SEMANTICS.md). */
+/* An endpoint's name: 16 bytes of plain old data (AMUDP's is a struct
+ * sockaddr_in, as large), compared byte for byte (AMUDP_enEqual). The
+ * meaning of the words depends on the transport that made it. */
 typedef struct {
   uint32_t host;      /* udp: IPv4 address (network order); NIC transports: node */
   uint32_t port;      /* udp: port (host order); NIC transports: slot */
@@ -61,17 +124,59 @@ struct amx_endpoint;
 typedef struct amx_bundle *eb_t;
 typedef struct amx_endpoint *ep_t;
 
-typedef void (*amudp_handler_fn_t)();
+typedef void (*amudp_handler_fn_t)(); /* a handler: its arguments depend on its category */
+
+/* Statistics ticks: nanoseconds of a monotonic clock. */
+#define _AMX_TICK_T
+typedef uint64_t amx_tick_t;
+typedef amx_tick_t amudp_cputick_t;
+
+typedef enum { amudp_Short = 0, amudp_Medium = 1, amudp_Long = 2, amudp_NumCategories = 3 } amudp_category_t;
+
+/* An endpoint's counters (AMUDP_GetEndpointStatistics; SEMANTICS.md says
+ * what each counts on each transport). Begin at AMUDP_initial_stats. */
+typedef struct {
+  uint64_t RequestsSent[amudp_NumCategories];          /* requests sent (each once) */
+  uint64_t RepliesSent[amudp_NumCategories];           /* replies sent, the empty reply of a handler that did not reply as a Short */
+  uint64_t RequestsRetransmitted[amudp_NumCategories]; /* transmissions of a request after its first */
+  uint64_t RepliesRetransmitted[amudp_NumCategories];  /* transmissions of a reply after its first */
+  uint64_t RepliesSquashed[amudp_NumCategories];       /* reply copies that arrived after their request was answered */
+  uint64_t RequestsReceived[amudp_NumCategories];      /* requests that arrived, duplicates included */
+  uint64_t RepliesReceived[amudp_NumCategories];       /* replies that arrived, duplicates included */
+  uint64_t ReturnedMessages;                           /* messages handed to handler 0 */
+  uint64_t OutOfOrderRequests;                         /* requests that arrived after a later one from that peer */
+  uint64_t OutOfOrderReplies;                          /* replies that arrived after a later one from that peer */
+  amx_tick_t RequestMinLatency;                        /* request sent -> its reply back (ticks) */
+  amx_tick_t RequestMaxLatency;
+  amx_tick_t RequestSumLatency;
+  uint64_t RequestDataBytesSent[amudp_NumCategories];  /* arguments + payload of the requests sent */
+  uint64_t ReplyDataBytesSent[amudp_NumCategories];    /* arguments + payload of the replies sent */
+  uint64_t RequestTotalBytesSent[amudp_NumCategories]; /* every packet of the requests, headers and retransmissions included */
+  uint64_t ReplyTotalBytesSent[amudp_NumCategories];   /* every packet of the replies, likewise */
+  uint64_t TotalBytesSent;                             /* every packet this endpoint sent, control packets included */
+} amudp_stats_t;
+
+/* Called around every request and reply handler (not handler 0); they may
+ * make no AM call. */
+typedef void (*AMUDP_preHandlerCallback_t)(amudp_category_t cat, int isReq, int handlerId, void *token, void *buf,
+                                           size_t nbytes, int numargs, uint32_t *args);
+typedef void (*AMUDP_postHandlerCallback_t)(amudp_category_t cat, int isReq);
 
 /* ---- constants */
 #define AM_ALL 1  /* endpoint tag: accept every tag */
 #define AM_NONE 0 /* endpoint tag: accept none */
 
-#define AM_NOEVENTS 0
-#define AM_NOTEMPTY 1
+typedef enum {
+  AM_NOEVENTS, /* no event */
+  AM_NOTEMPTY, /* a message arrived at an endpoint of the bundle */
+  AM_NUMEVENTMASKS
+} amudp_eventmask_t;
 
-#define AM_SEQ 0
-#define AM_PAR 1
+typedef enum {
+  AM_SEQ, /* one thread uses the bundle */
+  AM_PAR, /* several threads may use it */
+  AM_NUM_BUNDLE_MODES
+} amudp_bundle_mode_t;
 
 #define AM_OK 0
 #define AM_ERR_NOT_INIT 1
@@ -99,6 +204,86 @@ typedef void (*amudp_handler_fn_t)();
 #define AM_REPLY_M 4
 #define AM_REPLY_IM 5
 #define AM_REPLY_XFER_M 6
+
+/* ---- AMUDP's own entry points and knobs */
+extern int AMUDP_VerboseErrors;      /* non-zero: every call that fails says so on stderr */
+extern int AMUDP_PoliteSync;         /* non-zero: block politely while waiting for a credit (ulnic always does) */
+extern int AMUDP_SilentMode;         /* non-zero: no output but errors (ulnic prints no other) */
+extern const char *AMUDP_ProcessLabel; /* prefixes this process's messages ("Node R" in SPMD jobs) */
+extern int AMUDP_ExpectedBandwidth;  /* AMUDP 3.1's retransmission hint, KB/s: read by nothing here */
+
+#ifdef __GNUC__
+__attribute__((__format__(__printf__, 1, 2), __noreturn__))
+#endif
+extern void AMUDP_FatalErr(const char *msg, ...); /* prints "*** FATAL ERROR: msg" and aborts */
+
+/* The IPv4 address (host byte order) the udp transport binds new endpoints
+ * to; 0 (INADDR_ANY): $ULNIC_AM_UDP_HOST, else 127.0.0.1. */
+extern int AMUDP_SetUDPInterface(uint32_t IPAddress);
+
+extern int AMUDP_GetEndpointStatistics(ep_t ep, amudp_stats_t *stats);
+extern int AMUDP_ResetEndpointStatistics(ep_t ep);
+extern int AMUDP_AggregateStatistics(amudp_stats_t *runningsum, amudp_stats_t *newvalues);
+/* Writes the statistics to fp (a FILE *) if not NULL, and returns the same
+ * text (a static buffer, rewritten by the next call). */
+extern const char *AMUDP_DumpStatistics(void *fp, amudp_stats_t *stats, int globalAnalysis);
+extern const amudp_stats_t AMUDP_initial_stats;
+
+extern int AMUDP_SetHandlerCallbacks(ep_t ep, AMUDP_preHandlerCallback_t preHandlerCallback,
+                                     AMUDP_postHandlerCallback_t postHandlerCallback);
+/* SPMD control traffic is served by a thread of the library: nothing to do
+ * here (*controlMessagesServiced = 0). */
+extern int AMUDP_SPMDHandleControlTraffic(int *controlMessagesServiced);
+
+/* ---- AM-2 entry points. With AMUDP_COEXIST_WITH_AM the AM_ names are the
+ * library's AMUDP_ names (both are defined). */
+#ifdef AMUDP_COEXIST_WITH_AM
+#define AM_Init AMUDP_Init
+#define AM_Terminate AMUDP_Terminate
+#define AM_AllocateBundle AMUDP_AllocateBundle
+#define AM_AllocateEndpoint AMUDP_AllocateEndpoint
+#define AM_FreeBundle AMUDP_FreeBundle
+#define AM_FreeEndpoint AMUDP_FreeEndpoint
+#define AM_MoveEndpoint AMUDP_MoveEndpoint
+#define AM_GetSeg AMUDP_GetSeg
+#define AM_SetSeg AMUDP_SetSeg
+#define AM_MaxSegLength AMUDP_MaxSegLength
+#define AM_GetTag AMUDP_GetTag
+#define AM_SetTag AMUDP_SetTag
+#define AM_Map AMUDP_Map
+#define AM_MapAny AMUDP_MapAny
+#define AM_UnMap AMUDP_UnMap
+#define AM_GetNumTranslations AMUDP_GetNumTranslations
+#define AM_SetNumTranslations AMUDP_SetNumTranslations
+#define AM_GetTranslationInuse AMUDP_GetTranslationInuse
+#define AM_GetTranslationTag AMUDP_GetTranslationTag
+#define AM_GetTranslationName AMUDP_GetTranslationName
+#define AM_SetExpectedResources AMUDP_SetExpectedResources
+#define _AM_SetHandler AMUDP_SetHandler
+#define _AM_SetHandlerAny AMUDP_SetHandlerAny
+#define AM_GetEventMask AMUDP_GetEventMask
+#define AM_SetEventMask AMUDP_SetEventMask
+#define AM_WaitSema AMUDP_WaitSema
+#define AM_GetSourceEndpoint AMUDP_GetSourceEndpoint
+#define AM_GetDestEndpoint AMUDP_GetDestEndpoint
+#define AM_GetMsgTag AMUDP_GetMsgTag
+#define AM_Poll AMUDP_Poll
+#endif
+
+/* The AM-2 extensions every AMX implementation names alike. */
+#define AMX_VerboseErrors AMUDP_VerboseErrors
+#define AMX_SilentMode AMUDP_SilentMode
+#define AMX_ProcessLabel AMUDP_ProcessLabel
+#define AMX_FatalErr AMUDP_FatalErr
+#define AMX_SetTranslationTag AMUDP_SetTranslationTag
+#define AMX_GetEndpointStatistics AMUDP_GetEndpointStatistics
+#define AMX_DumpStatistics AMUDP_DumpStatistics
+#define AMX_AggregateStatistics AMUDP_AggregateStatistics
+#define AMX_initial_stats AMUDP_initial_stats
+#define amx_stats_t amudp_stats_t
+#define amx_handler_fn_t amudp_handler_fn_t
+#define AMX_GetSourceId AMUDP_GetSourceId
+#define AMX_enEqual AMUDP_enEqual
 
 /* ---- system parameters */
 #define AM_MaxShort() AMUDP_MAX_SHORT
@@ -139,6 +324,9 @@ extern int AM_GetTranslationName(ep_t ea, int i, en_t *gan);
 extern int AM_GetNumTranslations(ep_t ea, int *ntrans);
 extern int AM_SetNumTranslations(ep_t ea, int ntrans);
 extern int AM_SetExpectedResources(ep_t ea, int n_endpoints, int n_outstanding_requests);
+/* A mapped translation's tag, changed at any time (also after
+ * AM_SetExpectedResources): the next request to it carries the new tag. */
+extern int AMUDP_SetTranslationTag(ep_t ea, int index, tag_t tag);
 
 /* ---- handler table */
 extern int _AM_SetHandler(ep_t ea, handler_t handler, amudp_handler_fn_t function);
@@ -159,22 +347,38 @@ extern int AM_GetSourceEndpoint(void *token, en_t *gan);
 extern int AM_GetDestEndpoint(void *token, ep_t *endp);
 extern int AM_GetMsgTag(void *token, tag_t *tagp);
 extern int AMUDP_GetSourceId(void *token, int *srcid);
+/* 1 if the two names are the same endpoint, else 0. */
+extern int AMUDP_enEqual(en_t en1, en_t en2);
 
 /* ---- poll */
 extern int AM_Poll(eb_t bundle);
 
-/* ---- requests and replies: six entry points, the macros below expand the
- * N = 0..16 argument forms. Arguments are 32-bit integers (cast as AMUDP
- * does, so floating-point actuals convert and wider integers truncate). */
-extern int AMUDP_Request(ep_t request_endpoint, int reply_endpoint, handler_t handler, int numargs, ...);
-extern int AMUDP_RequestI(ep_t request_endpoint, int reply_endpoint, handler_t handler, void *source_addr,
-                          int nbytes, int numargs, ...);
-extern int AMUDP_RequestXfer(ep_t request_endpoint, int reply_endpoint, handler_t handler, void *source_addr,
-                             int nbytes, uintptr_t dest_offset, int async, int numargs, ...);
+/* ---- requests and replies: six entry points (and their va_list forms),
+ * the macros below expand the N = 0..16 argument forms. Arguments are 32-bit
+ * integers (cast as AMUDP does, so floating-point actuals convert and wider
+ * integers truncate). */
+extern int AMUDP_Request(ep_t request_endpoint, amudp_node_t reply_endpoint, handler_t handler, int numargs, ...);
+extern int AMUDP_RequestI(ep_t request_endpoint, amudp_node_t reply_endpoint, handler_t handler, void *source_addr,
+                          size_t nbytes, int numargs, ...);
+extern int AMUDP_RequestXfer(ep_t request_endpoint, amudp_node_t reply_endpoint, handler_t handler,
+                             void *source_addr, size_t nbytes, uintptr_t dest_offset, int async, int numargs, ...);
 extern int AMUDP_Reply(void *token, handler_t handler, int numargs, ...);
-extern int AMUDP_ReplyI(void *token, handler_t handler, void *source_addr, int nbytes, int numargs, ...);
-extern int AMUDP_ReplyXfer(void *token, handler_t handler, void *source_addr, int nbytes, uintptr_t dest_offset,
+extern int AMUDP_ReplyI(void *token, handler_t handler, void *source_addr, size_t nbytes, int numargs, ...);
+extern int AMUDP_ReplyXfer(void *token, handler_t handler, void *source_addr, size_t nbytes, uintptr_t dest_offset,
                            int numargs, ...);
+
+extern int AMUDP_RequestVA(ep_t request_endpoint, amudp_node_t reply_endpoint, handler_t handler, int numargs,
+                           va_list argptr);
+extern int AMUDP_RequestIVA(ep_t request_endpoint, amudp_node_t reply_endpoint, handler_t handler,
+                            void *source_addr, size_t nbytes, int numargs, va_list argptr);
+extern int AMUDP_RequestXferVA(ep_t request_endpoint, amudp_node_t reply_endpoint, handler_t handler,
+                               void *source_addr, size_t nbytes, uintptr_t dest_offset, int async, int numargs,
+                               va_list argptr);
+extern int AMUDP_ReplyVA(void *token, handler_t handler, int numargs, va_list argptr);
+extern int AMUDP_ReplyIVA(void *token, handler_t handler, void *source_addr, size_t nbytes, int numargs,
+                          va_list argptr);
+extern int AMUDP_ReplyXferVA(void *token, handler_t handler, void *source_addr, size_t nbytes,
+                             uintptr_t dest_offset, int numargs, va_list argptr);
 
 #define AM_Request0(ep, destep, hnum) AMUDP_Request(ep, destep, hnum, 0)
 #define AM_Request1(ep, destep, hnum, a0) AMUDP_Request(ep, destep, hnum, 1, (int32_t)(a0))
@@ -372,8 +576,6 @@ extern int AMUDP_ReplyXfer(void *token, handler_t handler, void *source_addr, in
 #define AM_ReplyXfer16(token, destoff, hnum, sa, cnt, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
   AMUDP_ReplyXfer(token, hnum, sa, cnt, destoff, 16, (int32_t)(a0), (int32_t)(a1), (int32_t)(a2), (int32_t)(a3), (int32_t)(a4), (int32_t)(a5), (int32_t)(a6), (int32_t)(a7), (int32_t)(a8), (int32_t)(a9), (int32_t)(a10), (int32_t)(a11), (int32_t)(a12), (int32_t)(a13), (int32_t)(a14), (int32_t)(a15))
 
-#ifdef __cplusplus
-}
-#endif
+AMUDP_END_EXTERNC
 
 #endif /* ULNIC_AMUDP_H */
