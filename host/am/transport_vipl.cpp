@@ -36,6 +36,7 @@
 //
 // An endpoint's name: host = NIC node, id = pid, index = endpoint number.
 #include <vipl.h>
+#include <vipl_layer.h>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -361,7 +362,18 @@ void adopt_accepted(ViplEndpoint& s) {
 // on the NIC, and the cancel queues behind the process's own sends while
 // the thread holds libvipl's lock (a stall of up to libvipl's 10 s NIC
 // timeout). vipl_close wakes it by connecting to it.
+// The transport's own VipSendDone / VipRecvDone / VipCQDone calls are no
+// program waiting (vipl_layer.h): AM_Poll reports the program's polls
+// (vipl_polled). Every entry point below holds one.
+struct QuietPolls {
+  QuietPolls() { ulnic_vipl_quiet_polls(1); }
+  ~QuietPolls() { ulnic_vipl_quiet_polls(0); }
+  QuietPolls(const QuietPolls&) = delete;
+  QuietPolls& operator=(const QuietPolls&) = delete;
+};
+
 void listen_loop(Endpoint* ep) {
+  QuietPolls quiet;
   ViplEndpoint& s = state(*ep);
   std::vector<uint8_t> local = address(nic.node, s.disc);
   std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 2 + 64);
@@ -549,6 +561,7 @@ void vipl_stop() {
 }
 
 int vipl_open(Endpoint& ep, en_t& name) {
+  QuietPolls quiet;
   auto s = std::make_unique<ViplEndpoint>();
   if (VipCreateCQ(nic.handle, 4096, &s->cq) != VIP_SUCCESS) return AM_ERR_RESOURCE;
   if (!s->bounce.allocate(AMUDP_MAX_LONG, false) || !s->pulled.allocate(kStageSlot, false)) {
@@ -570,6 +583,7 @@ int vipl_open(Endpoint& ep, en_t& name) {
 }
 
 void vipl_close(Endpoint& ep) {
+  QuietPolls quiet;
   ViplEndpoint* s = &state(ep);
   stop_listener(ep);
   adopt_accepted(*s);
@@ -585,6 +599,7 @@ void vipl_close(Endpoint& ep) {
 
 int vipl_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const void* payload,
               size_t payload_len) {
+  QuietPolls quiet;
   ViplEndpoint& s = state(ep);
   adopt_accepted(s);
   auto it = s.by_name.find(dest);
@@ -619,6 +634,7 @@ int vipl_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const
 }
 
 int vipl_poll(Endpoint& ep, int budget) {
+  QuietPolls quiet;
   ViplEndpoint& s = state(ep);
   adopt_accepted(s);
   int n = 0;
@@ -638,6 +654,7 @@ int vipl_poll(Endpoint& ep, int budget) {
 }
 
 bool vipl_wait(Bundle& eb, int timeout_ms) {
+  QuietPolls quiet;
   if (eb.endpoints.empty()) {
     if (timeout_ms > 0) usleep(useconds_t(timeout_ms) * 1000);
     return false;
@@ -665,6 +682,7 @@ bool vipl_wait(Bundle& eb, int timeout_ms) {
 // aimed at one may still be in flight); they go with the endpoint. (A new
 // tag needs nothing: the library checks tags.)
 int vipl_endpoint_changed(Endpoint& ep) {
+  QuietPolls quiet;
   ViplEndpoint& s = state(ep);
   if (ep.seg_gen == s.seg_gen) return AM_OK;
   VIP_MEM_HANDLE handle = 0;
@@ -682,13 +700,19 @@ int vipl_endpoint_changed(Endpoint& ep) {
   return AM_OK;
 }
 
+// AM_Poll found something or not: the program's poll, counted as its own
+// VipCQDone's would be.
+void vipl_polled(bool found) {
+  if (nic.handle) ulnic_vipl_polled(nic.handle, found);
+}
+
 // A medium of any size is one packet to the core (the large ones are pulled
 // by RDMA read, above).
 const Transport kVipl = {
     "vipl", AMX_TRANSPORT_VIPL, /*reliable=*/true,
     uint32_t(sizeof(PacketHeader) + 4 * kMaxArgs + AMUDP_MAX_MEDIUM), /*window=*/1, kMaxDepth, /*places_long=*/true,
     vipl_start, vipl_stop, vipl_open, vipl_close, vipl_send, vipl_poll, vipl_wait, vipl_endpoint_changed,
-    /*polled=*/nullptr,  // VipCQDone hands the core over itself
+    vipl_polled,
 };
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "vipl_internal.h"
+#include "vipl_layer.h"
 
 namespace ulnic::vipl {
 namespace {
@@ -364,9 +365,13 @@ VIP_RETURN peer_done(Vi& vi, Lock& lock, VIP_VI_ATTRIBUTES* remote) {
 
 // ---- for vipl.cpp
 
+namespace {
+thread_local int quiet_polls = 0;  // ulnic_vipl_quiet_polls (vipl_layer.h)
+}  // namespace
+
 VIP_RETURN polled(NicState* nic, VIP_RETURN rc) {
   // Outside the library's lock: the poll may block a moment (Nic::poll_found).
-  if (nic && (rc == VIP_SUCCESS || rc == VIP_NOT_DONE)) nic->core->poll_found(rc == VIP_SUCCESS);
+  if (nic && quiet_polls == 0 && (rc == VIP_SUCCESS || rc == VIP_NOT_DONE)) nic->core->poll_found(rc == VIP_SUCCESS);
   return rc;
 }
 
@@ -512,6 +517,16 @@ VIP_RETURN VipCQNotify(VIP_CQ_HANDLE CqHandle, VIP_PVOID Context, CqNotifyFn Han
     start_notifier(*cq->nic);
     return VIP_SUCCESS;
   });
+}
+
+// =========================================================================
+// For layers on libvipl (vipl_layer.h)
+
+void ulnic_vipl_quiet_polls(int quiet) { quiet_polls += quiet ? 1 : -1; }
+
+void ulnic_vipl_polled(VIP_NIC_HANDLE NicHandle, int found) {
+  NicState* nic = lookup<NicState>(NicHandle, Kind::kNic);
+  if (nic) nic->core->poll_found(found != 0);
 }
 
 // =========================================================================
