@@ -311,6 +311,11 @@ uint32_t number_of(const uint8_t* p) {
 // answer to it: when it began to send it.
 struct Arrival {
   uint64_t count = 0;
+  // Server, rounds: the ping due next. Checked at each arrival: AM and FM
+  // answer from the handler, so the client's next ping may come within the
+  // same poll (FM_extract runs every handler for what arrives meanwhile)
+  // and the step sees only the last.
+  uint32_t next_ping = 0;
   int64_t at_ns = 0, answer_ns = 0;
   uint32_t len = 0;
   uint8_t data[kMaxBytes] = {};
@@ -344,7 +349,13 @@ void arrived(int64_t at_ns, const void* data, size_t len) {
   got.len = uint32_t(std::min<size_t>(len, kMaxBytes));
   std::memcpy(got.data, data, got.len);
   ++got.count;
-  if (g.rate) rate_arrival(static_cast<const uint8_t*>(data), len);
+  if (g.rate) return rate_arrival(static_cast<const uint8_t*>(data), len);
+  if (g.who == kServer) {
+    if (got.len < 4 || number_of(got.data) != got.next_ping)
+      die("ping " + std::to_string(got.next_ping) + " expected, got " +
+          std::to_string(got.len >= 4 ? number_of(got.data) : 0));
+    ++got.next_ping;
+  }
 }
 
 void check_pong(uint32_t i, uint32_t n) {
@@ -353,11 +364,6 @@ void check_pong(uint32_t i, uint32_t n) {
   if (got.len != n || std::memcmp(got.data, want, n) != 0)
     die("the pong of ping " + std::to_string(i) + " does not carry the ping's " + std::to_string(n) +
         " bytes back (" + std::to_string(got.len) + " bytes came)");
-}
-
-void check_ping(uint32_t i) {
-  if (got.len < 4 || number_of(got.data) != i)
-    die("ping " + std::to_string(i) + " expected, got " + std::to_string(got.len >= 4 ? number_of(got.data) : 0));
 }
 
 // Whether this side's messages are traced: the client's pings, the server's pongs unless --ping-only.
@@ -399,10 +405,10 @@ class Proto {
     check_pong(i, bytes());
     return {t0, t1};
   }
-  // Server: waits for ping i and answers it.
+  // Server: waits for ping i (arrived() checks the order) and answers it
+  // (answer() for the last arrival; AM and FM answered in the handler).
   Times pong(uint32_t i, bool wait) {
-    until_arrival(wait);
-    check_ping(i);
+    while (got.next_ping <= i) step(wait);
     answer();
     return {got.answer_ns, got.at_ns};
   }
@@ -1031,6 +1037,7 @@ int run_floors(const Options& o) {
 void run_style(Proto& p, int style, bool wait, uint32_t rounds) {
   Rec* mine = g.recs + (size_t(style) * 2 + g.who) * rounds;
   std::memset(mine, 0, sizeof(Rec) * rounds);
+  got.next_ping = 0;
   calibrate_in_turn(g.sh->cal[style], 0);
   const abi::SlotTrace base = proto_stamps();
   const Filing f{traced(), g.who == kServer || g.trace_pong, base.tx_seq, base.rx_seq};
