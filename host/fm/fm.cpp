@@ -931,7 +931,11 @@ int FM_wait(FM_ULONG usec) {
   for (;;) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return 0;
-    if (!g.nic->wait_ready(std::min(left, std::chrono::milliseconds(1000)), std::chrono::microseconds(std::min<FM_ULONG>(usec, 20))) &&
+    // No spin first (Nic::wait's rule): on two cores a waiting process that
+    // spins takes the core a NIC needs -- 20 us of it held FM's one-way
+    // latency with FM_wait at ~70 us, the sending NICs picking up each
+    // message ~25 us late (hop_bench fm, issue 19).
+    if (!g.nic->wait_ready(std::min(left, std::chrono::milliseconds(1000)), std::chrono::microseconds(0)) &&
         g.nic->state() != abi::SlotState::kActive)
       return 0;
     reap();
