@@ -50,6 +50,7 @@
 #include <unordered_set>
 
 #include "fm_internal.h"
+#include "fm_layer.h"
 #include "ulnic/nic.h"
 
 // A stream is either direction; the library tells them apart by `inbound`.
@@ -913,12 +914,21 @@ FM_ULONG FM_receive(void* buffer, FM_stream* stream, FM_ULONG length) {
 
 FM_ULONG FM_extract(FM_ULONG maxbytes) {
   if (!g.up || g.current || g.extracting) return 0;
-  bool quit;
   const uint64_t before = g.ring_consumed;
-  const FM_ULONG bytes = FM_ULONG(extract_packets(maxbytes, quit));
+  const FM_ULONG bytes = ulnic_fm_extract_quiet(maxbytes);
   // A process that keeps finding nothing hands its core to the NIC.
   g.nic->poll_found(g.ring_consumed != before);
   return bytes;
+}
+
+FM_ULONG ulnic_fm_extract_quiet(FM_ULONG maxbytes) {
+  if (!g.up || g.current || g.extracting) return 0;
+  bool quit;
+  return FM_ULONG(extract_packets(maxbytes, quit));
+}
+
+void ulnic_fm_polled(int found) {
+  if (g.up) g.nic->poll_found(found != 0);
 }
 
 int FM_wait(FM_ULONG usec) {

@@ -14,6 +14,7 @@
 // waits in `deferred`, which the main program's gm_* calls send (they are
 // where a Split-C process serves its memory, as on Active Messages).
 #include "fm_gm.h"
+#include "fm_layer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -252,12 +253,16 @@ void send_deferred() {
   }
 }
 
-void poll() {
-  FM_extract(~FM_ULONG(0));
+// Extracts and sends the deferred replies; true if anything came or went.
+// Quietly (fm_layer.h): GM's own extracts are no program polling.
+bool poll() {
+  bool any = ulnic_fm_extract_quiet(~FM_ULONG(0)) > 0;
   while (!g.deferred.empty()) {
+    any = true;
     send_deferred();
-    FM_extract(~FM_ULONG(0));
+    ulnic_fm_extract_quiet(~FM_ULONG(0));
   }
+  return any;
 }
 
 template <class Done>
@@ -505,7 +510,7 @@ int gm_all_store_sync(void) {
 }
 
 void gm_poll(void) {
-  if (g.up) poll();
+  if (g.up) ulnic_fm_polled(poll());  // a program that keeps polling in vain hands its core over
 }
 
 int32_t gm_read_i32(gm_ptr p) {

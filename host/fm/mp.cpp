@@ -15,6 +15,7 @@
 // handler (rendezvous data) waits in queues that the main program's calls
 // drain (progress()).
 #include "fm_mp.h"
+#include "fm_layer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -311,9 +312,15 @@ bool drain_queues() {
   return any;
 }
 
-void progress() {
-  FM_extract(~FM_ULONG(0));
-  while (drain_queues()) FM_extract(~FM_ULONG(0));
+// Extracts and sends what handlers queued; true if anything came or went.
+// Quietly (fm_layer.h): MP's own extracts are no program polling.
+bool progress() {
+  bool any = ulnic_fm_extract_quiet(~FM_ULONG(0)) > 0;
+  while (drain_queues()) {
+    any = true;
+    ulnic_fm_extract_quiet(~FM_ULONG(0));
+  }
+  return any;
 }
 
 // Until `r` is done: progress, sleeping in FM_wait when there is nothing to do.
@@ -459,7 +466,9 @@ int MP_Test(MP_Request* req, int* done, MP_Status* status) {
     return MP_SUCCESS;
   }
   mp_request* r = *req;
-  if (!r->done) progress();
+  // A program that keeps testing a request that is not done hands its core
+  // to the NIC (fm_layer.h), as FM_extract does.
+  if (!r->done) ulnic_fm_polled(progress() || r->done);
   *done = r->done;
   if (!r->done) return MP_SUCCESS;
   if (status) *status = r->status;
@@ -504,7 +513,7 @@ int MP_Iprobe(int source, int tag, int* found, MP_Status* status) {
   if (int rc = check_up()) return rc;
   if (!found || !(source == MP_ANY_SOURCE || valid_rank(source)) || !(tag == MP_ANY_TAG || tag >= 0))
     return MP_ERR_ARG;
-  progress();
+  const bool moved = progress();
   *found = 0;
   for (auto& u : g.unexpected) {
     if (u->claimed || !matches(source, tag, u->source, u->tag)) continue;
@@ -512,6 +521,7 @@ int MP_Iprobe(int source, int tag, int* found, MP_Status* status) {
     if (status) *status = MP_Status{u->source, u->tag, MP_SUCCESS, u->length, u->length};
     break;
   }
+  ulnic_fm_polled(moved || *found);
   return MP_SUCCESS;
 }
 
