@@ -113,8 +113,8 @@ FM_ULONG FM_extract(FM_ULONG maxbytes);
 #define FM_PACKET_PAYLOAD 4256 /* message bytes per NIC packet */
 
 /* ulnic extension: waits until a packet is ready to extract, or `usec`
- * microseconds passed (spinning briefly, then asleep on the NIC's wake-up:
- * two cores are shared with the emulated NICs). Returns 1 if a ring entry
+ * microseconds passed (asleep on the NIC's wake-up at once, no spin: two
+ * cores are shared with the emulated NICs). Returns 1 if a ring entry
  * is ready (a packet, possibly a control packet with no message bytes, or
  * an entry the NIC gave up on: FM_extract may then return 0), 0 otherwise (timeout, not initialized, inside a handler, or the
  * NIC cut the slot off). Layers above FM block with it instead of spinning
