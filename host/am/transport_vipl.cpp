@@ -356,12 +356,6 @@ void adopt_accepted(ViplEndpoint& s) {
   for (auto& c : got) adopt(s, std::move(c));
 }
 
-// The listener: accepts every connection to this endpoint's discriminator
-// and greets the peer with this endpoint's name and segment. It waits
-// without a timeout: a ConnectWait that times out must cancel its listen
-// on the NIC, and the cancel queues behind the process's own sends while
-// the thread holds libvipl's lock (a stall of up to libvipl's 10 s NIC
-// timeout). vipl_close wakes it by connecting to it.
 // The transport's own VipSendDone / VipRecvDone / VipCQDone calls are no
 // program waiting (vipl_layer.h): AM_Poll reports the program's polls
 // (vipl_polled). Every entry point below holds one.
@@ -372,6 +366,12 @@ struct QuietPolls {
   QuietPolls& operator=(const QuietPolls&) = delete;
 };
 
+// The listener: accepts every connection to this endpoint's discriminator
+// and greets the peer with this endpoint's name and segment. It waits
+// without a timeout: a ConnectWait that times out must cancel its listen
+// on the NIC, and the cancel queues behind the process's own sends while
+// the thread holds libvipl's lock (a stall of up to libvipl's 10 s NIC
+// timeout). vipl_close wakes it by connecting to it.
 void listen_loop(Endpoint* ep) {
   QuietPolls quiet;
   ViplEndpoint& s = state(*ep);
