@@ -5,7 +5,8 @@
 #       freeing (free, munmap), re-allocating and deregistering in every
 #       order; registering again moves no pages; and two processes of
 #       vipl_regcache_mpl, a ping-pong over a message-passing library with a
-#       registration cache (tests/programs/vipl_regcache_mpl.c).
+#       registration cache (tests/programs/vipl_regcache_mpl.c); and a
+#       layer's quiet polls (vipl_layer.h) never hand the core over.
 #   host.vipl_names     tests/host/vipl_names_test.cpp: the name service
 #       (ulnic cluster up --names, also across machines, the hosts file, the
 #       host name, localhost),

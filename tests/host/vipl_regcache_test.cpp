@@ -36,6 +36,7 @@
 
 #include "vipl_cluster.h"
 #include "vipl_internal.h"
+#include "vipl_layer.h"
 
 namespace {
 
@@ -464,6 +465,57 @@ TEST(MessagePassingLibrary, APingPongWithARegistrationCachePerMessageVerifiesEve
   }
   EXPECT_EQ(rc_alpha, 0);
   EXPECT_EQ(rc_beta, 0);
+}
+
+// Layers on libvipl (AM over VIPL, vipl_layer.h): a program's empty
+// VipCQDone hands its core to the NIC (Nic::poll_found: from the second in
+// a row each blocks until the NIC has news, or kTightBlock); a layer's own
+// calls must not -- counted, an AM_Request blocked for the whole slice
+// before it posted its message -- and the layer reports its program's polls
+// instead. What is asserted is whether a poll blocked (tight_blocks()),
+// never how long anything took. A program's polls may not block if the
+// thread lost its CPU for longer than kTightGap between two of them (a
+// loaded machine): those checks want one attempt of a few that blocked.
+TEST(LayerPolls, ALayersOwnPollsNeverBlockAndItsReportOfTheProgramsPollsDoes) {
+  VIP_NIC_HANDLE nic = nullptr;
+  ASSERT_EQ(VipOpenNic(reinterpret_cast<const VIP_CHAR*>("nic0"), &nic), VIP_SUCCESS);
+  VIP_CQ_HANDLE cq = nullptr;
+  ASSERT_EQ(VipCreateCQ(nic, 16, &cq), VIP_SUCCESS);
+  const ulnic::Nic& core = core_of(nic);
+  VIP_VI_HANDLE vi = nullptr;
+  VIP_BOOLEAN recv = VIP_FALSE;
+  constexpr int kAttempts = 5;
+
+  ulnic_vipl_quiet_polls(1);
+  const uint64_t start = core.tight_blocks();
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(VipCQDone(cq, &vi, &recv), VIP_NOT_DONE);
+  EXPECT_EQ(core.tight_blocks(), start) << "a layer's own empty polls blocked";
+  ulnic_vipl_quiet_polls(1);  // quiet scopes nest
+  ulnic_vipl_quiet_polls(0);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(VipCQDone(cq, &vi, &recv), VIP_NOT_DONE);
+  EXPECT_EQ(core.tight_blocks(), start) << "an inner quiet scope's end made the outer one loud";
+
+  // The layer's report of its program's polls counts as VipCQDone's would.
+  bool blocked = false;
+  for (int a = 0; a < kAttempts && !blocked; ++a) {
+    const uint64_t before = core.tight_blocks();
+    for (int i = 0; i < 3; ++i) ulnic_vipl_polled(nic, 0);
+    blocked = core.tight_blocks() > before;
+  }
+  EXPECT_TRUE(blocked) << "three empty polls reported by the layer never blocked in " << kAttempts << " attempts";
+  ulnic_vipl_quiet_polls(0);
+
+  // Out of the layer's scope the program's own VipCQDone hands the core over.
+  blocked = false;
+  for (int a = 0; a < kAttempts && !blocked; ++a) {
+    const uint64_t before = core.tight_blocks();
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(VipCQDone(cq, &vi, &recv), VIP_NOT_DONE);
+    blocked = core.tight_blocks() > before;
+  }
+  EXPECT_TRUE(blocked) << "three empty VipCQDone of the program never blocked in " << kAttempts << " attempts";
+
+  EXPECT_EQ(VipDestroyCQ(cq), VIP_SUCCESS);
+  EXPECT_EQ(VipCloseNic(nic), VIP_SUCCESS);
 }
 
 }  // namespace
