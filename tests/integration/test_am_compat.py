@@ -30,6 +30,7 @@ import stat
 import subprocess
 import tempfile
 import unittest
+from cluster_case import PrivateCluster
 
 ULNIC = os.path.abspath(os.environ.get("ULNIC_BIN", "build/bin/ulnic"))
 BIN = os.path.abspath(os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC)))
@@ -168,22 +169,9 @@ class Udp(unittest.TestCase, Checks):
         self.assert_ok(run([REFUSED, "2", "10"]), "refused", 2)
 
 
-class OnNics(unittest.TestCase, Checks):
+class OnNics(PrivateCluster, unittest.TestCase, Checks):
     cluster = "am-compat"
     ranks = 4
-
-    @classmethod
-    def setUpClass(cls):
-        cls.rundir = tempfile.mkdtemp(prefix="ulnic-am-compat-", dir="/tmp")
-        os.environ["ULNIC_RUNTIME_DIR"] = cls.rundir
-        p = subprocess.run([ULNIC, "cluster", "up", "-n", "2", "-c", cls.cluster, "--slot-size", "64"],
-                           capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stdout + p.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        subprocess.run([ULNIC, "cluster", "down", "-c", cls.cluster], capture_output=True, timeout=120)
-        shutil.rmtree(cls.rundir, ignore_errors=True)
 
     def job(self, transport, *args, n=None):
         return run([ULNIC, "run", "-n", str(n or self.ranks), "--transport", transport, "-c", self.cluster, *args],

@@ -11,10 +11,9 @@ every byte checked by every rank) started by `ulnic run`:
 Needs ULNIC_BIN and ULNIC_PROGRAMS in the environment.
 """
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
+from cluster_case import PrivateCluster
 
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
@@ -45,21 +44,9 @@ class Udp(unittest.TestCase):
         self.check({"ULNIC_AM_UDP_DROP": "0.3", "ULNIC_AM_UDP_TIMEOUT_MS": "30000"})
 
 
-class OnNics(unittest.TestCase):
+class OnNics(PrivateCluster, unittest.TestCase):
     cluster = "am-ex"
-
-    @classmethod
-    def setUpClass(cls):
-        cls.rundir = tempfile.mkdtemp(prefix="ulnic-am-ex-", dir="/tmp")
-        os.environ["ULNIC_RUNTIME_DIR"] = cls.rundir
-        p = subprocess.run([ULNIC, "cluster", "up", "-n", "4", "-c", cls.cluster, "--slot-size", "64"],
-                           capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stdout + p.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        subprocess.run([ULNIC, "cluster", "down", "-c", cls.cluster], capture_output=True, timeout=120)
-        shutil.rmtree(cls.rundir, ignore_errors=True)
+    nodes = 4
 
     def twice(self, transport):
         for attempt in range(2):

@@ -20,16 +20,14 @@ per round trip (not asserted). Needs ULNIC_BIN and ULNIC_PROGRAMS.
 """
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
+from cluster_case import PrivateCluster
 
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
-FIRMWARE_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "")
 CLUSTER = "tight"
 LIMIT = 120  # seconds per run
 
@@ -87,26 +85,15 @@ class Run:
         return results, report
 
 
-class TightPoll(unittest.TestCase):
+class TightPoll(PrivateCluster, unittest.TestCase):
+    cluster = CLUSTER
+
     @classmethod
     def setUpClass(cls):
-        cls.rundir = tempfile.mkdtemp(prefix="ulnic-tight-", dir="/tmp")
-        os.environ["ULNIC_RUNTIME_DIR"] = cls.rundir
         os.environ["ULNIC_CLUSTER"] = CLUSTER
         for k in [k for k in os.environ if k.startswith("ULNIC_AM_") or k.startswith("ULNIC_FM_")]:
             del os.environ[k]
-        args = [ULNIC, "cluster", "up", "-n", "2", "-c", CLUSTER, "--slot-size", "64"]
-        if FIRMWARE_DIR:
-            args += ["--firmware", os.path.join(FIRMWARE_DIR, "ulnic-fw.elf")]
-        p = subprocess.run(args, capture_output=True, text=True, timeout=300)
-        if p.returncode != 0:
-            shutil.rmtree(cls.rundir, ignore_errors=True)
-            raise AssertionError(p.stdout + p.stderr)
-
-    @classmethod
-    def tearDownClass(cls):
-        subprocess.run([ULNIC, "cluster", "down", "-c", CLUSTER], capture_output=True, timeout=120)
-        shutil.rmtree(cls.rundir, ignore_errors=True)
+        super().setUpClass()
 
     def assert_line(self, out, pattern, report):
         m = re.search(pattern, out)

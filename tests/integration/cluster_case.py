@@ -1,0 +1,39 @@
+"""One private cluster per test class, for the integration tests that run
+jobs on a cluster of their own (test_am_compat, test_am_exercises,
+test_tight_poll): a mixin for unittest.TestCase, listed before it.
+
+The class names `cluster` and may change `nodes` and `slot_size_mib`; the
+cluster comes up once in a fresh ULNIC_RUNTIME_DIR (set in the environment
+for the class's programs) and goes down with the class. With
+$ULNIC_FIRMWARE_DIR the NICs run that build's firmware. Needs ULNIC_BIN.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+ULNIC = os.path.abspath(os.environ.get("ULNIC_BIN", "build/bin/ulnic"))
+FIRMWARE_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "")
+
+
+class PrivateCluster:
+    cluster = None
+    nodes = 2
+    slot_size_mib = 64
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rundir = tempfile.mkdtemp(prefix=f"ulnic-{cls.cluster}-", dir="/tmp")
+        os.environ["ULNIC_RUNTIME_DIR"] = cls.rundir
+        args = [ULNIC, "cluster", "up", "-n", str(cls.nodes), "-c", cls.cluster, "--slot-size", str(cls.slot_size_mib)]
+        if FIRMWARE_DIR:
+            args += ["--firmware", os.path.join(FIRMWARE_DIR, "ulnic-fw.elf")]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            shutil.rmtree(cls.rundir, ignore_errors=True)
+            raise AssertionError(p.stdout + p.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run([ULNIC, "cluster", "down", "-c", cls.cluster], capture_output=True, timeout=120)
+        shutil.rmtree(cls.rundir, ignore_errors=True)
