@@ -136,19 +136,19 @@ uint8_t place(const abi::WireHeader& h, const uint8_t* payload) {
 // translation just taken, while nothing in the tables changes
 // (SlotTable::epoch) -- and without an upcall each.
 void place_rest(uint32_t src, const abi::WireHeader& h) {
-  uint64_t base = 0, hi = 0;
-  if (h.op == abi::kWireOpSend) {
-    if (vmmc_placement(src, h, base, hi)) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
-  } else if (h.op == abi::kWireOpAm) {
-    if (am_placement(src, h, base, hi)) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
-  } else if (h.op == abi::kWireOpViSend || h.op == abi::kWireOpViWrite) {
-    if (vi_placement(src, h, base, hi)) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
-  } else if (h.op == abi::kWireOpPut) {
+  if (h.op == abi::kWireOpPut) {
     // place() found this registration for the packet.
     const Slot& s = g.t->slots[h.dst_slot];
     const Registration& r = s.regs[h.dst_key & 0xff];
     link::place_next(src, h, 0, s.base + r.offset - r.va, r.va + r.length, &g.t->epoch);
+    return;
   }
+  // The protocols' own placements: offsets within the operation's bytes.
+  uint64_t base = 0, hi = 0;
+  const bool placed = h.op == abi::kWireOpSend ? vmmc_placement(src, h, base, hi)
+                      : h.op == abi::kWireOpAm ? am_placement(src, h, base, hi)
+                      : (h.op == abi::kWireOpViSend || h.op == abi::kWireOpViWrite) && vi_placement(src, h, base, hi);
+  if (placed) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
 }
 
 // The operation's header template, once its destination is known.
