@@ -1,9 +1,10 @@
 // Fast Messages 2.x over the NIC's native AM endpoints (abi/am.h).
 //
-// Every FM packet is one kOpAmSend of at most kAmMaxMessage bytes: a
-// PacketHeader and up to kPayload message bytes. Each rank receives into one
-// AM ring of kRingEntries entries in its slot; the NIC refuses a message
-// when the ring is full, so FM never sends one that could find it full:
+// Every FM packet is one kOpAmSend: a PacketHeader and up to kInlinePayload
+// message bytes in the AM message, or a Long packet (below) of up to
+// kPacketPayload. Each rank receives into one AM ring of kRingEntries
+// entries in its slot; the NIC refuses a message when the ring is full, so
+// FM never sends one that could find it full:
 //
 //   * The ring is partitioned among the N senders: C = kRingEntries / N
 //     entries each. Of those, a sender may have W = C - 5 data packets not
@@ -11,7 +12,8 @@
 //     Peer.granted).
 //   * Credit-only packets and the two FIN packets of FM_finalize need no
 //     credit, so reporting never waits for a report (no credit deadlock).
-//     They stay bounded: a credit packet goes out only after T = max(1, W/2)
+//     They stay bounded: a credit packet goes out only after T = max(1, L/2)
+//     (L below: the power of 2 above W/2, so W/T < 4)
 //     more data packets of its destination were consumed, and that
 //     destination cannot send more than W beyond what the last packet of
 //     ours it consumed told it; so at most floor(W/T) <= 3 credit packets of
@@ -21,6 +23,21 @@
 //   * Send buffers: open streams hold one each, so at most kMaxStreams are
 //     open and data packets leave kControlReserve buffers for credit and
 //     FIN packets (a report never waits behind data that waits for it).
+//
+// Long packets: a main-program stream fills packets of up to kPacketPayload
+// bytes; one of more than kInlinePayload goes as the AM message's Long,
+// which the receiving NIC places straight into the receiver's segment
+// before it publishes the ring entry (the header alone is in the entry).
+// The segment has L chunks of kPacketPayload per sender (L <= W): the k-th
+// data packet of a sender uses its chunk k mod L, and a Long packet leaves
+// only while fewer than L data packets of its sender are unreported, so none
+// of those still being read is in that chunk (they are the L - 1 before it).
+// T = L/2 keeps the credit flowing: a sender held at L has had L/2 of them
+// consumed and reported, and half its window is still in flight while that
+// report travels. A handler's streams keep to kInlinePayload (their credits
+// are reserved by packet count at FM_begin_message), as do credit and FIN
+// packets. Measured (fm_bench, issue 19): 4 KiB packets held FM streams at
+// ~0.4-0.6 GB/s, the NIC's rate of AM messages; 32 KiB Long packets ~1.5-1.7.
 //
 // Failures: the NIC's link is reliable, so a packet it completes with an
 // error (the peer's process or node is gone, or it refused) is not resent:
@@ -40,6 +57,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -68,7 +86,7 @@ constexpr uint32_t kRingEntries = 256;      // a power of 2 (firmware), <= kAmMa
 constexpr uint8_t kEndpoint = 0;            // FM's AM endpoint in its slot
 constexpr uint32_t kSendBuffers = 64;       // packets in flight per process
 constexpr uint32_t kControlReserve = 8;     // send buffers data packets leave to credit/FIN packets
-constexpr size_t kBufBytes = sizeof(abi::AmPrefix) + abi::kAmMaxMessage;  // 4352: 64-byte multiple
+constexpr size_t kBufBytes = (kPayloadAt + kPacketPayload + 63) & ~size_t(63);  // a 64-byte multiple
 constexpr size_t kStackBytes = 256 << 10;   // per handler: room for ordinary C code
 constexpr size_t kMaxStreams = FM_MAX_STREAMS;  // open outbound streams
 static_assert(kMaxStreams + kControlReserve < kSendBuffers);
@@ -128,6 +146,9 @@ struct State {
   uint8_t* ring = nullptr;  // AmRingControl + entries: NIC-written, except `consumed`
   MemRegion ring_mr;
   uint64_t ring_consumed = 0;  // our copy of AmRingControl.consumed
+  uint8_t* seg = nullptr;  // Long packets' chunks: NIC-written, L per sender
+  MemRegion seg_mr;
+  uint32_t long_window = 0;  // L
   uint8_t* bufs = nullptr;
   MemRegion bufs_mr;
   std::vector<int> free_bufs;
@@ -152,7 +173,13 @@ FM_handler* handlers[FM_MAX_HANDLERS];  // registrations outlive FM_initialize/F
 FM_stats last_stats;                    // the last job's, once FM_finalize ended it
 
 uint64_t key(uint32_t sender, uint32_t msg) { return uint64_t(sender) << 32 | msg; }
-uint64_t packets_for(uint64_t length) { return length ? (length + kPayload - 1) / kPayload : 1; }
+uint64_t packets_for(uint64_t length, uint32_t per_packet) {
+  return length ? (length + per_packet - 1) / per_packet : 1;
+}
+// Where in `receiver`'s segment the `k`-th data packet of `sender` goes if Long.
+uint64_t chunk_offset(uint32_t sender, uint32_t k) {
+  return (uint64_t(sender) * g.long_window + (k & (g.long_window - 1))) * kPacketPayload;
+}
 uint8_t* buffer(int b) { return g.bufs + size_t(b) * kBufBytes; }
 
 // ---- failures and send completions
@@ -240,13 +267,19 @@ PacketHeader header(uint32_t dest, PacketKind kind) {
   return h;
 }
 
-// Sends buffer `b`: its payload is already in place after the header.
+// Sends buffer `b`: its payload is already in place after the header (at
+// kPayloadAt); more than kInlinePayload of it goes as a Long packet.
 bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
   const Peer& p = g.peers[dest];
   uint8_t* at = buffer(b);
+  const bool big = h.payload > kInlinePayload;
   abi::AmPrefix pre{};
   pre.tag = p.name.tag;
-  pre.msg_len = uint32_t(sizeof h) + h.payload;
+  pre.msg_len = uint32_t(sizeof h) + (big ? 0 : h.payload);
+  if (big) {
+    pre.long_len = h.payload;
+    pre.long_offset = uint32_t(chunk_offset(g.rank, p.sent));
+  }
   pre.dst_ep = uint8_t(p.name.ep);
   pre.src_ep = kEndpoint;
   pre.flags = abi::kAmRequest;
@@ -254,7 +287,7 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
   std::memcpy(at + sizeof pre, &h, sizeof h);
   abi::SqEntry e{};
   e.opcode = abi::kOpAmSend;
-  e.length = uint32_t(sizeof pre) + pre.msg_len;
+  e.length = uint32_t(abi::am_send_bytes(pre.msg_len, pre.long_len));
   e.src_addr = reinterpret_cast<uint64_t>(at);
   e.src_key = g.bufs_mr.key;
   e.dst_node = uint16_t(p.name.node);
@@ -459,7 +492,9 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
     return;
   }
   std::memcpy(&h, e + 1, sizeof h);
-  if (h.magic != kMagic || h.version != kVersion || h.sender >= g.nprocs || h.payload != e->len - sizeof h) {
+  const bool big = e->long_len != 0;  // a Long packet: the payload is in the segment
+  if (h.magic != kMagic || h.version != kVersion || h.sender >= g.nprocs ||
+      h.payload != (big ? e->long_len : e->len - sizeof h)) {
     g.stats.bad_packets++;
     return;
   }
@@ -470,6 +505,13 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
     return;
   }
   if (h.kind == kData) data_from = int(h.sender);
+  // A Long packet is a data packet with its payload in the sender's chunk
+  // for it (the NIC checked only that it fits the segment).
+  if (big && (h.kind != kData || e->len != sizeof h || h.payload > kPacketPayload ||
+              e->long_offset != chunk_offset(h.sender, p.consumed))) {
+    g.stats.bad_packets++;
+    return;
+  }
   // A report may only move forward, and not past what we sent.
   uint32_t advance = h.credit - p.granted;
   if (advance > p.sent - p.granted) {
@@ -477,7 +519,7 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
     return;
   }
   p.granted = h.credit;
-  const uint8_t* payload = reinterpret_cast<const uint8_t*>(e + 1) + sizeof h;
+  const uint8_t* payload = big ? g.seg + e->long_offset : reinterpret_cast<const uint8_t*>(e + 1) + sizeof h;
   switch (h.kind) {
     case kCredit: g.stats.credit_packets_received++; break;
     case kFin1: p.fin1 = true; break;
@@ -550,8 +592,9 @@ Outbound* outbound(FM_stream* st) {
 }
 
 // A credit for the stream's next data packet: its reservation, or (outside
-// handlers) waiting for reports, extracting meanwhile as FM 2.x does.
-bool acquire_credit(Outbound& s) {
+// handlers) waiting for reports, extracting meanwhile as FM 2.x does. A Long
+// packet (`big`) also waits until fewer than L are unreported.
+bool acquire_credit(Outbound& s, bool big) {
   Peer& p = g.peers[s.dest];
   if (s.reserved) {
     s.reserved--;
@@ -559,7 +602,7 @@ bool acquire_credit(Outbound& s) {
     return true;
   }
   bool waited = false;
-  while ((p.sent - p.granted) + p.reserved >= g.window) {
+  while ((p.sent - p.granted) + p.reserved >= g.window || (big && p.sent - p.granted >= g.long_window)) {
     if (g.current || p.failed || g.nic->state() != abi::SlotState::kActive) return false;
     if (!waited) g.stats.credit_waits++;
     waited = true;
@@ -583,7 +626,7 @@ bool stream_failed(Outbound& s) {
 bool flush(Outbound& s, bool last) {
   Peer& p = g.peers[s.dest];
   // After our FIN2 the receiver may have closed its endpoint.
-  if (s.buf < 0 || g.fin2_sent || p.failed || !acquire_credit(s)) return stream_failed(s);
+  if (s.buf < 0 || g.fin2_sent || p.failed || !acquire_credit(s, s.fill > kInlinePayload)) return stream_failed(s);
   PacketHeader h = header(s.dest, kData);
   h.handler = uint16_t(s.handler);
   // Numbered at the first packet: message order is the order first packets
@@ -630,7 +673,9 @@ void end_streams_of(const Inbound* m) {
   }
 }
 
-uint8_t* payload_area(const Outbound& s) { return buffer(s.buf) + sizeof(abi::AmPrefix) + sizeof(PacketHeader); }
+uint8_t* payload_area(const Outbound& s) { return buffer(s.buf) + kPayloadAt; }
+// The bytes a stream puts in one packet (a handler's: reserved by count).
+uint32_t packet_bytes(const Outbound& s) { return s.owner ? kInlinePayload : kPacketPayload; }
 
 // ---- setup and teardown
 
@@ -646,6 +691,9 @@ bool configure_endpoint(bool close) {
     e.src_key = g.ring_mr.key;
     e.access = uint32_t(g.tag);
     e.src_slot = uint32_t(g.tag >> 32);
+    e.dst_addr = reinterpret_cast<uint64_t>(g.seg);
+    e.dst_key = g.seg_mr.key;
+    e.reg_offset = g.seg_mr.length;
   }
   auto r = g.nic->run(e, kNicWait);
   return r && r->status == abi::kCqOk;
@@ -666,7 +714,9 @@ void teardown() {
   if (g.nic) {
     if (g.ring_mr.key) (void)g.nic->deregister(g.ring_mr);
     if (g.bufs_mr.key) (void)g.nic->deregister(g.bufs_mr);
+    if (g.seg_mr.key) (void)g.nic->deregister(g.seg_mr);
     if (g.ring) g.nic->free(g.ring);
+    if (g.seg) g.nic->free(g.seg);
     if (g.bufs) g.nic->free(g.bufs);
   }
   last_stats = g.stats;
@@ -712,14 +762,20 @@ int FM_initialize(void) {
   if (g.tag == 0) return fail("no random tag: getrandom failed");
   g.job = job;
   g.window = c - 5;
-  g.threshold = std::max(1u, g.window / 2);
+  // L: the power of 2 above W / 2 (at most W); T = L / 2 (< 4 credit
+  // packets per W, as the ring's partition needs: W / T < 4).
+  g.long_window = std::bit_ceil(g.window / 2 + 1);
+  g.threshold = std::max(1u, g.long_window / 2);
+  if (g.long_window > g.window || g.window / g.threshold > 3) return fail("internal: credit windows");
   auto n = open_nic();
   if (!n) return fail(n.error().message);
   g.nic = std::move(*n);
   size_t ring_bytes = sizeof(abi::AmRingControl) + size_t(kRingEntries) * abi::kAmEntryBytes;
   g.ring = static_cast<uint8_t*>(g.nic->alloc(ring_bytes, 4096));
   g.bufs = static_cast<uint8_t*>(g.nic->alloc(kSendBuffers * kBufBytes, 4096));
-  if (!g.ring || !g.bufs) return fail("the slot heap has no room for the ring and send buffers");
+  const size_t seg_bytes = size_t(job.nprocs) * g.long_window * kPacketPayload;
+  g.seg = static_cast<uint8_t*>(g.nic->alloc(seg_bytes, 4096));
+  if (!g.ring || !g.bufs || !g.seg) return fail("the slot heap has no room for the ring, segment and send buffers");
   std::memset(g.ring, 0, ring_bytes);
   auto rr = g.nic->register_memory(g.ring, ring_bytes, abi::kAccessLocal);
   if (!rr) return fail(rr.error().message);
@@ -727,6 +783,9 @@ int FM_initialize(void) {
   auto br = g.nic->register_memory(g.bufs, kSendBuffers * kBufBytes, abi::kAccessLocal);
   if (!br) return fail(br.error().message);
   g.bufs_mr = *br;
+  auto sr = g.nic->register_memory(g.seg, seg_bytes, abi::kAccessRemoteWrite);
+  if (!sr) return fail(sr.error().message);
+  g.seg_mr = *sr;
   for (int b = int(kSendBuffers) - 1; b >= 0; --b) g.free_bufs.push_back(b);
   if (!configure_endpoint(false)) return fail("the NIC refused the AM endpoint");
   std::vector<EndpointName> names;
@@ -826,7 +885,7 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
   if (g.current) {
     // A handler cannot wait for credits (the extract loop is below it): all
     // of them now, or NULL (FM 2.x's deadlock avoidance).
-    uint64_t need = packets_for(s->length);
+    uint64_t need = packets_for(s->length, kInlinePayload);
     if (uint64_t(p.sent - p.granted) + p.reserved + need > g.window) {
       delete s;
       errno = EAGAIN;
@@ -862,11 +921,11 @@ int FM_send_piece(FM_stream* stream, const void* buffer, FM_ULONG length) {
   auto* from = static_cast<const uint8_t*>(buffer);
   while (length) {
     // A full packet leaves only when more bytes follow: the last one must say so.
-    if (s->fill == kPayload && !flush(*s, false)) {
+    if (s->fill == packet_bytes(*s) && !flush(*s, false)) {
       errno = EIO;
       return -1;
     }
-    uint32_t n = uint32_t(std::min<FM_ULONG>(length, kPayload - s->fill));
+    uint32_t n = uint32_t(std::min<FM_ULONG>(length, packet_bytes(*s) - s->fill));
     std::memcpy(payload_area(*s) + s->fill, from, n);
     s->fill += n;
     s->written += n;

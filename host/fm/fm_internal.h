@@ -35,8 +35,17 @@ constexpr uint8_t kVersion = 2;
 enum PacketKind : uint8_t { kData = 1, kCredit = 2, kFin1 = 3, kFin2 = 4 };
 enum PacketFlags : uint32_t { kFirst = 1u << 0, kLast = 1u << 1 };
 
-constexpr uint32_t kPayload = abi::kAmMaxMessage - sizeof(PacketHeader);
-static_assert(kPayload == FM_PACKET_PAYLOAD);
+// A packet's payload: up to kInlinePayload bytes ride in its AM message, read
+// in place in the receiver's ring entry; a bigger one (up to kPacketPayload)
+// is the message's AM Long, placed by the receiving NIC straight into a chunk
+// of the receiver's segment (fm.cpp, "Long packets").
+constexpr uint32_t kInlinePayload = abi::kAmMaxMessage - sizeof(PacketHeader);
+constexpr uint32_t kPacketPayload = 32u << 10;
+static_assert(kPacketPayload == FM_PACKET_PAYLOAD && kPacketPayload > kInlinePayload);
+// Where a packet's payload starts in its send buffer: after the AmPrefix and
+// the header, which is where the NIC takes a Long's payload from too.
+constexpr size_t kPayloadAt = sizeof(abi::AmPrefix) + sizeof(PacketHeader);
+static_assert(abi::am_long_start(sizeof(PacketHeader)) == kPayloadAt);
 
 // Where a rank receives: its NIC, slot and AM endpoint, and the tag the
 // endpoint takes (random per run: only the job's members know it).

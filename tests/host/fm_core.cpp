@@ -111,8 +111,10 @@ constexpr unsigned kVerify = 1, kHalf = 2;
 
 // ---- gather/scatter: mismatched pieces, sizes 0 .. 1 MiB
 
+// Around the inline packet (4256 bytes) and the Long packet (FM_PACKET_PAYLOAD).
 const std::vector<size_t> kSizes = {0,     1,     2,     3,     15,    16,     100,    4255,   4256,   4257,
-                                    8511,  8512,  8513,  12345, 65536, 100000, 262147, 1 << 20, 5000,   300000};
+                                    8511,  8512,  8513,  12345, 32767, 32768,  32769,  36992,  65536,  65537,
+                                    100000, 262147, 1 << 20, 5000, 300000};
 
 TEST_F(Fm, GatherScatterAllSizes) {
   auto rc = run_job({0, 1}, [](unsigned rank) {
@@ -233,6 +235,7 @@ TEST_F(Fm, MoreSendsThanTheNicHasOperationsKeepOrder) {
 
 // ---- a handler descheduled in FM_receive while the rest is in flight
 
+constexpr size_t kDeschedBytes = 3 * FM_PACKET_PAYLOAD;
 std::atomic<uint64_t> g_extract_calls{0};
 bool g_started = false, g_finished = false;
 uint64_t g_calls_at_start = 0, g_calls_at_end = 0;
@@ -240,9 +243,9 @@ uint64_t g_calls_at_start = 0, g_calls_at_end = 0;
 int waiting_handler(FM_stream* s, unsigned sender) {
   g_started = true;
   g_calls_at_start = g_extract_calls;
-  std::vector<uint8_t> buf(20000);
+  std::vector<uint8_t> buf(kDeschedBytes);
   check(FM_receive(buf.data(), s, 5000) == 5000, "first 5000");
-  check(FM_receive(buf.data() + 5000, s, 15000) == 15000, "the other 15000");
+  check(FM_receive(buf.data() + 5000, s, kDeschedBytes - 5000) == kDeschedBytes - 5000, "the rest");
   check(first_mismatch(buf, buf.size(), sender, 0) == SIZE_MAX, "bytes differ");
   g_calls_at_end = g_extract_calls;
   g_finished = true;
@@ -254,13 +257,14 @@ TEST_F(Fm, HandlerDescheduledUntilBytesArrive) {
     FM_register_handler(kVerify, waiting_handler);
     if (FM_initialize() != 0) return 2;
     if (rank == 0) {
-      std::vector<uint8_t> data(20000);
+      std::vector<uint8_t> data(kDeschedBytes);
       fill(data, 0, 0);
       FM_stream* s = FM_begin_message(1, data.size(), kVerify);
       check(s != nullptr, "begin");
-      check(FM_send_piece(s, data.data(), 10000) == 0, "piece 1");  // two full packets leave now
+      const size_t first = 2 * FM_PACKET_PAYLOAD + 1;  // two full packets leave now
+      check(FM_send_piece(s, data.data(), first) == 0, "piece 1");
       std::this_thread::sleep_for(400ms);
-      check(FM_send_piece(s, data.data() + 10000, 10000) == 0, "piece 2");
+      check(FM_send_piece(s, data.data() + first, data.size() - first) == 0, "piece 2");
       check(FM_end_message(s) == 0, "end");
     } else {
       bool seen_waiting = false;
@@ -286,17 +290,19 @@ TEST_F(Fm, HandlerDescheduledUntilBytesArrive) {
 TEST_F(Fm, TwoStreamsOfOneSenderInterleave) {
   auto rc = run_job({0, 1}, [](unsigned rank) {
     FM_register_handler(kVerify, verifying_handler);
-    g_rx.size_of = [](uint32_t, uint32_t seq) { return size_t(seq == 0 ? 30000 : 9000); };
+    constexpr size_t kA = 3 * FM_PACKET_PAYLOAD + 1000, kAFirst = 2 * FM_PACKET_PAYLOAD + 1;
+    g_rx.size_of = [](uint32_t, uint32_t seq) { return seq == 0 ? kA : size_t(9000); };
     if (FM_initialize() != 0) return 2;
     if (rank == 0) {
-      std::vector<uint8_t> a(30000), b(9000);
+      std::vector<uint8_t> a(kA), b(9000);
       fill(a, 0, 0);
       fill(b, 0, 1);
       FM_stream* sa = FM_begin_message(1, a.size(), kVerify);
-      check(sa && FM_send_piece(sa, a.data(), 10000) == 0, "A: first 10000");  // two packets of A leave
+      check(sa && FM_send_piece(sa, a.data(), kAFirst) == 0, "A: first part");  // two packets of A leave
       FM_stream* sb = FM_begin_message(1, b.size(), kVerify);                  // B starts after A did
       check(sb && FM_send_piece(sb, b.data(), b.size()) == 0 && FM_end_message(sb) == 0, "B whole");
-      check(sa && FM_send_piece(sa, a.data() + 10000, 20000) == 0 && FM_end_message(sa) == 0, "A: the rest");
+      check(sa && FM_send_piece(sa, a.data() + kAFirst, kA - kAFirst) == 0 && FM_end_message(sa) == 0,
+            "A: the rest");
     } else {
       check(extract_until([] { return g_rx.messages == 2; }), "%llu of 2 messages", (unsigned long long)g_rx.messages);
       FM_stats st{};
@@ -314,7 +320,9 @@ TEST_F(Fm, TwoStreamsOfOneSenderInterleave) {
 // ---- receiver flow control: a 64-byte budget, senders blocked, nothing lost
 
 constexpr uint32_t kFlowMessages = 40;
-constexpr size_t kFlowSize = 20000;  // 5 packets each: 200 per sender, > the 59-packet window
+// One Long packet each: 40 per sender, > the 32 Long packets a sender may have
+// unreported with 4 ranks (fm.cpp: L, the power of 2 above T = 29).
+constexpr size_t kFlowSize = 20000;
 
 TEST_F(Fm, ReceiverFlowControlBlocksSenders) {
   auto rc = run_job({1, 0, 0, 1}, [](unsigned rank) {
@@ -367,7 +375,7 @@ TEST_F(Fm, ExtractBudgetIsSoftBound) {
 
 constexpr unsigned kPing = 3, kPong = 4;
 constexpr uint32_t kPings = 40;
-constexpr size_t kPingSize = 30000;  // 8 packets: 40 x 2 destinations > the 80-packet window
+constexpr size_t kPingSize = 100000;  // 4 packets (3 Long): 40 x 2 destinations > the 80-packet window
 std::vector<std::pair<unsigned, uint64_t>> g_deferred;  // replies a handler could not send
 uint64_t g_replied_in_handler = 0, g_pongs = 0;
 std::map<unsigned, std::vector<bool>> g_pong_seen;
@@ -649,7 +657,7 @@ TEST_F(Fm, ADeadRankFailsSendsAndFinalizeEnds) {
 // receiving handler waits in FM_receive with a stream of its own open
 
 constexpr unsigned kPark = 7, kAck = 8;
-constexpr size_t kParkBytes = 30000, kParkSent = 2 * FM_PACKET_PAYLOAD;
+constexpr size_t kParkSent = 2 * FM_PACKET_PAYLOAD, kParkBytes = kParkSent + 5000;
 FM_ULONG g_park_got = 0;
 bool g_park_returned = false, g_acked = false;
 
@@ -886,11 +894,16 @@ int fake_rank(const std::string& dir) {
   if (!read_rank(dir, 0, to)) return 7;
   unsigned node = to.node, slot = to.slot, ep = to.ep;
   bool ok = true;
-  // Sends a header (with `bytes` message bytes of pattern(1, seq) from `from`).
-  auto send = [&](ForgedHeader h, uint32_t bytes, uint32_t seq, uint32_t from) {
+  // Sends a header (with `bytes` message bytes of pattern(1, seq) from `from`;
+  // with `chunk` >= 0 as a Long packet into that chunk of rank 0's segment).
+  auto send = [&](ForgedHeader h, uint32_t bytes, uint32_t seq, uint32_t from, int chunk = -1) {
     abi::AmPrefix pre{};
     pre.tag = to.tag;
-    pre.msg_len = uint32_t(sizeof h) + bytes;
+    pre.msg_len = uint32_t(sizeof h) + (chunk < 0 ? bytes : 0);
+    if (chunk >= 0) {
+      pre.long_len = bytes;
+      pre.long_offset = uint32_t(chunk) * FM_PACKET_PAYLOAD;
+    }
     pre.dst_ep = uint8_t(ep);
     pre.flags = abi::kAmRequest;
     std::memcpy(mem, &pre, sizeof pre);
@@ -898,7 +911,7 @@ int fake_rank(const std::string& dir) {
     for (uint32_t i = 0; i < bytes; ++i) mem[sizeof pre + sizeof h + i] = pattern(1, seq, from + i);
     abi::SqEntry e{};
     e.opcode = abi::kOpAmSend;
-    e.length = uint32_t(sizeof pre) + pre.msg_len;
+    e.length = uint32_t(abi::am_send_bytes(pre.msg_len, pre.long_len));
     e.src_addr = reinterpret_cast<uint64_t>(mem);
     e.src_key = mr->key;
     e.dst_node = uint16_t(node);
@@ -914,6 +927,12 @@ int fake_rank(const std::string& dir) {
   send({0x4d46, kWireVersion, 9, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // no such kind
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 100, 0}, 50, 0, 0);        // payload field says 100, has 50
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 1: fine
+  // Long packets: rank 1's chunks in rank 0's segment are 64..127 (L = 64
+  // with 2 ranks), its k-th data packet's is 64 + k mod 64; 4 data packets
+  // went so far (a header that lies about its payload is not one).
+  send({0x4d46, kWireVersion, 2, 1, 0, 0, 0, 0, 0, 50, 0}, 50, 1, 0, 64 + 4);         // a Long credit packet
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 2, 3, 0, 50, 50, 0}, 50, 1, 0, 64 + 4);  // message 2: fine
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 3, 3, 0, 50, 50, 0}, 50, 2, 0, 64 + 0);  // not its 6th's chunk
   send({0x4d46, kWireVersion, 3, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN1
   send({0x4d46, kWireVersion, 4, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN2
   // Absorb rank 0's packets until its FIN2: only then may this endpoint go.
@@ -946,12 +965,13 @@ TEST_F(Fm, MalformedPacketsFromAMember) {
     FM_stats st{};
     bool ok = extract_until([&] {
       FM_get_stats(&st);
-      return g_rx.messages == 1 && g_trunc_got != SIZE_MAX && st.bad_packets >= 5;
+      return g_rx.messages == 2 && g_trunc_got != SIZE_MAX && st.bad_packets >= 7;
     });
     check(ok, "messages %llu, bad packets %llu", (unsigned long long)g_rx.messages, st.bad_packets);
     check(g_trunc_got == 100, "the cut message gave %zu bytes", g_trunc_got);
     check(FM_finalize() == 0, "FM_finalize");
-    check(st.bad_packets == 5, "bad packets: %llu, not 5", st.bad_packets);
+    check(st.bad_packets == 7 && g_rx.messages == 2, "bad packets: %llu, not 7; messages %llu, not 2",
+          st.bad_packets, (unsigned long long)g_rx.messages);
     return g_failures ? 1 : 0;
   });
   EXPECT_EQ(rc, (std::vector<int>{0, 0}));
