@@ -40,13 +40,24 @@ void complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t res
   s.cq.push();
   ++s.cq_pending;
   count(ulnic::abi::kCtrCqEntries);
-  if (status != abi::kCqOk) count(ulnic::abi::kCtrBadDescriptors);
+  if (status != abi::kCqOk) {
+    count(ulnic::abi::kCtrBadDescriptors);
+    s.cq_failed = true;
+  }
 }
 
-bool ring_host(Slot& s, const SlotTable& t, bool force) {
-  // Pairs with the host's "bump wait_seq; full fence; check CQ; block".
+// `due`: what was published (abi::WaitFor bits, kDueFailure); `force` rings
+// whatever the process waits for.
+bool ring_host(Slot& s, const SlotTable& t, bool force, uint32_t due) {
+  // Pairs with the host's "set wait_for; bump wait_seq; full fence; check
+  // CQ and EQ; block".
   full_barrier();
   uint64_t seq = __atomic_load_n(&header(s).host.wait_seq, __ATOMIC_RELAXED);
+  uint32_t wants = __atomic_load_n(&header(s).host.wait_for, __ATOMIC_RELAXED);
+  if (wants == 0) wants = abi::kWaitAll;
+  // What nobody waits for is dropped, not kept: a process that comes to wait
+  // for it announces anew and checks the rings before it sleeps.
+  if (!force && !(due & (wants | kDueFailure))) return false;
   if ((seq == s.rung_seq && !force) || !t.board->fabric.regs) return false;
   s.rung_seq = seq;
   hal::mmio_write32(t.board->fabric.regs + core::board::kDoorbell, s.host_peer << 16 | (s.host_vector & 0xffff));
@@ -59,7 +70,8 @@ void publish(Slot& s) {
   s.cq.publish();
   put(header(s).nic.completions, header(s).nic.completions + s.cq_pending);
   s.cq_pending = 0;
-  s.ring_due = true;
+  s.ring_due |= abi::kWaitCompletions | (s.cq_failed ? kDueFailure : 0);
+  s.cq_failed = false;
 }
 
 void cut_off(Slot& s, SlotTable& t, abi::SlotFault why) {
@@ -68,7 +80,7 @@ void cut_off(Slot& s, SlotTable& t, abi::SlotFault why) {
   put(header(s).nic.fault_code, uint32_t(why));
   put(header(s).nic.state, uint32_t(abi::SlotState::kCutOff));
   count(ulnic::abi::kCtrSlotCutOffs);
-  ring_host(s, t, true);  // a blocked waiter must wake up and see it
+  ring_host(s, t, true, abi::kWaitAll);  // a blocked waiter must wake up and see it
 }
 
 
@@ -383,15 +395,16 @@ void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev) {
   *e = ev;
   s.eq.push();
   s.eq.publish();
-  s.ring_due = true;
+  s.ring_due |= abi::kWaitEvents;
 }
 
 bool slots_ring_hosts(SlotTable& t) {
   bool rang = false;
   for (Slot& s : t.slots) {
     if (!s.ring_due) continue;
-    s.ring_due = false;
-    if (s.state == abi::SlotState::kActive) rang |= ring_host(s, t, false);
+    const uint32_t due = s.ring_due;
+    s.ring_due = 0;
+    if (s.state == abi::SlotState::kActive) rang |= ring_host(s, t, false, due);
   }
   return rang;
 }
@@ -475,7 +488,7 @@ uint64_t slot_detach(SlotTable& t, uint32_t k) {
   if (s.state != abi::SlotState::kFree) {
     put(header(s).nic.state, uint32_t(abi::SlotState::kFlushed));
     put(header(s).nic.sq_dormant, 0u);
-    if (s.state == abi::SlotState::kActive) ring_host(s, t, true);  // a waiter must see the flush now
+    if (s.state == abi::SlotState::kActive) ring_host(s, t, true, abi::kWaitAll);  // a waiter must see the flush now
   }
   uint32_t index = s.index;
   memset(&s, 0, sizeof s);  // registrations die with the attachment

@@ -66,7 +66,8 @@ struct Slot {
   uint32_t cq_pending;              // CQEs pushed, not yet published
   uint32_t host_peer, host_vector;  // who to ring on completions
   uint64_t rung_seq;                // host wait_seq we last answered
-  bool ring_due;                    // completions or events published this pass (slots_ring_hosts)
+  uint32_t ring_due;                // abi::WaitFor bits published this pass, and kDueFailure (slots_ring_hosts)
+  bool cq_failed;                   // a CQE with an error status pushed, not yet published
   CopyState copy;
   bool put_active;                  // feeding put_op to the link
   uint32_t put_op;
@@ -110,13 +111,18 @@ bool slots_prepare_sleep(SlotTable& t);
 // The NIC woke (or did not sleep after all): every slot is polled again.
 void slots_woke(SlotTable& t);
 // Rings every process that waits and had completions or events published
-// since the last call: once per loop pass, not once per publication. A ring
+// since the last call, of a kind one of its sleepers waits for
+// (SlotHostWords.wait_for; completions with an error status always): once
+// per loop pass, not once per publication. A ring
 // is a device write that leaves translated code and takes QEMU's global
 // lock (a few microseconds of the NIC's time) and wakes the process; a
 // burst of messages for one process within a pass costs one (measured,
 // issue 19: a depth-16 AM stream rang its hosts ~1.6 times per message).
 // True if it rang.
 bool slots_ring_hosts(SlotTable& t);
+// ring_due: a completion with an error status was published (rings whatever
+// the process waits for: a failed send is news to a process waiting for arrivals).
+constexpr uint32_t kDueFailure = 1u << 31;
 // The slot's doorbell vector fired.
 void slot_wake(SlotTable& t, uint32_t slot);
 // True while some slot has work the NIC must come back to by itself: a copy,

@@ -420,7 +420,10 @@ bool native_wait(Bundle& eb, int timeout_ms) {
   auto until = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 1ll << 40 : timeout_ms);
   while (Clock::now() < until) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-    if (!nic->wait_ready(wait_slice(std::min(left, std::chrono::milliseconds(1000))))) {
+    // Arrivals wake us, our sends' completions do not (unless one failed:
+    // a returned message), nor do refusals' resends (wait_slice ends first).
+    if (!nic->wait_ready(wait_slice(std::min(left, std::chrono::milliseconds(1000))), std::chrono::microseconds(0),
+                         abi::kWaitEvents)) {
       reap();  // a resend may have fallen due
       if (any_ready(eb)) return true;
       if (nic->state() != abi::SlotState::kActive) return false;
@@ -456,8 +459,17 @@ int native_endpoint_changed(Endpoint& ep) {
   return configure(ep, false);
 }
 
+// A program spinning on AM_Poll blocks between empty polls (Nic::poll_found)
+// until a message arrives -- not for its own sends' completions -- but no
+// longer than until its next resend is due (a message the destination's
+// full ring refused went out again up to 10 ms late before).
 void native_polled(bool found) {
-  if (nic) nic->poll_found(found);
+  if (!nic) return;
+  const Clock::duration next = until_resend();
+  nic->poll_found(found,
+                  next == Clock::duration::max() ? std::chrono::nanoseconds(Nic::kTightBlock)
+                                                 : std::chrono::duration_cast<std::chrono::nanoseconds>(next),
+                  abi::kWaitEvents);
 }
 
 const Transport kNative = {

@@ -108,11 +108,26 @@ bool Nic::poll(abi::CqEntry& out) {
   return poll_ring(out);
 }
 
-Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
-                              std::chrono::microseconds spin) {
+Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::nanoseconds timeout,
+                              std::chrono::microseconds spin, uint32_t wait_for) {
   auto start = Clock::now();
   while (Clock::now() - start < spin)
     if (ready()) return {};
+  // Our bits in the slot's wait_for while we may sleep (written before the
+  // first wait_seq bump below; the NIC reads both after its fence).
+  auto publish_wait_for = [&](int delta) {
+    std::lock_guard lock(wait_mu_);
+    if (wait_for & abi::kWaitCompletions) waiting_for_[0] += delta;
+    if (wait_for & abi::kWaitEvents) waiting_for_[1] += delta;
+    const uint32_t all = (waiting_for_[0] ? uint32_t(abi::kWaitCompletions) : 0u) |
+                         (waiting_for_[1] ? uint32_t(abi::kWaitEvents) : 0u);
+    __atomic_store_n(&header().host.wait_for, all ? all : uint32_t(abi::kWaitAll), __ATOMIC_RELAXED);
+  };
+  publish_wait_for(1);
+  struct Unpublish {
+    decltype(publish_wait_for)& f;
+    ~Unpublish() { f(-1); }
+  } unpublish{publish_wait_for};
   for (;;) {
     // Announce that we are about to sleep, then look once more: the firmware
     // rings only if it sees a wait_seq it has not answered.
@@ -125,14 +140,14 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
       return fail("the NIC stopped serving this slot (state " + std::to_string(uint32_t(state())) + ", fault " +
                   std::to_string(uint32_t(fault())) + ")");
     // Re-check the slot state once a second.
-    int ms = 1000;
+    std::chrono::nanoseconds t = std::chrono::seconds(1);
     if (timeout.count() >= 0) {
-      auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+      auto left = timeout - std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
       if (left.count() <= 0) return fail("timed out waiting for the NIC");
-      ms = int(std::min<int64_t>(left.count(), ms));
+      t = std::min(left, t);
     }
     sleepers_.fetch_add(1);
-    sleep_once(ms);
+    sleep_once(t);
     sleepers_.fetch_sub(1);
     if (ready()) return {};
   }
@@ -141,17 +156,18 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::m
 // One sleep of block_until, as the leader on the eventfd or as a follower
 // (see wait_cv_). A follower that finds no leader any more returns at once:
 // its caller announces its sleep again and may lead.
-void Nic::sleep_once(int ms) {
+void Nic::sleep_once(std::chrono::nanoseconds t) {
   std::unique_lock lock(wait_mu_);
   if (wait_leader_) {
     const uint64_t gen = wait_gen_;
-    wait_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return wait_gen_ != gen || !wait_leader_; });
+    wait_cv_.wait_for(lock, t, [&] { return wait_gen_ != gen || !wait_leader_; });
     return;
   }
   wait_leader_ = true;
   lock.unlock();
   pollfd p{completion_fd_.get(), POLLIN, 0};
-  if (::poll(&p, 1, ms) > 0) {
+  const timespec ts{time_t(t.count() / 1'000'000'000), long(t.count() % 1'000'000'000)};
+  if (::ppoll(&p, 1, &ts, nullptr) > 0) {
     uint64_t count;
     ssize_t ignored = ::read(completion_fd_.get(), &count, sizeof count);
     (void)ignored;
@@ -227,7 +243,7 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
     if (slack > 1000) ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(slack), 0, 0, 0);
   }
   if (nap == 0 || !poll(out)) {
-    if (auto r = block_until([&] { return completion_ready(); }, timeout, spin); !r)
+    if (auto r = block_until([&] { return completion_ready(); }, timeout, spin, abi::kWaitCompletions); !r)
       return std::unexpected(r.error());
     if (!poll(out)) return fail("completion vanished");
   }
@@ -241,7 +257,7 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
   return out;
 }
 
-void Nic::poll_found(bool something) {
+void Nic::poll_found(bool something, std::chrono::nanoseconds max_block, uint32_t wait_for) {
   const uint64_t consumed = consumed_.load();
   const bool news = consumed_seen_.exchange(consumed) != consumed;  // always taken: the next poll compares with it
   if (something || news) {
@@ -259,18 +275,20 @@ void Nic::poll_found(bool something) {
   if (n + 1 < kTightPolls || now - first_empty_ns_.load(std::memory_order_relaxed) <
                                  std::chrono::nanoseconds(kTightSpin).count())
     return;
+  max_block = std::min<std::chrono::nanoseconds>(max_block, kTightBlock);
+  if (max_block.count() <= 0) return;  // the library has work due now
   tight_blocks_.fetch_add(1, std::memory_order_relaxed);
   (void)block_until([&] { return completion_ready() || eq_.published() || consumed_.load() != consumed; },
-                    kTightBlock, std::chrono::microseconds(0));
+                    max_block, std::chrono::microseconds(0), wait_for);
   last_empty_ns_.store(now_ns(), std::memory_order_relaxed);  // the block is no pause in the polling
 }
 
-Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin, uint32_t wait_for) {
   // A completion another thread reaps meanwhile (under its library's lock)
   // may be the one this thread sleeps for: that counts as ready too.
   const uint32_t seen = reaped_.load();
   return block_until([&] { return completion_ready() || eq_.published() || reaped_.load() != seen; }, timeout,
-                     spin);
+                     spin, wait_for);
 }
 
 bool Nic::post(const abi::SqEntry& e, const void* payload, size_t bytes) {
@@ -322,7 +340,7 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
     auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     if (timeout.count() >= 0 && left.count() <= 0) return fail("timed out waiting for the NIC");
     if (auto r = block_until([&] { return cq_.published(); }, timeout.count() >= 0 ? left : timeout,
-                             std::chrono::microseconds(20));
+                             std::chrono::microseconds(20), abi::kWaitCompletions);
         !r)
       return std::unexpected(r.error());
   }

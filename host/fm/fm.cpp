@@ -571,7 +571,8 @@ uint64_t extract_packets(uint64_t maxbytes, bool& quit) {
 }
 
 // A sender with nothing to do until packets arrive: take them all, then
-// sleep until the NIC has news (or briefly, so a lost wake-up costs little).
+// sleep until a packet arrives (or briefly, so a lost wake-up costs little;
+// our own sends' completions do not wake us unless one failed).
 // A peer found dead meanwhile fails (its messages are cut next time).
 void progress_blocking() {
   bool quit;
@@ -580,7 +581,7 @@ void progress_blocking() {
   if (g.ring_consumed != before) return;  // a report may have come: look again first
   look_at_peers();
   if (!g.to_cut.empty()) return;
-  (void)g.nic->wait_ready(std::chrono::milliseconds(10));
+  (void)g.nic->wait_ready(std::chrono::milliseconds(10), std::chrono::microseconds(0), abi::kWaitEvents);
 }
 
 // ---- sending
@@ -976,7 +977,7 @@ FM_ULONG FM_extract(FM_ULONG maxbytes) {
   const uint64_t before = g.ring_consumed;
   const FM_ULONG bytes = ulnic_fm_extract_quiet(maxbytes);
   // A process that keeps finding nothing hands its core to the NIC.
-  g.nic->poll_found(g.ring_consumed != before);
+  g.nic->poll_found(g.ring_consumed != before, ulnic::Nic::kTightBlock, abi::kWaitEvents);
   return bytes;
 }
 
@@ -987,7 +988,7 @@ FM_ULONG ulnic_fm_extract_quiet(FM_ULONG maxbytes) {
 }
 
 void ulnic_fm_polled(int found) {
-  if (g.up) g.nic->poll_found(found != 0);
+  if (g.up) g.nic->poll_found(found != 0, ulnic::Nic::kTightBlock, abi::kWaitEvents);
 }
 
 int FM_wait(FM_ULONG usec) {
@@ -1004,7 +1005,8 @@ int FM_wait(FM_ULONG usec) {
     // spins takes the core a NIC needs -- 20 us of it held FM's one-way
     // latency with FM_wait at ~70 us, the sending NICs picking up each
     // message ~25 us late (hop_bench fm, issue 19).
-    if (!g.nic->wait_ready(std::min(left, std::chrono::milliseconds(1000)), std::chrono::microseconds(0)) &&
+    if (!g.nic->wait_ready(std::min(left, std::chrono::milliseconds(1000)), std::chrono::microseconds(0),
+                           abi::kWaitEvents) &&
         g.nic->state() != abi::SlotState::kActive)
       return 0;
     reap();

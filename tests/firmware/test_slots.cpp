@@ -210,6 +210,56 @@ FW_TEST(going_to_sleep_rechecks_every_tail) {
   EXPECT(g_b.reap(c));
 }
 
+FW_TEST(a_host_is_rung_only_for_what_it_waits_for) {
+  CHECK(g_board.fabric.regs != 0);  // else nothing ever rings and this proves nothing
+  abi::SlotHostWords& host = lcp::header(g_t.slots[0]).host;
+  abi::SqEntry nop{};
+  nop.opcode = abi::kOpNop;
+  abi::CqEntry c;
+  lcp::slots_ring_hosts(g_t);  // what earlier tests left due
+  // Asleep for events only (an AM or FM process waiting for arrivals): its
+  // own completion does not ring it...
+  host.wait_for = abi::kWaitEvents;
+  host.wait_seq++;
+  g_a.submit(nop);
+  lcp::slots_service(g_t);
+  EXPECT(!lcp::slots_ring_hosts(g_t));
+  EXPECT(g_a.reap(c) && c.status == abi::kCqOk);
+  // ... an event does, once per announced sleep ...
+  abi::EqEntry ev{};
+  ev.type = abi::kEqAmArrival;
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(lcp::slots_ring_hosts(g_t));
+  EXPECT_EQ(g_t.slots[0].rung_seq, host.wait_seq);
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(!lcp::slots_ring_hosts(g_t));  // rung already for this sleep
+  // ... and so does a completion with an error status (a returned message).
+  host.wait_seq++;
+  abi::SqEntry bad{};
+  bad.opcode = 0xee;
+  g_a.submit(bad);
+  lcp::slots_service(g_t);
+  EXPECT(lcp::slots_ring_hosts(g_t));
+  EXPECT(g_a.reap(c) && c.status != abi::kCqOk);
+  // Asleep for completions (0 is what a host that never set it writes: all).
+  const uint32_t sleeps[] = {abi::kWaitCompletions, 0u};
+  for (uint32_t wants : sleeps) {
+    host.wait_for = wants;
+    host.wait_seq++;
+    g_a.submit(nop);
+    lcp::slots_service(g_t);
+    EXPECT(lcp::slots_ring_hosts(g_t));
+    EXPECT(g_a.reap(c) && c.status == abi::kCqOk);
+  }
+  host.wait_for = abi::kWaitCompletions;  // and not for events
+  host.wait_seq++;
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(!lcp::slots_ring_hosts(g_t));
+  abi::EqEntry got;
+  while (g_a.event(got)) {}
+  host.wait_for = 0;
+}
+
 FW_TEST(detach_flushes_outstanding_descriptors) {
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
@@ -243,7 +293,9 @@ FW_TEST(a_wild_cq_head_cuts_the_slot_off) {
   cqc->head = cqc->head + 1000;
   abi::SqEntry e{};
   e.opcode = abi::kOpNop;
-  g_a.submit(e);
+  // The NIC reads the head again once its cached copy shows the ring full:
+  // a ring's worth of completions gets there wherever the indices stand.
+  for (uint32_t i = 0; i < kCq; ++i) g_a.submit(e);
   for (int i = 0; i < 3; ++i) lcp::slots_service(g_t);
   EXPECT_EQ(g_t.slots[0].state, abi::SlotState::kCutOff);
   EXPECT_EQ(lcp::header(g_t.slots[0]).nic.fault_code, uint32_t(abi::kFaultCqCorrupt));

@@ -151,9 +151,13 @@ class Nic {
   uint64_t events_dropped() const;
   // Waits until a completion or an event is ready (neither is taken), or
   // until another thread of the process took completions (they may be the
-  // ones this thread waits for: look again).
+  // ones this thread waits for: look again). `wait_for` (abi::WaitFor): what
+  // the NIC wakes it for -- a library waiting for arrivals only (AM, FM)
+  // passes kWaitEvents and is not woken by its own sends' completions
+  // (those with an error status still wake it).
   Result<void> wait_ready(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
-                          std::chrono::microseconds spin = std::chrono::microseconds(0));
+                          std::chrono::microseconds spin = std::chrono::microseconds(0),
+                          uint32_t wait_for = abi::kWaitAll);
 
   // ---- handing the core to the NIC
   // A library's non-blocking poll (AM_Poll, VipRecvDone, VipCQDone,
@@ -170,7 +174,11 @@ class Nic {
   // other work), starts the count again: such a program never blocks. So
   // do completions or events taken from the rings since the last call (by
   // any thread: they went into a library's queues, where the poll may look
-  // next), and they end a block too.
+  // next), and they end a block too. `max_block` bounds the block below
+  // kTightBlock: a library with a timer of its own (AM's resend of a
+  // message the destination's full ring refused, due in 50 us .. 5 ms)
+  // passes the time until it is due, so a program spinning on its poll
+  // resends on time (it waited the whole kTightBlock before, issue 19).
   // Measured with a 64 B VMMC ping-pong spinning on vmmc_poll, 2 nodes
   // (issue 19): blocking from the second empty poll on beat spinning 5 us
   // first; a block of at most 1 or 2 ms gave RTT/2 medians of 19-32 us and
@@ -180,7 +188,8 @@ class Nic {
   static constexpr std::chrono::microseconds kTightSpin{0};
   static constexpr std::chrono::microseconds kTightGap{50};
   static constexpr std::chrono::milliseconds kTightBlock{10};
-  void poll_found(bool something);
+  void poll_found(bool something, std::chrono::nanoseconds max_block = kTightBlock,
+                  uint32_t wait_for = abi::kWaitAll);
   // Empty polls that blocked (statistics).
   uint64_t tight_blocks() const { return tight_blocks_.load(std::memory_order_relaxed); }
 
@@ -210,9 +219,13 @@ class Nic {
  private:
   Nic() = default;
   Result<void> attach(const std::string& socket);
-  Result<void> block_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
-                           std::chrono::microseconds spin);
-  void sleep_once(int ms);
+  // `timeout` < 0: no limit. Sub-millisecond timeouts hold (poll_found's
+  // bound may be a library's resend due in 50 us).
+  // `wait_for`: what the NIC rings us for while we sleep (abi::WaitFor; the
+  // union over the sleeping threads goes into SlotHostWords.wait_for).
+  Result<void> block_until(const std::function<bool()>& ready, std::chrono::nanoseconds timeout,
+                           std::chrono::microseconds spin, uint32_t wait_for);
+  void sleep_once(std::chrono::nanoseconds t);
   void took_one();  // a completion or an event was taken from its ring
   bool poll_ring(abi::CqEntry& out);  // the next completion in the ring itself
   uint64_t heap_alloc(size_t bytes, size_t align);  // slot offset, 0 on failure
@@ -240,6 +253,10 @@ class Nic {
   std::condition_variable wait_cv_;
   uint64_t wait_gen_ = 0;    // guarded by wait_mu_
   bool wait_leader_ = false; // guarded by wait_mu_
+  // Threads in block_until waiting for completions, for events (guarded by
+  // wait_mu_; their union is written to SlotHostWords.wait_for under it, so
+  // a thread's bits are never overwritten while it may sleep).
+  uint32_t waiting_for_[2] = {};
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   // While trace::armed(): the descriptors taken since the last submit (not
   // their continuation entries), for submit() to mark the first data one.

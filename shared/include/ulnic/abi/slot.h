@@ -63,11 +63,24 @@ struct SlotNicWords {
 };
 ULNIC_ABI_CHECK_SIZE(SlotNicWords, 64);
 
+// What a host asleep on its completion eventfd waits for (wait_for). The
+// firmware rings for a completion or an event only if one of the sleepers
+// asked for it, and for a completion with an error status always: a process
+// waiting for arrivals (an AM reply, an FM packet) is not woken for each of
+// its own sends' completions (two wake-ups per round trip, issue 19).
+enum WaitFor : uint32_t {
+  kWaitCompletions = 1u << 0,
+  kWaitEvents = 1u << 1,
+  kWaitAll = kWaitCompletions | kWaitEvents,
+};
+
 // Host -> firmware. One cache line, written only by the owning process.
 struct SlotHostWords {
   uint64_t wait_seq;     // bumped before the host blocks on its completion
                          // eventfd; the firmware rings when it changed
-  uint64_t pad[7];
+  uint32_t wait_for;     // WaitFor bits, written before wait_seq; 0: all
+  uint32_t pad0;
+  uint64_t pad[6];
 };
 ULNIC_ABI_CHECK_SIZE(SlotHostWords, 64);
 
