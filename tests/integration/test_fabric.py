@@ -161,14 +161,21 @@ class SwitchFaults(Cluster):
     """Through ulnic-switch, with every kind of fault on every link."""
     nodes = 2
     cluster = "faulty"
-    pcap = "/tmp/ulnic-faulty-test.pcap"
-    extra = ["--faults", "drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,delay=50us,seed=11", "--pcap", pcap]
+
+    @classmethod
+    def setUpClass(cls):
+        # A capture of this run's own: two runs of the suite at once (a stress
+        # run, two clones) shared a fixed path, and one's teardown deleted the
+        # other's capture.
+        cls.pcapdir = tempfile.mkdtemp(prefix="ulnic-faulty-", dir="/tmp")
+        cls.pcap = os.path.join(cls.pcapdir, "capture.pcap")
+        cls.extra = ["--faults", "drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,delay=50us,seed=11", "--pcap", cls.pcap]
+        super().setUpClass()
 
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
-        if os.path.exists(cls.pcap):
-            os.unlink(cls.pcap)
+        shutil.rmtree(cls.pcapdir, ignore_errors=True)
 
     def test_puts_survive_drop_corruption_duplication_and_reordering(self):
         done_before = self.counter(0, "puts_done")
@@ -290,7 +297,11 @@ class TwoMachines(unittest.TestCase):
     our own in 10.233.0.0/24), one node each, one cluster: the switches bridge
     the fabric over UDP and remote puts cross it."""
 
-    ns = ("ulnic-a", "ulnic-b")
+    # Names of this run's own (the addresses live inside the namespaces, so
+    # two runs at once may share them; the names may not).
+    tag = str(os.getpid() % 100000)
+    ns = ("ulnic-a-" + tag, "ulnic-b-" + tag)
+    veth = ("ulva" + tag, "ulvb" + tag)
     addr = ("10.233.0.1", "10.233.0.2")
 
     @classmethod
@@ -302,11 +313,11 @@ class TwoMachines(unittest.TestCase):
         for n in cls.ns:
             subprocess.run([ip, "netns", "del", n], capture_output=True)
         steps = [["netns", "add", cls.ns[0]], ["netns", "add", cls.ns[1]],
-                 ["link", "add", "ulnic-va", "type", "veth", "peer", "name", "ulnic-vb"],
-                 ["link", "set", "ulnic-va", "netns", cls.ns[0]], ["link", "set", "ulnic-vb", "netns", cls.ns[1]],
-                 ["-n", cls.ns[0], "addr", "add", cls.addr[0] + "/24", "dev", "ulnic-va"],
-                 ["-n", cls.ns[1], "addr", "add", cls.addr[1] + "/24", "dev", "ulnic-vb"],
-                 ["-n", cls.ns[0], "link", "set", "ulnic-va", "up"], ["-n", cls.ns[1], "link", "set", "ulnic-vb", "up"],
+                 ["link", "add", cls.veth[0], "type", "veth", "peer", "name", cls.veth[1]],
+                 ["link", "set", cls.veth[0], "netns", cls.ns[0]], ["link", "set", cls.veth[1], "netns", cls.ns[1]],
+                 ["-n", cls.ns[0], "addr", "add", cls.addr[0] + "/24", "dev", cls.veth[0]],
+                 ["-n", cls.ns[1], "addr", "add", cls.addr[1] + "/24", "dev", cls.veth[1]],
+                 ["-n", cls.ns[0], "link", "set", cls.veth[0], "up"], ["-n", cls.ns[1], "link", "set", cls.veth[1], "up"],
                  ["-n", cls.ns[0], "link", "set", "lo", "up"], ["-n", cls.ns[1], "link", "set", "lo", "up"]]
         for st in steps:
             p = subprocess.run([ip, *st], capture_output=True, text=True)
