@@ -32,6 +32,8 @@ struct PutOp {
   uint64_t dst_addr;
   uint8_t inline_data[abi::kMaxInline];  // short sends: the payload, ours now
   uint64_t trace_seen;    // traced (kSqTrace): when the NIC took its descriptor (0: not)
+  bool awaiting;          // every packet went: its verdict is due (wait)
+  VerdictWait wait;
   bool local;             // a VMMC send into an export of this very NIC
   uint8_t local_verdict;  // its first refusal (kCqOk so far)
   // Header precompute (VMMC's LCP): the header template of every packet of
@@ -67,6 +69,7 @@ struct State {
   Verdicts verdicts[abi::kMaxNodes];  // by peer
   uint32_t verdicts_waiting;            // over every peer
   Refusal refusals[kMaxPuts];
+  uint64_t next_verdict_check;        // mtime (remote_timers)
 };
 State g;
 
@@ -352,10 +355,41 @@ bool put_feed(SlotTable& t, Slot& s) {
   const uint64_t now = hal::clint::now();
   op.sent = link::send_segments(dst, op.segs, op.sent, room, now);
   if (op.sent < op.sqe.length) return false;
+  op.awaiting = true;
+  verdict_wait_start(dst, op.wait);
   // Stamped with the time the last packets went into the ring (a later
   // clock read would count whatever delays this vCPU after publishing).
   if (op.trace_seen) slot_trace_tx(s, op.trace_seen, now);
   return true;
+}
+
+void verdict_wait_start(uint32_t dst, VerdictWait& w) { w = VerdictWait{link::last_sent(dst), 0, 0}; }
+
+bool verdict_overdue(uint32_t dst, VerdictWait& w, uint64_t progress, uint64_t now) {
+  if (!link::acked(dst, w.last_seq)) {
+    w.since = 0;
+    return false;
+  }
+  const uint64_t seen = link::recoveries(dst) + progress;
+  if (!w.since || seen != w.seen) {
+    w.since = now;
+    w.seen = seen;
+    return false;
+  }
+  return now - w.since >= hal::clint::us_to_ticks(kVerdictTimeoutUs);
+}
+
+bool remote_timers(uint64_t now) {
+  if (!g.ops_used || now < g.next_verdict_check) return false;
+  g.next_verdict_check = now + hal::clint::us_to_ticks(kVerdictCheckUs);
+  bool worked = false;
+  for (PutOp& op : g.ops)
+    if (op.used && op.awaiting && verdict_overdue(op.dst_node, op.wait, 0, now)) {
+      core::status::count(ulnic::abi::kCtrVerdictTimeouts);
+      finish(op, abi::kCqUnreachable);
+      worked = true;
+    }
+  return worked;
 }
 
 bool remote_poll(SlotTable& t) {

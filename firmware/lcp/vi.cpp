@@ -75,6 +75,9 @@ struct ViOp {
   uint32_t seg, seg_off, sent;  // feed cursor
   uint64_t stalled_since;
   uint64_t trace_seen;          // traced (kSqTrace): when the NIC took its descriptor (0: not)
+  bool awaiting;                // every packet went: its verdict (or read response) is due
+  VerdictWait wait;
+  uint64_t progress;            // read response packets taken (they keep its verdict clock going)
 };
 
 struct Responder {
@@ -162,6 +165,7 @@ struct State {
   uint64_t pool_serial, op_serial, connect_serial;
   uint32_t rng;
   uint64_t next_keepalive;    // mtime
+  uint64_t next_verdict_check;  // mtime
 };
 State g;
 
@@ -904,6 +908,7 @@ void deliver_read_response(uint32_t src, const abi::WireHeader& h, const uint8_t
   ViOp* op = find_op(h.op_id);
   if (!op || op->dst_node != src || op->kind != kKindRead) return;
   if (h.payload_len) scatter(op->d, h.dst_addr, payload, h.payload_len);
+  ++op->progress;
   if (h.flags & abi::kWireLast) finish_op(*op, 0);
 }
 
@@ -1013,6 +1018,17 @@ bool accept_waiting(uint32_t slot, uint32_t vi) {
   return false;
 }
 
+namespace {
+// Every packet of `op` went (over the link: its verdict is due).
+bool sent_all(ViOp& op) {
+  if (op.dst_node != self() && !op.awaiting) {
+    op.awaiting = true;
+    verdict_wait_start(op.dst_node, op.wait);
+  }
+  return true;
+}
+}  // namespace
+
 bool vi_feed(SlotTable& t, Slot& s) {
   (void)t;
   ViOp& op = g.ops[s.vi_op];
@@ -1032,7 +1048,7 @@ bool vi_feed(SlotTable& t, Slot& s) {
     uint32_t len = 0;
     bool data = false;  // a data packet (else the read request or the closing send)
     if (op.kind == kKindRead) {
-      if (op.closed) return true;  // the request went; the answer comes back
+      if (op.closed) return sent_all(op);  // the request went; the answer comes back
       h.op = abi::kWireOpViReadReq;
       h.dst_addr = d.remote.data;
       h.dst_key = d.remote.handle;
@@ -1065,7 +1081,7 @@ bool vi_feed(SlotTable& t, Slot& s) {
       h.dst_key = d.cs.immediate;
       h.op_length = 0;
     } else {
-      return true;  // all sent: the verdict finishes it
+      return sent_all(op);  // the verdict finishes it
     }
     h.payload_len = uint16_t(len);  // the link sets it too; the local path needs it
     if (op.trace_seen) h.flags |= abi::kWireTrace;
@@ -1118,9 +1134,27 @@ bool keepalive(uint64_t now) {
 
 }  // namespace
 
+namespace {
+// Operations whose verdicts (or read responses) are overdue (remote.h,
+// kVerdictTimeoutUs) fail as if their peer were unreachable.
+bool verdict_timers(uint64_t now) {
+  if (now < g.next_verdict_check) return false;
+  g.next_verdict_check = now + hal::clint::us_to_ticks(kVerdictCheckUs);
+  bool worked = false;
+  for (ViOp& op : g.ops)
+    if (op.used && op.awaiting && verdict_overdue(op.dst_node, op.wait, op.progress, now)) {
+      count(ulnic::abi::kCtrVerdictTimeouts);
+      sender_verdict(op, abi::kCqUnreachable);
+      worked = true;
+    }
+  return worked;
+}
+}  // namespace
+
 bool vi_poll(SlotTable& t, uint64_t now) {
   (void)t;
   bool worked = keepalive(now);
+  worked |= verdict_timers(now);
   // (remote_poll ran first: the verdicts that wait go before these.)
   while (g.backlog_count && !remote_results_pending() &&
          link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {

@@ -1212,3 +1212,119 @@ FW_TEST(remote_a_segment_deregistered_mid_long_takes_no_more_of_it) {
   EXPECT(long_landed(g_b, p, 0x76));
   arrival(g_b, 4, 32, kPeer);
 }
+
+// ---------------------------------------------------------------------
+// A verdict that never comes (remote.h kVerdictTimeoutUs): node 1 takes a
+// put of A's and acknowledges it, but sends no verdict. The put fails as
+// unreachable once its verdict is that long overdue -- not while the link
+// still resends it, and not while either direction of the link recovers
+// from a loss -- and counts in verdict_timeouts; A's next put goes and
+// completes as usual. The NIC's own loop runs it (loop_pass), on a clock the
+// test moves on.
+
+namespace {
+
+abi::SqEntry put_to_peer(uint32_t len) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpPut;
+  e.length = len;
+  e.src_addr = g_a.va(kSrcOff);
+  e.src_key = g_a.src_key;
+  e.dst_node = kPeer;
+  e.dst_slot = 2;
+  e.dst_key = 0x1234;
+  e.dst_addr = 0x5000;
+  e.user_data = ++g_token;
+  return e;
+}
+
+// The newest put packet node 1 took (its op id; 0 if none).
+uint64_t peer_heard_put() {
+  g_peer.drain();
+  const uint32_t kept = g_peer.logged < fwtest::FabricPeer::kKept ? g_peer.logged : fwtest::FabricPeer::kKept;
+  for (uint32_t i = 1; i <= kept; ++i) {
+    const auto& e = g_peer.log[(g_peer.logged - i) % fwtest::FabricPeer::kKept];
+    if (e.h.op == abi::kWireOpPut) return e.h.op_id;
+  }
+  return 0;
+}
+
+// Node 1 acknowledges what it took: a sequence filler carries the ACK.
+void peer_acks() {
+  g_peer.drain();
+  g_peer.send(g_peer.header(), nullptr);
+}
+
+}  // namespace
+
+FW_TEST(remote_an_operation_whose_verdict_never_comes_fails_and_the_slot_goes_on) {
+  const uint64_t ms = hal::clint::us_to_ticks(1000), timeout = hal::clint::us_to_ticks(lcp::kVerdictTimeoutUs);
+  core::boot_config::Config cfg{};
+  lcp::LoopState loop{};
+  uint64_t t = hal::clint::now();
+  lcp::loop_init(loop, cfg, t);
+  loop.slots = &g_t;
+  auto pass_at = [&](uint64_t at) {
+    for (int i = 0; i < 4; ++i) lcp::loop_pass(loop, at);
+  };
+  g_a.drain();
+  peer_acks();  // nothing of ours left unacknowledged: the put's packet starts the link's clock
+  const uint64_t timeouts = ctr(abi::kCtrVerdictTimeouts);
+  abi::SqEntry e = put_to_peer(300);
+  g_a.submit(e);
+  pass_at(t);
+  const uint64_t op = peer_heard_put();
+  CHECK(op != 0);
+  abi::CqEntry c{};
+  // Unacknowledged for most of a deadline (the link's own is as long): the
+  // link resends the put; its verdict's wait has not begun.
+  pass_at(t + timeout - 500 * ms);
+  EXPECT(!g_a.reap(c));
+  EXPECT_EQ(peer_heard_put(), op);
+  // Acknowledged now, at t1. Half a deadline on, node 1 sends a packet
+  // twice (a loss it recovers from): the wait starts again.
+  peer_acks();
+  const uint64_t t1 = t + timeout - 400 * ms;
+  pass_at(t1);
+  pass_at(t1 + timeout / 2);
+  EXPECT(!g_a.reap(c));
+  g_peer.send(g_peer.header(), nullptr, g_peer.next_seq - 1);
+  const uint64_t t2 = t1 + timeout / 2 + 20 * ms;
+  pass_at(t2);
+  pass_at(t1 + timeout + 20 * ms);
+  EXPECT(!g_a.reap(c));
+  pass_at(t2 + timeout - 20 * ms);
+  EXPECT(!g_a.reap(c));
+  EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts);
+  // A deadline after that: it fails, counted.
+  pass_at(t2 + timeout + 20 * ms);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, e.user_data);
+  EXPECT_EQ(c.status, abi::kCqUnreachable);
+  EXPECT_EQ(c.result, 0u);
+  EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts + 1);
+  // A verdict that comes after all finds nothing to finish.
+  abi::WireHeader v = g_peer.header();
+  v.op = abi::kWireOpResult;
+  v.op_id = op;
+  g_peer.send(v, nullptr);
+  pass_at(hal::clint::now());
+  EXPECT(!g_a.reap(c));
+  // The slot's next put goes, and completes with its verdict.
+  e = put_to_peer(5000);
+  g_a.submit(e);
+  t = hal::clint::now();
+  pass_at(t);
+  const uint64_t op2 = peer_heard_put();
+  CHECK(op2 != 0 && op2 != op);
+  v.op_id = op2;
+  g_peer.send(v, nullptr);
+  pass_at(t);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, e.user_data);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 5000u);
+  EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts + 1);
+  EXPECT(!g_a.reap(c));
+  g_a.drain();
+}

@@ -207,7 +207,8 @@ enum CqStatus : uint16_t {
   kCqBadSlot = 6,        // destination slot not attached
   kCqNoResources = 7,    // registration table full
   kCqFlushed = 8,        // slot detached before the work ran
-  kCqUnreachable = 9,    // the destination NIC stopped answering (or rebooted)
+  kCqUnreachable = 9,    // the destination NIC stopped answering (or rebooted), or
+                         // never gave its verdict on this operation (verdict_timeouts)
   kCqRemoteBadKey = 10,  // the receiver refused: no such registration
   kCqRemoteProtection = 11,  // the receiver refused: no RemoteWrite, or out of bounds
   kCqRemoteBadSlot = 12, // the receiver refused: slot not attached
