@@ -34,6 +34,7 @@ struct PutOp {
   uint64_t trace_seen;    // traced (kSqTrace): when the NIC took its descriptor (0: not)
   bool awaiting;          // every packet went: its verdict is due (wait)
   VerdictWait wait;
+  uint64_t am_ticket;     // an AM request that counts toward its reply (am_count_request), or 0
   bool local;             // a VMMC send into an export of this very NIC
   uint8_t local_verdict;  // its first refusal (kCqOk so far)
   // Header precompute (VMMC's LCP): the header template of every packet of
@@ -87,6 +88,7 @@ void release(PutOp& op) {
 }
 
 void finish(PutOp& op, abi::CqStatus status) {
+  if (op.am_ticket) am_send_done(op.slot, op.am_ticket, op.dst_node, op.dst_slot, status);
   slot_post_completion(*g.t, op.slot, op.generation, op.sqe, status, status == abi::kCqOk ? op.sqe.length : 0);
   if (op.wire_op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsDone);
   if (op.wire_op == abi::kWireOpSend) core::status::count(ulnic::abi::kCtrVmmcSends);
@@ -294,6 +296,11 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   if (!local && (!link::enabled() || e.dst_node >= link::nodes())) return abi::kCqBadSlot;
   PutOp* op = new_op(s, e, src);
   if (!op) return abi::kCqNoResources;
+  st = am_count_request(s, e, src, op->am_ticket);
+  if (st != abi::kCqOk) {
+    release(*op);
+    return st;
+  }
   op->wire_op = abi::kWireOpAm;
   op->local = local;
   op->dst_node = e.dst_node;

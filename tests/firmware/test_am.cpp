@@ -324,6 +324,47 @@ void lands(Ring& r, uint64_t n, uint8_t seed = 0x42, uint64_t tag = kTag) {
   arrival(*r.p, r.ep, 200);
 }
 
+// AM-2 replies (abi/am.h): an endpoint takes a reply only from an endpoint
+// it has sent a request to that is not answered yet. A's endpoint kSinkEp
+// takes B's requests (any tag): solicit() has B's endpoint ask it once, so
+// that a reply A sends from kSinkEp is taken.
+constexpr uint8_t kSinkEp = 7;
+
+Ring& sink() {
+  static Ring r;
+  static uint64_t generation = 0;
+  if (generation != g_t.slots[g_a.slot].generation) {  // (re)opened: a new endpoint
+    r = new_ring(g_a, kSinkEp, 16, 1, false);
+    generation = g_t.slots[g_a.slot].generation;
+  }
+  return r;
+}
+
+// `from`'s endpoint from_ep sends a request to ring `to`'s endpoint; the
+// entry it takes there is consumed and the event taken.
+void solicit(Proc& from, uint8_t from_ep, Ring& to) {
+  abi::AmPrefix p = prefix(to.ep, 8, 0x5011c17, kReq, from_ep);
+  CHECK_EQ(send(from, *to.p, p, 0x50).status, abi::kCqOk);
+  EXPECT_EQ(to.entry(to.done)->seq, uint32_t(to.done + 1));
+  to.consume(to.done + 1);
+  abi::EqEntry ev;
+  while (to.p->event(ev)) {
+  }
+}
+void solicit_sink(Proc& from, uint8_t from_ep) { solicit(from, from_ep, sink()); }
+
+// A refused message to r, whose next entry is n: the sender's status, the
+// refusal counted, entry n not taken, no event.
+void refused_at(const Ring& r, uint64_t n, const abi::AmPrefix& p, abi::CqStatus want, uint8_t seed = 9) {
+  uint64_t before = ctr(abi::kCtrAmRefused), msgs = ctr(abi::kCtrAmMessages);
+  abi::CqEntry c = send(g_a, *r.p, p, seed);
+  EXPECT_EQ(c.status, want);
+  EXPECT_EQ(ctr(abi::kCtrAmRefused), before + 1);
+  EXPECT_EQ(ctr(abi::kCtrAmMessages), msgs);
+  EXPECT_EQ(r.entry(n)->seq, 0u);
+  no_event(*r.p);
+}
+
 }  // namespace
 
 FW_TEST(setup_two_slots) {
@@ -436,7 +477,8 @@ FW_TEST(a_message_lands_in_entry_0_byte_for_byte) {
   no_event(g_a);
   EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
   // A one-byte message, a reply, from another endpoint.
-  p = prefix(0, 1, 0, 0, 7);
+  solicit_sink(g_b, 0);  // a reply: B asked A's endpoint 7
+  p = prefix(0, 1, 0, 0, kSinkEp);
   CHECK_EQ(send(g_a, g_b, p, 8).status, abi::kCqOk);
   EXPECT(holds(r, 1, p, 8, g_a));
   arrival(g_b, 0, 1);
@@ -543,8 +585,9 @@ FW_TEST(tags_are_checked_on_requests_only) {
   refused(r, prefix(0, 64, 1), abi::kCqAmBadTag);  // AM_ALL is no wildcard on the sending side
   refused(r, prefix(0, 64, 0), abi::kCqAmBadTag);
   refused(r, prefix(0, 64, kTag + 1, kReq, 0, 100, 0), abi::kCqAmBadTag);  // a Long too
-  // The same message as a reply passes: it lands in entry 0.
-  abi::AmPrefix p = prefix(0, 64, kTag + 1, 0);
+  // The same message as a reply (to a request of B's) passes: it lands in entry 0.
+  solicit_sink(g_b, 0);
+  abi::AmPrefix p = prefix(0, 64, kTag + 1, 0, kSinkEp);
   CHECK_EQ(send(g_a, g_b, p, 0x11).status, abi::kCqOk);
   EXPECT(holds(r, 0, p, 0x11, g_a));
   arrival(g_b, 0, 64);
@@ -562,7 +605,8 @@ FW_TEST(tags_are_checked_on_requests_only) {
   refused(none, prefix(2, 64, 0), abi::kCqAmBadTag);
   refused(none, prefix(2, 64, 1), abi::kCqAmBadTag);
   refused(none, prefix(2, 64, kTag), abi::kCqAmBadTag);
-  p = prefix(2, 64, 0, 0);
+  solicit_sink(g_b, 2);
+  p = prefix(2, 64, 0, 0, kSinkEp);
   CHECK_EQ(send(g_a, g_b, p, 0x12).status, abi::kCqOk);
   EXPECT(holds(none, 0, p, 0x12, g_a));
   arrival(g_b, 2, 64);
@@ -582,7 +626,8 @@ FW_TEST(a_full_ring_refuses_until_the_host_consumes) {
   uint64_t refused_before = ctr(abi::kCtrAmRefused);
   abi::AmPrefix p = prefix(0, 500, kTag);
   EXPECT_EQ(send(g_a, g_b, p, 0x30).status, abi::kCqAmCongestion);
-  p = prefix(0, 50, kTag, 0, 0, 200, 0);  // replies and Longs too
+  solicit_sink(g_b, 0);
+  p = prefix(0, 50, kTag, 0, kSinkEp, 200, 0);  // replies and Longs too
   EXPECT_EQ(send(g_a, g_b, p, 0x30).status, abi::kCqAmCongestion);
   EXPECT_EQ(ctr(abi::kCtrAmRefused), refused_before + 2);
   for (uint32_t i = 0; i < 4; ++i) EXPECT(holds(r, i, ps[i], uint8_t(0x20 + i), g_a));  // nothing overwritten
@@ -618,12 +663,14 @@ FW_TEST(long_bounds_are_checked_against_the_segment) {
   refused(r, prefix(0, 64, kTag, kReq, 0, 1, kSegLen), abi::kCqAmBadLength);  // starts at the end
   refused(r, prefix(0, 64, kTag, kReq, 0, 11, kSegLen - 10), abi::kCqAmBadLength);
   refused(r, prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0x2001), abi::kCqAmBadLength);
-  refused(r, prefix(0, 64, kTag, 0, 0, 8192, kSegLen - 4096), abi::kCqAmBadLength);  // a reply too
+  solicit_sink(g_b, 0);
+  refused(r, prefix(0, 64, kTag, 0, kSinkEp, 8192, kSegLen - 4096), abi::kCqAmBadLength);  // a reply too
   lands(r, 0);
   // An endpoint without a segment takes no Long at all, but short messages.
   Ring bare = new_ring(g_b, 3, 4, kTag, false);
   refused(bare, prefix(3, 64, kTag, kReq, 0, 1, 0), abi::kCqAmBadSegOffset);
-  refused(bare, prefix(3, 64, kTag, 0, 0, 4096, 0), abi::kCqAmBadSegOffset);
+  solicit_sink(g_b, 3);
+  refused(bare, prefix(3, 64, kTag, 0, kSinkEp, 4096, 0), abi::kCqAmBadSegOffset);
   abi::AmPrefix p = prefix(3, 64, kTag, kReq, 0, 0, 0x7777);  // a long_offset without a Long is nothing
   CHECK_EQ(send(g_a, g_b, p, 0x44).status, abi::kCqOk);
   EXPECT(holds(bare, 0, p, 0x44, g_a));
@@ -719,7 +766,8 @@ FW_TEST(a_garbage_consumed_word_reads_as_full) {
   for (uint64_t v : bad) {
     r.consume(v);
     EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag), 0x5a).status, abi::kCqAmCongestion);
-    EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag, 0, 0, 300, 0), 0x5a).status, abi::kCqAmCongestion);
+    solicit_sink(g_b, 0);
+    EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag, 0, kSinkEp, 300, 0), 0x5a).status, abi::kCqAmCongestion);
     EXPECT_EQ(r.entry(1)->seq, 0u);
     EXPECT_EQ(r.msg(1)[0], kFill);
     EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
@@ -791,6 +839,8 @@ FW_TEST(reconfiguring_the_same_ring_keeps_its_place) {
 
 FW_TEST(replies_flow_back_to_the_sender_slot) {
   Ring r = new_ring(g_a, 6, 4, 1);
+  Ring asked = new_ring(g_b, 2, 4, 1, false);
+  solicit(g_a, 6, asked);  // A's endpoint 6 asks B's endpoint 2
   abi::AmPrefix p = prefix(6, 123, 99, 0, 2, 2000, 5000);
   uint32_t len = build(g_b, p, 0x77);
   abi::SqEntry e = send_entry(g_b, len, uint16_t(g_a.slot));
@@ -807,6 +857,79 @@ FW_TEST(replies_flow_back_to_the_sender_slot) {
   CHECK_EQ(g_a.run(send_entry(g_a, len, uint16_t(g_a.slot))).status, abi::kCqOk);
   EXPECT(holds(r, 1, p, 0x78, g_a));
   arrival(g_a, 6, 5);
+  EXPECT_EQ(g_b.run(close_entry(2)).status, abi::kCqOk);
+}
+
+// AM-2: a request gets at most one reply. B's endpoint 3 takes a reply
+// only from an endpoint it asked and has not had its answer from; any other
+// is refused (kCqAmBadTag, counted) and writes nothing.
+FW_TEST(replies_are_taken_only_for_requests_the_endpoint_sent) {
+  Ring r = new_ring(g_b, 3, 16, kTag);
+  Ring& s = sink();
+  const abi::AmPrefix reply = prefix(3, 64, 0, 0, kSinkEp);
+  // Unsolicited: refused, whatever its tag, and nothing is written.
+  refused(r, reply, abi::kCqAmBadTag);
+  refused(r, prefix(3, 64, kTag, 0, kSinkEp), abi::kCqAmBadTag);
+  refused(r, prefix(3, 300, kTag, 0, kSinkEp, 100, 0), abi::kCqAmBadTag);  // a Long too
+  // B asks: the reply is taken...
+  solicit(g_b, 3, s);
+  CHECK_EQ(send(g_a, g_b, reply, 0x31).status, abi::kCqOk);
+  EXPECT(holds(r, 0, reply, 0x31, g_a));
+  arrival(g_b, 3, 64);
+  // ... and a second reply to the same request is not.
+  refused_at(r, 1, reply, abi::kCqAmBadTag);
+  // Two requests, two replies (from the endpoint asked, not another of A's).
+  solicit(g_b, 3, s);
+  solicit(g_b, 3, s);
+  refused_at(r, 1, prefix(3, 64, 0, 0, 2), abi::kCqAmBadTag);
+  CHECK_EQ(send(g_a, g_b, reply, 0x32).status, abi::kCqOk);
+  CHECK_EQ(send(g_a, g_b, reply, 0x33).status, abi::kCqOk);
+  EXPECT(holds(r, 2, reply, 0x33, g_a));
+  arrival(g_b, 3, 64);
+  arrival(g_b, 3, 64);
+  refused_at(r, 3, reply, abi::kCqAmBadTag);
+  // A one-way request (kAmNoReply) asks for none; neither does a request
+  // the destination refused (no such endpoint: its count is given back).
+  abi::AmPrefix one_way = prefix(s.ep, 8, 1, kReq | abi::kAmNoReply, 3);
+  CHECK_EQ(send(g_b, g_a, one_way, 0x34).status, abi::kCqOk);
+  s.consume(s.done + 1);
+  g_a.drain();
+  refused_at(r, 3, reply, abi::kCqAmBadTag);
+  EXPECT_EQ(send(g_b, g_a, prefix(5, 8, 1, kReq, 3), 0x35).status, abi::kCqAmBadEndpoint);
+  refused_at(r, 3, prefix(3, 64, 0, 0, 5), abi::kCqAmBadTag);
+  // A reply in pieces: its first piece announces them, the pieces that
+  // follow (kAmPiece) are taken up to that many. A piece before any first
+  // piece while the request is unanswered comes again later (congestion).
+  solicit(g_b, 3, s);
+  abi::AmPrefix piece = prefix(3, 64, 0, abi::kAmPiece, kSinkEp);
+  refused_at(r, 3, piece, abi::kCqAmCongestion);
+  abi::AmPrefix first = reply;
+  first.pieces = 3;
+  CHECK_EQ(send(g_a, g_b, first, 0x36).status, abi::kCqOk);
+  CHECK_EQ(send(g_a, g_b, piece, 0x37).status, abi::kCqOk);
+  CHECK_EQ(send(g_a, g_b, piece, 0x38).status, abi::kCqOk);
+  EXPECT(holds(r, 5, piece, 0x38, g_a));
+  for (int i = 0; i < 3; ++i) arrival(g_b, 3, 64);
+  refused_at(r, 6, piece, abi::kCqAmBadTag);
+  refused_at(r, 6, reply, abi::kCqAmBadTag);
+  first.pieces = abi::kAmMaxPieces + 1;  // more than a message has: malformed
+  refused_at(r, 6, first, abi::kCqAmBadEndpoint);
+  // Closed and opened again, the endpoint awaits nothing.
+  solicit(g_b, 3, s);
+  CHECK_EQ(g_b.run(close_entry(3)).status, abi::kCqOk);
+  r = new_ring(g_b, 3, 16, kTag);
+  refused(r, reply, abi::kCqAmBadTag);
+  // A slot's requests to itself count the same.
+  CHECK_EQ(send(g_b, g_b, prefix(3, 8, kTag, kReq, 3), 0x50).status, abi::kCqOk);
+  r.consume(1);
+  g_b.drain();
+  abi::AmPrefix self_reply = prefix(3, 16, 0, 0, 3);
+  uint32_t len = build(g_b, self_reply, 0x39);
+  CHECK_EQ(g_b.run(send_entry(g_b, len, uint16_t(g_b.slot))).status, abi::kCqOk);
+  EXPECT(holds_from(r, 1, self_reply, 0x39, self_node(), g_b.slot));
+  CHECK_EQ(g_b.run(send_entry(g_b, len, uint16_t(g_b.slot))).status, abi::kCqAmBadTag);
+  g_b.drain();
+  CHECK_EQ(g_b.run(close_entry(3)).status, abi::kCqOk);
 }
 
 FW_TEST(a_segment_deregistered_mid_long_publishes_an_empty_entry) {
