@@ -78,6 +78,8 @@ struct ViOp {
   bool awaiting;                // every packet went: its verdict (or read response) is due
   VerdictWait wait;
   uint64_t progress;            // read response packets taken (they keep its verdict clock going)
+  bool answered;                // its verdict came; it completes after the older ones (complete_in_order)
+  uint32_t answer;              // ... with these ViStatus bits
 };
 
 struct Responder {
@@ -165,6 +167,7 @@ struct State {
   uint64_t pool_serial, op_serial, connect_serial;
   uint32_t rng;
   uint64_t next_keepalive;    // mtime
+  uint32_t reads;             // RDMA reads in ops (complete_in_order)
   uint64_t next_verdict_check;  // mtime
 };
 State g;
@@ -362,8 +365,13 @@ uint32_t op_bits(const ViOp& op) {
   }
 }
 
-void finish_op(ViOp& op, uint32_t status) {
+void release_op(ViOp& op) {
   op.used = false;
+  if (op.kind == kKindRead) --g.reads;
+}
+
+void finish_op(ViOp& op, uint32_t status) {
+  release_op(op);
   complete_desc(op.slot, op.vi, op.desc, abi::kOpViPostSend, abi::kViStDone | op_bits(op) | status, false, 0, false, 0);
 }
 
@@ -378,10 +386,31 @@ ViOp* oldest_op(Which which) {
 }
 
 // Descriptors complete in the order they were posted (VipSendDone looks at
-// the queue's head), so a flush goes oldest first.
+// the queue's head), so a flush goes oldest first (one whose verdict came
+// keeps it).
 void flush_sends(uint32_t slot, uint32_t vi) {
   while (ViOp* op = oldest_op([&](const ViOp& o) { return o.slot == slot && o.vi == vi; }))
-    finish_op(*op, abi::kViStFlushed);
+    finish_op(*op, op->answered ? op->answer : abi::kViStFlushed);
+}
+
+// Completes `op` with `status` in posting order (VIA: a work queue's
+// descriptors complete in the order they were posted). Sends and RDMA
+// writes get their verdicts in that order anyway -- one at a time onto the
+// link, answered at their last packets in order -- but an RDMA read ends
+// with its response, which the target streams while it answers what was
+// posted behind the read at once: an operation that overtakes an older
+// read waits for it. With no read in flight (the common case) nothing can
+// be overtaken, and nothing is looked up.
+void complete_in_order(ViOp& op, uint32_t status) {
+  op.awaiting = false;
+  if (g.reads == 0) return finish_op(op, status);
+  op.answered = true;
+  op.answer = status;
+  const uint32_t slot = op.slot, vi = op.vi;
+  while (ViOp* o = oldest_op([&](const ViOp& x) { return x.slot == slot && x.vi == vi; })) {
+    if (!o->answered) break;
+    finish_op(*o, o->answer);
+  }
 }
 
 // Tells the server a pending connect of ours is off.
@@ -643,9 +672,10 @@ void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
   uint32_t bad = read_desc(s, v, r, true, op->d);
   uint32_t ctl_op = op->d.cs.control & abi::kViCtlOpMask;
   op->kind = ctl_op == abi::kViCtlOpRdmaWrite ? kKindWrite : ctl_op == abi::kViCtlOpRdmaRead ? kKindRead : kKindSend;
+  if (op->kind == kKindRead) ++g.reads;
   // The RDMA enables are the target's business: its VI and its memory.
   if (bad) {
-    finish_op(*op, bad);
+    complete_in_order(*op, bad);
     if (reliable(v)) break_vi(s.index, vi, abi::kViErrPostDesc, true);
     return;
   }
@@ -906,17 +936,17 @@ void deliver_read_request(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const
 
 void deliver_read_response(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   ViOp* op = find_op(h.op_id);
-  if (!op || op->dst_node != src || op->kind != kKindRead) return;
+  if (!op || op->dst_node != src || op->kind != kKindRead || op->answered) return;
   if (h.payload_len) scatter(op->d, h.dst_addr, payload, h.payload_len);
   ++op->progress;
-  if (h.flags & abi::kWireLast) finish_op(*op, 0);
+  if (h.flags & abi::kWireLast) complete_in_order(*op, 0);
 }
 
 // The sender's side of a verdict, by reliability level (SEMANTICS.md).
 void sender_verdict(ViOp& op, uint8_t verdict) {
   Vi* v = vi_of(op.slot, op.vi);
   uint32_t slot = op.slot, vi = op.vi;
-  if (verdict == abi::kCqOk || !v) return finish_op(op, 0);
+  if (verdict == abi::kCqOk || !v) return complete_in_order(op, 0);
   uint32_t level = reliability(*v);
   uint32_t status = 0, code = abi::kViErrConnLost;
   bool brk = level != abi::kViUnreliable;
@@ -935,7 +965,7 @@ void sender_verdict(ViOp& op, uint8_t verdict) {
       brk = true;
       break;
   }
-  finish_op(op, status);
+  complete_in_order(op, status);
   // The receiver broke its side already (it knows the level too).
   if (brk) break_vi(slot, vi, code, false);
 }
@@ -1250,7 +1280,7 @@ void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) 
 
 void vi_result(uint32_t src, const abi::WireHeader& h) {
   ViOp* op = find_op(h.op_id);
-  if (!op || op->dst_node != src) return;
+  if (!op || op->dst_node != src || op->answered) return;  // (answered: waits for an older read)
   sender_verdict(*op, h.status);
 }
 
@@ -1287,7 +1317,7 @@ void vi_slot_detached(uint32_t slot) {
     memset(&v, 0, sizeof v);
   }
   for (ViOp& op : g.ops)
-    if (op.used && op.slot == slot) op.used = false;
+    if (op.used && op.slot == slot) release_op(op);
   for (Responder& r : g.responders)
     if (r.used && r.slot == slot) r.used = false;
   for (Listen& l : g.listens)
