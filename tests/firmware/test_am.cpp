@@ -1121,6 +1121,7 @@ struct PeerAm {
   uint64_t op_id;
   uint32_t total;
   uint16_t dst_slot;
+  uint16_t src_slot = kPeerSlot;
 
   uint32_t packets() const { return (total + kMtu - 1) / kMtu; }
   // Packet k: the bytes from k * kMtu.
@@ -1134,7 +1135,7 @@ struct PeerAm {
     h.dst_addr = off;
     h.op_id = op_id;
     h.op_length = total;
-    h.src_slot = kPeerSlot;
+    h.src_slot = src_slot;
     g_peer.send(h, g_a.base + kSrcOff + off);
   }
   void send(uint32_t from, uint32_t to) const {
@@ -1334,6 +1335,88 @@ FW_TEST(remote_a_segment_deregistered_mid_long_takes_no_more_of_it) {
   EXPECT(holds_from(r, 1, p, 0x76, kPeer, kPeerSlot));
   EXPECT(long_landed(g_b, p, 0x76));
   arrival(g_b, 4, 32, kPeer);
+}
+
+// AM-2 replies over the wire: B's endpoint 6 asks kAmPeers endpoints of
+// node 1 -- (slot k % 8, endpoint k / 8) -- and so awaits a reply from each.
+// A request to one more is not sent (kCqAmCongestion at once: the host tries
+// again, as for a full ring) until a reply frees a place; node 1's replies
+// are taken once per request, from the endpoints asked only; a request node 1
+// refuses gives its place back.
+FW_TEST(remote_an_endpoint_awaits_replies_from_at_most_kAmPeers_endpoints) {
+  Ring r = new_ring(g_b, 6, 8, kTag);
+  g_b.drain();
+  g_peer.drain();
+  const uint32_t logged = g_peer.logged;
+  auto request = [&](uint32_t k) {
+    abi::AmPrefix p = prefix(uint8_t(k / 8), 16, 0x77, kReq, 6);
+    abi::SqEntry e = send_entry(g_b, build(g_b, p, uint8_t(k), k * 0x100), uint16_t(k % 8), k * 0x100);
+    e.dst_node = kPeer;
+    g_b.submit(e);
+    for (int i = 0; i < 4; ++i) lcp::slots_service(g_t);
+    return e;
+  };
+  // Node 1 answers each AM operation of ours it heard since `from` with `status`.
+  auto verdicts = [&](uint32_t from, uint8_t status) {
+    g_peer.drain();
+    uint32_t n = 0;
+    for (uint32_t i = from; i < g_peer.logged; ++i) {
+      const auto& e = g_peer.log[i % fwtest::FabricPeer::kKept];
+      if (e.h.op != abi::kWireOpAm) continue;
+      abi::WireHeader v = g_peer.header();
+      v.op = abi::kWireOpResult;
+      v.op_id = e.h.op_id;
+      v.status = status;
+      g_peer.send(v, nullptr);
+      ++n;
+    }
+    return n;
+  };
+  // Node 1's endpoint (slot, ep) sends B's endpoint 6 a reply; our verdict.
+  auto reply_from = [&](uint16_t slot, uint8_t ep, uint8_t seed) {
+    PeerAm op = peer_am(g_b, prefix(6, 32, 0, 0, ep), seed);
+    op.src_slot = slot;
+    op.send(0, op.packets());
+    return g_peer.verdict(op.op_id);
+  };
+  for (uint32_t k = 0; k < lcp::kAmPeers; ++k) request(k);
+  CHECK_EQ(verdicts(logged, abi::kCqOk), lcp::kAmPeers);
+  abi::CqEntry c{};
+  for (uint32_t k = 0; k < lcp::kAmPeers; ++k) {
+    CHECK(g_b.reap(c));
+    EXPECT_EQ(c.status, abi::kCqOk);
+  }
+  // One more endpoint: not sent.
+  const uint32_t before = g_peer.logged;
+  abi::SqEntry extra = request(lcp::kAmPeers);
+  CHECK(g_b.reap(c));
+  EXPECT_EQ(c.user_data, extra.user_data);
+  EXPECT_EQ(c.status, abi::kCqAmCongestion);
+  g_peer.drain();
+  EXPECT_EQ(g_peer.logged, before);
+  // A reply from an endpoint not asked is refused; from one asked, taken once.
+  EXPECT_EQ(reply_from(3, 4, 0x70), abi::kCqAmBadTag);
+  EXPECT_EQ(r.entry(0)->seq, 0u);
+  EXPECT_EQ(reply_from(3, 0, 0x71), abi::kCqOk);
+  EXPECT_EQ(r.entry(0)->seq, 1u);
+  EXPECT_EQ(reply_from(3, 0, 0x72), abi::kCqAmBadTag);
+  r.consume(1);
+  g_b.drain();
+  // Its place is free: the request goes now. Node 1 refuses it (no such
+  // endpoint there): the place is free again, for another endpoint.
+  request(lcp::kAmPeers);
+  EXPECT_EQ(verdicts(before, abi::kCqAmBadEndpoint), 1u);
+  CHECK(g_b.reap(c));
+  EXPECT_EQ(c.status, abi::kCqAmBadEndpoint);
+  const uint32_t next = g_peer.logged;
+  request(lcp::kAmPeers + 1);
+  EXPECT_EQ(verdicts(next, abi::kCqOk), 1u);
+  CHECK(g_b.reap(c));
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(reply_from((lcp::kAmPeers + 1) % 8, (lcp::kAmPeers + 1) / 8, 0x73), abi::kCqOk);
+  // Closed, the endpoint awaits nothing (and later tests find it free).
+  CHECK_EQ(g_b.run(close_entry(6)).status, abi::kCqOk);
+  g_b.drain();
 }
 
 // ---------------------------------------------------------------------

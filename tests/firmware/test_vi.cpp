@@ -2304,3 +2304,37 @@ FW_TEST(remote_a_receive_segment_deregistered_mid_send_takes_no_more_of_it) {
   while (g_b.event(ev_sink())) {
   }
 }
+
+// A verdict that never comes (remote.h kVerdictTimeoutUs): b sends on a
+// reliable VI to node 1, which acknowledges the packet but answers nothing.
+// Once the verdict is that long overdue the send completes with a transport
+// error, the connection breaks (as when the peer is unreachable), and
+// verdict_timeouts counts it; not a moment before.
+FW_TEST(remote_a_send_whose_verdict_never_comes_fails_and_breaks_the_vi) {
+  CHECK(connect_remote(40, kRel, 40, "remote-no-verdict"));
+  const uint64_t timeouts = core::status::counter(abi::kCtrVerdictTimeouts);
+  Seg s = g_b.seg(0x100, 200);
+  uint64_t d = g_b.desc(0, 200, 0, &s, 1);
+  post_send(g_b, 40, d);
+  remote_pump();
+  g_peer.send(g_peer.header(), nullptr);  // a filler: its ACK covers the send
+  const uint64_t ms = hal::clint::us_to_ticks(1000), timeout = hal::clint::us_to_ticks(lcp::kVerdictTimeoutUs);
+  const uint64_t t = hal::clint::now() + 100 * ms;
+  lcp::vi_poll(g_t, t);  // acknowledged: the wait begins
+  lcp::vi_poll(g_t, t + timeout - 20 * ms);
+  g_b.collect();
+  EXPECT_EQ(g_b.position(d), -1);
+  EXPECT_EQ(core::status::counter(abi::kCtrVerdictTimeouts), timeouts);
+  lcp::vi_poll(g_t, t + timeout + 20 * ms);
+  g_b.collect();
+  EXPECT_POST_DONE(g_b, abi::kOpViPostSend, 40, d);
+  EXPECT_EQ(g_b.status(d), kDone | abi::kViStOpSend | abi::kViStTransportError);
+  EXPECT_EQ(core::status::counter(abi::kCtrVerdictTimeouts), timeouts + 1);
+  EXPECT_VI_EVENT(g_b, 40, abi::kViErrConnLost, abi::kViStateError);
+  simple(g_b, abi::kOpViDisconnect, 40);
+  simple(g_b, abi::kOpViDestroy, 40);
+  remote_pump();
+  g_b.ngot = 0;
+  while (g_b.event(ev_sink())) {
+  }
+}
