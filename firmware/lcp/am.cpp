@@ -16,6 +16,17 @@ struct Endpoint {
   uint64_t produced;      // entries handed out (reserved) so far
   uint32_t seg_key;
   uint64_t seg_va, seg_len;
+  uint32_t serial;        // this configuration of it, from its first (names its counts in tickets)
+};
+
+// The replies an endpoint awaits from one peer endpoint (AM-2: a request
+// gets at most one reply): the requests it sent there not yet answered, and
+// the later pieces of replies whose first piece came (abi/am.h). Free when
+// both are 0.
+struct Owed {
+  uint16_t node;
+  uint8_t slot, ep;
+  uint16_t requests, pieces;
 };
 
 // A message being received: where its bytes go.
@@ -40,8 +51,43 @@ struct Assembly {
 struct State {
   SlotTable* t;
   Endpoint eps[abi::kMaxSlots][abi::kMaxAmEndpoints];
+  Owed owed[abi::kMaxSlots][abi::kMaxAmEndpoints][kAmPeers];
+  uint32_t serial;
   Assembly in[kMaxAmAssemblies];
 } g;
+
+static_assert(abi::kMaxNodes <= 0xffff && abi::kMaxSlots <= 0xff && abi::kMaxAmEndpoints <= 0xff, "Owed's fields");
+
+// What endpoint (slot, ep) awaits from endpoint peer_ep of slot peer_slot on `node` (null: nothing).
+Owed* owed_by(uint32_t slot, uint32_t ep, uint32_t node, uint32_t peer_slot, uint32_t peer_ep) {
+  for (Owed& o : g.owed[slot][ep])
+    if ((o.requests || o.pieces) && o.node == node && o.slot == peer_slot && o.ep == peer_ep) return &o;
+  return nullptr;
+}
+
+// May endpoint ep of slot h.dst_slot take reply `p` from `src`? kCqOk, or
+// the refusal: a reply no request of its asked for is refused as a request
+// with the wrong tag would be; a later piece of a reply whose first piece
+// has not come yet (its first was refused for a full ring, and is on its way
+// again) is asked to come again later.
+uint8_t reply_allowed(const Owed* o, const abi::AmPrefix& p) {
+  if (p.flags & abi::kAmPiece) return o && o->pieces ? abi::kCqOk : o && o->requests ? abi::kCqAmCongestion : abi::kCqAmBadTag;
+  return o && o->requests ? abi::kCqOk : abi::kCqAmBadTag;
+}
+
+// Reply `p` was taken: it answers one request (its first piece), or is one
+// of the pieces its first piece announced.
+void take_reply(Owed& o, const abi::AmPrefix& p) {
+  if (p.flags & abi::kAmPiece) {
+    --o.pieces;
+    return;
+  }
+  --o.requests;
+  const uint32_t more = p.pieces > 1 ? p.pieces - 1u : 0u;  // begin() bounded it by kAmMaxPieces
+  o.pieces = uint16_t(o.pieces + more > 0xffff ? 0xffff : o.pieces + more);
+}
+
+void clear_owed(uint32_t slot, uint32_t ep) { memset(g.owed[slot][ep], 0, sizeof g.owed[slot][ep]); }
 
 uint64_t ring_bytes(uint32_t entries) { return sizeof(abi::AmRingControl) + uint64_t(entries) * abi::kAmEntryBytes; }
 
@@ -77,15 +123,22 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   abi::AmPrefix p;
   memcpy(&p, payload, sizeof p);
   // A malformed message names no endpoint that could take it.
-  bool reserved_zero = p.reserved0 == 0;
+  bool reserved_zero = true;
   for (uint8_t b : p.reserved) reserved_zero = reserved_zero && b == 0;
   if (p.dst_ep >= abi::kMaxAmEndpoints || p.msg_len == 0 || p.msg_len > abi::kAmMaxMessage ||
-      p.long_len > abi::kAmMaxLong || abi::am_send_bytes(p.msg_len, p.long_len) != h.op_length || !reserved_zero)
+      p.long_len > abi::kAmMaxLong || abi::am_send_bytes(p.msg_len, p.long_len) != h.op_length || !reserved_zero ||
+      p.pieces > abi::kAmMaxPieces)
     return abi::kCqAmBadEndpoint;
   Slot& s = g.t->slots[h.dst_slot];
   Endpoint& ep = g.eps[h.dst_slot][p.dst_ep];
   if (s.state != abi::SlotState::kActive || !ep.used) return abi::kCqAmBadEndpoint;
-  if ((p.flags & abi::kAmRequest) && !tag_ok(ep.tag, p.tag)) return abi::kCqAmBadTag;
+  Owed* owed = nullptr;
+  if (p.flags & abi::kAmRequest) {
+    if (!tag_ok(ep.tag, p.tag)) return abi::kCqAmBadTag;
+  } else {
+    owed = owed_by(h.dst_slot, p.dst_ep, src, h.src_slot, p.src_ep);
+    if (uint8_t st = reply_allowed(owed, p)) return st;
+  }
   if (p.long_len) {
     if (ep.seg_len == 0 || p.long_offset > ep.seg_len) return abi::kCqAmBadSegOffset;
     if (uint64_t(p.long_offset) + p.long_len > ep.seg_len) return abi::kCqAmBadLength;
@@ -101,6 +154,7 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
       break;
     }
   if (!a) return abi::kCqAmCongestion;
+  if (owed) take_reply(*owed, p);
   *a = Assembly{true,    src,     h.op_id,    h.src_slot, h.dst_slot, s.generation, p.dst_ep, ep.produced++,
                 p,       abi::kCqOk, ep.seg_key, ep.seg_va, ep.seg_len};
   return abi::kCqOk;
@@ -191,6 +245,7 @@ abi::CqStatus am_configure(Slot& s, const abi::SqEntry& e) {
   ++g.t->epoch;  // streams placed into its segment stop here (am_placement)
   if (e.flags & abi::kSqAmClose) {
     ep = Endpoint{};
+    clear_owed(s.index, e.dst_slot);  // replies to it have nowhere to go
     return abi::kCqOk;
   }
   uint32_t n = e.length;
@@ -206,8 +261,17 @@ abi::CqStatus am_configure(Slot& s, const abi::SqEntry& e) {
   // starts where its process says it is.
   bool same_ring = ep.used && ep.ring_key == e.src_key && ep.ring_va == e.src_addr && ep.entries == n;
   uint64_t produced = same_ring ? ep.produced : consumed(ring);
+  // A configured endpoint keeps the replies it awaits (its requests are
+  // still answered); a new one awaits none.
+  uint32_t serial = ep.serial;
+  if (!ep.used) {
+    while (++g.serial == 0) {
+    }
+    serial = g.serial;
+    clear_owed(s.index, e.dst_slot);
+  }
   ep = Endpoint{true, uint64_t(e.access) | uint64_t(e.src_slot) << 32, e.src_key, e.src_addr, n, produced,
-                e.dst_key, e.reg_offset ? e.dst_addr : 0, e.reg_offset};
+                e.dst_key, e.reg_offset ? e.dst_addr : 0, e.reg_offset, serial};
   return abi::kCqOk;
 }
 
@@ -217,6 +281,39 @@ abi::CqStatus am_check_send(const Slot& s, const abi::SqEntry& e, uint64_t& src)
   if (e.length <= sizeof(abi::AmPrefix) || e.length > sizeof(abi::AmPrefix) + abi::kAmMaxMessage + abi::kAmMaxLong)
     return abi::kCqBadLength;
   return slot_translate(s, e.src_key, e.src_addr, e.length, abi::kAccessLocal, src);
+}
+
+abi::CqStatus am_count_request(const Slot& s, const abi::SqEntry& e, uint64_t src, uint64_t& ticket) {
+  ticket = 0;
+  abi::AmPrefix p;
+  memcpy(&p, reinterpret_cast<const void*>(src), sizeof p);  // once: the host may rewrite it
+  const uint8_t one_way = abi::kAmNoReply | abi::kAmPiece;
+  if (!(p.flags & abi::kAmRequest) || (p.flags & one_way) || p.src_ep >= abi::kMaxAmEndpoints ||
+      p.dst_ep >= abi::kMaxAmEndpoints || !g.eps[s.index][p.src_ep].used)
+    return abi::kCqOk;  // no reply to await (a destination that does not exist refuses it)
+  Owed* o = owed_by(s.index, p.src_ep, e.dst_node, e.dst_slot, p.dst_ep);
+  if (!o) {
+    for (Owed& x : g.owed[s.index][p.src_ep])
+      if (!x.requests && !x.pieces) {
+        x = Owed{uint16_t(e.dst_node), uint8_t(e.dst_slot), p.dst_ep, 0, 0};
+        o = &x;
+        break;
+      }
+  }
+  // Full (or a count no protocol reaches): not sent now, so that no reply
+  // to it is refused; the host tries again as for a full ring.
+  if (!o || o->requests == 0xffff) return abi::kCqAmCongestion;
+  ++o->requests;
+  ticket = uint64_t(g.eps[s.index][p.src_ep].serial) << 16 | uint64_t(p.src_ep) << 8 | p.dst_ep;
+  return abi::kCqOk;
+}
+
+void am_send_done(uint32_t slot, uint64_t ticket, uint32_t dst_node, uint32_t dst_slot, abi::CqStatus status) {
+  if (status < abi::kCqAmBadEndpoint || status > abi::kCqAmBadLength || slot >= abi::kMaxSlots) return;
+  const uint32_t src_ep = (ticket >> 8) & 0xff, dst_ep = ticket & 0xff;
+  const Endpoint& ep = g.eps[slot][src_ep];
+  if (!ep.used || ep.serial != uint32_t(ticket >> 16)) return;  // closed since: its counts went with it
+  if (Owed* o = owed_by(slot, src_ep, dst_node, dst_slot, dst_ep); o && o->requests) --o->requests;
 }
 
 uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
@@ -257,10 +354,16 @@ void am_last(uint32_t src, const abi::WireHeader& h, bool ok) {
 void am_peer_lost(uint32_t peer) {
   for (Assembly& a : g.in)
     if (a.used && a.src == peer) publish(a, false);
+  // No reply comes from a peer that lost what it had of ours.
+  for (auto& slot : g.owed)
+    for (auto& ep : slot)
+      for (Owed& o : ep)
+        if (o.node == peer) o = Owed{};
 }
 
 void am_slot_detached(uint32_t slot) {
   for (Endpoint& ep : g.eps[slot]) ep = Endpoint{};
+  memset(g.owed[slot], 0, sizeof g.owed[slot]);
   for (Assembly& a : g.in)
     if (a.used && a.slot == slot) a.used = false;
 }

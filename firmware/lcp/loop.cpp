@@ -98,6 +98,7 @@ bool loop_pass(LoopState& s, uint64_t now) {
   bool worked = s.slots && remote_poll(*s.slots);
   if (s.slots) outside |= slots_service(*s.slots);
   if (s.slots) worked |= vi_poll(*s.slots, now);
+  if (s.slots) worked |= remote_timers(now);
   worked |= link::poll_timers(now);
   if (s.slots) worked |= slots_ring_hosts(*s.slots);
   if (outside) note_outside_work(s, now);

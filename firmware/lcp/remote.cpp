@@ -32,6 +32,9 @@ struct PutOp {
   uint64_t dst_addr;
   uint8_t inline_data[abi::kMaxInline];  // short sends: the payload, ours now
   uint64_t trace_seen;    // traced (kSqTrace): when the NIC took its descriptor (0: not)
+  bool awaiting;          // every packet went: its verdict is due (wait)
+  VerdictWait wait;
+  uint64_t am_ticket;     // an AM request that counts toward its reply (am_count_request), or 0
   bool local;             // a VMMC send into an export of this very NIC
   uint8_t local_verdict;  // its first refusal (kCqOk so far)
   // Header precompute (VMMC's LCP): the header template of every packet of
@@ -67,6 +70,7 @@ struct State {
   Verdicts verdicts[abi::kMaxNodes];  // by peer
   uint32_t verdicts_waiting;            // over every peer
   Refusal refusals[kMaxPuts];
+  uint64_t next_verdict_check;        // mtime (remote_timers)
 };
 State g;
 
@@ -84,6 +88,7 @@ void release(PutOp& op) {
 }
 
 void finish(PutOp& op, abi::CqStatus status) {
+  if (op.am_ticket) am_send_done(op.slot, op.am_ticket, op.dst_node, op.dst_slot, status);
   slot_post_completion(*g.t, op.slot, op.generation, op.sqe, status, status == abi::kCqOk ? op.sqe.length : 0);
   if (op.wire_op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsDone);
   if (op.wire_op == abi::kWireOpSend) core::status::count(ulnic::abi::kCtrVmmcSends);
@@ -291,6 +296,11 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   if (!local && (!link::enabled() || e.dst_node >= link::nodes())) return abi::kCqBadSlot;
   PutOp* op = new_op(s, e, src);
   if (!op) return abi::kCqNoResources;
+  st = am_count_request(s, e, src, op->am_ticket);
+  if (st != abi::kCqOk) {
+    release(*op);
+    return st;
+  }
   op->wire_op = abi::kWireOpAm;
   op->local = local;
   op->dst_node = e.dst_node;
@@ -352,10 +362,41 @@ bool put_feed(SlotTable& t, Slot& s) {
   const uint64_t now = hal::clint::now();
   op.sent = link::send_segments(dst, op.segs, op.sent, room, now);
   if (op.sent < op.sqe.length) return false;
+  op.awaiting = true;
+  verdict_wait_start(dst, op.wait);
   // Stamped with the time the last packets went into the ring (a later
   // clock read would count whatever delays this vCPU after publishing).
   if (op.trace_seen) slot_trace_tx(s, op.trace_seen, now);
   return true;
+}
+
+void verdict_wait_start(uint32_t dst, VerdictWait& w) { w = VerdictWait{link::last_sent(dst), 0, 0}; }
+
+bool verdict_overdue(uint32_t dst, VerdictWait& w, uint64_t progress, uint64_t now) {
+  if (!link::acked(dst, w.last_seq)) {
+    w.since = 0;
+    return false;
+  }
+  const uint64_t seen = link::recoveries(dst) + progress;
+  if (!w.since || seen != w.seen) {
+    w.since = now;
+    w.seen = seen;
+    return false;
+  }
+  return now - w.since >= hal::clint::us_to_ticks(kVerdictTimeoutUs);
+}
+
+bool remote_timers(uint64_t now) {
+  if (!g.ops_used || now < g.next_verdict_check) return false;
+  g.next_verdict_check = now + hal::clint::us_to_ticks(kVerdictCheckUs);
+  bool worked = false;
+  for (PutOp& op : g.ops)
+    if (op.used && op.awaiting && verdict_overdue(op.dst_node, op.wait, 0, now)) {
+      core::status::count(ulnic::abi::kCtrVerdictTimeouts);
+      finish(op, abi::kCqUnreachable);
+      worked = true;
+    }
+  return worked;
 }
 
 bool remote_poll(SlotTable& t) {

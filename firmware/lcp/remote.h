@@ -11,6 +11,7 @@
 #pragma once
 
 #include "lcp/slots.h"
+#include "link/link.h"
 #include "ulnic/abi/fabric.h"
 
 namespace lcp {
@@ -26,6 +27,40 @@ constexpr uint32_t kMaxPuts = 64;          // operations in flight per NIC
 // does not (it sent more last packets than it can have operations): it is
 // dropped and counted (verdicts_dropped), and only that peer is hurt.
 constexpr uint32_t kMaxPendingPerPeer = 384;
+
+// A verdict that never comes. An operation holds its entry (and its
+// slot's CQ entry) until the receiving NIC's verdict arrives; one the
+// receiver dropped (verdicts_dropped) or never sent would hold them
+// forever, and the NIC would never sleep again. So once the link has
+// acknowledged an operation's last packet, its verdict has
+// kVerdictTimeoutUs to arrive; then the operation completes with
+// kCqUnreachable and counts in verdict_timeouts.
+// The bound is the link's own unreachable deadline: a verdict is a data
+// packet of the peer's link to us, which resends one it lost for that long
+// (backoff capped at link::kRtoMaxUs: some 25 tries, so at 30% loss a live
+// peer's verdict misses it with p ~ 1e-13); a shorter bound would fail
+// operations whose verdicts the link is still delivering. On the direct
+// fabric a verdict takes microseconds (milliseconds while a busy host has
+// descheduled a NIC), so the bound is far above any legitimate delay. The
+// clock starts only once the last packet is acknowledged (until then the
+// link retries it and its own deadline applies), and starts again whenever
+// either direction of the link recovers from a loss (link::recoveries: a
+// verdict lost on its way makes the peer's later packets arrive ahead of a
+// gap, or twice) and, for an RDMA read, while its response arrives.
+constexpr uint64_t kVerdictTimeoutUs = link::kUnreachableUs;
+constexpr uint64_t kVerdictCheckUs = 10'000;  // operations are looked at this often (not every pass)
+struct VerdictWait {
+  uint32_t last_seq;  // the operation's last packet
+  uint64_t since;     // mtime the wait (last) started; 0: the last packet is not acknowledged yet
+  uint64_t seen;      // link::recoveries plus the operation's progress, then
+};
+// The operation's last packet to `dst` has just been handed to the link.
+void verdict_wait_start(uint32_t dst, VerdictWait& w);
+// Is its verdict overdue at `now`? `progress`: a count that moves while the
+// operation advances by itself (an RDMA read's response), else 0.
+bool verdict_overdue(uint32_t dst, VerdictWait& w, uint64_t progress, uint64_t now);
+// Fails the operations whose verdicts are overdue. True if it did work.
+bool remote_timers(uint64_t now);
 
 void remote_init(SlotTable& t);
 // Whether `e` may start now: a put, send or AM message needs a free

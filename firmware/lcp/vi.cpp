@@ -75,6 +75,11 @@ struct ViOp {
   uint32_t seg, seg_off, sent;  // feed cursor
   uint64_t stalled_since;
   uint64_t trace_seen;          // traced (kSqTrace): when the NIC took its descriptor (0: not)
+  bool awaiting;                // every packet went: its verdict (or read response) is due
+  VerdictWait wait;
+  uint64_t progress;            // read response packets taken (they keep its verdict clock going)
+  bool answered;                // its verdict came; it completes after the older ones (complete_in_order)
+  uint32_t answer;              // ... with these ViStatus bits
 };
 
 struct Responder {
@@ -162,6 +167,8 @@ struct State {
   uint64_t pool_serial, op_serial, connect_serial;
   uint32_t rng;
   uint64_t next_keepalive;    // mtime
+  uint32_t reads;             // RDMA reads in ops (complete_in_order)
+  uint64_t next_verdict_check;  // mtime
 };
 State g;
 
@@ -358,8 +365,13 @@ uint32_t op_bits(const ViOp& op) {
   }
 }
 
-void finish_op(ViOp& op, uint32_t status) {
+void release_op(ViOp& op) {
   op.used = false;
+  if (op.kind == kKindRead) --g.reads;
+}
+
+void finish_op(ViOp& op, uint32_t status) {
+  release_op(op);
   complete_desc(op.slot, op.vi, op.desc, abi::kOpViPostSend, abi::kViStDone | op_bits(op) | status, false, 0, false, 0);
 }
 
@@ -374,10 +386,31 @@ ViOp* oldest_op(Which which) {
 }
 
 // Descriptors complete in the order they were posted (VipSendDone looks at
-// the queue's head), so a flush goes oldest first.
+// the queue's head), so a flush goes oldest first (one whose verdict came
+// keeps it).
 void flush_sends(uint32_t slot, uint32_t vi) {
   while (ViOp* op = oldest_op([&](const ViOp& o) { return o.slot == slot && o.vi == vi; }))
-    finish_op(*op, abi::kViStFlushed);
+    finish_op(*op, op->answered ? op->answer : abi::kViStFlushed);
+}
+
+// Completes `op` with `status` in posting order (VIA: a work queue's
+// descriptors complete in the order they were posted). Sends and RDMA
+// writes get their verdicts in that order anyway -- one at a time onto the
+// link, answered at their last packets in order -- but an RDMA read ends
+// with its response, which the target streams while it answers what was
+// posted behind the read at once: an operation that overtakes an older
+// read waits for it. With no read in flight (the common case) nothing can
+// be overtaken, and nothing is looked up.
+void complete_in_order(ViOp& op, uint32_t status) {
+  op.awaiting = false;
+  if (g.reads == 0) return finish_op(op, status);
+  op.answered = true;
+  op.answer = status;
+  const uint32_t slot = op.slot, vi = op.vi;
+  while (ViOp* o = oldest_op([&](const ViOp& x) { return x.slot == slot && x.vi == vi; })) {
+    if (!o->answered) break;
+    finish_op(*o, o->answer);
+  }
 }
 
 // Tells the server a pending connect of ours is off.
@@ -639,9 +672,10 @@ void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
   uint32_t bad = read_desc(s, v, r, true, op->d);
   uint32_t ctl_op = op->d.cs.control & abi::kViCtlOpMask;
   op->kind = ctl_op == abi::kViCtlOpRdmaWrite ? kKindWrite : ctl_op == abi::kViCtlOpRdmaRead ? kKindRead : kKindSend;
+  if (op->kind == kKindRead) ++g.reads;
   // The RDMA enables are the target's business: its VI and its memory.
   if (bad) {
-    finish_op(*op, bad);
+    complete_in_order(*op, bad);
     if (reliable(v)) break_vi(s.index, vi, abi::kViErrPostDesc, true);
     return;
   }
@@ -902,16 +936,17 @@ void deliver_read_request(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const
 
 void deliver_read_response(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   ViOp* op = find_op(h.op_id);
-  if (!op || op->dst_node != src || op->kind != kKindRead) return;
+  if (!op || op->dst_node != src || op->kind != kKindRead || op->answered) return;
   if (h.payload_len) scatter(op->d, h.dst_addr, payload, h.payload_len);
-  if (h.flags & abi::kWireLast) finish_op(*op, 0);
+  ++op->progress;
+  if (h.flags & abi::kWireLast) complete_in_order(*op, 0);
 }
 
 // The sender's side of a verdict, by reliability level (SEMANTICS.md).
 void sender_verdict(ViOp& op, uint8_t verdict) {
   Vi* v = vi_of(op.slot, op.vi);
   uint32_t slot = op.slot, vi = op.vi;
-  if (verdict == abi::kCqOk || !v) return finish_op(op, 0);
+  if (verdict == abi::kCqOk || !v) return complete_in_order(op, 0);
   uint32_t level = reliability(*v);
   uint32_t status = 0, code = abi::kViErrConnLost;
   bool brk = level != abi::kViUnreliable;
@@ -930,7 +965,7 @@ void sender_verdict(ViOp& op, uint8_t verdict) {
       brk = true;
       break;
   }
-  finish_op(op, status);
+  complete_in_order(op, status);
   // The receiver broke its side already (it knows the level too).
   if (brk) break_vi(slot, vi, code, false);
 }
@@ -1013,6 +1048,17 @@ bool accept_waiting(uint32_t slot, uint32_t vi) {
   return false;
 }
 
+namespace {
+// Every packet of `op` went (over the link: its verdict is due).
+bool sent_all(ViOp& op) {
+  if (op.dst_node != self() && !op.awaiting) {
+    op.awaiting = true;
+    verdict_wait_start(op.dst_node, op.wait);
+  }
+  return true;
+}
+}  // namespace
+
 bool vi_feed(SlotTable& t, Slot& s) {
   (void)t;
   ViOp& op = g.ops[s.vi_op];
@@ -1032,7 +1078,7 @@ bool vi_feed(SlotTable& t, Slot& s) {
     uint32_t len = 0;
     bool data = false;  // a data packet (else the read request or the closing send)
     if (op.kind == kKindRead) {
-      if (op.closed) return true;  // the request went; the answer comes back
+      if (op.closed) return sent_all(op);  // the request went; the answer comes back
       h.op = abi::kWireOpViReadReq;
       h.dst_addr = d.remote.data;
       h.dst_key = d.remote.handle;
@@ -1065,7 +1111,7 @@ bool vi_feed(SlotTable& t, Slot& s) {
       h.dst_key = d.cs.immediate;
       h.op_length = 0;
     } else {
-      return true;  // all sent: the verdict finishes it
+      return sent_all(op);  // the verdict finishes it
     }
     h.payload_len = uint16_t(len);  // the link sets it too; the local path needs it
     if (op.trace_seen) h.flags |= abi::kWireTrace;
@@ -1118,9 +1164,27 @@ bool keepalive(uint64_t now) {
 
 }  // namespace
 
+namespace {
+// Operations whose verdicts (or read responses) are overdue (remote.h,
+// kVerdictTimeoutUs) fail as if their peer were unreachable.
+bool verdict_timers(uint64_t now) {
+  if (now < g.next_verdict_check) return false;
+  g.next_verdict_check = now + hal::clint::us_to_ticks(kVerdictCheckUs);
+  bool worked = false;
+  for (ViOp& op : g.ops)
+    if (op.used && op.awaiting && verdict_overdue(op.dst_node, op.wait, op.progress, now)) {
+      count(ulnic::abi::kCtrVerdictTimeouts);
+      sender_verdict(op, abi::kCqUnreachable);
+      worked = true;
+    }
+  return worked;
+}
+}  // namespace
+
 bool vi_poll(SlotTable& t, uint64_t now) {
   (void)t;
   bool worked = keepalive(now);
+  worked |= verdict_timers(now);
   // (remote_poll ran first: the verdicts that wait go before these.)
   while (g.backlog_count && !remote_results_pending() &&
          link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {
@@ -1216,7 +1280,7 @@ void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) 
 
 void vi_result(uint32_t src, const abi::WireHeader& h) {
   ViOp* op = find_op(h.op_id);
-  if (!op || op->dst_node != src) return;
+  if (!op || op->dst_node != src || op->answered) return;  // (answered: waits for an older read)
   sender_verdict(*op, h.status);
 }
 
@@ -1253,7 +1317,7 @@ void vi_slot_detached(uint32_t slot) {
     memset(&v, 0, sizeof v);
   }
   for (ViOp& op : g.ops)
-    if (op.used && op.slot == slot) op.used = false;
+    if (op.used && op.slot == slot) release_op(op);
   for (Responder& r : g.responders)
     if (r.used && r.slot == slot) r.used = false;
   for (Listen& l : g.listens)

@@ -525,6 +525,14 @@ uint32_t room(uint32_t dst) {
 
 bool can_send(uint32_t dst) { return room(dst) != 0; }
 
+uint32_t last_sent(uint32_t dst) { return g.enabled && dst < g.nodes ? g.peers[dst].next_seq - 1 : 0; }
+
+bool acked(uint32_t dst, uint32_t seq) { return g.enabled && dst < g.nodes && !seq_before(g.peers[dst].acked, seq); }
+
+uint64_t recoveries(uint32_t dst) {
+  return g.enabled && dst < g.nodes ? g.peers[dst].retransmits + g.peers[dst].duplicates : 0;
+}
+
 // Remembers a data packet for retransmission and takes its sequence number.
 [[gnu::always_inline]] inline uint32_t take_seq(Peer& p, const abi::WireHeader& h, uint64_t payload, uint32_t owner,
                                                uint64_t generation, uint64_t now) {

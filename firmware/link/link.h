@@ -136,6 +136,15 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
 // knows our incarnation.
 void place_next(uint32_t src, const abi::WireHeader& h, uint8_t first_flag, uint64_t base, uint64_t hi,
                 const uint64_t* epoch);
+// The protocol layer's view of one operation's packets (remote.cpp's
+// verdict deadline): the sequence number of the last data packet sent to
+// `dst` so far; whether `dst` has acknowledged every data packet up to
+// `seq`; and a count that moves whenever either direction of the link to
+// `dst` recovers from a loss (packets we sent again, packets from `dst`
+// that arrived twice or ahead of a gap).
+uint32_t last_sent(uint32_t dst);
+bool acked(uint32_t dst, uint32_t seq);
+uint64_t recoveries(uint32_t dst);
 // Receive work: at most a bounded number of packets. True if it did work.
 bool poll_rx(uint64_t now);
 // Timers: retransmissions, standalone ACKs, unreachable peers. True if it did work.

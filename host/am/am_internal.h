@@ -259,6 +259,9 @@ class BundleLock {
 Token* live_token(void* token);
 // Called by transports for every packet that arrives.
 void deliver(Endpoint& ep, const en_t& source, const uint8_t* data, size_t len);
+// The packets a message takes on the transport in use (one if it places a
+// Long itself); piece i carries its payload from i * (that transport's piece).
+uint32_t message_pieces(const PacketHeader& h);
 // Runs handlers for what has arrived, retransmits what is due; returns how
 // many messages it handed to handlers (returned ones included).
 int poll_endpoint(Endpoint& ep);

@@ -669,6 +669,8 @@ int reply(void* token, handler_t handler, Category cat, const void* src, size_t 
 
 }  // namespace
 
+uint32_t message_pieces(const PacketHeader& h) { return pieces_of(h); }
+
 Token* live_token(void* token) {
   auto* t = static_cast<Token*>(token);
   if (t < token_ring || t >= token_ring + 64) return nullptr;

@@ -38,6 +38,9 @@ namespace ulnic::am {
 namespace {
 
 constexpr uint32_t kRingEntries = 256;  // > 2 x depth x peers of the jobs here; full = ECONGESTION
+// The NIC bounds a message's pieces (abi/am.h): the largest medium fits.
+constexpr uint32_t kPieceBytes = abi::kAmMaxMessage - sizeof(PacketHeader) - 4 * kMaxArgs;
+static_assert((AMUDP_MAX_MEDIUM + kPieceBytes - 1) / kPieceBytes <= abi::kAmMaxPieces);
 constexpr size_t kStaging = (size_t(2) << 20) + (64 << 10);  // a 1 MiB Long and smaller messages beside it
 constexpr auto kNicWait = std::chrono::milliseconds(30000);
 constexpr auto kFirstResend = std::chrono::microseconds(50);
@@ -351,7 +354,15 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   pre.long_offset = h->offset;
   pre.dst_ep = uint8_t(dest.index);
   pre.src_ep = s.fw;
-  pre.flags = h->kind == Kind::kRequest ? abi::kAmRequest : 0;
+  // The NIC takes a reply only for a request it saw us send (abi/am.h):
+  // requests count, answers (reply, ack, return) take the count back. A
+  // notice that refuses a reply answers nothing and expects nothing: a
+  // one-way request, checked against the tag the reply carried (the
+  // replier's own). A medium in pieces says so, for the NIC's count.
+  if (h->kind == Kind::kRequest) pre.flags = abi::kAmRequest;
+  else if (h->kind == Kind::kReplyRefused) pre.flags = abi::kAmRequest | abi::kAmNoReply;
+  if (h->piece) pre.flags |= abi::kAmPiece;
+  else pre.pieces = uint8_t(message_pieces(*h));
   std::memcpy(p, &pre, sizeof pre);
   std::memcpy(p + sizeof pre, head, head_len);
   if (is_long && payload_len) std::memcpy(p + abi::am_long_start(uint32_t(msg_len)), payload, payload_len);

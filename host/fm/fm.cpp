@@ -282,7 +282,10 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
   }
   pre.dst_ep = uint8_t(p.name.ep);
   pre.src_ep = kEndpoint;
-  pre.flags = abi::kAmRequest;
+  // One-way: FM answers nothing with AM replies, so its packets are
+  // requests (tag-checked by the NIC) that ask for none (abi/am.h: a
+  // request that expected one would keep a count at our NIC forever).
+  pre.flags = abi::kAmRequest | abi::kAmNoReply;
   std::memcpy(at, &pre, sizeof pre);
   std::memcpy(at + sizeof pre, &h, sizeof h);
   abi::SqEntry e{};
@@ -486,7 +489,9 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
   }
   g.stats.packets_received++;
   PacketHeader h;
-  // Members send requests only (tag-checked by the NIC); a reply needs no tag.
+  // Members send requests only (tag-checked by the NIC); the NIC takes no
+  // reply for this endpoint (it never asks for one), so this is a check of
+  // the member's own kind.
   if (e->len < sizeof h || e->len > abi::kAmMaxMessage || !(e->flags & abi::kAmRequest)) {
     g.stats.bad_packets++;
     return;

@@ -324,6 +324,47 @@ void lands(Ring& r, uint64_t n, uint8_t seed = 0x42, uint64_t tag = kTag) {
   arrival(*r.p, r.ep, 200);
 }
 
+// AM-2 replies (abi/am.h): an endpoint takes a reply only from an endpoint
+// it has sent a request to that is not answered yet. A's endpoint kSinkEp
+// takes B's requests (any tag): solicit() has B's endpoint ask it once, so
+// that a reply A sends from kSinkEp is taken.
+constexpr uint8_t kSinkEp = 7;
+
+Ring& sink() {
+  static Ring r;
+  static uint64_t generation = 0;
+  if (generation != g_t.slots[g_a.slot].generation) {  // (re)opened: a new endpoint
+    r = new_ring(g_a, kSinkEp, 16, 1, false);
+    generation = g_t.slots[g_a.slot].generation;
+  }
+  return r;
+}
+
+// `from`'s endpoint from_ep sends a request to ring `to`'s endpoint; the
+// entry it takes there is consumed and the event taken.
+void solicit(Proc& from, uint8_t from_ep, Ring& to) {
+  abi::AmPrefix p = prefix(to.ep, 8, 0x5011c17, kReq, from_ep);
+  CHECK_EQ(send(from, *to.p, p, 0x50).status, abi::kCqOk);
+  EXPECT_EQ(to.entry(to.done)->seq, uint32_t(to.done + 1));
+  to.consume(to.done + 1);
+  abi::EqEntry ev;
+  while (to.p->event(ev)) {
+  }
+}
+void solicit_sink(Proc& from, uint8_t from_ep) { solicit(from, from_ep, sink()); }
+
+// A refused message to r, whose next entry is n: the sender's status, the
+// refusal counted, entry n not taken, no event.
+void refused_at(const Ring& r, uint64_t n, const abi::AmPrefix& p, abi::CqStatus want, uint8_t seed = 9) {
+  uint64_t before = ctr(abi::kCtrAmRefused), msgs = ctr(abi::kCtrAmMessages);
+  abi::CqEntry c = send(g_a, *r.p, p, seed);
+  EXPECT_EQ(c.status, want);
+  EXPECT_EQ(ctr(abi::kCtrAmRefused), before + 1);
+  EXPECT_EQ(ctr(abi::kCtrAmMessages), msgs);
+  EXPECT_EQ(r.entry(n)->seq, 0u);
+  no_event(*r.p);
+}
+
 }  // namespace
 
 FW_TEST(setup_two_slots) {
@@ -436,7 +477,8 @@ FW_TEST(a_message_lands_in_entry_0_byte_for_byte) {
   no_event(g_a);
   EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
   // A one-byte message, a reply, from another endpoint.
-  p = prefix(0, 1, 0, 0, 7);
+  solicit_sink(g_b, 0);  // a reply: B asked A's endpoint 7
+  p = prefix(0, 1, 0, 0, kSinkEp);
   CHECK_EQ(send(g_a, g_b, p, 8).status, abi::kCqOk);
   EXPECT(holds(r, 1, p, 8, g_a));
   arrival(g_b, 0, 1);
@@ -543,8 +585,9 @@ FW_TEST(tags_are_checked_on_requests_only) {
   refused(r, prefix(0, 64, 1), abi::kCqAmBadTag);  // AM_ALL is no wildcard on the sending side
   refused(r, prefix(0, 64, 0), abi::kCqAmBadTag);
   refused(r, prefix(0, 64, kTag + 1, kReq, 0, 100, 0), abi::kCqAmBadTag);  // a Long too
-  // The same message as a reply passes: it lands in entry 0.
-  abi::AmPrefix p = prefix(0, 64, kTag + 1, 0);
+  // The same message as a reply (to a request of B's) passes: it lands in entry 0.
+  solicit_sink(g_b, 0);
+  abi::AmPrefix p = prefix(0, 64, kTag + 1, 0, kSinkEp);
   CHECK_EQ(send(g_a, g_b, p, 0x11).status, abi::kCqOk);
   EXPECT(holds(r, 0, p, 0x11, g_a));
   arrival(g_b, 0, 64);
@@ -562,7 +605,8 @@ FW_TEST(tags_are_checked_on_requests_only) {
   refused(none, prefix(2, 64, 0), abi::kCqAmBadTag);
   refused(none, prefix(2, 64, 1), abi::kCqAmBadTag);
   refused(none, prefix(2, 64, kTag), abi::kCqAmBadTag);
-  p = prefix(2, 64, 0, 0);
+  solicit_sink(g_b, 2);
+  p = prefix(2, 64, 0, 0, kSinkEp);
   CHECK_EQ(send(g_a, g_b, p, 0x12).status, abi::kCqOk);
   EXPECT(holds(none, 0, p, 0x12, g_a));
   arrival(g_b, 2, 64);
@@ -582,7 +626,8 @@ FW_TEST(a_full_ring_refuses_until_the_host_consumes) {
   uint64_t refused_before = ctr(abi::kCtrAmRefused);
   abi::AmPrefix p = prefix(0, 500, kTag);
   EXPECT_EQ(send(g_a, g_b, p, 0x30).status, abi::kCqAmCongestion);
-  p = prefix(0, 50, kTag, 0, 0, 200, 0);  // replies and Longs too
+  solicit_sink(g_b, 0);
+  p = prefix(0, 50, kTag, 0, kSinkEp, 200, 0);  // replies and Longs too
   EXPECT_EQ(send(g_a, g_b, p, 0x30).status, abi::kCqAmCongestion);
   EXPECT_EQ(ctr(abi::kCtrAmRefused), refused_before + 2);
   for (uint32_t i = 0; i < 4; ++i) EXPECT(holds(r, i, ps[i], uint8_t(0x20 + i), g_a));  // nothing overwritten
@@ -618,12 +663,14 @@ FW_TEST(long_bounds_are_checked_against_the_segment) {
   refused(r, prefix(0, 64, kTag, kReq, 0, 1, kSegLen), abi::kCqAmBadLength);  // starts at the end
   refused(r, prefix(0, 64, kTag, kReq, 0, 11, kSegLen - 10), abi::kCqAmBadLength);
   refused(r, prefix(0, 64, kTag, kReq, 0, abi::kAmMaxLong, 0x2001), abi::kCqAmBadLength);
-  refused(r, prefix(0, 64, kTag, 0, 0, 8192, kSegLen - 4096), abi::kCqAmBadLength);  // a reply too
+  solicit_sink(g_b, 0);
+  refused(r, prefix(0, 64, kTag, 0, kSinkEp, 8192, kSegLen - 4096), abi::kCqAmBadLength);  // a reply too
   lands(r, 0);
   // An endpoint without a segment takes no Long at all, but short messages.
   Ring bare = new_ring(g_b, 3, 4, kTag, false);
   refused(bare, prefix(3, 64, kTag, kReq, 0, 1, 0), abi::kCqAmBadSegOffset);
-  refused(bare, prefix(3, 64, kTag, 0, 0, 4096, 0), abi::kCqAmBadSegOffset);
+  solicit_sink(g_b, 3);
+  refused(bare, prefix(3, 64, kTag, 0, kSinkEp, 4096, 0), abi::kCqAmBadSegOffset);
   abi::AmPrefix p = prefix(3, 64, kTag, kReq, 0, 0, 0x7777);  // a long_offset without a Long is nothing
   CHECK_EQ(send(g_a, g_b, p, 0x44).status, abi::kCqOk);
   EXPECT(holds(bare, 0, p, 0x44, g_a));
@@ -719,7 +766,8 @@ FW_TEST(a_garbage_consumed_word_reads_as_full) {
   for (uint64_t v : bad) {
     r.consume(v);
     EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag), 0x5a).status, abi::kCqAmCongestion);
-    EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag, 0, 0, 300, 0), 0x5a).status, abi::kCqAmCongestion);
+    solicit_sink(g_b, 0);
+    EXPECT_EQ(send(g_a, g_b, prefix(0, 64, kTag, 0, kSinkEp, 300, 0), 0x5a).status, abi::kCqAmCongestion);
     EXPECT_EQ(r.entry(1)->seq, 0u);
     EXPECT_EQ(r.msg(1)[0], kFill);
     EXPECT_EQ(g_b.segment_changed_at(), kSegLen);
@@ -791,6 +839,8 @@ FW_TEST(reconfiguring_the_same_ring_keeps_its_place) {
 
 FW_TEST(replies_flow_back_to_the_sender_slot) {
   Ring r = new_ring(g_a, 6, 4, 1);
+  Ring asked = new_ring(g_b, 2, 4, 1, false);
+  solicit(g_a, 6, asked);  // A's endpoint 6 asks B's endpoint 2
   abi::AmPrefix p = prefix(6, 123, 99, 0, 2, 2000, 5000);
   uint32_t len = build(g_b, p, 0x77);
   abi::SqEntry e = send_entry(g_b, len, uint16_t(g_a.slot));
@@ -807,6 +857,79 @@ FW_TEST(replies_flow_back_to_the_sender_slot) {
   CHECK_EQ(g_a.run(send_entry(g_a, len, uint16_t(g_a.slot))).status, abi::kCqOk);
   EXPECT(holds(r, 1, p, 0x78, g_a));
   arrival(g_a, 6, 5);
+  EXPECT_EQ(g_b.run(close_entry(2)).status, abi::kCqOk);
+}
+
+// AM-2: a request gets at most one reply. B's endpoint 3 takes a reply
+// only from an endpoint it asked and has not had its answer from; any other
+// is refused (kCqAmBadTag, counted) and writes nothing.
+FW_TEST(replies_are_taken_only_for_requests_the_endpoint_sent) {
+  Ring r = new_ring(g_b, 3, 16, kTag);
+  Ring& s = sink();
+  const abi::AmPrefix reply = prefix(3, 64, 0, 0, kSinkEp);
+  // Unsolicited: refused, whatever its tag, and nothing is written.
+  refused(r, reply, abi::kCqAmBadTag);
+  refused(r, prefix(3, 64, kTag, 0, kSinkEp), abi::kCqAmBadTag);
+  refused(r, prefix(3, 300, kTag, 0, kSinkEp, 100, 0), abi::kCqAmBadTag);  // a Long too
+  // B asks: the reply is taken...
+  solicit(g_b, 3, s);
+  CHECK_EQ(send(g_a, g_b, reply, 0x31).status, abi::kCqOk);
+  EXPECT(holds(r, 0, reply, 0x31, g_a));
+  arrival(g_b, 3, 64);
+  // ... and a second reply to the same request is not.
+  refused_at(r, 1, reply, abi::kCqAmBadTag);
+  // Two requests, two replies (from the endpoint asked, not another of A's).
+  solicit(g_b, 3, s);
+  solicit(g_b, 3, s);
+  refused_at(r, 1, prefix(3, 64, 0, 0, 2), abi::kCqAmBadTag);
+  CHECK_EQ(send(g_a, g_b, reply, 0x32).status, abi::kCqOk);
+  CHECK_EQ(send(g_a, g_b, reply, 0x33).status, abi::kCqOk);
+  EXPECT(holds(r, 2, reply, 0x33, g_a));
+  arrival(g_b, 3, 64);
+  arrival(g_b, 3, 64);
+  refused_at(r, 3, reply, abi::kCqAmBadTag);
+  // A one-way request (kAmNoReply) asks for none; neither does a request
+  // the destination refused (no such endpoint: its count is given back).
+  abi::AmPrefix one_way = prefix(s.ep, 8, 1, kReq | abi::kAmNoReply, 3);
+  CHECK_EQ(send(g_b, g_a, one_way, 0x34).status, abi::kCqOk);
+  s.consume(s.done + 1);
+  g_a.drain();
+  refused_at(r, 3, reply, abi::kCqAmBadTag);
+  EXPECT_EQ(send(g_b, g_a, prefix(5, 8, 1, kReq, 3), 0x35).status, abi::kCqAmBadEndpoint);
+  refused_at(r, 3, prefix(3, 64, 0, 0, 5), abi::kCqAmBadTag);
+  // A reply in pieces: its first piece announces them, the pieces that
+  // follow (kAmPiece) are taken up to that many. A piece before any first
+  // piece while the request is unanswered comes again later (congestion).
+  solicit(g_b, 3, s);
+  abi::AmPrefix piece = prefix(3, 64, 0, abi::kAmPiece, kSinkEp);
+  refused_at(r, 3, piece, abi::kCqAmCongestion);
+  abi::AmPrefix first = reply;
+  first.pieces = 3;
+  CHECK_EQ(send(g_a, g_b, first, 0x36).status, abi::kCqOk);
+  CHECK_EQ(send(g_a, g_b, piece, 0x37).status, abi::kCqOk);
+  CHECK_EQ(send(g_a, g_b, piece, 0x38).status, abi::kCqOk);
+  EXPECT(holds(r, 5, piece, 0x38, g_a));
+  for (int i = 0; i < 3; ++i) arrival(g_b, 3, 64);
+  refused_at(r, 6, piece, abi::kCqAmBadTag);
+  refused_at(r, 6, reply, abi::kCqAmBadTag);
+  first.pieces = abi::kAmMaxPieces + 1;  // more than a message has: malformed
+  refused_at(r, 6, first, abi::kCqAmBadEndpoint);
+  // Closed and opened again, the endpoint awaits nothing.
+  solicit(g_b, 3, s);
+  CHECK_EQ(g_b.run(close_entry(3)).status, abi::kCqOk);
+  r = new_ring(g_b, 3, 16, kTag);
+  refused(r, reply, abi::kCqAmBadTag);
+  // A slot's requests to itself count the same.
+  CHECK_EQ(send(g_b, g_b, prefix(3, 8, kTag, kReq, 3), 0x50).status, abi::kCqOk);
+  r.consume(1);
+  g_b.drain();
+  abi::AmPrefix self_reply = prefix(3, 16, 0, 0, 3);
+  uint32_t len = build(g_b, self_reply, 0x39);
+  CHECK_EQ(g_b.run(send_entry(g_b, len, uint16_t(g_b.slot))).status, abi::kCqOk);
+  EXPECT(holds_from(r, 1, self_reply, 0x39, self_node(), g_b.slot));
+  CHECK_EQ(g_b.run(send_entry(g_b, len, uint16_t(g_b.slot))).status, abi::kCqAmBadTag);
+  g_b.drain();
+  CHECK_EQ(g_b.run(close_entry(3)).status, abi::kCqOk);
 }
 
 FW_TEST(a_segment_deregistered_mid_long_publishes_an_empty_entry) {
@@ -998,6 +1121,7 @@ struct PeerAm {
   uint64_t op_id;
   uint32_t total;
   uint16_t dst_slot;
+  uint16_t src_slot = kPeerSlot;
 
   uint32_t packets() const { return (total + kMtu - 1) / kMtu; }
   // Packet k: the bytes from k * kMtu.
@@ -1011,7 +1135,7 @@ struct PeerAm {
     h.dst_addr = off;
     h.op_id = op_id;
     h.op_length = total;
-    h.src_slot = kPeerSlot;
+    h.src_slot = src_slot;
     g_peer.send(h, g_a.base + kSrcOff + off);
   }
   void send(uint32_t from, uint32_t to) const {
@@ -1211,4 +1335,202 @@ FW_TEST(remote_a_segment_deregistered_mid_long_takes_no_more_of_it) {
   EXPECT(holds_from(r, 1, p, 0x76, kPeer, kPeerSlot));
   EXPECT(long_landed(g_b, p, 0x76));
   arrival(g_b, 4, 32, kPeer);
+}
+
+// AM-2 replies over the wire: B's endpoint 6 asks kAmPeers endpoints of
+// node 1 -- (slot k % 8, endpoint k / 8) -- and so awaits a reply from each.
+// A request to one more is not sent (kCqAmCongestion at once: the host tries
+// again, as for a full ring) until a reply frees a place; node 1's replies
+// are taken once per request, from the endpoints asked only; a request node 1
+// refuses gives its place back.
+FW_TEST(remote_an_endpoint_awaits_replies_from_at_most_kAmPeers_endpoints) {
+  Ring r = new_ring(g_b, 6, 8, kTag);
+  g_b.drain();
+  g_peer.drain();
+  const uint32_t logged = g_peer.logged;
+  auto request = [&](uint32_t k) {
+    abi::AmPrefix p = prefix(uint8_t(k / 8), 16, 0x77, kReq, 6);
+    abi::SqEntry e = send_entry(g_b, build(g_b, p, uint8_t(k), k * 0x100), uint16_t(k % 8), k * 0x100);
+    e.dst_node = kPeer;
+    g_b.submit(e);
+    for (int i = 0; i < 4; ++i) lcp::slots_service(g_t);
+    return e;
+  };
+  // Node 1 answers each AM operation of ours it heard since `from` with `status`.
+  auto verdicts = [&](uint32_t from, uint8_t status) {
+    g_peer.drain();
+    uint32_t n = 0;
+    for (uint32_t i = from; i < g_peer.logged; ++i) {
+      const auto& e = g_peer.log[i % fwtest::FabricPeer::kKept];
+      if (e.h.op != abi::kWireOpAm) continue;
+      abi::WireHeader v = g_peer.header();
+      v.op = abi::kWireOpResult;
+      v.op_id = e.h.op_id;
+      v.status = status;
+      g_peer.send(v, nullptr);
+      ++n;
+    }
+    return n;
+  };
+  // Node 1's endpoint (slot, ep) sends B's endpoint 6 a reply; our verdict.
+  auto reply_from = [&](uint16_t slot, uint8_t ep, uint8_t seed) {
+    PeerAm op = peer_am(g_b, prefix(6, 32, 0, 0, ep), seed);
+    op.src_slot = slot;
+    op.send(0, op.packets());
+    return g_peer.verdict(op.op_id);
+  };
+  for (uint32_t k = 0; k < lcp::kAmPeers; ++k) request(k);
+  CHECK_EQ(verdicts(logged, abi::kCqOk), lcp::kAmPeers);
+  abi::CqEntry c{};
+  for (uint32_t k = 0; k < lcp::kAmPeers; ++k) {
+    CHECK(g_b.reap(c));
+    EXPECT_EQ(c.status, abi::kCqOk);
+  }
+  // One more endpoint: not sent.
+  const uint32_t before = g_peer.logged;
+  abi::SqEntry extra = request(lcp::kAmPeers);
+  CHECK(g_b.reap(c));
+  EXPECT_EQ(c.user_data, extra.user_data);
+  EXPECT_EQ(c.status, abi::kCqAmCongestion);
+  g_peer.drain();
+  EXPECT_EQ(g_peer.logged, before);
+  // A reply from an endpoint not asked is refused; from one asked, taken once.
+  EXPECT_EQ(reply_from(3, 4, 0x70), abi::kCqAmBadTag);
+  EXPECT_EQ(r.entry(0)->seq, 0u);
+  EXPECT_EQ(reply_from(3, 0, 0x71), abi::kCqOk);
+  EXPECT_EQ(r.entry(0)->seq, 1u);
+  EXPECT_EQ(reply_from(3, 0, 0x72), abi::kCqAmBadTag);
+  r.consume(1);
+  g_b.drain();
+  // Its place is free: the request goes now. Node 1 refuses it (no such
+  // endpoint there): the place is free again, for another endpoint.
+  request(lcp::kAmPeers);
+  EXPECT_EQ(verdicts(before, abi::kCqAmBadEndpoint), 1u);
+  CHECK(g_b.reap(c));
+  EXPECT_EQ(c.status, abi::kCqAmBadEndpoint);
+  const uint32_t next = g_peer.logged;
+  request(lcp::kAmPeers + 1);
+  EXPECT_EQ(verdicts(next, abi::kCqOk), 1u);
+  CHECK(g_b.reap(c));
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(reply_from((lcp::kAmPeers + 1) % 8, (lcp::kAmPeers + 1) / 8, 0x73), abi::kCqOk);
+  // Closed, the endpoint awaits nothing (and later tests find it free).
+  CHECK_EQ(g_b.run(close_entry(6)).status, abi::kCqOk);
+  g_b.drain();
+}
+
+// ---------------------------------------------------------------------
+// A verdict that never comes (remote.h kVerdictTimeoutUs): node 1 takes a
+// put of A's and acknowledges it, but sends no verdict. The put fails as
+// unreachable once its verdict is that long overdue -- not while the link
+// still resends it, and not while either direction of the link recovers
+// from a loss -- and counts in verdict_timeouts; A's next put goes and
+// completes as usual. The NIC's own loop runs it (loop_pass), on a clock the
+// test moves on.
+
+namespace {
+
+abi::SqEntry put_to_peer(uint32_t len) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpPut;
+  e.length = len;
+  e.src_addr = g_a.va(kSrcOff);
+  e.src_key = g_a.src_key;
+  e.dst_node = kPeer;
+  e.dst_slot = 2;
+  e.dst_key = 0x1234;
+  e.dst_addr = 0x5000;
+  e.user_data = ++g_token;
+  return e;
+}
+
+// The newest put packet node 1 took (its op id; 0 if none).
+uint64_t peer_heard_put() {
+  g_peer.drain();
+  const uint32_t kept = g_peer.logged < fwtest::FabricPeer::kKept ? g_peer.logged : fwtest::FabricPeer::kKept;
+  for (uint32_t i = 1; i <= kept; ++i) {
+    const auto& e = g_peer.log[(g_peer.logged - i) % fwtest::FabricPeer::kKept];
+    if (e.h.op == abi::kWireOpPut) return e.h.op_id;
+  }
+  return 0;
+}
+
+// Node 1 acknowledges what it took: a sequence filler carries the ACK.
+void peer_acks() {
+  g_peer.drain();
+  g_peer.send(g_peer.header(), nullptr);
+}
+
+}  // namespace
+
+FW_TEST(remote_an_operation_whose_verdict_never_comes_fails_and_the_slot_goes_on) {
+  const uint64_t ms = hal::clint::us_to_ticks(1000), timeout = hal::clint::us_to_ticks(lcp::kVerdictTimeoutUs);
+  core::boot_config::Config cfg{};
+  lcp::LoopState loop{};
+  uint64_t t = hal::clint::now();
+  lcp::loop_init(loop, cfg, t);
+  loop.slots = &g_t;
+  auto pass_at = [&](uint64_t at) {
+    for (int i = 0; i < 4; ++i) lcp::loop_pass(loop, at);
+  };
+  g_a.drain();
+  peer_acks();  // nothing of ours left unacknowledged: the put's packet starts the link's clock
+  const uint64_t timeouts = ctr(abi::kCtrVerdictTimeouts);
+  abi::SqEntry e = put_to_peer(300);
+  g_a.submit(e);
+  pass_at(t);
+  const uint64_t op = peer_heard_put();
+  CHECK(op != 0);
+  abi::CqEntry c{};
+  // Unacknowledged for most of a deadline (the link's own is as long): the
+  // link resends the put; its verdict's wait has not begun.
+  pass_at(t + timeout - 500 * ms);
+  EXPECT(!g_a.reap(c));
+  EXPECT_EQ(peer_heard_put(), op);
+  // Acknowledged now, at t1. Half a deadline on, node 1 sends a packet
+  // twice (a loss it recovers from): the wait starts again.
+  peer_acks();
+  const uint64_t t1 = t + timeout - 400 * ms;
+  pass_at(t1);
+  pass_at(t1 + timeout / 2);
+  EXPECT(!g_a.reap(c));
+  g_peer.send(g_peer.header(), nullptr, g_peer.next_seq - 1);
+  const uint64_t t2 = t1 + timeout / 2 + 20 * ms;
+  pass_at(t2);
+  pass_at(t1 + timeout + 20 * ms);
+  EXPECT(!g_a.reap(c));
+  pass_at(t2 + timeout - 20 * ms);
+  EXPECT(!g_a.reap(c));
+  EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts);
+  // A deadline after that: it fails, counted.
+  pass_at(t2 + timeout + 20 * ms);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, e.user_data);
+  EXPECT_EQ(c.status, abi::kCqUnreachable);
+  EXPECT_EQ(c.result, 0u);
+  EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts + 1);
+  // A verdict that comes after all finds nothing to finish.
+  abi::WireHeader v = g_peer.header();
+  v.op = abi::kWireOpResult;
+  v.op_id = op;
+  g_peer.send(v, nullptr);
+  pass_at(hal::clint::now());
+  EXPECT(!g_a.reap(c));
+  // The slot's next put goes, and completes with its verdict.
+  e = put_to_peer(5000);
+  g_a.submit(e);
+  t = hal::clint::now();
+  pass_at(t);
+  const uint64_t op2 = peer_heard_put();
+  CHECK(op2 != 0 && op2 != op);
+  v.op_id = op2;
+  g_peer.send(v, nullptr);
+  pass_at(t);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, e.user_data);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 5000u);
+  EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts + 1);
+  EXPECT(!g_a.reap(c));
+  g_a.drain();
 }

@@ -1025,6 +1025,53 @@ FW_TEST(rdma_write_and_read_move_the_bytes) {
   EXPECT_QUIET();
 }
 
+// VIA: a work queue's descriptors complete in the order they were posted.
+// An RDMA read ends with its response, which the target sends after it
+// answered (at once) a send posted behind the read on the same VI: that
+// send's completion waits for the read's. So does a second, shorter read's.
+FW_TEST(sends_and_reads_posted_after_an_rdma_read_complete_after_it) {
+  uint64_t source = g_b.buf(0x48005);
+  fill(g_b, source, 10000, 91);
+  Seg rs[2] = {Seg{source, g_b.buf_key, 0}, g_a.seg(0x10000, 10000)};
+  memset(g_a.at(rs[1].va), 0, rs[1].len);
+  uint64_t read = g_a.desc(abi::kViCtlOpRdmaRead, 10000, 0, rs, 2);
+  Seg ss = g_a.seg(0x30000, 100);
+  fill(g_a, ss.va, 100, 92);
+  uint64_t send = g_a.desc(0, 100, 0, &ss, 1);
+  Seg rs2[2] = {Seg{source, g_b.buf_key, 0}, g_a.seg(0x40000, 8)};
+  uint64_t read2 = g_a.desc(abi::kViCtlOpRdmaRead, 8, 0, rs2, 2);
+  Seg rr = g_b.seg(0x200, 100);
+  uint64_t recv = g_b.desc(0, 0, 0, &rr, 1);
+  post_recv(g_b, 1, recv);
+  pump();
+  post_send(g_a, 1, read);
+  post_send(g_a, 1, send);
+  post_send(g_a, 1, read2);
+  // One pass over the slots: all three start; the send is placed and
+  // answered at once, the reads are being answered.
+  lcp::slots_service(g_t);
+  g_a.collect();
+  g_b.collect();
+  EXPECT_POST_DONE(g_b, abi::kOpViPostRecv, 1, recv);
+  EXPECT_EQ(g_a.position(send), -1);
+  EXPECT_EQ(g_a.status(send), 0u);
+  pump();
+  // Posting order: the read, the send, the second read.
+  EXPECT_EQ(g_a.position(read), 0);
+  EXPECT_EQ(g_a.position(send), 1);
+  EXPECT_EQ(g_a.position(read2), 2);
+  EXPECT_POST_DONE(g_a, abi::kOpViPostSend, 1, read);
+  EXPECT_POST_DONE(g_a, abi::kOpViPostSend, 1, send);
+  EXPECT_POST_DONE(g_a, abi::kOpViPostSend, 1, read2);
+  EXPECT_EQ(g_a.status(read), kDone | abi::kViStOpRdmaRead);
+  EXPECT_EQ(g_a.status(send), kDone | abi::kViStOpSend);
+  EXPECT_EQ(g_a.status(read2), kDone | abi::kViStOpRdmaRead);
+  EXPECT(memcmp(g_a.at(rs[1].va), g_b.at(source), 10000) == 0);
+  EXPECT(memcmp(g_a.at(rs2[1].va), g_b.at(source), 8) == 0);
+  EXPECT(memcmp(g_b.at(rr.va), g_a.at(ss.va), 100) == 0);
+  EXPECT_QUIET();
+}
+
 // ---------------------------------------------------------------------
 // Refusals at the target, by reliability level (SEMANTICS.md).
 
@@ -2252,6 +2299,40 @@ FW_TEST(remote_a_receive_segment_deregistered_mid_send_takes_no_more_of_it) {
   // Whatever state that left: back to nothing.
   simple(g_b, abi::kOpViDisconnect, 20);
   simple(g_b, abi::kOpViDestroy, 20);
+  remote_pump();
+  g_b.ngot = 0;
+  while (g_b.event(ev_sink())) {
+  }
+}
+
+// A verdict that never comes (remote.h kVerdictTimeoutUs): b sends on a
+// reliable VI to node 1, which acknowledges the packet but answers nothing.
+// Once the verdict is that long overdue the send completes with a transport
+// error, the connection breaks (as when the peer is unreachable), and
+// verdict_timeouts counts it; not a moment before.
+FW_TEST(remote_a_send_whose_verdict_never_comes_fails_and_breaks_the_vi) {
+  CHECK(connect_remote(40, kRel, 40, "remote-no-verdict"));
+  const uint64_t timeouts = core::status::counter(abi::kCtrVerdictTimeouts);
+  Seg s = g_b.seg(0x100, 200);
+  uint64_t d = g_b.desc(0, 200, 0, &s, 1);
+  post_send(g_b, 40, d);
+  remote_pump();
+  g_peer.send(g_peer.header(), nullptr);  // a filler: its ACK covers the send
+  const uint64_t ms = hal::clint::us_to_ticks(1000), timeout = hal::clint::us_to_ticks(lcp::kVerdictTimeoutUs);
+  const uint64_t t = hal::clint::now() + 100 * ms;
+  lcp::vi_poll(g_t, t);  // acknowledged: the wait begins
+  lcp::vi_poll(g_t, t + timeout - 20 * ms);
+  g_b.collect();
+  EXPECT_EQ(g_b.position(d), -1);
+  EXPECT_EQ(core::status::counter(abi::kCtrVerdictTimeouts), timeouts);
+  lcp::vi_poll(g_t, t + timeout + 20 * ms);
+  g_b.collect();
+  EXPECT_POST_DONE(g_b, abi::kOpViPostSend, 40, d);
+  EXPECT_EQ(g_b.status(d), kDone | abi::kViStOpSend | abi::kViStTransportError);
+  EXPECT_EQ(core::status::counter(abi::kCtrVerdictTimeouts), timeouts + 1);
+  EXPECT_VI_EVENT(g_b, 40, abi::kViErrConnLost, abi::kViStateError);
+  simple(g_b, abi::kOpViDisconnect, 40);
+  simple(g_b, abi::kOpViDestroy, 40);
   remote_pump();
   g_b.ngot = 0;
   while (g_b.event(ev_sink())) {

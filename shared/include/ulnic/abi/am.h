@@ -16,6 +16,25 @@
 //     last byte. A refusal writes nothing and comes back to the sender as
 //     the operation's CQ status (kCqAm*), which the library turns into a
 //     returned message.
+//   * Replies are checked too (AM-2: a request gets at most one reply): an
+//     endpoint takes a reply only from an endpoint it has sent more requests
+//     than it has taken replies from. Its NIC counts them per peer endpoint
+//     (at most kAmPeers of the firmware's at once): a request that expects a
+//     reply (kAmRequest without kAmNoReply) counts when it starts, and is
+//     uncounted if the destination NIC refuses it; the first piece of a reply
+//     takes the count back (and allows the pieces it announces, `pieces`).
+//     Any other reply is refused with kCqAmBadTag, like a request with the
+//     wrong tag. A request that would need a count its endpoint has no room
+//     for is not sent: kCqAmCongestion, as for a full ring (the host tries
+//     again; replies coming in free the room). One-way messages (FM, and
+//     notices that answer a reply) go as requests with kAmNoReply: checked
+//     by tag, uncounted, and no reply to them is taken.
+//   * A message larger than a ring entry goes as several kOpAmSends, its
+//     pieces: the first says how many there are (`pieces`), the others
+//     carry kAmPiece (a request's are tag-checked and not counted; a reply's
+//     are taken while its first piece's allowance lasts, and asked to come
+//     again, kCqAmCongestion, if they overtook a first piece that is itself
+//     coming again).
 //   * The process consumes entries in order and tells the NIC how far it got
 //     (AmRingControl.consumed); the NIC never reuses an unconsumed entry.
 //     Each publication also posts a kEqAmArrival event, the wake-up of a
@@ -49,7 +68,7 @@ struct AmPrefix {
   uint8_t dst_ep;        // destination endpoint (index in the destination slot)
   uint8_t src_ep;        // sending endpoint (index in the sending slot)
   uint8_t flags;         // AmPrefixFlags
-  uint8_t reserved0;
+  uint8_t pieces;        // a message's first piece: kOpAmSends it takes in all (0 or 1: one)
   uint8_t reserved[40];  // 0
 };
 ULNIC_ABI_CHECK_SIZE(AmPrefix, 64);
@@ -57,7 +76,10 @@ static_assert(am_long_start(0) == sizeof(AmPrefix));
 
 enum AmPrefixFlags : uint8_t {
   kAmRequest = 1u << 0,  // a request: tag-checked (replies answer a request the destination sent)
+  kAmNoReply = 1u << 1,  // with kAmRequest: one-way, no reply to it is taken (not counted)
+  kAmPiece = 1u << 2,    // not the first piece of its message (see `pieces`)
 };
+constexpr uint8_t kAmMaxPieces = 16;  // pieces of one message: a 65000-byte medium in 4 KiB pieces
 
 // The receive ring: this control block, then `entries` entries of
 // kAmEntryBytes each (an AmRxEntry, then the message).

@@ -220,7 +220,8 @@ enum CqStatus : uint16_t {
   kCqBadSlot = 6,        // destination slot not attached
   kCqNoResources = 7,    // registration table full
   kCqFlushed = 8,        // slot detached before the work ran
-  kCqUnreachable = 9,    // the destination NIC stopped answering (or rebooted)
+  kCqUnreachable = 9,    // the destination NIC stopped answering (or rebooted), or
+                         // never gave its verdict on this operation (verdict_timeouts)
   kCqRemoteBadKey = 10,  // the receiver refused: no such registration
   kCqRemoteProtection = 11,  // the receiver refused: no RemoteWrite, or out of bounds
   kCqRemoteBadSlot = 12, // the receiver refused: slot not attached
@@ -242,8 +243,10 @@ enum CqStatus : uint16_t {
   kCqRemoteNotConnected = 26,  // the target VI is not connected to the sender
   // kOpAmSend, decided by the destination NIC (nothing was written):
   kCqAmBadEndpoint = 27,     // no such endpoint in the destination slot
-  kCqAmBadTag = 28,          // a request's tag does not match the endpoint's
-  kCqAmCongestion = 29,      // the endpoint's receive ring is full
+  kCqAmBadTag = 28,          // a request's tag does not match the endpoint's, or a
+                             // reply answers no request of the endpoint's (abi/am.h)
+  kCqAmCongestion = 29,      // the endpoint's receive ring is full (or see abi/am.h:
+                             // try again later)
   kCqAmBadSegOffset = 30,    // a Long's offset is past the segment (or no segment)
   kCqAmBadLength = 31,       // a Long's end is past the segment
 };

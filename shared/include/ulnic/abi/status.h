@@ -70,6 +70,7 @@ enum Counter : uint32_t {
   kCtrVerdictsDropped,     // verdicts beyond a peer's queue (a peer that broke the protocol)
   kCtrSpinWindowUs,        // gauge: how long the NIC polls after its last work before it sleeps
   kCtrLinkPlaced,          // data packets the link placed itself (direct placement, no upcall)
+  kCtrVerdictTimeouts,     // operations failed for a verdict that never came (its packets all acknowledged)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;
