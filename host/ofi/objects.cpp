@@ -13,6 +13,11 @@ namespace {
 
 using std::chrono::milliseconds;
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 template <class T, class F>
 T* as(F* f) {
   return reinterpret_cast<T*>(f);
@@ -591,22 +596,18 @@ bool progress(Domain& d) {
       uint64_t ud = d.next_user_data++;
       post.sqe.user_data = ud;
       d.posts[ud] = post;
-      d.retry.push_back(ud);
+      d.retry.emplace_back(ud, now_ns() + kRetryNs);
       continue;
     }
     ep_nic_done(*post.ep, post, c);
   }
-  // Resend refused messages, in the order they were refused.
-  size_t n = d.retry.size();
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t ud = d.retry.front();
+  // Resend refused messages that waited long enough, in the order they
+  // were refused (without SQ room they wait for the next progress).
+  const int64_t now = now_ns();
+  while (!d.retry.empty() && d.retry.front().second <= now) {
+    auto it = d.posts.find(d.retry.front().first);
+    if (it != d.posts.end() && !d.nic->post(it->second.sqe)) break;
     d.retry.pop_front();
-    auto it = d.posts.find(ud);
-    if (it == d.posts.end()) continue;
-    if (!d.nic->post(it->second.sqe)) {
-      d.retry.push_back(ud);
-      continue;
-    }
     did = true;
   }
   for (Ep* ep : d.eps)

@@ -97,6 +97,7 @@ constexpr size_t kMaxPendingPerPeer = 1024;      // out-of-order messages kept p
 constexpr size_t kMaxUnexpectedBytes = 64u << 20;  // beyond: the ring is left full (senders retry)
 constexpr uint32_t kMaxEndpoints = abi::kMaxAmEndpoints;
 constexpr size_t kCqDataSize = 8;
+constexpr int64_t kRetryNs = 200'000;  // a refused message waits this long before it goes again
 
 // Provider errors (prov_errno of an error completion, fi_cq_strerror):
 // NIC statuses (abi::CqStatus) as they are, ours above them.
@@ -267,7 +268,10 @@ struct Domain {
   std::vector<Ep*> eps;
   std::vector<Cq*> cqs;
   std::map<uint64_t, Post> posts;      // NIC descriptors in flight, by user_data
-  std::deque<uint64_t> retry;          // posts refused for congestion, to post again
+  // Posts refused for congestion (user_data, when to post again: steady
+  // clock ns), in the order refused. A receiver that does not poll would
+  // otherwise have its NIC refuse our messages as fast as we resend them.
+  std::deque<std::pair<uint64_t, int64_t>> retry;
   uint64_t next_user_data = 1;
   uint64_t next_op = 1;
   std::vector<Mr*> mrs;                // live fi_mr_reg registrations (descs are checked against it)

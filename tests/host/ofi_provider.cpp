@@ -408,6 +408,55 @@ TEST(OfiMsg, TruncatedReceivesGiveEtruncErrorEntries) {
   expect_truncated(p, 65536, 100);        // rendezvous into a buffer of eager size
 }
 
+// A receiver that does not poll: its ring (256 entries, host/ofi/ofi.h)
+// fills, its NIC refuses the rest, the sender resends them, and once the
+// receiver polls again every message arrives, in the order sent.
+TEST(OfiMsg, FullRingRefusalsAreResentInOrder) {
+  Pair p;
+  constexpr int kMessages = 600;
+  constexpr uint32_t kRing = 256;
+  std::vector<uint32_t> out(kMessages);
+  int sent = 0, completed = 0;
+  fi_cq_tagged_entry e{};
+  auto post_some = [&] {
+    while (sent < kMessages) {
+      out[sent] = uint32_t(sent);
+      ssize_t r = fi_send(p.a.ep, &out[sent], sizeof(uint32_t), nullptr, p.a_to_b, nullptr);
+      if (r == -FI_EAGAIN) return;
+      ASSERT_EQ(r, 0);
+      ++sent;
+    }
+  };
+  // Only the sender progresses: the ring takes kRing messages, no more.
+  auto quiet_since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - quiet_since < 500ms) {
+    post_some();
+    if (fi_cq_read(p.a.cq, &e, 1) == 1) {
+      ++completed;
+      quiet_since = std::chrono::steady_clock::now();
+    }
+  }
+  EXPECT_EQ(completed, int(kRing));
+  EXPECT_GT(sent, completed) << "more were posted than the ring could take";
+  // The receiver posts its receives and polls: everything arrives, in order.
+  std::vector<uint32_t> in(kMessages, ~0u);
+  for (int k = 0; k < kMessages; ++k)
+    ASSERT_EQ(fi_recv(p.b.ep, &in[k], sizeof(uint32_t), nullptr, FI_ADDR_UNSPEC, &in[k]), 0);
+  int received = 0;
+  auto end = std::chrono::steady_clock::now() + 60s;
+  while ((received < kMessages || completed < kMessages) && std::chrono::steady_clock::now() < end) {
+    post_some();
+    if (fi_cq_read(p.a.cq, &e, 1) == 1) ++completed;
+    if (fi_cq_read(p.b.cq, &e, 1) == 1) {
+      EXPECT_EQ(e.op_context, &in[received]) << "receives complete in the order posted";
+      ++received;
+    }
+  }
+  ASSERT_EQ(received, kMessages);
+  ASSERT_EQ(completed, kMessages);
+  for (int k = 0; k < kMessages; ++k) ASSERT_EQ(in[k], uint32_t(k)) << "message " << k << " out of order";
+}
+
 TEST(OfiTagged, IgnoreBitsUnexpectedMessagesAndOrder) {
   Pair p;
   // Sent before any receive is posted: all unexpected (one of them a rendezvous).
