@@ -487,6 +487,17 @@ ssize_t do_recv(Ep& ep, void* buf, size_t len, void* desc, fi_addr_t src, bool t
 // ---------------------------------------------------------------- fi_ops_msg / fi_ops_tagged
 
 uint64_t send_flags(const Ep& ep) { return ep.tx_op_flags & FI_COMPLETION; }
+
+// iov_limit is 1: the one buffer of a vector call (none for a count of 0).
+struct One {
+  void* buf = nullptr;
+  size_t len = 0;
+  void* desc = nullptr;
+};
+One one(const iovec* iov, void** desc, size_t count) {
+  if (!count) return {};
+  return {iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : nullptr};
+}
 uint64_t recv_flags(const Ep& ep) { return ep.rx_op_flags & FI_COMPLETION; }
 
 ssize_t msg_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, void* ctx) {
@@ -495,13 +506,13 @@ ssize_t msg_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, vo
 }
 ssize_t msg_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx) {
   if (count > 1) return -FI_EINVAL;
-  return msg_recv(e, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, desc ? desc[0] : nullptr, src,
-                  ctx);
+  One o = one(iov, desc, count);
+  return msg_recv(e, o.buf, o.len, o.desc, src, ctx);
 }
 ssize_t msg_recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) {
   if (m->iov_count > 1) return -FI_EINVAL;
-  return do_recv(*as_ep(e), m->iov_count ? m->msg_iov[0].iov_base : nullptr, m->iov_count ? m->msg_iov[0].iov_len : 0,
-                 m->desc ? m->desc[0] : nullptr, m->addr, false, 0, 0, m->context, flags);
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_recv(*as_ep(e), o.buf, o.len, o.desc, m->addr, false, 0, 0, m->context, flags);
 }
 ssize_t msg_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx) {
   Ep& ep = *as_ep(e);
@@ -509,13 +520,13 @@ ssize_t msg_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t d
 }
 ssize_t msg_sendv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx) {
   if (count > 1) return -FI_EINVAL;
-  return msg_send(e, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, desc ? desc[0] : nullptr, dest,
-                  ctx);
+  One o = one(iov, desc, count);
+  return msg_send(e, o.buf, o.len, o.desc, dest, ctx);
 }
 ssize_t msg_sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) {
   if (m->iov_count > 1) return -FI_EINVAL;
-  return do_send(*as_ep(e), m->iov_count ? m->msg_iov[0].iov_base : nullptr, m->iov_count ? m->msg_iov[0].iov_len : 0,
-                 m->desc ? m->desc[0] : nullptr, m->addr, false, 0, m->data, m->context, flags);
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_send(*as_ep(e), o.buf, o.len, o.desc, m->addr, false, 0, m->data, m->context, flags);
 }
 ssize_t msg_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) {
   return do_send(*as_ep(e), buf, len, nullptr, dest, false, 0, 0, nullptr, FI_INJECT);
@@ -538,14 +549,14 @@ ssize_t tag_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, ui
 ssize_t tag_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
                   uint64_t ignore, void* ctx) {
   if (count > 1) return -FI_EINVAL;
-  return tag_recv(e, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, desc ? desc[0] : nullptr, src,
-                  tag, ignore, ctx);
+  One o = one(iov, desc, count);
+  return tag_recv(e, o.buf, o.len, o.desc, src, tag, ignore, ctx);
 }
 ssize_t tag_recvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
   if (m->iov_count > 1) return -FI_EINVAL;
   if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) return -FI_ENOSYS;
-  return do_recv(*as_ep(e), m->iov_count ? m->msg_iov[0].iov_base : nullptr, m->iov_count ? m->msg_iov[0].iov_len : 0,
-                 m->desc ? m->desc[0] : nullptr, m->addr, true, m->tag, m->ignore, m->context, flags);
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_recv(*as_ep(e), o.buf, o.len, o.desc, m->addr, true, m->tag, m->ignore, m->context, flags);
 }
 ssize_t tag_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t tag, void* ctx) {
   Ep& ep = *as_ep(e);
@@ -553,13 +564,13 @@ ssize_t tag_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t d
 }
 ssize_t tag_sendv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t tag, void* ctx) {
   if (count > 1) return -FI_EINVAL;
-  return tag_send(e, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, desc ? desc[0] : nullptr, dest,
-                  tag, ctx);
+  One o = one(iov, desc, count);
+  return tag_send(e, o.buf, o.len, o.desc, dest, tag, ctx);
 }
 ssize_t tag_sendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
   if (m->iov_count > 1) return -FI_EINVAL;
-  return do_send(*as_ep(e), m->iov_count ? m->msg_iov[0].iov_base : nullptr, m->iov_count ? m->msg_iov[0].iov_len : 0,
-                 m->desc ? m->desc[0] : nullptr, m->addr, true, m->tag, m->data, m->context, flags);
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_send(*as_ep(e), o.buf, o.len, o.desc, m->addr, true, m->tag, m->data, m->context, flags);
 }
 ssize_t tag_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
   return do_send(*as_ep(e), buf, len, nullptr, dest, true, tag, 0, nullptr, FI_INJECT);
@@ -605,7 +616,10 @@ ssize_t ep_tx_left(fid_ep* e) {
   std::lock_guard lk(ep.dom->mu);
   return ssize_t(ep.free_bufs.size());
 }
-fi_ops_ep ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, nullptr, nullptr, ep_rx_left, ep_tx_left};
+// Scalable endpoints' contexts: none (one TX and one RX context per endpoint).
+int no_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+fi_ops_ep ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, no_tx_ctx, no_rx_ctx, ep_rx_left, ep_tx_left};
 
 int cm_getname(fid_t f, void* addr, size_t* addrlen) {
   Ep& ep = *as_ep(f);
@@ -618,8 +632,14 @@ int cm_getname(fid_t f, void* addr, size_t* addrlen) {
 }
 int cm_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
 int cm_getpeer(fid_ep*, void*, size_t*) { return -FI_ENOSYS; }
-fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, nullptr, nullptr, nullptr, nullptr,
-                    nullptr, nullptr};
+// Connections are for FI_EP_MSG: none here.
+int cm_connect(fid_ep*, const void*, const void*, size_t) { return -FI_ENOSYS; }
+int cm_listen(fid_pep*) { return -FI_ENOSYS; }
+int cm_accept(fid_ep*, const void*, size_t) { return -FI_ENOSYS; }
+int cm_reject(fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
+int cm_shutdown(fid_ep*, uint64_t) { return -FI_ENOSYS; }
+fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, cm_connect, cm_listen, cm_accept,
+                    cm_reject, cm_shutdown, nullptr};
 
 // ---------------------------------------------------------------- fid ops
 
@@ -769,9 +789,7 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
     }
   if (index < 0) return -FI_ENOSPC;
   auto* ep = new Ep{};
-  ep->fid.fid.fclass = FI_CLASS_EP;
-  ep->fid.fid.context = context;
-  ep->fid.fid.ops = &ep_fi_ops;
+  init_fid(ep->fid.fid, FI_CLASS_EP, context, &ep_fi_ops);
   ep->fid.ops = &ep_ops;
   ep->fid.cm = &cm_ops;
   ep->fid.msg = &msg_ops;

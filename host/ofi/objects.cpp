@@ -110,9 +110,7 @@ int eq_open(fid_fabric*, fi_eq_attr* attr, fid_eq** out, void* context) {
     return -FI_ENOSYS;
   }
   auto* eq = new Eq{};
-  eq->fid.fid.fclass = FI_CLASS_EQ;
-  eq->fid.fid.context = context;
-  eq->fid.fid.ops = &eq_fi_ops;
+  init_fid(eq->fid.fid, FI_CLASS_EQ, context, &eq_fi_ops);
   eq->fid.ops = &eq_ops;
   *out = &eq->fid;
   return 0;
@@ -120,7 +118,9 @@ int eq_open(fid_fabric*, fi_eq_attr* attr, fid_eq** out, void* context) {
 
 int no_wait(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
 int trywait(fid_fabric*, fid**, int) { return 0; }  // sread blocks on the NIC itself
-fi_ops_fabric fabric_ops = {sizeof(fi_ops_fabric), domain_open, nullptr, eq_open, no_wait, trywait, nullptr};
+int no_pep(fid_fabric*, fi_info*, fid_pep**, void*) { return -FI_ENOSYS; }
+// Entries left null are only called through FI_CHECK_OP, which says -FI_ENOSYS.
+fi_ops_fabric fabric_ops = {sizeof(fi_ops_fabric), domain_open, no_pep, eq_open, no_wait, trywait, nullptr};
 
 // ---------------------------------------------------------------- domain
 
@@ -138,8 +138,12 @@ int no_cntr(fid_domain*, fi_cntr_attr*, fid_cntr**, void*) {
   ULNIC_INFO(FI_LOG_DOMAIN, "counters are not supported\n");
   return -FI_ENOSYS;
 }
+int no_sep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_poll(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
+int no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
+int no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 fi_ops_domain domain_ops = {
-    sizeof(fi_ops_domain), av_open, cq_open, ep_open, nullptr, no_cntr, nullptr, nullptr, nullptr, nullptr,
+    sizeof(fi_ops_domain), av_open, cq_open, ep_open, no_sep, no_cntr, no_poll, no_stx, no_srx, nullptr,
     nullptr, nullptr};
 
 int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset, uint64_t requested_key,
@@ -176,9 +180,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* conte
     return -FI_ENODEV;
   }
   auto* d = new Domain{};
-  d->fid.fid.fclass = FI_CLASS_DOMAIN;
-  d->fid.fid.context = context;
-  d->fid.fid.ops = &domain_fi_ops;
+  init_fid(d->fid.fid, FI_CLASS_DOMAIN, context, &domain_fi_ops);
   d->fid.ops = &domain_ops;
   d->fid.mr = &mr_ops;
   d->fabric = as<Fabric>(fabric);
@@ -287,9 +289,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** fav, void* context) {
     return -FI_ENOSYS;
   }
   auto* av = new Av{};
-  av->fid.fid.fclass = FI_CLASS_AV;
-  av->fid.fid.context = context;
-  av->fid.fid.ops = &av_fi_ops;
+  init_fid(av->fid.fid, FI_CLASS_AV, context, &av_fi_ops);
   av->fid.ops = &av_ops;
   av->dom = d;
   // FI_AV_MAP's addresses are opaque to the application: ours are the same
@@ -335,9 +335,7 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
     return -FI_ENOMEM;
   }
   auto* mr = new Mr{};
-  mr->fid.fid.fclass = FI_CLASS_MR;
-  mr->fid.fid.context = context;
-  mr->fid.fid.ops = &mr_fi_ops;
+  init_fid(mr->fid.fid, FI_CLASS_MR, context, &mr_fi_ops);
   mr->fid.mem_desc = mr;
   mr->fid.key = r->key;
   mr->dom = d;
@@ -499,9 +497,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** fcq, void* context) {
   if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD) return -FI_EINVAL;
   if (attr->flags & FI_AFFINITY) return -FI_ENOSYS;
   auto* cq = new Cq{};
-  cq->fid.fid.fclass = FI_CLASS_CQ;
-  cq->fid.fid.context = context;
-  cq->fid.fid.ops = &cq_fi_ops;
+  init_fid(cq->fid.fid, FI_CLASS_CQ, context, &cq_fi_ops);
   cq->fid.ops = &cq_ops;
   cq->dom = d;
   cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
@@ -566,9 +562,7 @@ const char* prov_strerror(int e) {
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   if (attr && attr->name && std::strncmp(attr->name, "ulnic", 5) != 0) return -FI_ENODATA;
   auto* f = new Fabric{};
-  f->fid.fid.fclass = FI_CLASS_FABRIC;
-  f->fid.fid.context = context;
-  f->fid.fid.ops = &fabric_fi_ops;
+  init_fid(f->fid.fid, FI_CLASS_FABRIC, context, &fabric_fi_ops);
   f->fid.ops = &fabric_ops;
   f->fid.api_version = kApiVersion;
   *fabric = &f->fid;

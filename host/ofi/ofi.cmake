@@ -13,12 +13,14 @@ if(ULNIC_LIBFABRIC_INCLUDE AND ULNIC_LIBFABRIC)
   target_include_directories(ulnic_fi PRIVATE ${ULNIC_LIBFABRIC_INCLUDE})
   target_link_libraries(ulnic_fi PRIVATE ulnic_core ${ULNIC_LIBFABRIC})
   target_compile_options(ulnic_fi PRIVATE -Wall -Wextra)
-  # Only fi_prov_ini is exported: the core's C++ symbols stay inside (another
-  # libulnic in the same process, or a second provider copy, cannot clash).
+  # Only fi_prov_ini is exported (exports.map): the core's C++ symbols stay
+  # inside (another libulnic in the same process cannot clash with them).
   set_target_properties(ulnic_fi PROPERTIES OUTPUT_NAME ulnic-fi PREFIX lib
                         LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib
-                        CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
-  target_link_options(ulnic_fi PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+                        CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                        LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/exports.map)
+  target_link_options(ulnic_fi PRIVATE -Wl,--version-script=${CMAKE_CURRENT_LIST_DIR}/exports.map
+                      -Wl,--no-undefined)
   set(ULNIC_HAVE_LIBFABRIC ON CACHE INTERNAL "libfabric headers found: host/ofi is built")
 else()
   message(STATUS "libfabric headers not found: the ulnic libfabric provider (host/ofi) is not built "

@@ -113,6 +113,13 @@ struct Domain;
 struct Ep;
 struct Av;
 
+// Every object's struct fid: its class, the application's context, its ops.
+inline void init_fid(fid& f, size_t fclass, void* context, fi_ops* ops) {
+  f.fclass = fclass;
+  f.context = context;
+  f.ops = ops;
+}
+
 struct Fabric {
   fid_fabric fid;
 };
