@@ -321,6 +321,7 @@ void deliver(Ep& ep, Message&& m) {
 void in_order(Ep& ep, uint32_t seq, Message&& m) {
   PeerRx& p = ep.rx[m.src_id];
   if (p.incarnation != m.src.tag) {  // a new process on that slot and endpoint
+    for (auto& [seq, old] : p.early) ep.unexpected_bytes -= old.payload.size() + sizeof(Message);
     p = PeerRx{};
     p.incarnation = m.src.tag;
   }
