@@ -166,9 +166,10 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   (void)service;
   (void)flags;  // node/service name the out-of-band host (fi_pingpong's socket), not a NIC address
   *info = nullptr;
-  if (hints) {
+  // The whole of the hints at FI_LOG_LEVEL=debug: what a refusal below refers to.
+  if (hints && fi_log_enabled(&g_prov, FI_LOG_DEBUG, FI_LOG_CORE)) {
     char buf[4096];
-    ULNIC_INFO(FI_LOG_CORE, "hints: %s\n", fi_tostr_r(buf, sizeof buf, hints, FI_TYPE_INFO));
+    FI_LOG(&g_prov, FI_LOG_DEBUG, FI_LOG_CORE, "hints: %s\n", fi_tostr_r(buf, sizeof buf, hints, FI_TYPE_INFO));
   }
   if (FI_VERSION_LT(kApiVersion, version)) return refuse("an API version newer than 1.17");
   const std::string cluster = cluster_name();
