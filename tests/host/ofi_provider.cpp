@@ -457,6 +457,27 @@ TEST(OfiMsg, FullRingRefusalsAreResentInOrder) {
   for (int k = 0; k < kMessages; ++k) ASSERT_EQ(in[k], uint32_t(k)) << "message " << k << " out of order";
 }
 
+// A send to an endpoint that is gone fails with an error entry whose text
+// says what the NIC said, eager or rendezvous.
+TEST(OfiMsg, SendsToAClosedEndpointFailWithTheNicsReason) {
+  Pair p;
+  ASSERT_EQ(fi_close(&p.b.ep->fid), 0);
+  p.b.ep = nullptr;
+  for (size_t n : {size_t(64), size_t(100000)}) {
+    Bytes out(n, 1);
+    int ctx = 0;
+    ASSERT_EQ(fi_send(p.a.ep, out.data(), n, nullptr, p.a_to_b, &ctx), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.a.cq, &e, {}), -FI_EAVAIL) << n;
+    fi_cq_err_entry err{};
+    ASSERT_EQ(fi_cq_readerr(p.a.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &ctx);
+    EXPECT_EQ(err.err, FI_EIO);
+    std::string text = fi_cq_strerror(p.a.cq, err.prov_errno, err.err_data, nullptr, 0);
+    EXPECT_NE(text.find("no such endpoint"), std::string::npos) << text;
+  }
+}
+
 TEST(OfiTagged, IgnoreBitsUnexpectedMessagesAndOrder) {
   Pair p;
   // Sent before any receive is posted: all unexpected (one of them a rendezvous).
