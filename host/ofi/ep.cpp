@@ -183,7 +183,7 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   h.len = len;
   h.tag = tag;
   h.data = data;
-  uint32_t& seq = ep.tx_seq[addr_id(*dst)];
+  uint32_t& seq = ep.tx_seq[{addr_id(*dst), dst->tag}];
   h.seq = seq;
   Send s;
   s.dst = *dst;

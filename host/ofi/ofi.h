@@ -254,7 +254,9 @@ struct Ep {
   uint8_t* bufs = nullptr;
   MemRegion bufs_mr;
   std::vector<int> free_bufs;
-  std::unordered_map<uint64_t, uint32_t> tx_seq;  // per destination addr_id
+  // Per destination endpoint and incarnation (addr_id, tag): a restarted
+  // peer on the same slot and endpoint has a new tag and counts from 0.
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> tx_seq;
   std::unordered_map<uint64_t, PeerRx> rx;        // per source addr_id
   std::list<Recv> posted_msg, posted_tagged;
   std::list<Message> unexpected_msg, unexpected_tagged;

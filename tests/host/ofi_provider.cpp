@@ -478,6 +478,37 @@ TEST(OfiMsg, SendsToAClosedEndpointFailWithTheNicsReason) {
   }
 }
 
+// A new endpoint in the place of a closed one (same node, slot and index,
+// another tag) starts a new conversation: messages numbered from 0 both ways.
+void reopen(Side& s) {
+  ASSERT_EQ(fi_close(&s.ep->fid), 0);
+  ASSERT_EQ(fi_endpoint(s.domain, s.info, &s.ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(s.ep), 0);
+  size_t len = s.name.size();
+  ASSERT_EQ(fi_getname(&s.ep->fid, s.name.data(), &len), 0);
+}
+TEST(OfiMsg, ARestartedPeerStartsANewConversation) {
+  Pair p;
+  auto one_message = [&](Side& from, fi_addr_t to, Side& at, uint8_t value) {
+    uint8_t out = value, in = 0;
+    ASSERT_EQ(fi_recv(at.ep, &in, 1, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_send(from.ep, &out, 1, nullptr, to, nullptr), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(at.cq, &e, {from.cq}), 1);
+    ASSERT_EQ(read_one(from.cq, &e, {at.cq}), 1);
+    EXPECT_EQ(in, value);
+  };
+  for (uint8_t i = 0; i < 3; ++i) one_message(p.a, p.a_to_b, p.b, i);
+  reopen(p.b);  // the receiver restarts
+  fi_addr_t to_new_b = insert(p.a, p.b);
+  for (uint8_t i = 10; i < 13; ++i) one_message(p.a, to_new_b, p.b, i);
+  reopen(p.a);  // the sender restarts
+  fi_addr_t from_new_a = insert(p.a, p.b);
+  for (uint8_t i = 20; i < 23; ++i) one_message(p.a, from_new_a, p.b, i);
+}
+
 TEST(OfiTagged, IgnoreBitsUnexpectedMessagesAndOrder) {
   Pair p;
   // Sent before any receive is posted: all unexpected (one of them a rendezvous).
