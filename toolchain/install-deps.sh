@@ -15,6 +15,9 @@ PACKAGES=(
   python3 procps tshark iproute2
   # benchmark plots
   python3-matplotlib
+  # the libfabric provider (host/ofi) and the clients that test it
+  # (fi_info, fi_pingpong)
+  libfabric-dev libfabric-bin
 )
 
 missing=()

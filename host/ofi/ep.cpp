@@ -1,0 +1,922 @@
+// Endpoints (FI_EP_RDM and FI_EP_DGRAM, both reliable and ordered here):
+// the message and tagged data path on one AM endpoint of the domain's slot.
+//
+// Eager: a message of up to kEagerMax bytes is copied into a registered
+// send buffer and goes as one AM message into the receiver's ring; the
+// receiver copies it into the matching receive buffer (or keeps it as
+// unexpected). Rendezvous, above kEagerMax: RTS; when a receive matches, the
+// receiver registers its buffer (remote write) and answers CTS with the key;
+// the sender's NIC puts the data straight into that buffer (kOpPut, or
+// kOpCopy within a node) and the sender sends FIN once the put completed
+// (its NIC's completion says every byte is placed); the receive completes
+// on FIN. A desc from fi_mr_reg saves both registrations.
+//
+// Everything that arrives is untrusted: ring entries and headers are
+// checked, CTS/FIN must come from the endpoint the operation is with and
+// name an operation we have, a CTS may not ask for more than the message.
+#include <sys/random.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "ofi.h"
+
+namespace ulnic::ofi {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr auto kNicWait = milliseconds(10000);
+
+Ep* as_ep(fid_ep* e) { return reinterpret_cast<Ep*>(e); }
+Ep* as_ep(fid* f) { return reinterpret_cast<Ep*>(f); }
+
+uint64_t random_tag() {
+  uint64_t t = 0;
+  // Neither AM_NONE (0) nor AM_ALL (1): the NIC reads those specially.
+  while (t <= 1)
+    if (::getrandom(&t, sizeof t, 0) != sizeof t) return 0;
+  return t;
+}
+
+// ---------------------------------------------------------------- sending
+
+// Copies the header and `n` payload bytes into a free send buffer and posts
+// it as an AM request to `dst`. Never waits and never runs progress (it is
+// called from inside it): false if no buffer or no room in the SQ.
+bool post_msg(Ep& ep, const Addr& dst, const WireHdr& h, const void* payload, size_t n, uint64_t op) {
+  Domain& d = *ep.dom;
+  if (ep.free_bufs.empty()) return false;
+  int b = ep.free_bufs.back();
+  uint8_t* at = ep.bufs + size_t(b) * kBufBytes;
+  abi::AmPrefix pre{};
+  pre.tag = dst.tag;
+  pre.msg_len = uint32_t(sizeof h + n);
+  pre.dst_ep = dst.ep;
+  pre.src_ep = ep.index;
+  pre.flags = abi::kAmRequest;
+  std::memcpy(at, &pre, sizeof pre);
+  std::memcpy(at + sizeof pre, &h, sizeof h);
+  if (n) std::memcpy(at + sizeof pre + sizeof h, payload, n);
+  Post post;
+  post.ep = &ep;
+  post.kind = kPostMsg;
+  post.wire = h.kind;
+  post.buf = b;
+  post.op = op;
+  abi::SqEntry& e = post.sqe;
+  e.opcode = abi::kOpAmSend;
+  e.length = uint32_t(abi::am_send_bytes(pre.msg_len, 0));
+  e.src_addr = reinterpret_cast<uint64_t>(at);
+  e.src_key = ep.bufs_mr.key;
+  e.dst_node = dst.node;
+  e.dst_slot = dst.slot;
+  e.user_data = d.next_user_data++;
+  if (!d.nic->post(e)) return false;
+  ep.free_bufs.pop_back();
+  d.posts[e.user_data] = post;
+  return true;
+}
+
+WireHdr header(const Ep& ep, WireKind kind) {
+  WireHdr h{};
+  h.magic = kWireMagic;
+  h.kind = kind;
+  h.src_tag = ep.tag;
+  return h;
+}
+
+// CTS and FIN: sent now or, without a free buffer, from the next progress.
+void post_ctl(Ep& ep, const Addr& dst, const WireHdr& h) {
+  if (!ep.ctl_backlog.empty() || !post_msg(ep, dst, h, nullptr, 0, 0)) ep.ctl_backlog.emplace_back(dst, h);
+}
+
+void complete_send(Ep& ep, const Send& s, int err, int prov_errno) {
+  if (!s.completion && !err) return;
+  Completion c;
+  c.e.op_context = s.context;
+  c.e.flags = FI_SEND | (s.tagged ? FI_TAGGED : FI_MSG);
+  c.err = err;
+  c.prov_errno = prov_errno;
+  cq_push(ep.tx_cq, std::move(c));
+}
+
+void deregister(Domain& d, MemRegion& r) {
+  if (r.key) (void)d.nic->deregister(r);
+  r = MemRegion{};
+}
+
+void fail_send(Ep& ep, uint64_t id, int prov_errno) {
+  auto it = ep.sends.find(id);
+  if (it == ep.sends.end()) return;
+  deregister(*ep.dom, it->second.reg);
+  complete_send(ep, it->second, FI_EIO, prov_errno);
+  ep.sends.erase(it);
+}
+
+// The put of a rendezvous whose CTS came. False if it must wait (no room in
+// the SQ); a source the NIC will not register fails the send.
+bool start_put(Ep& ep, Send& s) {
+  Domain& d = *ep.dom;
+  uint32_t key;
+  if (mr_covers(d, s.desc, s.buf, s.put_len)) {
+    key = s.desc->region.key;
+  } else {
+    if (!s.reg.key) {
+      auto r = d.nic->register_memory(const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal);
+      if (!r) {
+        ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a send buffer: %s\n", r.error().message.c_str());
+        WireHdr f = header(ep, kFin);
+        f.flags = kWireFailed;
+        f.sid = s.id;
+        f.rid = s.rid;
+        post_ctl(ep, s.dst, f);
+        fail_send(ep, s.id, kErrRegister);
+        return true;
+      }
+      s.reg = *r;
+    }
+    key = s.reg.key;
+  }
+  Post post;
+  post.ep = &ep;
+  post.kind = kPostPut;
+  post.op = s.id;
+  abi::SqEntry& e = post.sqe;
+  if (s.dst.node == d.nic->node()) {  // a put stays within its node: a copy between slots
+    e.opcode = abi::kOpCopy;
+    e.src_slot = d.nic->slot();
+  } else {
+    e.opcode = abi::kOpPut;
+    e.dst_node = s.dst.node;
+  }
+  e.dst_slot = s.dst.slot;
+  e.length = uint32_t(s.put_len);
+  e.src_addr = reinterpret_cast<uint64_t>(s.buf);
+  e.src_key = key;
+  e.dst_key = s.rkey;
+  e.dst_addr = s.raddr;
+  e.user_data = d.next_user_data++;
+  if (!d.nic->post(e)) return false;
+  d.posts[e.user_data] = post;
+  return true;
+}
+
+// Common to every send call. `flags`: FI_INJECT (copy now, no completion),
+// FI_COMPLETION, FI_REMOTE_CQ_DATA.
+ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest, bool tagged, uint64_t tag,
+                uint64_t data, void* context, uint64_t flags) {
+  Domain& d = *ep.dom;
+  std::lock_guard lk(d.mu);
+  if (!ep.enabled) return -FI_EOPBADSTATE;
+  if (!ep.av) return -FI_ENOAV;
+  const Addr* dst = ep.av->lookup(dest);
+  if (!dst) return -FI_EINVAL;
+  if (len > kMaxMsg || ((flags & FI_INJECT) && len > kEagerMax)) return -FI_EMSGSIZE;
+  if (len && !buf) return -FI_EINVAL;
+  const bool inject = flags & FI_INJECT;
+  const bool want = !inject && (!ep.tx_selective || (flags & FI_COMPLETION));
+  // No buffer or no SQ room: completions may give some back.
+  if (ep.free_bufs.empty() || d.nic->sq_free() == 0) (void)progress(d);
+  WireHdr h = header(ep, len <= kEagerMax ? kEager : kRts);
+  h.flags = (tagged ? kWireTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kWireData : 0);
+  h.len = len;
+  h.tag = tag;
+  h.data = data;
+  uint32_t& seq = ep.tx_seq[{addr_id(*dst), dst->tag}];
+  h.seq = seq;
+  Send s;
+  s.dst = *dst;
+  s.len = len;
+  s.tagged = tagged;
+  s.tag = tag;
+  s.context = context;
+  s.completion = want;
+  // An eager send completes when the receiving NIC took it; one without a
+  // completion needs no record at all.
+  uint64_t id = 0;
+  if (len > kEagerMax || want) id = d.next_op++;
+  h.sid = id;
+  if (len > kEagerMax) {
+    s.rendezvous = true;
+    s.buf = static_cast<const uint8_t*>(buf);
+    s.desc = static_cast<Mr*>(desc);
+    if (!post_msg(ep, *dst, h, nullptr, 0, id)) return -FI_EAGAIN;
+  } else if (!post_msg(ep, *dst, h, buf, len, id)) {
+    return -FI_EAGAIN;
+  }
+  ++seq;
+  if (id) {
+    s.id = id;
+    ep.sends.emplace(id, s);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- receiving
+
+Completion recv_completion(const Ep& ep, const Recv& r, const Message& m, uint64_t n) {
+  Completion c;
+  c.e.op_context = r.context;
+  c.e.flags = FI_RECV | ((m.flags & kWireTagged) ? FI_TAGGED : FI_MSG) | ((m.flags & kWireData) ? FI_REMOTE_CQ_DATA : 0);
+  c.e.len = n;
+  c.e.buf = r.buf;
+  c.e.data = (m.flags & kWireData) ? m.data : 0;
+  c.e.tag = (m.flags & kWireTagged) ? m.tag : 0;
+  if (ep.av && (ep.caps & FI_SOURCE)) {
+    auto it = ep.av->by_id.find(m.src_id);
+    if (it != ep.av->by_id.end()) c.src = it->second;
+  }
+  if (m.len > r.len) {
+    c.err = FI_ETRUNC;
+    c.prov_errno = kErrTruncated;
+    c.olen = m.len - r.len;
+    c.err_text = "ulnic: a message of " + std::to_string(m.len) + " bytes truncated to the receive buffer's " +
+                 std::to_string(r.len);
+  }
+  return c;
+}
+
+void complete_recv(Ep& ep, const Recv& r, const Message& m, uint64_t n) {
+  Completion c = recv_completion(ep, r, m, n);
+  if (r.completion || c.err) cq_push(ep.rx_cq, std::move(c));
+}
+
+// A rendezvous receive's CTS. False if it must wait for a send buffer; a
+// buffer the NIC will not register fails the receive (and, by a failed CTS,
+// the send).
+bool send_cts(Ep& ep, uint64_t id) {
+  auto it = ep.rndv.find(id);
+  if (it == ep.rndv.end()) return true;
+  RndvRecv& rv = it->second;
+  Domain& d = *ep.dom;
+  WireHdr h = header(ep, kCts);
+  h.sid = rv.m.sid;
+  h.rid = id;
+  h.len = rv.n;
+  if (rv.n) {
+    if (mr_covers(d, rv.r.desc, rv.r.buf, rv.n)) {
+      h.key = rv.r.desc->region.key;
+    } else if (!rv.reg.key) {
+      auto r = d.nic->register_memory(rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite);
+      if (!r) {
+        ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a receive buffer: %s\n", r.error().message.c_str());
+        h.flags = kWireFailed;
+        h.len = 0;
+        post_ctl(ep, rv.m.src, h);
+        Completion c = recv_completion(ep, rv.r, rv.m, 0);
+        c.err = FI_EIO;
+        c.prov_errno = kErrRegister;
+        c.err_text = prov_strerror(kErrRegister);
+        cq_push(ep.rx_cq, std::move(c));
+        ep.rndv.erase(it);
+        return true;
+      }
+      rv.reg = *r;
+    }
+    if (!h.key) h.key = rv.reg.key;
+    h.data = reinterpret_cast<uint64_t>(rv.r.buf);
+  }
+  if (!post_msg(ep, rv.m.src, h, nullptr, 0, id)) return false;
+  rv.cts_sent = true;
+  return true;
+}
+
+// A receive meets its message.
+void start_recv(Ep& ep, const Recv& r, Message& m) {
+  uint64_t n = std::min<uint64_t>(m.len, r.len);
+  if (m.kind == kEager) {
+    if (n) std::memcpy(r.buf, m.payload.data(), n);
+    complete_recv(ep, r, m, n);
+    return;
+  }
+  uint64_t id = ep.dom->next_op++;
+  RndvRecv& rv = ep.rndv[id];
+  rv.r = r;
+  rv.m = std::move(m);
+  rv.n = n;
+  if (!send_cts(ep, id)) ep.rndv_waiting.push_back(id);
+}
+
+bool matches(const Recv& r, const Message& m) {
+  if (r.directed && r.src_id != m.src_id) return false;
+  return !r.tagged || ((r.tag ^ m.tag) & ~r.ignore) == 0;
+}
+
+// An in-order message: to the first matching posted receive, or kept.
+void deliver(Ep& ep, Message&& m) {
+  bool tagged = m.flags & kWireTagged;
+  auto& posted = tagged ? ep.posted_tagged : ep.posted_msg;
+  for (auto it = posted.begin(); it != posted.end(); ++it) {
+    if (!matches(*it, m)) continue;
+    Recv r = *it;
+    posted.erase(it);
+    start_recv(ep, r, m);
+    return;
+  }
+  ep.unexpected_bytes += m.payload.size() + sizeof(Message);
+  (tagged ? ep.unexpected_tagged : ep.unexpected_msg).push_back(std::move(m));
+}
+
+void in_order(Ep& ep, uint32_t seq, Message&& m) {
+  PeerRx& p = ep.rx[m.src_id];
+  if (p.incarnation != m.src.tag) {  // a new process on that slot and endpoint
+    for (auto& [seq, old] : p.early) ep.unexpected_bytes -= old.payload.size() + sizeof(Message);
+    p = PeerRx{};
+    p.incarnation = m.src.tag;
+  }
+  if (seq != p.expected) {
+    // Ahead of a message the NIC refused (it comes again): keep it. Behind
+    // `expected`, or too far ahead, it is no message of a correct sender.
+    if (int32_t(seq - p.expected) > 0 && p.early.size() < kMaxPendingPerPeer && !p.early.count(seq)) {
+      ep.unexpected_bytes += m.payload.size() + sizeof(Message);
+      p.early.emplace(seq, std::move(m));
+    } else {
+      ULNIC_WARN(FI_LOG_EP_DATA, "dropped a message out of sequence (%u, expected %u)\n", seq, p.expected);
+    }
+    return;
+  }
+  deliver(ep, std::move(m));
+  p.expected++;
+  for (auto it = p.early.find(p.expected); it != p.early.end(); it = p.early.find(p.expected)) {
+    Message next = std::move(it->second);
+    ep.unexpected_bytes -= next.payload.size() + sizeof(Message);
+    p.early.erase(it);
+    deliver(ep, std::move(next));
+    p.expected++;
+  }
+}
+
+void on_cts(Ep& ep, const Message& from, const WireHdr& h) {
+  auto it = ep.sends.find(h.sid);
+  if (it == ep.sends.end() || !it->second.rendezvous || it->second.cts || addr_id(it->second.dst) != from.src_id ||
+      h.len > it->second.len) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a CTS that names no rendezvous of ours with its sender\n");
+    return;
+  }
+  Send& s = it->second;
+  s.cts = true;
+  s.rid = h.rid;
+  if (h.flags & kWireFailed) {  // the receiver could not take it
+    fail_send(ep, s.id, kErrRemoteFailed);
+    return;
+  }
+  s.put_len = h.len;
+  s.rkey = h.key;
+  s.raddr = h.data;
+  if (s.put_len == 0) {  // nothing to put (an empty message, or a receive buffer of 0 bytes)
+    WireHdr f = header(ep, kFin);
+    f.sid = s.id;
+    f.rid = s.rid;
+    post_ctl(ep, s.dst, f);
+    complete_send(ep, s, 0, 0);
+    ep.sends.erase(it);
+    return;
+  }
+  if (!start_put(ep, s)) ep.cts_waiting.push_back(s.id);
+}
+
+void on_fin(Ep& ep, const Message& from, const WireHdr& h) {
+  auto it = ep.rndv.find(h.rid);
+  if (it == ep.rndv.end() || !it->second.cts_sent || it->second.m.src_id != from.src_id ||
+      it->second.m.sid != h.sid) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a FIN that names no rendezvous of ours with its sender\n");
+    return;
+  }
+  RndvRecv& rv = it->second;
+  deregister(*ep.dom, rv.reg);
+  if (h.flags & kWireFailed) {
+    Completion c = recv_completion(ep, rv.r, rv.m, 0);
+    c.err = FI_EIO;
+    c.prov_errno = kErrRemoteFailed;
+    c.err_text = prov_strerror(kErrRemoteFailed);
+    cq_push(ep.rx_cq, std::move(c));
+  } else {
+    complete_recv(ep, rv.r, rv.m, rv.n);
+  }
+  ep.rndv.erase(it);
+}
+
+// One ring entry (the message after its AmRxEntry), checked.
+void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
+  if (e.len < sizeof(WireHdr) || e.len > abi::kAmMaxMessage || e.long_len) return;  // 0: the NIC gave up on it
+  WireHdr h;
+  std::memcpy(&h, msg, sizeof h);
+  if (h.magic != kWireMagic) return;
+  Message m;
+  m.kind = h.kind;
+  m.flags = h.flags;
+  m.src = Addr{e.src_node, e.src_slot, e.src_ep, kAddrVersion, 0, h.src_tag};
+  m.src_id = addr_id(m.src);
+  m.len = h.len;
+  m.tag = h.tag;
+  m.data = h.data;
+  m.sid = h.sid;
+  switch (h.kind) {
+    case kEager:
+      if (h.len != e.len - sizeof h) return;
+      m.payload.assign(msg + sizeof h, msg + e.len);
+      in_order(ep, h.seq, std::move(m));
+      return;
+    case kRts:
+      if (h.len <= kEagerMax || h.len > kMaxMsg) return;
+      in_order(ep, h.seq, std::move(m));
+      return;
+    case kCts:
+      on_cts(ep, m, h);
+      return;
+    case kFin:
+      on_fin(ep, m, h);
+      return;
+    default:
+      return;
+  }
+}
+
+const abi::AmRxEntry* ready_entry(Ep& ep) {
+  auto* e = reinterpret_cast<const abi::AmRxEntry*>(ep.ring + sizeof(abi::AmRingControl) +
+                                                    (ep.ring_consumed % kRingEntries) * abi::kAmEntryBytes);
+  // acquire: the NIC wrote the entry before its seq (its release)
+  uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+  return seq == uint32_t(ep.ring_consumed + 1) ? e : nullptr;
+}
+
+void consume_entry(Ep& ep) {
+  ep.ring_consumed++;
+  auto* ctl = reinterpret_cast<abi::AmRingControl*>(ep.ring);
+  // release: done reading the entry; the NIC reuses it once it sees this
+  __atomic_store_n(&ctl->consumed, ep.ring_consumed, __ATOMIC_RELEASE);
+}
+
+// ---------------------------------------------------------------- posting receives
+
+ssize_t do_recv(Ep& ep, void* buf, size_t len, void* desc, fi_addr_t src, bool tagged, uint64_t tag,
+                uint64_t ignore, void* context, uint64_t flags) {
+  Domain& d = *ep.dom;
+  std::lock_guard lk(d.mu);
+  if (!ep.enabled) return -FI_EOPBADSTATE;
+  if (len && !buf) return -FI_EINVAL;
+  Recv r;
+  r.buf = buf;
+  r.len = len;
+  r.desc = static_cast<Mr*>(desc);
+  r.tagged = tagged;
+  r.tag = tag;
+  r.ignore = ignore;
+  r.context = context;
+  r.completion = !ep.rx_selective || (flags & FI_COMPLETION);
+  if ((ep.caps & FI_DIRECTED_RECV) && src != FI_ADDR_UNSPEC) {
+    const Addr* a = ep.av ? ep.av->lookup(src) : nullptr;
+    if (!a) return -FI_EINVAL;
+    r.directed = true;
+    r.src = src;
+    r.src_id = addr_id(*a);
+  }
+  auto& unexpected = tagged ? ep.unexpected_tagged : ep.unexpected_msg;
+  for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
+    if (!matches(r, *it)) continue;
+    Message m = std::move(*it);
+    unexpected.erase(it);
+    ep.unexpected_bytes -= m.payload.size() + sizeof(Message);
+    start_recv(ep, r, m);
+    return 0;
+  }
+  (tagged ? ep.posted_tagged : ep.posted_msg).push_back(r);
+  return 0;
+}
+
+// ---------------------------------------------------------------- fi_ops_msg / fi_ops_tagged
+
+uint64_t send_flags(const Ep& ep) { return ep.tx_op_flags & FI_COMPLETION; }
+
+// iov_limit is 1: the one buffer of a vector call (none for a count of 0).
+struct One {
+  void* buf = nullptr;
+  size_t len = 0;
+  void* desc = nullptr;
+};
+One one(const iovec* iov, void** desc, size_t count) {
+  if (!count) return {};
+  return {iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : nullptr};
+}
+uint64_t recv_flags(const Ep& ep) { return ep.rx_op_flags & FI_COMPLETION; }
+
+ssize_t msg_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_recv(ep, buf, len, desc, src, false, 0, 0, ctx, recv_flags(ep));
+}
+ssize_t msg_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx) {
+  if (count > 1) return -FI_EINVAL;
+  One o = one(iov, desc, count);
+  return msg_recv(e, o.buf, o.len, o.desc, src, ctx);
+}
+ssize_t msg_recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) {
+  if (m->iov_count > 1) return -FI_EINVAL;
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_recv(*as_ep(e), o.buf, o.len, o.desc, m->addr, false, 0, 0, m->context, flags);
+}
+ssize_t msg_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_send(ep, buf, len, desc, dest, false, 0, 0, ctx, send_flags(ep));
+}
+ssize_t msg_sendv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx) {
+  if (count > 1) return -FI_EINVAL;
+  One o = one(iov, desc, count);
+  return msg_send(e, o.buf, o.len, o.desc, dest, ctx);
+}
+ssize_t msg_sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) {
+  if (m->iov_count > 1) return -FI_EINVAL;
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_send(*as_ep(e), o.buf, o.len, o.desc, m->addr, false, 0, m->data, m->context, flags);
+}
+ssize_t msg_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) {
+  return do_send(*as_ep(e), buf, len, nullptr, dest, false, 0, 0, nullptr, FI_INJECT);
+}
+ssize_t msg_senddata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest, void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_send(ep, buf, len, desc, dest, false, 0, data, ctx, send_flags(ep) | FI_REMOTE_CQ_DATA);
+}
+ssize_t msg_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
+  return do_send(*as_ep(e), buf, len, nullptr, dest, false, 0, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA);
+}
+fi_ops_msg msg_ops = {sizeof(fi_ops_msg), msg_recv, msg_recvv, msg_recvmsg, msg_send, msg_sendv,
+                      msg_sendmsg,        msg_inject, msg_senddata, msg_injectdata};
+
+ssize_t tag_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag, uint64_t ignore,
+                 void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_recv(ep, buf, len, desc, src, true, tag, ignore, ctx, recv_flags(ep));
+}
+ssize_t tag_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
+                  uint64_t ignore, void* ctx) {
+  if (count > 1) return -FI_EINVAL;
+  One o = one(iov, desc, count);
+  return tag_recv(e, o.buf, o.len, o.desc, src, tag, ignore, ctx);
+}
+ssize_t tag_recvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
+  if (m->iov_count > 1) return -FI_EINVAL;
+  if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) return -FI_ENOSYS;
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_recv(*as_ep(e), o.buf, o.len, o.desc, m->addr, true, m->tag, m->ignore, m->context, flags);
+}
+ssize_t tag_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t tag, void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_send(ep, buf, len, desc, dest, true, tag, 0, ctx, send_flags(ep));
+}
+ssize_t tag_sendv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t tag, void* ctx) {
+  if (count > 1) return -FI_EINVAL;
+  One o = one(iov, desc, count);
+  return tag_send(e, o.buf, o.len, o.desc, dest, tag, ctx);
+}
+ssize_t tag_sendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
+  if (m->iov_count > 1) return -FI_EINVAL;
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_send(*as_ep(e), o.buf, o.len, o.desc, m->addr, true, m->tag, m->data, m->context, flags);
+}
+ssize_t tag_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
+  return do_send(*as_ep(e), buf, len, nullptr, dest, true, tag, 0, nullptr, FI_INJECT);
+}
+ssize_t tag_senddata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest, uint64_t tag,
+                     void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_send(ep, buf, len, desc, dest, true, tag, data, ctx, send_flags(ep) | FI_REMOTE_CQ_DATA);
+}
+ssize_t tag_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t tag) {
+  return do_send(*as_ep(e), buf, len, nullptr, dest, true, tag, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA);
+}
+fi_ops_tagged tagged_ops = {sizeof(fi_ops_tagged), tag_recv,    tag_recvv,    tag_recvmsg,   tag_send,
+                            tag_sendv,             tag_sendmsg, tag_inject,   tag_senddata,  tag_injectdata};
+
+// ---------------------------------------------------------------- fi_ops_ep, fi_ops_cm
+
+ssize_t ep_cancel(fid* f, void* context) {
+  Ep& ep = *as_ep(f);
+  std::lock_guard lk(ep.dom->mu);
+  for (auto* posted : {&ep.posted_msg, &ep.posted_tagged}) {
+    for (auto it = posted->begin(); it != posted->end(); ++it) {
+      if (it->context != context) continue;
+      Completion c;
+      c.e.op_context = context;
+      c.e.flags = FI_RECV | (it->tagged ? FI_TAGGED : FI_MSG);
+      c.e.buf = it->buf;
+      c.e.tag = it->tag;
+      c.err = FI_ECANCELED;
+      c.prov_errno = kErrCanceled;
+      posted->erase(it);
+      cq_push(ep.rx_cq, std::move(c));
+      return 0;
+    }
+  }
+  return -FI_ENOENT;
+}
+int ep_getopt(fid*, int, int, void*, size_t*) { return -FI_ENOPROTOOPT; }
+int ep_setopt(fid*, int, int, const void*, size_t) { return -FI_ENOPROTOOPT; }
+ssize_t ep_rx_left(fid_ep*) { return 1024; }
+ssize_t ep_tx_left(fid_ep* e) {
+  Ep& ep = *as_ep(e);
+  std::lock_guard lk(ep.dom->mu);
+  return ssize_t(ep.free_bufs.size());
+}
+// Scalable endpoints' contexts: none (one TX and one RX context per endpoint).
+int no_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+fi_ops_ep ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, no_tx_ctx, no_rx_ctx, ep_rx_left, ep_tx_left};
+
+int cm_getname(fid_t f, void* addr, size_t* addrlen) {
+  Ep& ep = *as_ep(f);
+  size_t given = *addrlen;
+  *addrlen = sizeof(Addr);
+  if (given < sizeof(Addr)) return -FI_ETOOSMALL;
+  Addr a = ep.self();
+  std::memcpy(addr, &a, sizeof a);
+  return 0;
+}
+int cm_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
+int cm_getpeer(fid_ep*, void*, size_t*) { return -FI_ENOSYS; }
+// Connections are for FI_EP_MSG: none here.
+int cm_connect(fid_ep*, const void*, const void*, size_t) { return -FI_ENOSYS; }
+int cm_listen(fid_pep*) { return -FI_ENOSYS; }
+int cm_accept(fid_ep*, const void*, size_t) { return -FI_ENOSYS; }
+int cm_reject(fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
+int cm_shutdown(fid_ep*, uint64_t) { return -FI_ENOSYS; }
+fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, cm_connect, cm_listen, cm_accept,
+                    cm_reject, cm_shutdown, nullptr};
+
+// ---------------------------------------------------------------- fid ops
+
+// The NIC's AM endpoint: configured at fi_enable, freed at close.
+bool configure(Ep& ep, bool close) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmEndpoint;
+  e.dst_slot = ep.index;
+  if (close) {
+    e.flags = abi::kSqAmClose;
+  } else {
+    e.length = kRingEntries;
+    e.src_addr = reinterpret_cast<uint64_t>(ep.ring);
+    e.src_key = ep.ring_mr.key;
+    e.access = uint32_t(ep.tag);
+    e.src_slot = uint32_t(ep.tag >> 32);
+  }
+  auto r = ep.dom->nic->run(e, kNicWait);
+  return r && r->status == abi::kCqOk;
+}
+
+void free_ep(Ep* ep) {
+  Domain& d = *ep->dom;
+  if (ep->ring_mr.key) (void)d.nic->deregister(ep->ring_mr);
+  if (ep->bufs_mr.key) (void)d.nic->deregister(ep->bufs_mr);
+  if (ep->ring) d.nic->free(ep->ring);
+  if (ep->bufs) d.nic->free(ep->bufs);
+  d.ep_at[ep->index] = nullptr;
+  delete ep;
+}
+
+int ep_close(fid* f) {
+  Ep* ep = as_ep(f);
+  Domain& d = *ep->dom;
+  std::unique_lock lk(d.mu);
+  // The NIC may still read our send buffers: let its descriptors finish
+  // (they complete or fail within the link's deadline).
+  auto has_posts = [&] {
+    for (auto& [ud, p] : d.posts)
+      if (p.ep == ep) return true;
+    return false;
+  };
+  auto deadline = std::chrono::steady_clock::now() + milliseconds(6000);
+  while (has_posts() && std::chrono::steady_clock::now() < deadline) {
+    (void)progress(d);
+    if (!has_posts()) break;
+    lk.unlock();
+    (void)d.nic->wait_ready(milliseconds(10));
+    lk.lock();
+  }
+  for (auto it = d.posts.begin(); it != d.posts.end();)
+    it = it->second.ep == ep ? d.posts.erase(it) : std::next(it);
+  if (ep->enabled) (void)configure(*ep, true);
+  for (auto& [id, s] : ep->sends) deregister(d, s.reg);
+  for (auto& [id, rv] : ep->rndv) deregister(d, rv.reg);
+  d.eps.erase(std::remove(d.eps.begin(), d.eps.end(), ep), d.eps.end());
+  free_ep(ep);
+  return 0;
+}
+
+int ep_bind(fid* f, fid* b, uint64_t flags) {
+  Ep& ep = *as_ep(f);
+  std::lock_guard lk(ep.dom->mu);
+  if (ep.enabled) return -FI_EOPBADSTATE;
+  switch (b->fclass) {
+    case FI_CLASS_CQ: {
+      auto* cq = reinterpret_cast<Cq*>(b);
+      if (cq->dom != ep.dom) return -FI_EINVAL;
+      if (flags & ~uint64_t(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+      if (flags & FI_TRANSMIT) {
+        ep.tx_cq = cq;
+        ep.tx_selective = flags & FI_SELECTIVE_COMPLETION;
+      }
+      if (flags & FI_RECV) {
+        ep.rx_cq = cq;
+        ep.rx_selective = flags & FI_SELECTIVE_COMPLETION;
+      }
+      return 0;
+    }
+    case FI_CLASS_AV: {
+      auto* av = reinterpret_cast<Av*>(b);
+      if (av->dom != ep.dom) return -FI_EINVAL;
+      ep.av = av;
+      return 0;
+    }
+    case FI_CLASS_EQ:
+      return 0;  // nothing to report on it (RDM/DGRAM: no connection events)
+    default:
+      ULNIC_INFO(FI_LOG_EP_CTRL, "only CQs, AVs and EQs bind to an endpoint (no counters, EQs or SRX yet)\n");
+      return -FI_ENOSYS;
+  }
+}
+
+int ep_control(fid* f, int command, void* arg) {
+  Ep& ep = *as_ep(f);
+  std::lock_guard lk(ep.dom->mu);
+  switch (command) {
+    case FI_ENABLE:
+      if (ep.enabled) return 0;
+      if (!ep.tx_cq || !ep.rx_cq) return -FI_ENOCQ;
+      if (!ep.av) return -FI_ENOAV;
+      if (!configure(ep, false)) {
+        ULNIC_WARN(FI_LOG_EP_CTRL, "the NIC refused the AM endpoint\n");
+        return -FI_EIO;
+      }
+      ep.enabled = true;
+      return 0;
+    case FI_GETOPSFLAG:
+    case FI_SETOPSFLAG: {
+      if (!arg) return -FI_EINVAL;
+      auto* flags = static_cast<uint64_t*>(arg);
+      bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+      if (tx == rx) return -FI_EINVAL;
+      uint64_t& ours = tx ? ep.tx_op_flags : ep.rx_op_flags;
+      if (command == FI_GETOPSFLAG)
+        *flags = ours | (tx ? FI_TRANSMIT : FI_RECV);
+      else
+        ours = *flags & ~uint64_t(FI_TRANSMIT | FI_RECV);
+      return 0;
+    }
+    default:
+      return -FI_ENOSYS;
+  }
+}
+int no_ops_open(fid*, const char*, uint64_t, void**, void*) { return -FI_ENOSYS; }
+fi_ops ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, no_ops_open, nullptr, nullptr};
+
+}  // namespace
+
+Addr Ep::self() const {
+  return Addr{uint16_t(dom->nic->node()), uint16_t(dom->nic->slot()), index, kAddrVersion, 0, tag};
+}
+
+int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
+  auto* dp = reinterpret_cast<Domain*>(domain);
+  Domain& d = *dp;
+  if (!info || !info->ep_attr || (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM)) {
+    ULNIC_INFO(FI_LOG_EP_CTRL, "only FI_EP_RDM and FI_EP_DGRAM endpoints\n");
+    return -FI_ENOSYS;
+  }
+  std::lock_guard lk(d.mu);
+  int index = -1;
+  for (uint32_t i = 0; i < kMaxEndpoints; ++i)
+    if (!d.ep_at[i]) {
+      index = int(i);
+      break;
+    }
+  if (index < 0) return -FI_ENOSPC;
+  auto* ep = new Ep{};
+  init_fid(ep->fid.fid, FI_CLASS_EP, context, &ep_fi_ops);
+  ep->fid.ops = &ep_ops;
+  ep->fid.cm = &cm_ops;
+  ep->fid.msg = &msg_ops;
+  ep->fid.tagged = &tagged_ops;
+  ep->dom = dp;
+  ep->type = info->ep_attr->type;
+  ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV);
+  ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+  ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+  ep->index = uint8_t(index);
+  ep->tag = random_tag();
+  d.ep_at[index] = ep;
+  const size_t ring_bytes = sizeof(abi::AmRingControl) + size_t(kRingEntries) * abi::kAmEntryBytes;
+  ep->ring = static_cast<uint8_t*>(d.nic->alloc(ring_bytes, 4096));
+  ep->bufs = static_cast<uint8_t*>(d.nic->alloc(kSendBufs * kBufBytes, 4096));
+  if (!ep->tag || !ep->ring || !ep->bufs) {
+    free_ep(ep);
+    return -FI_ENOMEM;
+  }
+  std::memset(ep->ring, 0, ring_bytes);
+  auto rr = d.nic->register_memory(ep->ring, ring_bytes, abi::kAccessLocal);
+  auto br = rr ? d.nic->register_memory(ep->bufs, kSendBufs * kBufBytes, abi::kAccessLocal) : rr;
+  if (!rr || !br) {
+    if (rr) ep->ring_mr = *rr;
+    free_ep(ep);
+    return -FI_ENOMEM;
+  }
+  ep->ring_mr = *rr;
+  ep->bufs_mr = *br;
+  for (int b = int(kSendBufs) - 1; b >= 0; --b) ep->free_bufs.push_back(b);
+  d.eps.push_back(ep);
+  *out = &ep->fid;
+  return 0;
+}
+
+// Under d.mu: control messages and rendezvous steps that waited, then the ring.
+bool ep_progress(Ep& ep) {
+  bool did = false;
+  while (!ep.ctl_backlog.empty()) {
+    auto& [dst, h] = ep.ctl_backlog.front();
+    if (!post_msg(ep, dst, h, nullptr, 0, h.kind == kCts ? h.rid : 0)) break;
+    ep.ctl_backlog.pop_front();
+    did = true;
+  }
+  for (size_t n = ep.rndv_waiting.size(); n; --n) {
+    uint64_t id = ep.rndv_waiting.front();
+    ep.rndv_waiting.pop_front();
+    if (!send_cts(ep, id)) ep.rndv_waiting.push_back(id);
+  }
+  for (size_t n = ep.cts_waiting.size(); n; --n) {
+    uint64_t id = ep.cts_waiting.front();
+    ep.cts_waiting.pop_front();
+    auto it = ep.sends.find(id);
+    if (it != ep.sends.end() && !start_put(ep, it->second)) ep.cts_waiting.push_back(id);
+  }
+  // Past the unexpected-message budget the ring is left full: the NIC
+  // refuses senders' messages until receives are posted (they resend).
+  while (ep.unexpected_bytes < kMaxUnexpectedBytes) {
+    const abi::AmRxEntry* e = ready_entry(ep);
+    if (!e) break;
+    handle_entry(ep, *e, reinterpret_cast<const uint8_t*>(e + 1));
+    consume_entry(ep);
+    did = true;
+  }
+  return did;
+}
+
+// A descriptor of this endpoint completed (a congestion refusal of a
+// message was already turned into a resend).
+void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
+  const bool ok = c.status == abi::kCqOk;
+  if (post.kind == kPostPut) {
+    auto it = ep.sends.find(post.op);
+    if (it == ep.sends.end()) return;
+    Send& s = it->second;
+    WireHdr f = header(ep, kFin);
+    f.sid = s.id;
+    f.rid = s.rid;
+    if (!ok) f.flags = kWireFailed;
+    post_ctl(ep, s.dst, f);
+    if (!ok) {
+      fail_send(ep, s.id, c.status);
+      return;
+    }
+    deregister(*ep.dom, s.reg);
+    complete_send(ep, s, 0, 0);
+    ep.sends.erase(it);
+    return;
+  }
+  ep.free_bufs.push_back(post.buf);
+  switch (post.wire) {
+    case kEager:
+      if (!post.op) {
+        if (!ok) ULNIC_WARN(FI_LOG_EP_DATA, "an injected message was lost: %s\n", prov_strerror(c.status));
+        return;
+      }
+      if (ok) {
+        auto it = ep.sends.find(post.op);
+        if (it != ep.sends.end()) {
+          complete_send(ep, it->second, 0, 0);
+          ep.sends.erase(it);
+        }
+      } else {
+        fail_send(ep, post.op, c.status);
+      }
+      return;
+    case kRts:
+      if (!ok) fail_send(ep, post.op, c.status);
+      return;
+    case kCts:
+      if (!ok) {
+        auto it = ep.rndv.find(post.op);
+        if (it == ep.rndv.end()) return;
+        deregister(*ep.dom, it->second.reg);
+        Completion cc = recv_completion(ep, it->second.r, it->second.m, 0);
+        cc.err = FI_EIO;
+        cc.prov_errno = c.status;
+        cc.err_text = prov_strerror(c.status);
+        cq_push(ep.rx_cq, std::move(cc));
+        ep.rndv.erase(it);
+      }
+      return;
+    default:
+      if (!ok) ULNIC_WARN(FI_LOG_EP_DATA, "a control message was lost: %s\n", prov_strerror(c.status));
+      return;
+  }
+}
+
+}  // namespace ulnic::ofi

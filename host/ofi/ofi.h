@@ -1,0 +1,304 @@
+// libulnic-fi: a libfabric provider on the NIC's native AM endpoints
+// (host/ofi/README.md). Internals shared by its files.
+//
+// Objects: a fabric; a domain = one ulnic::Nic (one slot of the node's NIC)
+// and one lock, which every call of the domain's objects takes (the Nic is
+// not thread-safe); an endpoint = one AM endpoint of the slot (a receive
+// ring in the slot heap); AVs, CQs and MRs are host-side tables.
+//
+// Wire protocol, one AM request message per packet (WireHdr first):
+//   kEager  header + the whole message (up to kEagerMax bytes);
+//   kRts    header: a message of `len` bytes waits at the sender (rendezvous);
+//   kCts    the receiver registered its buffer (key, addr): put `len` bytes there;
+//   kFin    the sender's put is complete (or failed): the receive is done.
+// kEager and kRts carry `seq`, the sender endpoint's message number to this
+// receiver endpoint: the NIC refuses a message when the receiving ring is
+// full (the sender resends it later), so messages can arrive out of order,
+// and the receiver puts them back in order before it matches them.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ulnic/abi/am.h"
+#include "ulnic/nic.h"
+
+namespace ulnic::ofi {
+
+namespace abi = ::ulnic::abi;
+
+extern fi_provider g_prov;
+#define ULNIC_WARN(subsys, ...) FI_WARN(&::ulnic::ofi::g_prov, subsys, __VA_ARGS__)
+#define ULNIC_INFO(subsys, ...) FI_INFO(&::ulnic::ofi::g_prov, subsys, __VA_ARGS__)
+
+constexpr uint32_t kProvVersion = FI_VERSION(0, 1);
+constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+
+// An endpoint's address (fi_getname, fi_av_insert): everything a sender
+// needs, so no name service is involved. The tag is random per endpoint:
+// the NIC admits only requests that carry it.
+struct Addr {
+  uint16_t node;
+  uint16_t slot;
+  uint8_t ep;
+  uint8_t version;  // kAddrVersion
+  uint16_t zero;
+  uint64_t tag;
+};
+static_assert(sizeof(Addr) == 16);
+constexpr uint8_t kAddrVersion = 1;
+inline uint64_t addr_id(uint32_t node, uint32_t slot, uint32_t ep) {
+  return uint64_t(node) << 32 | uint64_t(slot) << 8 | ep;
+}
+inline uint64_t addr_id(const Addr& a) { return addr_id(a.node, a.slot, a.ep); }
+
+enum WireKind : uint8_t { kEager = 1, kRts = 2, kCts = 3, kFin = 4 };
+enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4 };
+struct WireHdr {
+  uint32_t magic;  // kWireMagic
+  uint8_t kind;    // WireKind
+  uint8_t flags;   // WireFlags
+  uint16_t pad;
+  uint32_t seq;    // kEager/kRts: message number from the sending endpoint to this one
+  uint32_t key;    // kCts: the receive buffer's memory key
+  uint64_t len;    // kEager: payload bytes that follow; kRts: message bytes; kCts: bytes to put
+  uint64_t tag;
+  uint64_t data;   // remote CQ data; kCts: the receive buffer's address
+  uint64_t sid;    // kRts/kCts/kFin: the sender's operation
+  uint64_t rid;    // kCts/kFin: the receiver's operation
+  uint64_t src_tag;  // the sending endpoint's tag: what a reply must carry, and its incarnation
+};
+static_assert(sizeof(WireHdr) == 64);
+constexpr uint32_t kWireMagic = 0x4f464955;  // "UIFO"
+
+constexpr uint32_t kEagerMax = abi::kAmMaxMessage - sizeof(WireHdr);  // payload of an eager message
+constexpr size_t kMaxMsg = abi::kMaxCopyBytes;   // one put
+constexpr uint32_t kRingEntries = 256;           // per endpoint (power of 2)
+constexpr uint32_t kSendBufs = 64;               // per endpoint, registered, in the slot heap
+constexpr size_t kBufBytes = (sizeof(abi::AmPrefix) + abi::kAmMaxMessage + 63) & ~size_t(63);
+constexpr size_t kMaxPendingPerPeer = 1024;      // out-of-order messages kept per sender
+constexpr size_t kMaxUnexpectedBytes = 64u << 20;  // beyond: the ring is left full (senders retry)
+constexpr uint32_t kMaxEndpoints = abi::kMaxAmEndpoints;
+constexpr size_t kCqDataSize = 8;
+constexpr int64_t kRetryNs = 200'000;  // a refused message waits this long before it goes again
+
+// Provider errors (prov_errno of an error completion, fi_cq_strerror):
+// NIC statuses (abi::CqStatus) as they are, ours above them.
+enum ProvErr : int {
+  kErrTruncated = 1000,     // the message was longer than the receive buffer
+  kErrRemoteFailed = 1001,  // the sender's put failed: the buffer holds part of the message
+  kErrRegister = 1002,      // the NIC would not register the buffer
+  kErrCanceled = 1003,      // fi_cancel
+};
+const char* prov_strerror(int prov_errno);
+
+struct Domain;
+struct Ep;
+struct Av;
+
+// Every object's struct fid: its class, the application's context, its ops.
+inline void init_fid(fid& f, size_t fclass, void* context, fi_ops* ops) {
+  f.fclass = fclass;
+  f.context = context;
+  f.ops = ops;
+}
+
+struct Fabric {
+  fid_fabric fid;
+};
+
+// A completion waiting in a CQ (error or not).
+struct Completion {
+  fi_cq_tagged_entry e{};
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  int err = 0;  // positive FI_E*: an error entry
+  int prov_errno = 0;
+  size_t olen = 0;
+  std::string err_text;
+};
+
+struct Cq {
+  fid_cq fid;
+  Domain* dom;
+  fi_cq_format format;
+  fi_wait_obj wait;
+  std::deque<Completion> done, errors;
+  std::string last_err;  // err_data of the last fi_cq_readerr (valid until the next read)
+  bool signaled = false;
+  size_t entry_size() const;
+};
+
+struct Mr {
+  fid_mr fid;
+  Domain* dom;
+  MemRegion region;
+};
+
+struct Av {
+  fid_av fid;
+  Domain* dom;
+  fi_av_type type;
+  std::vector<Addr> addrs;
+  std::vector<bool> live;
+  std::unordered_map<uint64_t, fi_addr_t> by_id;  // addr_id -> fi_addr (FI_SOURCE)
+  const Addr* lookup(fi_addr_t a) const {
+    return a < addrs.size() && live[a] ? &addrs[a] : nullptr;
+  }
+};
+
+// A posted receive.
+struct Recv {
+  uint64_t id = 0;
+  void* buf = nullptr;
+  size_t len = 0;
+  Mr* desc = nullptr;
+  fi_addr_t src = FI_ADDR_UNSPEC;
+  uint64_t src_id = 0;  // addr_id of src (directed receives only)
+  bool directed = false;
+  bool tagged = false;
+  uint64_t tag = 0, ignore = 0;
+  void* context = nullptr;
+  bool completion = true;
+};
+
+// A message that arrived (in order), waiting for a receive (unexpected) or
+// being matched.
+struct Message {
+  uint8_t kind = 0, flags = 0;
+  Addr src{};  // from the NIC (node, slot, endpoint) and the header (tag)
+  uint64_t src_id = 0;
+  uint64_t len = 0, tag = 0, data = 0, sid = 0;
+  std::vector<uint8_t> payload;  // kEager
+};
+
+// A send in progress.
+struct Send {
+  uint64_t id = 0;
+  Addr dst{};
+  const uint8_t* buf = nullptr;  // rendezvous: the application's buffer
+  size_t len = 0;
+  Mr* desc = nullptr;
+  bool tagged = false;
+  uint64_t tag = 0, data = 0;
+  bool has_data = false;
+  void* context = nullptr;
+  bool completion = true;
+  bool rendezvous = false;
+  MemRegion reg{};  // the source, registered for the put (none with `desc`)
+  uint64_t put_len = 0;
+  uint64_t rid = 0;     // the receiver's operation (from its CTS)
+  uint32_t rkey = 0;    // ... its buffer's key and address
+  uint64_t raddr = 0;
+  bool cts = false;     // the CTS came
+};
+
+// A receive in the middle of a rendezvous (after its CTS).
+struct RndvRecv {
+  Recv r;
+  Message m;
+  uint64_t n = 0;   // bytes asked for (min of the message and the buffer)
+  MemRegion reg{};  // the buffer, registered (none with the receive's desc)
+  bool cts_sent = false;
+};
+
+// What a NIC descriptor was for (its user_data indexes Domain::posts).
+enum PostKind : uint8_t { kPostMsg = 1, kPostPut = 2 };
+struct Post {
+  Ep* ep = nullptr;
+  PostKind kind = kPostMsg;
+  uint8_t wire = 0;     // WireKind of a message
+  int buf = -1;         // send buffer of a message
+  uint64_t op = 0;      // Send id (kEager, kRts, put) or RndvRecv id (kCts)
+  abi::SqEntry sqe{};   // to post it again after a refusal (kCqAmCongestion)
+};
+
+struct PeerRx {
+  uint64_t incarnation = 0;  // the sender endpoint's tag: a new process on its slot starts over
+  uint32_t expected = 0;
+  std::map<uint32_t, Message> early;  // arrived ahead of `expected`
+};
+
+struct Ep {
+  fid_ep fid;
+  Domain* dom;
+  fi_ep_type type;
+  uint64_t caps;
+  uint64_t tx_op_flags, rx_op_flags;
+  uint8_t index;  // AM endpoint in the slot
+  uint64_t tag;
+  bool enabled = false;
+  Cq* tx_cq = nullptr;
+  Cq* rx_cq = nullptr;
+  bool tx_selective = false, rx_selective = false;
+  Av* av = nullptr;
+  uint8_t* ring = nullptr;
+  MemRegion ring_mr;
+  uint64_t ring_consumed = 0;
+  uint8_t* bufs = nullptr;
+  MemRegion bufs_mr;
+  std::vector<int> free_bufs;
+  // Per destination endpoint and incarnation (addr_id, tag): a restarted
+  // peer on the same slot and endpoint has a new tag and counts from 0.
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> tx_seq;
+  std::unordered_map<uint64_t, PeerRx> rx;        // per source addr_id
+  std::list<Recv> posted_msg, posted_tagged;
+  std::list<Message> unexpected_msg, unexpected_tagged;
+  size_t unexpected_bytes = 0;
+  std::map<uint64_t, Send> sends;                // by id
+  std::map<uint64_t, RndvRecv> rndv;             // by id
+  std::deque<uint64_t> rndv_waiting;             // RndvRecv ids whose CTS waits (no buffer / registration)
+  std::deque<uint64_t> cts_waiting;              // Send ids whose put waits (registration / SQ room)
+  std::deque<std::pair<Addr, WireHdr>> ctl_backlog;  // control messages waiting for a buffer
+  Addr self() const;
+};
+
+struct Domain {
+  fid_domain fid;
+  Fabric* fabric;
+  std::mutex mu;
+  std::unique_ptr<Nic> nic;
+  std::vector<Ep*> eps;
+  std::vector<Cq*> cqs;
+  std::map<uint64_t, Post> posts;      // NIC descriptors in flight, by user_data
+  // Posts refused for congestion (user_data, when to post again: steady
+  // clock ns), in the order refused. A receiver that does not poll would
+  // otherwise have its NIC refuse our messages as fast as we resend them.
+  std::deque<std::pair<uint64_t, int64_t>> retry;
+  uint64_t next_user_data = 1;
+  uint64_t next_op = 1;
+  std::vector<Mr*> mrs;                // live fi_mr_reg registrations (descs are checked against it)
+  Ep* ep_at[kMaxEndpoints] = {};
+};
+
+// objects.cpp
+int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
+// Progress: NIC completions, arrivals, retries. Under dom.mu. True if it did anything.
+bool progress(Domain& d);
+void cq_push(Cq* cq, Completion c);
+bool mr_covers(Domain& d, Mr* mr, const void* p, size_t n);
+// ep.cpp
+int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+bool ep_progress(Ep& ep);
+void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c);
+// getinfo.cpp
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+            fi_info** info);
+
+}  // namespace ulnic::ofi

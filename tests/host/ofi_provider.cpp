@@ -1,0 +1,762 @@
+// The libfabric provider `ulnic` (host/ofi), through libfabric itself: the
+// test loads libulnic-fi.so from the build's lib dir (FI_PROVIDER_PATH) on
+// a 2-node cluster it boots once (vipl_cluster.h). Both sides of a
+// conversation usually live in this process (a domain per NIC: ULNIC_NODE
+// is read when a domain opens), so the tests drive both by polling both
+// CQs; fi_info and fi_pingpong run as the unmodified Debian programs.
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <initializer_list>
+
+#include "vipl_cluster.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using vipl_test::pattern;
+
+constexpr size_t kEagerMax = 4224;  // host/ofi/ofi.h: kAmMaxMessage - sizeof(WireHdr)
+
+// Test buffers own their pages. Registering memory moves its pages into
+// the registering NIC's slot (Nic::register_memory), and a test holds two
+// or three NICs' domains in one process: two buffers sharing a page, each
+// registered by another NIC, would take the page from each other.
+template <class T>
+struct PageAlloc {
+  using value_type = T;
+  PageAlloc() = default;
+  template <class U>
+  PageAlloc(const PageAlloc<U>&) {}
+  static size_t bytes(size_t n) { return (n * sizeof(T) + 4095) & ~size_t(4095); }
+  T* allocate(size_t n) {
+    void* p = ::mmap(nullptr, bytes(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) { ::munmap(p, bytes(n)); }
+  bool operator==(const PageAlloc&) const { return true; }
+};
+using Bytes = std::vector<uint8_t, PageAlloc<uint8_t>>;
+
+fi_info* hints(fi_ep_type type = FI_EP_RDM) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("ulnic");
+  h->ep_attr->type = type;
+  h->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
+  return h;
+}
+
+// getinfo for the native provider alone (libfabric also layers its RXD
+// utility provider over our DGRAM endpoints: "ulnic;ofi_rxd").
+int getinfo(fi_info* h, fi_info** out, int node = 0) {
+  ::setenv("ULNIC_NODE", std::to_string(node).c_str(), 1);
+  fi_info* all = nullptr;
+  int r = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &all);
+  *out = nullptr;
+  if (r) return r;
+  for (fi_info* p = all; p; p = p->next)
+    if (std::string(p->fabric_attr->prov_name) == "ulnic") {
+      *out = fi_dupinfo(p);
+      break;
+    }
+  fi_freeinfo(all);
+  return *out ? 0 : -FI_ENODATA;
+}
+
+// One endpoint with its fabric, domain, AV and CQ (one CQ for both directions).
+struct Side {
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* cq = nullptr;
+  fid_ep* ep = nullptr;
+  std::vector<uint8_t> name;
+
+  Side() = default;
+  Side(const Side&) = delete;
+  ~Side() {
+    if (ep) {
+      EXPECT_EQ(fi_close(&ep->fid), 0);
+    }
+    if (cq) {
+      EXPECT_EQ(fi_close(&cq->fid), 0);
+    }
+    if (av) {
+      EXPECT_EQ(fi_close(&av->fid), 0);
+    }
+    if (domain) {
+      EXPECT_EQ(fi_close(&domain->fid), 0);
+    }
+    if (fabric) {
+      EXPECT_EQ(fi_close(&fabric->fid), 0);
+    }
+    if (info) fi_freeinfo(info);
+  }
+};
+
+struct Options {
+  fi_cq_format format = FI_CQ_FORMAT_TAGGED;
+  fi_av_type av = FI_AV_TABLE;
+  fi_wait_obj wait = FI_WAIT_NONE;
+  fi_ep_type type = FI_EP_RDM;
+};
+
+void open_side(Side& s, int node, const Options& o = {}) {
+  fi_info* h = hints(o.type);
+  ASSERT_EQ(getinfo(h, &s.info, node), 0);
+  fi_freeinfo(h);
+  ASSERT_EQ(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr), 0);
+  ASSERT_EQ(fi_domain(s.fabric, s.info, &s.domain, nullptr), 0);
+  fi_av_attr aa{};
+  aa.type = o.av;
+  ASSERT_EQ(fi_av_open(s.domain, &aa, &s.av, nullptr), 0);
+  fi_cq_attr ca{};
+  ca.format = o.format;
+  ca.wait_obj = o.wait;
+  ASSERT_EQ(fi_cq_open(s.domain, &ca, &s.cq, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(s.domain, s.info, &s.ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(s.ep), 0);
+  size_t len = 0;
+  ASSERT_EQ(fi_getname(&s.ep->fid, nullptr, &len), -FI_ETOOSMALL);
+  s.name.resize(len);
+  ASSERT_EQ(fi_getname(&s.ep->fid, s.name.data(), &len), 0);
+}
+
+fi_addr_t insert(Side& s, const Side& peer) {
+  fi_addr_t a = FI_ADDR_NOTAVAIL;
+  EXPECT_EQ(fi_av_insert(s.av, peer.name.data(), 1, &a, 0, nullptr), 1);
+  return a;
+}
+
+// Reads one completion from `cq`, driving the other sides' progress too (a
+// read of 0 entries). The result of the last read: 1, or -FI_EAVAIL.
+ssize_t read_one(fid_cq* cq, void* entry, std::initializer_list<fid_cq*> others, fi_addr_t* src = nullptr,
+                 std::chrono::milliseconds limit = 20000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    ssize_t r = src ? fi_cq_readfrom(cq, entry, 1, src) : fi_cq_read(cq, entry, 1);
+    if (r != -FI_EAGAIN) return r;
+    for (fid_cq* o : others) {
+      fi_cq_tagged_entry none;
+      (void)fi_cq_read(o, &none, 0);
+    }
+  }
+  return -FI_ETIMEDOUT;
+}
+
+bool check_pattern(const uint8_t* p, size_t n, uint32_t seed) {
+  std::vector<uint8_t> want(n);
+  pattern(want.data(), n, seed);
+  return std::memcmp(p, want.data(), n) == 0;
+}
+
+// Two sides on the two nodes, each in the other's AV.
+struct Pair {
+  Side a, b;
+  fi_addr_t a_to_b = 0, b_to_a = 0;
+  explicit Pair(const Options& o = {}) {
+    open_side(a, 0, o);
+    open_side(b, 1, o);
+    a_to_b = insert(a, b);
+    b_to_a = insert(b, a);
+  }
+  // One message a -> b of `n` bytes by `send`, into a buffer of `cap`;
+  // returns b's completion (or the error entry).
+  template <class Send>
+  void exchange(size_t n, size_t cap, Send send, fi_cq_tagged_entry& got, fi_addr_t* src = nullptr) {
+    Bytes out(n ? n : 1), in(cap ? cap : 1, 0xee);
+    pattern(out.data(), n, uint32_t(n) + 1);
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(fi_recv(b.ep, in.data(), cap, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(send(out.data(), n, &sctx), 0);
+    fi_cq_tagged_entry se{};
+    ASSERT_EQ(read_one(a.cq, &se, {b.cq}), 1) << "send of " << n;
+    EXPECT_EQ(se.op_context, &sctx);
+    EXPECT_TRUE(se.flags & FI_SEND);
+    ASSERT_EQ(read_one(b.cq, &got, {a.cq}, src), 1) << "receive of " << n;
+    EXPECT_EQ(got.op_context, &rctx);
+    EXPECT_TRUE(check_pattern(in.data(), std::min(n, cap), uint32_t(n) + 1)) << "data of " << n;
+  }
+};
+
+TEST(OfiGetinfo, ListsRdmAndDgramWithTheirLimits) {
+  fi_info* h = hints(FI_EP_UNSPEC);
+  fi_info* all = nullptr;
+  ::setenv("ULNIC_NODE", "0", 1);
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &all), 0);
+  bool rdm = false, dgram = false;
+  for (fi_info* p = all; p; p = p->next) {
+    if (std::string(p->fabric_attr->prov_name) != "ulnic") continue;
+    rdm |= p->ep_attr->type == FI_EP_RDM;
+    dgram |= p->ep_attr->type == FI_EP_DGRAM;
+    EXPECT_EQ(p->tx_attr->inject_size, kEagerMax);
+    EXPECT_EQ(p->ep_attr->max_msg_size, 64u << 20);
+    EXPECT_EQ(p->caps & (FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV),
+              FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV);
+    EXPECT_EQ(p->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+    EXPECT_EQ(std::string(p->domain_attr->name), "ulnic0");
+  }
+  EXPECT_TRUE(rdm);
+  EXPECT_TRUE(dgram);
+  fi_freeinfo(all);
+  fi_freeinfo(h);
+}
+
+TEST(OfiGetinfo, RefusesWhatItDoesNotSupport) {
+  struct Case {
+    const char* what;
+    void (*edit)(fi_info*);
+  };
+  const Case cases[] = {
+      {"FI_RMA", [](fi_info* h) { h->caps |= FI_RMA; }},
+      {"FI_ATOMIC", [](fi_info* h) { h->caps |= FI_ATOMIC; }},
+      {"FI_MULTI_RECV", [](fi_info* h) { h->caps |= FI_MULTI_RECV; }},
+      {"FI_EP_MSG", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
+      {"FI_PROGRESS_AUTO", [](fi_info* h) { h->domain_attr->data_progress = FI_PROGRESS_AUTO; }},
+      {"FI_SOCKADDR_IN", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IN; }},
+      {"tx iov_limit 4", [](fi_info* h) { h->tx_attr->iov_limit = 4; }},
+      {"inject_size 8192", [](fi_info* h) { h->tx_attr->inject_size = 8192; }},
+      {"max_msg_size 128 MiB", [](fi_info* h) { h->ep_attr->max_msg_size = 128u << 20; }},
+      {"another domain", [](fi_info* h) { h->domain_attr->name = strdup("mlx5_0"); }},
+  };
+  for (const Case& c : cases) {
+    fi_info* h = hints();
+    c.edit(h);
+    fi_info* out = nullptr;
+    EXPECT_EQ(getinfo(h, &out), -FI_ENODATA) << c.what;
+    if (out) fi_freeinfo(out);
+    fi_freeinfo(h);
+  }
+}
+
+TEST(OfiMsg, EveryCallAndSizeWithDataChecked) {
+  Pair p;
+  const size_t sizes[] = {0, 1, 64, 4096, kEagerMax, kEagerMax + 1, 65536, 1u << 20};
+  for (size_t n : sizes) {
+    fi_cq_tagged_entry got{};
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    p.exchange(n, n, [&](void* buf, size_t len, void* ctx) { return fi_send(p.a.ep, buf, len, nullptr, p.a_to_b, ctx); },
+               got, &src);
+    EXPECT_EQ(got.len, n);
+    EXPECT_EQ(got.flags & (FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA), FI_RECV | FI_MSG);
+    EXPECT_EQ(src, p.b_to_a) << "FI_SOURCE of " << n;
+  }
+  // fi_senddata: the data and FI_REMOTE_CQ_DATA come with the receive, eager and rendezvous.
+  for (size_t n : {size_t(100), size_t(100000)}) {
+    fi_cq_tagged_entry got{};
+    p.exchange(n, n, [&](void* buf, size_t len, void* ctx) {
+      return fi_senddata(p.a.ep, buf, len, nullptr, 0xfeedfacecafe0000ull + n, p.a_to_b, ctx);
+    }, got);
+    EXPECT_TRUE(got.flags & FI_REMOTE_CQ_DATA);
+    EXPECT_EQ(got.data, 0xfeedfacecafe0000ull + n);
+  }
+  // fi_sendmsg / fi_recvmsg with FI_COMPLETION and FI_REMOTE_CQ_DATA.
+  {
+    Bytes out(3000), in(3000);
+    pattern(out.data(), out.size(), 7);
+    int rctx, sctx;
+    iovec riov{in.data(), in.size()}, siov{out.data(), out.size()};
+    fi_msg rm{&riov, nullptr, 1, FI_ADDR_UNSPEC, &rctx, 0};
+    fi_msg sm{&siov, nullptr, 1, p.a_to_b, &sctx, 42};
+    ASSERT_EQ(fi_recvmsg(p.b.ep, &rm, FI_COMPLETION), 0);
+    ASSERT_EQ(fi_sendmsg(p.a.ep, &sm, FI_COMPLETION | FI_REMOTE_CQ_DATA), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+    EXPECT_EQ(e.op_context, &sctx);
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_EQ(e.op_context, &rctx);
+    EXPECT_EQ(e.data, 42u);
+    EXPECT_TRUE(check_pattern(in.data(), in.size(), 7));
+  }
+  // fi_sendv / fi_recvv, fi_inject and fi_injectdata (no send completion).
+  {
+    Bytes out(500), in(500);
+    pattern(out.data(), out.size(), 9);
+    iovec riov{in.data(), in.size()}, siov{out.data(), out.size()};
+    int rctx, sctx;
+    ASSERT_EQ(fi_recvv(p.b.ep, &riov, nullptr, 1, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(fi_sendv(p.a.ep, &siov, nullptr, 1, p.a_to_b, &sctx), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_TRUE(check_pattern(in.data(), in.size(), 9));
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+    EXPECT_EQ(e.op_context, &sctx);
+
+    std::memset(in.data(), 0, in.size());
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(fi_inject(p.a.ep, out.data(), out.size(), p.a_to_b), 0);
+    std::memset(out.data(), 0, out.size());  // injected: the buffer is ours again at once
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_TRUE(check_pattern(in.data(), in.size(), 9));
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(fi_injectdata(p.a.ep, out.data(), 10, 77, p.a_to_b), 0);
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_EQ(e.data, 77u);
+    EXPECT_EQ(e.len, 10u);
+    EXPECT_EQ(fi_inject(p.a.ep, out.data(), kEagerMax + 1, p.a_to_b), -FI_EMSGSIZE);
+    EXPECT_EQ(fi_cq_read(p.a.cq, &e, 1), -FI_EAGAIN) << "an inject has no completion";
+  }
+  // The other way too.
+  {
+    Bytes out(200000), in(200000);
+    pattern(out.data(), out.size(), 11);
+    int rctx, sctx;
+    ASSERT_EQ(fi_recv(p.a.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(fi_send(p.b.ep, out.data(), out.size(), nullptr, p.b_to_a, &sctx), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+    EXPECT_TRUE(check_pattern(in.data(), in.size(), 11));
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+  }
+}
+
+TEST(OfiCq, EachFormatWritesItsEntryAndNoMore) {
+  const std::pair<fi_cq_format, size_t> formats[] = {{FI_CQ_FORMAT_CONTEXT, sizeof(fi_cq_entry)},
+                                                     {FI_CQ_FORMAT_MSG, sizeof(fi_cq_msg_entry)},
+                                                     {FI_CQ_FORMAT_DATA, sizeof(fi_cq_data_entry)}};
+  for (auto [format, size] : formats) {
+    Options o;
+    o.format = format;
+    Pair p(o);
+    Bytes out(64, 1), in(64);
+    int rctx;
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(fi_senddata(p.a.ep, out.data(), out.size(), nullptr, 5, p.a_to_b, nullptr), 0);
+    uint8_t entry[sizeof(fi_cq_tagged_entry) + 8];
+    std::memset(entry, 0xab, sizeof entry);
+    ASSERT_EQ(read_one(p.b.cq, entry, {p.a.cq}), 1);
+    fi_cq_tagged_entry e{};
+    std::memcpy(&e, entry, size);
+    EXPECT_EQ(e.op_context, &rctx);
+    if (format != FI_CQ_FORMAT_CONTEXT) {
+      EXPECT_EQ(e.len, 64u);
+    }
+    if (format == FI_CQ_FORMAT_DATA) {
+      EXPECT_EQ(e.data, 5u);
+    }
+    EXPECT_EQ(entry[size], 0xab) << "format " << format << " wrote past its entry";
+    ASSERT_EQ(read_one(p.a.cq, entry, {p.b.cq}), 1);  // the send's
+  }
+}
+
+TEST(OfiAv, MapTableLookupStraddrRemoveAndBadAddresses) {
+  Options o;
+  o.av = FI_AV_MAP;
+  Pair p(o);
+  fi_cq_tagged_entry got{};
+  p.exchange(100, 100, [&](void* buf, size_t len, void* ctx) { return fi_send(p.a.ep, buf, len, nullptr, p.a_to_b, ctx); },
+             got);
+  uint8_t back[16];
+  size_t len = sizeof back;
+  ASSERT_EQ(fi_av_lookup(p.a.av, p.a_to_b, back, &len), 0);
+  EXPECT_EQ(len, p.b.name.size());
+  EXPECT_EQ(std::memcmp(back, p.b.name.data(), len), 0);
+  char s[128];
+  len = sizeof s;
+  fi_av_straddr(p.a.av, back, s, &len);
+  EXPECT_EQ(std::string(s).rfind("ulnic://1/", 0), 0u) << s;
+  // A forged address is not inserted.
+  uint8_t bad[16] = {0xff, 0xff, 0, 0, 0, 9};
+  fi_addr_t fa = 0;
+  EXPECT_EQ(fi_av_insert(p.a.av, bad, 1, &fa, 0, nullptr), 0);
+  EXPECT_EQ(fa, FI_ADDR_NOTAVAIL);
+  // Removed: sends to it are refused.
+  EXPECT_EQ(fi_av_remove(p.a.av, &p.a_to_b, 1, 0), 0);
+  EXPECT_EQ(fi_send(p.a.ep, s, 1, nullptr, p.a_to_b, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_av_lookup(p.a.av, p.a_to_b, back, &len), -FI_EINVAL);
+}
+
+void expect_truncated(Pair& p, size_t n, size_t cap) {
+  Bytes out(n), in(cap + 16, 0xee);
+  pattern(out.data(), n, 3);
+  int rctx, sctx;
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), cap, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_send(p.a.ep, out.data(), n, nullptr, p.a_to_b, &sctx), 0);
+  fi_cq_tagged_entry e{};
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.err, FI_ETRUNC);
+  EXPECT_EQ(err.op_context, &rctx);
+  EXPECT_EQ(err.len, cap);
+  EXPECT_EQ(err.olen, n - cap);
+  std::string text = fi_cq_strerror(p.b.cq, err.prov_errno, err.err_data, nullptr, 0);
+  EXPECT_NE(text.find("truncated"), std::string::npos) << text;
+  EXPECT_TRUE(check_pattern(in.data(), cap, 3));
+  EXPECT_EQ(in[cap], 0xee) << "written past the receive buffer";
+  ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);  // the send itself succeeded
+  EXPECT_EQ(e.op_context, &sctx);
+}
+
+TEST(OfiMsg, TruncatedReceivesGiveEtruncErrorEntries) {
+  Pair p;
+  expect_truncated(p, 100, 10);           // eager
+  expect_truncated(p, 65536, 8192);       // rendezvous: the put stops at the buffer's end
+  expect_truncated(p, 65536, 100);        // rendezvous into a buffer of eager size
+}
+
+// A receiver that does not poll: its ring (256 entries, host/ofi/ofi.h)
+// fills, its NIC refuses the rest, the sender resends them, and once the
+// receiver polls again every message arrives, in the order sent.
+TEST(OfiMsg, FullRingRefusalsAreResentInOrder) {
+  Pair p;
+  constexpr int kMessages = 600;
+  constexpr uint32_t kRing = 256;
+  std::vector<uint32_t> out(kMessages);
+  int sent = 0, completed = 0;
+  fi_cq_tagged_entry e{};
+  auto post_some = [&] {
+    while (sent < kMessages) {
+      out[sent] = uint32_t(sent);
+      ssize_t r = fi_send(p.a.ep, &out[sent], sizeof(uint32_t), nullptr, p.a_to_b, nullptr);
+      if (r == -FI_EAGAIN) return;
+      ASSERT_EQ(r, 0);
+      ++sent;
+    }
+  };
+  // Only the sender progresses: the ring takes kRing messages, no more.
+  auto quiet_since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - quiet_since < 500ms) {
+    post_some();
+    if (fi_cq_read(p.a.cq, &e, 1) == 1) {
+      ++completed;
+      quiet_since = std::chrono::steady_clock::now();
+    }
+  }
+  EXPECT_EQ(completed, int(kRing));
+  EXPECT_GT(sent, completed) << "more were posted than the ring could take";
+  // The receiver posts its receives and polls: everything arrives, in order.
+  std::vector<uint32_t> in(kMessages, ~0u);
+  for (int k = 0; k < kMessages; ++k)
+    ASSERT_EQ(fi_recv(p.b.ep, &in[k], sizeof(uint32_t), nullptr, FI_ADDR_UNSPEC, &in[k]), 0);
+  int received = 0;
+  auto end = std::chrono::steady_clock::now() + 60s;
+  while ((received < kMessages || completed < kMessages) && std::chrono::steady_clock::now() < end) {
+    post_some();
+    if (fi_cq_read(p.a.cq, &e, 1) == 1) ++completed;
+    if (fi_cq_read(p.b.cq, &e, 1) == 1) {
+      EXPECT_EQ(e.op_context, &in[received]) << "receives complete in the order posted";
+      ++received;
+    }
+  }
+  ASSERT_EQ(received, kMessages);
+  ASSERT_EQ(completed, kMessages);
+  for (int k = 0; k < kMessages; ++k) ASSERT_EQ(in[k], uint32_t(k)) << "message " << k << " out of order";
+}
+
+// A send to an endpoint that is gone fails with an error entry whose text
+// says what the NIC said, eager or rendezvous.
+TEST(OfiMsg, SendsToAClosedEndpointFailWithTheNicsReason) {
+  Pair p;
+  ASSERT_EQ(fi_close(&p.b.ep->fid), 0);
+  p.b.ep = nullptr;
+  for (size_t n : {size_t(64), size_t(100000)}) {
+    Bytes out(n, 1);
+    int ctx = 0;
+    ASSERT_EQ(fi_send(p.a.ep, out.data(), n, nullptr, p.a_to_b, &ctx), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.a.cq, &e, {}), -FI_EAVAIL) << n;
+    fi_cq_err_entry err{};
+    ASSERT_EQ(fi_cq_readerr(p.a.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &ctx);
+    EXPECT_EQ(err.err, FI_EIO);
+    std::string text = fi_cq_strerror(p.a.cq, err.prov_errno, err.err_data, nullptr, 0);
+    EXPECT_NE(text.find("no such endpoint"), std::string::npos) << text;
+  }
+}
+
+// A new endpoint in the place of a closed one (same node, slot and index,
+// another tag) starts a new conversation: messages numbered from 0 both ways.
+void reopen(Side& s) {
+  ASSERT_EQ(fi_close(&s.ep->fid), 0);
+  ASSERT_EQ(fi_endpoint(s.domain, s.info, &s.ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(s.ep), 0);
+  size_t len = s.name.size();
+  ASSERT_EQ(fi_getname(&s.ep->fid, s.name.data(), &len), 0);
+}
+TEST(OfiMsg, ARestartedPeerStartsANewConversation) {
+  Pair p;
+  auto one_message = [&](Side& from, fi_addr_t to, Side& at, uint8_t value) {
+    uint8_t out = value, in = 0;
+    ASSERT_EQ(fi_recv(at.ep, &in, 1, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_send(from.ep, &out, 1, nullptr, to, nullptr), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(at.cq, &e, {from.cq}), 1);
+    ASSERT_EQ(read_one(from.cq, &e, {at.cq}), 1);
+    EXPECT_EQ(in, value);
+  };
+  for (uint8_t i = 0; i < 3; ++i) one_message(p.a, p.a_to_b, p.b, i);
+  reopen(p.b);  // the receiver restarts
+  fi_addr_t to_new_b = insert(p.a, p.b);
+  for (uint8_t i = 10; i < 13; ++i) one_message(p.a, to_new_b, p.b, i);
+  reopen(p.a);  // the sender restarts
+  fi_addr_t from_new_a = insert(p.a, p.b);
+  for (uint8_t i = 20; i < 23; ++i) one_message(p.a, from_new_a, p.b, i);
+}
+
+TEST(OfiTagged, IgnoreBitsUnexpectedMessagesAndOrder) {
+  Pair p;
+  // Sent before any receive is posted: all unexpected (one of them a rendezvous).
+  std::vector<Bytes> out;
+  const uint64_t tags[] = {0x10, 0x11, 0x20, 0x10};
+  const size_t sizes[] = {8, 16, 100000, 24};
+  for (int i = 0; i < 4; ++i) {
+    out.emplace_back(sizes[i]);
+    pattern(out.back().data(), sizes[i], 100 + i);
+    ASSERT_EQ(fi_tsend(p.a.ep, out.back().data(), sizes[i], nullptr, p.a_to_b, tags[i], nullptr), 0);
+  }
+  fi_cq_tagged_entry e{};
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);  // the eager ones: delivered (unexpected)
+  auto take = [&](uint64_t tag, uint64_t ignore, int want) {
+    Bytes in(200000);
+    ASSERT_EQ(fi_trecv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, tag, ignore, nullptr), 0);
+    fi_cq_tagged_entry got{};
+    ASSERT_EQ(read_one(p.b.cq, &got, {p.a.cq}), 1);
+    EXPECT_EQ(got.tag, tags[want]);
+    EXPECT_EQ(got.len, sizes[want]);
+    EXPECT_TRUE(got.flags & FI_TAGGED);
+    EXPECT_TRUE(check_pattern(in.data(), sizes[want], 100 + want)) << "message " << want;
+  };
+  take(0x20, 0, 2);     // the rendezvous one, out of order
+  ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);  // and its send completes now
+  take(0x10, 0x0f, 0);  // 0x1? : the oldest first
+  take(0x10, 0x0f, 1);
+  take(0x10, 0, 3);
+  // Posted first, matched by ignore bits on arrival; an untagged receive takes no tagged message.
+  Bytes in(64), mout(64, 5);
+  int untagged = 0, tagged = 0;
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &untagged), 0);
+  ASSERT_EQ(fi_trecv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 0x100, 0xff, &tagged), 0);
+  ASSERT_EQ(fi_tinject(p.a.ep, mout.data(), 64, p.a_to_b, 0x1ff), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+  EXPECT_EQ(e.op_context, &tagged);
+  EXPECT_EQ(e.tag, 0x1ffu);
+  // fi_cancel takes the untagged receive back.
+  ASSERT_EQ(fi_cancel(&p.b.ep->fid, &untagged), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.err, FI_ECANCELED);
+  EXPECT_EQ(err.op_context, &untagged);
+  EXPECT_EQ(fi_cancel(&p.b.ep->fid, &untagged), -FI_ENOENT);
+}
+
+TEST(OfiTagged, DirectedReceivesAndTheSameNodePath) {
+  Pair p;
+  Side c;  // a third endpoint, on node 0 like a: its rendezvous to a is a copy within the node
+  open_side(c, 0);
+  fi_addr_t b_to_c = insert(p.b, c), c_to_b = insert(c, p.b);
+  fi_addr_t a_to_c = insert(p.a, c), c_to_a = insert(c, p.a);
+  Bytes from_a(80, 'a'), from_c(80, 'c'), in(80);
+  int ctx = 0;
+  ASSERT_EQ(fi_trecv(p.b.ep, in.data(), in.size(), nullptr, b_to_c, 7, 0, &ctx), 0);
+  ASSERT_EQ(fi_tsend(p.a.ep, from_a.data(), 80, nullptr, p.a_to_b, 7, nullptr), 0);
+  fi_cq_tagged_entry e{};
+  ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+  // a's message arrived first, but the receive waits for c's.
+  ASSERT_EQ(fi_tsend(c.ep, from_c.data(), 80, nullptr, c_to_b, 7, nullptr), 0);
+  fi_addr_t src = 0;
+  ASSERT_EQ(read_one(p.b.cq, &e, {c.cq}, &src), 1);
+  EXPECT_EQ(src, b_to_c);
+  EXPECT_EQ(in[0], 'c');
+  ASSERT_EQ(fi_trecv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 7, 0, &ctx), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {}, &src), 1);
+  EXPECT_EQ(src, p.b_to_a);
+  EXPECT_EQ(in[0], 'a');
+  ASSERT_EQ(read_one(c.cq, &e, {p.b.cq}), 1);
+  // c -> a within node 0: rendezvous by kOpCopy between the two slots.
+  Bytes big(300000), got(300000);
+  pattern(big.data(), big.size(), 21);
+  ASSERT_EQ(fi_recv(p.a.ep, got.data(), got.size(), nullptr, a_to_c, nullptr), 0);
+  ASSERT_EQ(fi_send(c.ep, big.data(), big.size(), nullptr, c_to_a, nullptr), 0);
+  ASSERT_EQ(read_one(p.a.cq, &e, {c.cq}), 1);
+  EXPECT_TRUE(check_pattern(got.data(), got.size(), 21));
+  ASSERT_EQ(read_one(c.cq, &e, {p.a.cq}), 1);
+}
+
+TEST(OfiMr, RegisteredBuffersAsDescriptors) {
+  Pair p;
+  const size_t n = 1u << 20;
+  Bytes out(n), in(n);
+  pattern(out.data(), n, 31);
+  fid_mr *smr = nullptr, *rmr = nullptr;
+  ASSERT_EQ(fi_mr_reg(p.a.domain, out.data(), n, FI_SEND, 0, 0, 0, &smr, nullptr), 0);
+  ASSERT_EQ(fi_mr_reg(p.b.domain, in.data(), n, FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
+  EXPECT_NE(fi_mr_key(smr), 0u);
+  EXPECT_NE(fi_mr_key(rmr), 0u);
+  // Bad arguments are refused; RMA access bits are taken (FI_RMA itself is not offered).
+  fid_mr* other = nullptr;
+  EXPECT_EQ(fi_mr_reg(p.b.domain, nullptr, n, FI_RECV, 0, 0, 0, &other, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_mr_reg(p.b.domain, in.data(), 0, FI_RECV, 0, 0, 0, &other, nullptr), -FI_EINVAL);
+  Bytes spare(8192);
+  ASSERT_EQ(fi_mr_reg(p.b.domain, spare.data(), spare.size(), FI_RECV | FI_REMOTE_WRITE, 0, 0, 0, &other, nullptr), 0);
+  EXPECT_EQ(fi_close(&other->fid), 0);
+  for (int round = 0; round < 2; ++round) {
+    std::memset(in.data(), 0, n);
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), n, fi_mr_desc(rmr), FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_send(p.a.ep, out.data(), n, fi_mr_desc(smr), p.a_to_b, nullptr), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_TRUE(check_pattern(in.data(), n, 31));
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+  }
+  EXPECT_EQ(fi_close(&smr->fid), 0);
+  EXPECT_EQ(fi_close(&rmr->fid), 0);
+}
+
+TEST(OfiCq, SreadBlocksWithoutSpinningAndTimesOut) {
+  Options o;
+  o.wait = FI_WAIT_UNSPEC;
+  Pair p(o);
+  Bytes in(64), out(64, 9);
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  // Nothing comes: -FI_EAGAIN after the timeout.
+  fi_cq_tagged_entry e{};
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(fi_cq_sread(p.b.cq, &e, 1, nullptr, 300), -FI_EAGAIN);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 290ms);
+  // A message 500 ms later wakes the reader; it spends almost no CPU meanwhile.
+  std::thread sender([&] {
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(fi_send(p.a.ep, out.data(), out.size(), nullptr, p.a_to_b, nullptr), 0);
+  });
+  timespec c0, c1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  t0 = std::chrono::steady_clock::now();
+  ssize_t r = fi_cq_sread(p.b.cq, &e, 1, nullptr, 10000);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  sender.join();
+  ASSERT_EQ(r, 1);
+  EXPECT_EQ(in[0], 9);
+  EXPECT_GE(waited, 400ms);
+  double cpu_ms = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6;
+  EXPECT_LT(cpu_ms, 50.0) << "fi_cq_sread used " << cpu_ms << " ms of CPU in a wait of ~500 ms";
+  ASSERT_EQ(fi_cq_sread(p.a.cq, &e, 1, nullptr, 5000), 1);  // the send's completion
+}
+
+// ---- the unmodified Debian programs
+
+// Runs `argv` with `env` added; output into `out` (a file). Returns the
+// exit status (-1: killed or could not start).
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& out) {
+  std::vector<char*> a, e;
+  std::vector<std::string> args = argv, envs = env;
+  for (auto& s : args) a.push_back(s.data());
+  a.push_back(nullptr);
+  for (char** p = environ; *p; ++p) e.push_back(*p);
+  for (auto& s : envs) e.push_back(s.data());
+  e.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  if (posix_spawnp(&pid, args[0].c_str(), &fa, nullptr, a.data(), e.data()) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+int wait_exit(pid_t pid, std::chrono::seconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+std::string tmp_file(const std::string& name) { return "/tmp/ofi-test-" + std::to_string(::getpid()) + "-" + name; }
+
+TEST(OfiPrograms, FiInfoListsTheProviderAndLogsRefusals) {
+  std::string out = tmp_file("fi_info");
+  ASSERT_EQ(wait_exit(spawn({"fi_info", "-p", "ulnic"}, {"ULNIC_NODE=1"}, out), 30s), 0) << vipl_test::slurp(out);
+  std::string text = vipl_test::slurp(out);
+  EXPECT_NE(text.find("provider: ulnic\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("domain: ulnic1"), std::string::npos) << text;
+  EXPECT_NE(text.find("FI_EP_RDM"), std::string::npos);
+  EXPECT_NE(text.find("FI_EP_DGRAM"), std::string::npos);
+  // Refusals say why in libfabric's log.
+  wait_exit(spawn({"fi_info", "-p", "ulnic", "-c", "FI_RMA"}, {"FI_LOG_LEVEL=info", "FI_LOG_PROV=ulnic"}, out), 30s);
+  text = vipl_test::slurp(out);
+  EXPECT_NE(text.find("refused: capabilities not supported: FI_RMA"), std::string::npos) << text;
+  std::remove(out.c_str());
+}
+
+// True once something listens on TCP `port` (/proc/net/tcp: state 0A);
+// connecting to find out would take the server's only connection.
+bool listening(int port) {
+  std::ifstream f("/proc/net/tcp");
+  std::string line;
+  char want[16];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  while (std::getline(f, line))
+    if (line.find(want) != std::string::npos && line.find(" 0A ") != std::string::npos) return true;
+  return false;
+}
+
+// fi_pingpong, server on node 1 and client on node 0, every default size,
+// its own data check (-c). `extra`: endpoint type and environment.
+void pingpong(const std::vector<std::string>& extra, const std::vector<std::string>& env) {
+  const int port = 20000 + ::getpid() % 20000;
+  std::vector<std::string> base = {"fi_pingpong", "-p", "ulnic", "-S", "all", "-I", "20", "-c"};
+  base.insert(base.end(), extra.begin(), extra.end());
+  std::vector<std::string> server = base, client = base;
+  server.insert(server.end(), {"-B", std::to_string(port)});
+  client.insert(client.end(), {"-P", std::to_string(port), "127.0.0.1"});
+  std::vector<std::string> senv = env, cenv = env;
+  senv.push_back("ULNIC_NODE=1");
+  cenv.push_back("ULNIC_NODE=0");
+  std::string sout = tmp_file("pp-server"), cout = tmp_file("pp-client");
+  pid_t s = spawn(server, senv, sout);
+  ASSERT_GT(s, 0);
+  auto end = std::chrono::steady_clock::now() + 20s;
+  while (!listening(port) && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
+  pid_t c = spawn(client, cenv, cout);
+  ASSERT_GT(c, 0);
+  int crc = wait_exit(c, 60s), src = wait_exit(s, 10s);
+  std::string ctext = vipl_test::slurp(cout), stext = vipl_test::slurp(sout);
+  EXPECT_EQ(crc, 0) << ctext;
+  EXPECT_EQ(src, 0) << stext;
+  for (const char* size : {"\n64 ", "\n256 ", "\n1k ", "\n4k ", "\n64k ", "\n1m "})
+    EXPECT_NE(ctext.find(size), std::string::npos) << "no row for" << size << ":\n" << ctext;
+  std::remove(sout.c_str());
+  std::remove(cout.c_str());
+}
+
+TEST(OfiPrograms, FiPingpongDgramAllSizesVerified) { pingpong({}, {}); }
+
+// libfabric lists its RXD utility provider over our DGRAM endpoints first
+// for RDM ("ulnic;ofi_rxd"); FI_PROVIDER=^ofi_rxd keeps it to the native one.
+TEST(OfiPrograms, FiPingpongRdmAllSizesVerified) { pingpong({"-e", "rdm"}, {"FI_PROVIDER=^ofi_rxd"}); }
+TEST(OfiPrograms, FiPingpongTaggedAllSizesVerified) {
+  pingpong({"-e", "rdm", "-m", "tagged"}, {"FI_PROVIDER=^ofi_rxd"});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // Before libfabric's first call: it reads its environment once.
+  ::setenv("FI_PROVIDER_PATH", ULNIC_TEST_LIBDIR, 1);
+  ::testing::AddGlobalTestEnvironment(new vipl_test::ClusterEnvironment("ofi", 2));
+  return RUN_ALL_TESTS();
+}
