@@ -1,0 +1,26 @@
+// Fuzz target: the QMP client (emulator/board/qmp.*) reading what QEMU's
+// monitor sends: the input is the monitor's side of a whole conversation
+// (greeting, replies, events, in any pieces), after which it hangs up. The
+// client runs its handshake, asks the run state and stops the board, as
+// `ulnic node` does. Invariant: every call ends without waiting for the
+// timeout (the hang-up ends the conversation: no call may wait for more).
+#include <chrono>
+#include <cstdint>
+
+#include "board/qmp.h"
+#include "fuzz_support.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace std::chrono_literals;
+  fuzz::Replay r = fuzz::replaying_socket(data, size);
+  auto start = std::chrono::steady_clock::now();
+  auto q = ulnic::board::Qmp::handshake(std::move(r.client), 2000ms);
+  if (q) {
+    (void)q->run_state();
+    (void)q->execute("stop");
+    (void)q->execute("system_reset", "{}");
+  }
+  // The monitor hung up: nothing waited for the timeout.
+  FUZZ_CHECK(std::chrono::steady_clock::now() - start < 1500ms);
+  return 0;
+}

@@ -1,0 +1,49 @@
+// Helpers shared by the fuzz targets (tests/fuzz): the invariant check that
+// stops a run, and a socket that replays the fuzzer's bytes as the replies
+// of a peer that then hangs up.
+#pragma once
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "util/fd.h"
+
+// An invariant the code under test promises: a violation is a finding, as a
+// sanitizer report is (libFuzzer saves the input that caused it).
+#define FUZZ_CHECK(cond)                                                             \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      std::fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                  \
+    }                                                                                \
+  } while (0)
+
+namespace fuzz {
+
+// A connected pair: `client` is handed to the code under test; its peer has
+// sent `size` bytes of `data` (at most what fits in the socket buffer) and
+// shut down its sending side, so reads see the bytes, then end of file. The
+// peer stays open (sends do not fail with EPIPE); what the client sends
+// stays unread in its receive buffer (the targets send little).
+struct Replay {
+  ulnic::UniqueFd client, peer;
+};
+
+inline Replay replaying_socket(const uint8_t* data, size_t size) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) std::abort();
+  Replay r{ulnic::UniqueFd(sv[0]), ulnic::UniqueFd(sv[1])};
+  while (size > 0) {
+    ssize_t n = ::send(r.peer.get(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n <= 0) break;  // buffer full: the rest is cut off
+    data += n, size -= size_t(n);
+  }
+  ::shutdown(r.peer.get(), SHUT_WR);
+  return r;
+}
+
+}  // namespace fuzz
