@@ -1,26 +1,15 @@
-// Helpers shared by the fuzz targets (tests/fuzz): the invariant check that
-// stops a run, and a socket that replays the fuzzer's bytes as the replies
-// of a peer that then hangs up.
+// Helpers shared by the emulator's fuzz targets (tests/fuzz): a socket that
+// replays the fuzzer's bytes as the replies of a peer that then hangs up.
 #pragma once
 
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 
+#include "fuzz_check.h"
 #include "util/fd.h"
-
-// An invariant the code under test promises: a violation is a finding, as a
-// sanitizer report is (libFuzzer saves the input that caused it).
-#define FUZZ_CHECK(cond)                                                             \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                  \
-    }                                                                                \
-  } while (0)
 
 namespace fuzz {
 
