@@ -62,7 +62,7 @@ constexpr uint32_t kResults = 16;                   // values the NIC handed out
 enum Kind : uint8_t {
   kSqEntries = 0,  // arg: bit 0 slot, bits 1-2 entries - 1, bit 3 key fixup; then 64 bytes each
   kPacket = 1,     // arg: bit 0 fixup, bit 1 key fixup, bit 2 an ACK; then u16 length, header, payload
-  kCtrlRaw = 2,    // 128 bytes: a control command as the daemon would never write it
+  kCtrlRaw = 2,    // arg: bit 0 key fixup; then 128 bytes: any control command
   kAttach = 3,     // arg: bit 0 slot, bit 1 detach instead: the daemon's commands
   kTime = 4,       // arg: the clock moves 2^arg ticks
   kRingIndex = 5,  // arg: bit 0 slot, bits 1-2 which index; then u32: a wild ring index
@@ -129,6 +129,9 @@ struct World {
 };
 
 World w;
+// FUZZ_FW_TRACE=1 in the environment: print what the NIC answers (to see
+// where a seed goes).
+bool g_trace;
 
 abi::RingControl* fabric_ring(uint32_t src, uint32_t dst) {
   return reinterpret_cast<abi::RingControl*>(w.fabric +
@@ -154,6 +157,9 @@ void take_outputs() {
     FUZZ_CHECK(h.payload_len <= abi::kMtu && (h.type == abi::kPktData || h.payload_len == 0));
     FUZZ_CHECK(h.src_incarnation != 0);
     if (w.switched) FUZZ_CHECK(h.checksum == checksum(h, p->payload));
+    if (g_trace)
+      fprintf(stderr, "fw: packet type %u op %u flags %#x seq %u ack %u len %u status %u op_id %#llx\n", h.type,
+              h.op, h.flags, h.seq, h.ack, h.payload_len, h.status, (unsigned long long)h.op_id);
     w.nic_incarnation = h.src_incarnation;
     if (h.type == abi::kPktData && h.seq == w.heard + 1) ++w.heard;
     w.from_nic.pop();
@@ -164,6 +170,8 @@ void take_outputs() {
     if (pr.layout.slot_size == 0) continue;  // no process yet
     while (const abi::CqEntry* c = pr.cq.peek()) {
       FUZZ_CHECK(c->status <= abi::kCqAmBadLength);
+      if (g_trace)
+        fprintf(stderr, "fw: slot %u cqe opcode %u status %u result %#x\n", k, c->opcode, c->status, c->result);
       if (c->status == abi::kCqOk) note_result(c->result);
       pr.cq.pop();
     }
@@ -179,6 +187,9 @@ void take_outputs() {
   }
   while (const abi::CtrlResponse* r = w.ctrl_rsp.peek()) {
     FUZZ_CHECK(r->status <= abi::kCtrlBadHandle);
+    if (g_trace)
+      fprintf(stderr, "fw: ctrl opcode %u status %u value %#llx\n", r->opcode, r->status,
+              (unsigned long long)r->value);
     if (r->status == abi::kCtrlOk && r->value) note_result(uint32_t(r->value));
     w.ctrl_rsp.pop();
   }
@@ -371,6 +382,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   FUZZ_CHECK(sram == reinterpret_cast<void*>(abi::kSramBase));
   core::status::begin_boot(1, "fuzz");
+  g_trace = getenv("FUZZ_FW_TRACE") != nullptr;
   w.fabric_size = abi::fabric_bytes(3, kRingCapacity);
   w.fabric = static_cast<uint8_t*>(aligned_alloc(4096, (w.fabric_size + 4095) & ~4095ull));
   w.board = {};
@@ -396,7 +408,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (Kind(op & 7)) {
       case kSqEntries: sq_entries(in, arg); break;
       case kPacket: packet(in, arg); break;
-      case kCtrlRaw: send_ctrl(in.get<abi::CtrlCommand>()); break;
+      case kCtrlRaw: {
+        abi::CtrlCommand c = in.get<abi::CtrlCommand>();
+        if (arg & 1) {
+          c.vmmc.handle = result(c.vmmc.handle);
+          c.vmmc.key = result(c.vmmc.key);
+        }
+        send_ctrl(c);
+        break;
+      }
       case kAttach:
         if (arg & 2) {
           abi::CtrlCommand c{};
