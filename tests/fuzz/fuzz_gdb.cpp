@@ -14,11 +14,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace std::chrono_literals;
   fuzz::Replay r = fuzz::replaying_socket(data, size);
   auto start = std::chrono::steady_clock::now();
-  auto g = ulnic::board::GdbRemote::handshake(std::move(r.client), 2000ms);
+  auto g = ulnic::board::GdbRemote::handshake(std::move(r.client), 30s);
   if (g) {
     static const uint8_t image[300] = {0x13, 0x00, 0x00, 0x00};
     if (g->write_memory(0x8000'0000, image)) (void)g->detach();
   }
-  FUZZ_CHECK(std::chrono::steady_clock::now() - start < 1500ms);
+  // The client waits 30 s for a reply that does not come; well below that
+  // (a loaded machine may stall a run for seconds), it did not wait.
+  FUZZ_CHECK(std::chrono::steady_clock::now() - start < 20s);
   return 0;
 }
