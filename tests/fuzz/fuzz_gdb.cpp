@@ -11,16 +11,11 @@
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace std::chrono_literals;
-  fuzz::Replay r = fuzz::replaying_socket(data, size);
-  auto start = std::chrono::steady_clock::now();
-  auto g = ulnic::board::GdbRemote::handshake(std::move(r.client), 30s);
-  if (g) {
+  fuzz::converse(data, size, [](ulnic::UniqueFd fd, std::chrono::milliseconds timeout) {
+    auto g = ulnic::board::GdbRemote::handshake(std::move(fd), timeout);
+    if (!g) return;
     static const uint8_t image[300] = {0x13, 0x00, 0x00, 0x00};
     if (g->write_memory(0x8000'0000, image)) (void)g->detach();
-  }
-  // The client waits 30 s for a reply that does not come; well below that
-  // (a loaded machine may stall a run for seconds), it did not wait.
-  FUZZ_CHECK(std::chrono::steady_clock::now() - start < 20s);
+  });
   return 0;
 }

@@ -11,17 +11,12 @@
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace std::chrono_literals;
-  fuzz::Replay r = fuzz::replaying_socket(data, size);
-  auto start = std::chrono::steady_clock::now();
-  auto q = ulnic::board::Qmp::handshake(std::move(r.client), 30s);
-  if (q) {
+  fuzz::converse(data, size, [](ulnic::UniqueFd fd, std::chrono::milliseconds timeout) {
+    auto q = ulnic::board::Qmp::handshake(std::move(fd), timeout);
+    if (!q) return;
     (void)q->run_state();
     (void)q->execute("stop");
     (void)q->execute("system_reset", "{}");
-  }
-  // The client waits 30 s for a reply that does not come; well below that
-  // (a loaded machine may stall a run for seconds), it did not wait.
-  FUZZ_CHECK(std::chrono::steady_clock::now() - start < 20s);
+  });
   return 0;
 }

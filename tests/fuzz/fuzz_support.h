@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 
@@ -33,6 +34,19 @@ inline Replay replaying_socket(const uint8_t* data, size_t size) {
   }
   ::shutdown(r.peer.get(), SHUT_WR);
   return r;
+}
+
+// Runs talk(client socket, timeout) against a peer that sends `data` and
+// hangs up, and checks that it ended without waiting for a reply that does
+// not come: the client may wait 30 s; well below that (a loaded machine may
+// stall a run for seconds), it did not wait.
+template <class Talk>
+void converse(const uint8_t* data, size_t size, Talk&& talk) {
+  using namespace std::chrono_literals;
+  Replay r = replaying_socket(data, size);
+  auto start = std::chrono::steady_clock::now();
+  talk(std::move(r.client), std::chrono::milliseconds(30s));
+  FUZZ_CHECK(std::chrono::steady_clock::now() - start < 20s);
 }
 
 }  // namespace fuzz
