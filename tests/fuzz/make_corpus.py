@@ -152,10 +152,11 @@ FW = [
     packet(wire(op=9, dst_slot=0, vi=0, op_id=0x80), struct.pack("<IIII", 1, 2 | 1 << 8, 65536, 0).ljust(128, b"\0")) +
     packet(wire(op=5, flags=4 | 1, dst_slot=0, vi=0, op_id=0x81, op_length=16), bytes(16)) +
     packet(wire(op=7, flags=1, dst_slot=0, vi=0, dst_addr=VA, op_id=0x82, op_length=64)),
-    # AM: endpoint 0 of slot 0 (a 4-entry ring at VA, no segment), node 1's
-    # message into it; then a send of ours (prefix in the heap).
-    b"\0" + register() + sq(0, [sqe(18, dst_slot=0, length=4, src_addr=VA, src_key=RESULT0, user_data=1)], keyfix=True) +
-    MEET + packet(wire(op=10, flags=1, dst_slot=0, op_id=9, op_length=80), struct.pack("<QIIIB", 1, 16, 0, 0, 0)
+    # AM: endpoint 0 of slot 0 (tag AM_ALL, a 4-entry ring at VA, no
+    # segment), node 1's message into it; then a send of ours (prefix in the heap).
+    b"\0" + register() +
+    sq(0, [sqe(18, dst_slot=0, length=4, access=1, src_addr=VA, src_key=RESULT0, user_data=1)], keyfix=True) +
+    MEET + packet(wire(op=10, flags=5, dst_slot=0, op_id=9, op_length=80), struct.pack("<QIIIB", 1, 16, 0, 0, 0)
                                                                           .ljust(80, b"\0")) +
     heap(0, HEAP_OFFSET + 0x1000, struct.pack("<QIIIB", 1, 16, 0, 0, 0).ljust(80, b"\0")) +
     sq(0, [sqe(19, length=80, src_addr=VA + 0x1000, src_key=RESULT0, dst_node=1)], keyfix=True),
