@@ -141,17 +141,20 @@ FW = [
     sq(0, [sqe(5, length=100, src_addr=VA, dst_addr=0, src_key=RESULT0)], keyfix=True) +
     sq(0, [sqe(6, length=100, dst_addr=0x40), bytes(range(64)), bytes(range(64, 128))]),
     # VIs: create VI 0 (reliable delivery, RDMA both ways), post a receive
-    # (its descriptor in the heap), connect peer-to-peer to node 1, and
-    # node 1's connection message and a send into the VI.
+    # (its descriptor in the heap: one data segment; handle 0x42000 is the
+    # key the first registration gets in fuzz_fw), connect peer-to-peer to
+    # node 1 (discriminator "disc"), node 1's matching request, a send into
+    # the VI and an RDMA read of its memory.
     b"\0" + register() +
-    heap(0, HEAP_OFFSET, struct.pack("<QIHHIIII", 0, 0, 1, 0, 0, 0, 0, 0) + struct.pack("<QII", VA + 0x100, 0, 64)) +
+    heap(0, HEAP_OFFSET, struct.pack("<QIHHIIII", 0, 0, 1, 0, 0, 0, 0, 0) + struct.pack("<QII", VA + 0x100, 0x42000, 64)) +
     sq(0, [sqe(8, dst_slot=0, access=2 | 1 << 8 | 1 << 9, length=65536)]) +
     sq(0, [sqe(11, dst_slot=0, src_addr=VA, src_key=RESULT0)], keyfix=True) +
     sq(0, [sqe(12, flags=2, dst_slot=0, dst_node=1, access=4, src_addr=VA + 0x200, src_key=RESULT0), b"disc"
            .ljust(64, b"\0")], keyfix=True) + MEET +
-    packet(wire(op=9, dst_slot=0, vi=0, op_id=0x80), struct.pack("<IIII", 1, 2 | 1 << 8, 65536, 0).ljust(128, b"\0")) +
-    packet(wire(op=5, flags=4 | 1, dst_slot=0, vi=0, op_id=0x81, op_length=16), bytes(16)) +
-    packet(wire(op=7, flags=1, dst_slot=0, vi=0, dst_addr=VA, op_id=0x82, op_length=64)),
+    packet(wire(op=9, op_id=0x80), struct.pack("<IIIIIIIIQII", 1, 0, 0, 0, 0, 2 | 1 << 8 | 1 << 9, 65536, 1, 1, 4, 0)
+           + b"disc".ljust(64, b"\0")) +
+    packet(wire(op=5, flags=4 | 1, dst_slot=0, vi=0, op_id=0x81, op_length=16), bytes(range(16))) +
+    packet(wire(op=7, flags=1, dst_slot=0, vi=0, dst_addr=VA + 0x1000, op_id=0x82, op_length=64), keyfix=True),
     # AM: endpoint 0 of slot 0 (tag AM_ALL, a 4-entry ring at VA, no
     # segment), node 1's message into it; then a send of ours (prefix in the heap).
     b"\0" + register() +
