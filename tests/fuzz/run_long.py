@@ -57,7 +57,9 @@ def run(build, t, runs, max_time):
         "cov": int(covs[-1][0]) if covs else 0,
         "ft": int(covs[-1][1]) if covs else 0,
         "seconds": time.time() - start,
-        "found": found[0] if found else ("exit %d" % p.returncode if p.returncode else ""),
+        # libFuzzer exits 72 when interrupted (SIGINT): stopped early, found nothing.
+        "found": found[0] if found else ("exit %d" % p.returncode if p.returncode not in (0, 72) else ""),
+        "interrupted": p.returncode == 72,
     }
 
 
@@ -74,8 +76,8 @@ def main():
     for t in names:
         r = run(a.build, t, a.runs, a.max_time)
         bad |= bool(r["found"])
-        print("%-16s %12d %7d %8d %8.0f  %s" % (t, r["execs"], r["cov"], r["ft"], r["seconds"], r["found"] or "-"),
-              flush=True)
+        print("%-16s %12d %7d %8d %8.0f  %s" % (t, r["execs"], r["cov"], r["ft"], r["seconds"],
+                                                 r["found"] or ("(interrupted)" if r["interrupted"] else "-")), flush=True)
     return 1 if bad else 0
 
 
