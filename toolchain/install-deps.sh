@@ -9,6 +9,8 @@ PACKAGES=(
   # NIC firmware cross toolchain: clang-16 + lld-16 (lld-14 cannot link
   # RISC-V relaxations), llvm-16 for objcopy/addr2line
   clang-16 lld-16 llvm-16
+  # libFuzzer and the ASan/UBSan runtimes for clang-16 (tests/fuzz)
+  libclang-rt-16-dev
   # the emulated NIC board and its debugger
   qemu-system-misc qemu-system-data gdb-multiarch
   # tools and tests (tshark reads the switch's captures)

@@ -22,8 +22,12 @@ std::string GdbRemote::frame(const std::string& payload) {
 Result<GdbRemote> GdbRemote::connect(const std::string& path, std::chrono::milliseconds timeout) {
   auto fd = connect_unix(path);
   if (!fd) return fail("gdbstub: " + fd.error().message);
+  return handshake(std::move(*fd), timeout);
+}
+
+Result<GdbRemote> GdbRemote::handshake(UniqueFd fd, std::chrono::milliseconds timeout) {
   GdbRemote g;
-  g.fd_ = std::move(*fd);
+  g.fd_ = std::move(fd);
   g.timeout_ = timeout;
   // A second debugger queues behind an attached one and gets no answer, so a
   // silent stub most likely means `ulnic node gdb` is attached.

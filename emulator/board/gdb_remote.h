@@ -22,6 +22,9 @@ class GdbRemote {
  public:
   // Connecting halts the guest (gdbstub semantics).
   static Result<GdbRemote> connect(const std::string& socket_path, std::chrono::milliseconds timeout);
+  // The qSupported exchange on a connected socket; connect() ends with it, and
+  // the fuzz target (tests/fuzz) feeds it the stub's replies through one.
+  static Result<GdbRemote> handshake(UniqueFd fd, std::chrono::milliseconds timeout);
   Result<void> write_memory(uint64_t addr, std::span<const uint8_t> bytes);
   // Detaching resumes the guest.
   Result<void> detach();

@@ -26,8 +26,12 @@ Result<Qmp> Qmp::connect(const std::string& path, std::chrono::milliseconds time
   while (!(fd = connect_unix(path)) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (!fd) return fail("QMP: " + fd.error().message);
+  return handshake(std::move(*fd), timeout);
+}
+
+Result<Qmp> Qmp::handshake(UniqueFd fd, std::chrono::milliseconds timeout) {
   Qmp q;
-  q.fd_ = std::move(*fd);
+  q.fd_ = std::move(fd);
   q.timeout_ = timeout;
   auto greeting = q.read_line();
   if (!greeting) return std::unexpected(greeting.error());

@@ -13,6 +13,9 @@ namespace ulnic::board {
 class Qmp {
  public:
   static Result<Qmp> connect(const std::string& socket_path, std::chrono::milliseconds timeout);
+  // The handshake (greeting, qmp_capabilities) on a connected socket; connect()
+  // ends with it, and the fuzz target (tests/fuzz) feeds it replies through one.
+  static Result<Qmp> handshake(UniqueFd fd, std::chrono::milliseconds timeout);
   // Runs a command; returns the raw reply line ({"return": ...}).
   Result<std::string> execute(const std::string& command, const std::string& arguments_json = "");
   // "running", "paused", ... from query-status.

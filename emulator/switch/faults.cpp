@@ -5,6 +5,10 @@
 
 namespace ulnic::sw {
 
+namespace {
+constexpr double kMaxDelayUs = 3600e6;  // an hour: far from overflowing a release time
+}  // namespace
+
 Result<FaultSpec> parse_faults(const std::string& spec) {
   FaultSpec f;
   std::stringstream ss(spec);
@@ -18,8 +22,11 @@ Result<FaultSpec> parse_faults(const std::string& spec) {
     double x = std::strtod(v.c_str(), &end);
     std::string unit = end ? end : "";
     if (end == v.c_str()) return fail("fault '" + item + "': not a number");
+    // The range checks are written to fail for NaN too, and keep the
+    // conversions to integers below defined (tests/fuzz: "drop=nan" passed as
+    // a probability, "delay=1e308" and "seed=-1" overflowed uint64_t).
     auto probability = [&](double& out) -> Result<void> {
-      if (!unit.empty() || x < 0 || x > 1) return fail("fault '" + item + "': a probability 0..1");
+      if (!unit.empty() || !(x >= 0 && x <= 1)) return fail("fault '" + item + "': a probability 0..1");
       out = x;
       return {};
     };
@@ -29,9 +36,12 @@ Result<FaultSpec> parse_faults(const std::string& spec) {
     else if (k == "dup" || k == "duplicate") r = probability(f.duplicate);
     else if (k == "reorder") r = probability(f.reorder);
     else if (k == "delay") {
-      if (x < 0 || (unit != "us" && unit != "ms" && !unit.empty())) return fail("fault '" + item + "': e.g. delay=200us");
-      f.delay_us = uint64_t(unit == "ms" ? x * 1000 : x);
+      double us = unit == "ms" ? x * 1000 : x;
+      if (!(us >= 0 && us <= kMaxDelayUs) || (unit != "us" && unit != "ms" && !unit.empty()))
+        return fail("fault '" + item + "': e.g. delay=200us (at most an hour)");
+      f.delay_us = uint64_t(us);
     } else if (k == "seed") {
+      if (!(x >= 0 && x < 18446744073709551616.0)) return fail("fault '" + item + "': a seed 0..2^64-1");
       f.seed = uint64_t(x);
     } else {
       return fail("unknown fault '" + k + "' (drop, corrupt, dup, reorder, delay, seed)");

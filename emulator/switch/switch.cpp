@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "fabric/fabric_server.h"
 #include "ulnic/abi/slot.h"
@@ -34,12 +36,25 @@ inline void full_barrier() { std::atomic_thread_fence(std::memory_order_seq_cst)
 }  // namespace
 
 namespace {
+// The decimal number that is all of `s`, if it is at most `max`. Not
+// std::stoul: it throws on a word (tests/fuzz found "IP:PORT=0-d" ending the
+// switch with an uncaught exception, not a usage message), and takes signs,
+// spaces and trailing junk, and numbers past the field's width.
+std::optional<uint64_t> parse_uint(const std::string& s, uint64_t max) {
+  if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  uint64_t v = std::strtoull(s.c_str(), nullptr, 10);
+  if (v > max) return std::nullopt;
+  return v;
+}
+
 Result<sockaddr_in> parse_addr(const std::string& s) {
   size_t colon = s.rfind(':');
   if (colon == std::string::npos) return fail("'" + s + "': expected IP:PORT");
+  auto port = parse_uint(s.substr(colon + 1), 0xffff);
+  if (!port) return fail("'" + s + "': bad port");
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(std::stoul(s.substr(colon + 1))));
+  a.sin_port = htons(uint16_t(*port));
   if (::inet_pton(AF_INET, s.substr(0, colon).c_str(), &a.sin_addr) != 1) return fail("'" + s + "': bad IPv4 address");
   return a;
 }
@@ -53,8 +68,11 @@ Result<BridgePeer> parse_bridge_peer(const std::string& spec) {
   BridgePeer p;
   p.host = spec.substr(0, spec.rfind(':', eq));
   p.port = ntohs(a->sin_port);
-  p.first = uint32_t(std::stoul(spec.substr(eq + 1, dash - eq - 1)));
-  p.last = uint32_t(std::stoul(spec.substr(dash + 1)));
+  auto first = parse_uint(spec.substr(eq + 1, dash - eq - 1), UINT32_MAX);
+  auto last = parse_uint(spec.substr(dash + 1), UINT32_MAX);
+  if (!first || !last) return fail("'" + spec + "': expected IP:PORT=FIRST-LAST (node numbers)");
+  p.first = uint32_t(*first);
+  p.last = uint32_t(*last);
   if (p.last < p.first) return fail("'" + spec + "': empty node range");
   return p;
 }

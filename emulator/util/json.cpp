@@ -128,6 +128,8 @@ class Parser {
 
 }  // namespace
 
+Json::Json() noexcept = default;
+
 const Json* Json::get(std::string_view key) const {
   for (const auto& [k, v] : object)
     if (k == key) return &v;

@@ -14,6 +14,9 @@ namespace ulnic {
 
 struct Json {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  // Defined out of line: clang (the fuzz build, tests/fuzz) otherwise checks
+  // the implicit one while `object`'s pair<string, Json> is still incomplete.
+  Json() noexcept;
   Type type = Type::kNull;
   bool boolean = false;
   double number = 0;

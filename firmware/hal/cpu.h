@@ -33,6 +33,10 @@ inline void to_host_barrier() { __asm__ volatile("fence rw, w" ::: "memory"); }
 inline void from_host_barrier() { __asm__ volatile("fence r, rw" ::: "memory"); }
 // Device register writes must not pass earlier memory accesses (and vice versa).
 inline void io_barrier() { __asm__ volatile("fence iorw, iorw" ::: "memory"); }
+// A full fence: the dormancy handshakes with hosts and peers are
+// Dekker-style (each side stores its flag, then loads the other's), which
+// needs store->load order.
+inline void full_barrier() { __asm__ volatile("fence rw, rw" ::: "memory"); }
 
 [[noreturn]] inline void park_forever() {
   HAL_CSR_CLEAR(mstatus, kMstatusMIE);

@@ -253,6 +253,9 @@ abi::CqStatus am_configure(Slot& s, const abi::SqEntry& e) {
   uint64_t ring = 0, seg = 0;
   abi::CqStatus st = slot_translate(s, e.src_key, e.src_addr, ring_bytes(n), abi::kAccessLocal, ring);
   if (st != abi::kCqOk) return st;
+  // Aligned for its words (tests/fuzz: a ring at an odd address had the NIC
+  // read the count and write the entries misaligned, which RISC-V may trap on).
+  if (ring % alignof(abi::AmRingControl) != 0) return abi::kCqBadAddress;
   if (e.reg_offset) {
     st = slot_translate(s, e.dst_key, e.dst_addr, e.reg_offset, abi::kAccessRemoteWrite, seg);
     if (st != abi::kCqOk) return st;

@@ -56,8 +56,10 @@ bool control_poll(Control& c, SlotTable& slots) {
                   r.status == abi::kCtrlOk ? "ok" : "refused");
         break;
       case abi::kCtrlDetachSlot:
+        // Only a slot that exists: the protocol layers' per-slot tables have
+        // kMaxSlots rows (tests/fuzz: slot 0x54500000 reached past AM's).
         r.status = cmd.slot < abi::kMaxSlots ? abi::kCtrlOk : abi::kCtrlBadSlot;
-        r.value = detach_slot(slots, cmd.slot);
+        if (r.status == abi::kCtrlOk) r.value = detach_slot(slots, cmd.slot);
         core::log("ctrl: detach slot %u, %lu flushed\n", cmd.slot, r.value);
         break;
       case abi::kCtrlMailbox:

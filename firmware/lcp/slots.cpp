@@ -16,9 +16,7 @@ namespace {
 
 using core::status::count;
 
-// A full fence: the dormancy handshake with the host is Dekker-style (each
-// side stores its flag, then loads the other's), which needs store->load order.
-inline void full_barrier() { __asm__ volatile("fence rw, rw" ::: "memory"); }
+using hal::full_barrier;
 
 template <class T>
 void put(T& field, T v) {

@@ -223,6 +223,10 @@ void post_error(uint32_t slot, uint32_t vi, uint32_t code, bool orderly = false)
 abi::ViControlSegment* desc_at(const Slot& s, const Vi& v, const DescRef& r, uint64_t len) {
   uint64_t nic = 0;
   if (slot_translate_tagged(s, r.key, r.va, len, abi::kAccessLocal, v.ptag, nic) != abi::kCqOk) return nullptr;
+  // Aligned for its words too (VIPL's descriptors are 64-byte aligned, a
+  // hostile process's need not be: tests/fuzz found the NIC then reading and
+  // writing them misaligned, which RISC-V may trap on).
+  if (nic % alignof(abi::ViControlSegment) != 0) return nullptr;
   return reinterpret_cast<abi::ViControlSegment*>(nic);
 }
 

@@ -6,6 +6,7 @@
 #include "core/copy.h"
 #include "core/status.h"
 #include "hal/clint.h"
+#include "hal/cpu.h"
 #include "hal/mmio.h"
 #include "ulnic/abi/slot.h"
 #include "ulnic/abi/status.h"
@@ -15,7 +16,7 @@
 namespace link {
 namespace {
 
-inline void full_barrier() { __asm__ volatile("fence rw, rw" ::: "memory"); }
+using hal::full_barrier;
 
 constexpr uint32_t kRxBudget = 32;  // packets per poll: the other work sources must run too
 constexpr uint32_t kRxReleaseEvery = 8;  // ring entries handed back at a time

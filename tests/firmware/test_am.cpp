@@ -414,6 +414,11 @@ FW_TEST(endpoint_descriptors_are_checked) {
   e = ep(0, abi::kAmMaxRingEntries);
   e.src_addr = b.va(kRingOff + kRingLen - 0x400000);  // 4 MiB left: a 1024-entry ring runs off
   EXPECT_EQ(b.run(e).status, abi::kCqBadLength);
+  // ... and aligned for its words (found by tests/fuzz: the NIC read the
+  // count and wrote the entries misaligned).
+  e = ep(0, 4);
+  e.src_addr = big + 4;
+  EXPECT_EQ(b.run(e).status, abi::kCqBadAddress);
   // The segment: RemoteWrite, inside its registration.
   e = ep(0, 4);
   e.dst_key = b.loc_key;

@@ -1369,6 +1369,14 @@ FW_TEST(untrusted_send_descriptors_on_an_unreliable_vi) {
   pump();
   EXPECT_CQE(g_a.take(edge), abi::kOpViPostSend, abi::kCqBadKey, 3);
   EXPECT_EQ(g_a.status(edge), 0u);  // (unregistered memory: not written)
+  // Misaligned (found by tests/fuzz: the NIC read and wrote such a
+  // descriptor's words misaligned): refused the same way, nothing written.
+  uint64_t odd = g_a.va(kLocalOff + 0x801);
+  memset(g_a.at(odd), 0, 32);
+  post_send(g_a, 3, odd, g_a.local_key);
+  pump();
+  EXPECT_CQE(g_a.take(odd), abi::kOpViPostSend, abi::kCqBadKey, 3);
+  EXPECT_EQ(g_a.at(odd)[28], 0u);  // Status
   // Control segment inside, its data segment past the end: PROTECTION_ERROR in Status.
   uint64_t edge2 = g_a.va(kLocalOff + kLocalLen - 32);
   g_a.write_desc(edge2, 0, 0, 0, nullptr, 0);

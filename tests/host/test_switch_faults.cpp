@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "switch/faults.h"
+#include "switch/switch.h"
 #include "test_support.h"
 
 using ulnic::sw::FaultSpec;
@@ -30,6 +31,32 @@ TEST(SwitchFaults, RejectsBadSpecs) {
   EXPECT_TRUE(Contains(parse_faults("lose=0.1").error().message, "unknown fault"));
   EXPECT_TRUE(Contains(parse_faults("drop=abc").error().message, "not a number"));
   EXPECT_TRUE(Contains(parse_faults("delay=5s").error().message, "delay"));
+  // Found by tests/fuzz: NaN passed as a probability, and numbers out of
+  // uint64_t's range were converted to it (undefined behaviour).
+  EXPECT_TRUE(Contains(parse_faults("drop=nan").error().message, "probability"));
+  EXPECT_TRUE(Contains(parse_faults("delay=1e308").error().message, "delay"));
+  EXPECT_TRUE(Contains(parse_faults("delay=inf").error().message, "delay"));
+  EXPECT_TRUE(Contains(parse_faults("seed=-1").error().message, "seed"));
+  EXPECT_TRUE(Contains(parse_faults("seed=1e308").error().message, "seed"));
+  EXPECT_EQ(parse_faults("delay=3600000ms")->delay_us, 3'600'000'000u);
+}
+
+TEST(SwitchBridgePeer, ParsesARange) {
+  auto p = ulnic::sw::parse_bridge_peer("10.0.0.2:9000=2-3");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->host, "10.0.0.2");
+  EXPECT_EQ(p->port, 9000);
+  EXPECT_EQ(p->first, 2u);
+  EXPECT_EQ(p->last, 3u);
+}
+
+// Found by tests/fuzz: std::stoul threw on words, so a typo ended the switch
+// with an uncaught exception instead of an error message.
+TEST(SwitchBridgePeer, RejectsBadNumbersWithAnError) {
+  for (const char* bad : {"10.0.0.1:1=0-d", "10.0.0.1:x=0-1", "10.0.0.1:1=a-1", "10.0.0.1:70000=0-1",
+                          "10.0.0.1:1=0-99999999999", "10.0.0.1:1=-1-2", "10.0.0.1:1= 1-2"})
+    EXPECT_FALSE(ulnic::sw::parse_bridge_peer(bad)) << bad;
+  EXPECT_TRUE(Contains(ulnic::sw::parse_bridge_peer("10.0.0.1:1=3-2").error().message, "empty"));
 }
 
 TEST(SwitchFaults, TheSameSeedGivesTheSameDecisions) {

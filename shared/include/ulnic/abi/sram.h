@@ -12,7 +12,13 @@
 
 namespace ulnic::abi {
 
+// The firmware's fuzz build (tests/fuzz) runs its code on the host, where
+// 0x8000_0000 is ASan's shadow memory: it maps a fake SRAM elsewhere.
+#ifdef ULNIC_HOST_SRAM_BASE
+constexpr uint64_t kSramBase = ULNIC_HOST_SRAM_BASE;
+#else
 constexpr uint64_t kSramBase = 0x8000'0000;
+#endif
 constexpr uint64_t kSramSize = 16u << 20;
 
 // The reset ROM of QEMU's virt machine jumps to the start of DRAM, so every
