@@ -2,6 +2,7 @@
 // replays the fuzzer's bytes as the replies of a peer that then hangs up.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,7 +19,7 @@ namespace fuzz {
 // sent `size` bytes of `data` (at most what fits in the socket buffer) and
 // shut down its sending side, so reads see the bytes, then end of file. The
 // peer stays open (sends do not fail with EPIPE); what the client sends
-// stays unread in its receive buffer (the targets send little).
+// stays unread in its receive buffer.
 struct Replay {
   ulnic::UniqueFd client, peer;
 };
@@ -33,6 +34,11 @@ inline Replay replaying_socket(const uint8_t* data, size_t size) {
     data += n, size -= size_t(n);
   }
   ::shutdown(r.peer.get(), SHUT_WR);
+  // Nobody reads what the client sends: once that fills the socket (a gdb
+  // client writing a byte a packet, found by fuzz_gdb), a blocking send would
+  // wait forever where a real peer reads. Non-blocking, it fails instead;
+  // the clients poll before every read, so reads behave the same.
+  ::fcntl(r.client.get(), F_SETFL, O_NONBLOCK);
   return r;
 }
 
