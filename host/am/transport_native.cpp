@@ -231,25 +231,9 @@ bool wait_completion() {
 
 int configure(Endpoint& ep, bool close) {
   NativeEndpoint& s = state(ep);
-  abi::SqEntry e{};
-  e.opcode = abi::kOpAmEndpoint;
-  e.dst_slot = s.fw;
-  if (close) {
-    e.flags = abi::kSqAmClose;
-  } else {
-    e.length = kRingEntries;
-    e.src_addr = reinterpret_cast<uint64_t>(s.ring);
-    e.src_key = s.ring_mr.key;
-    if (s.seg_mr.length) {
-      e.dst_addr = reinterpret_cast<uint64_t>(s.seg_mr.addr);
-      e.dst_key = s.seg_mr.key;
-      e.reg_offset = s.seg_mr.length;
-    }
-    e.access = uint32_t(ep.tag);
-    e.src_slot = uint32_t(ep.tag >> 32);
-  }
-  auto r = nic->run(e, kNicWait);
-  return r && r->status == abi::kCqOk ? AM_OK : AM_ERR_RESOURCE;
+  bool ok = close ? nic->close_am_endpoint(s.fw, kNicWait)
+                  : nic->configure_am_endpoint(s.fw, ep.tag, s.ring_mr, kRingEntries, &s.seg_mr, kNicWait);
+  return ok ? AM_OK : AM_ERR_RESOURCE;
 }
 
 // ---- the ops

@@ -309,6 +309,34 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, std::chrono::milliseconds t
   return run(e, nullptr, 0, timeout);
 }
 
+bool Nic::configure_am_endpoint(uint32_t index, uint64_t tag, const MemRegion& ring, uint32_t entries,
+                                const MemRegion* segment, std::chrono::milliseconds timeout) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmEndpoint;
+  e.dst_slot = index;
+  e.length = entries;
+  e.src_addr = reinterpret_cast<uint64_t>(ring.addr);
+  e.src_key = ring.key;
+  e.access = uint32_t(tag);
+  e.src_slot = uint32_t(tag >> 32);
+  if (segment && segment->length) {
+    e.dst_addr = reinterpret_cast<uint64_t>(segment->addr);
+    e.dst_key = segment->key;
+    e.reg_offset = segment->length;
+  }
+  auto r = run(e, timeout);
+  return r && r->status == abi::kCqOk;
+}
+
+bool Nic::close_am_endpoint(uint32_t index, std::chrono::milliseconds timeout) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpAmEndpoint;
+  e.dst_slot = index;
+  e.flags = abi::kSqAmClose;
+  auto r = run(e, timeout);
+  return r && r->status == abi::kCqOk;
+}
+
 Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t bytes,
                               std::chrono::milliseconds timeout) {
   if (taken_ != 0) return fail("run: descriptors taken but not submitted");

@@ -686,23 +686,8 @@ uint32_t packet_bytes(const Outbound& s) { return s.owner ? kInlinePayload : kPa
 // ---- setup and teardown
 
 bool configure_endpoint(bool close) {
-  abi::SqEntry e{};
-  e.opcode = abi::kOpAmEndpoint;
-  e.dst_slot = kEndpoint;
-  if (close) {
-    e.flags = abi::kSqAmClose;
-  } else {
-    e.length = kRingEntries;
-    e.src_addr = reinterpret_cast<uint64_t>(g.ring);
-    e.src_key = g.ring_mr.key;
-    e.access = uint32_t(g.tag);
-    e.src_slot = uint32_t(g.tag >> 32);
-    e.dst_addr = reinterpret_cast<uint64_t>(g.seg);
-    e.dst_key = g.seg_mr.key;
-    e.reg_offset = g.seg_mr.length;
-  }
-  auto r = g.nic->run(e, kNicWait);
-  return r && r->status == abi::kCqOk;
+  return close ? g.nic->close_am_endpoint(kEndpoint, kNicWait)
+               : g.nic->configure_am_endpoint(kEndpoint, g.tag, g.ring_mr, kRingEntries, &g.seg_mr, kNicWait);
 }
 
 void teardown() {

@@ -646,20 +646,9 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, cm_co
 
 // The NIC's AM endpoint: configured at fi_enable, freed at close.
 bool configure(Ep& ep, bool close) {
-  abi::SqEntry e{};
-  e.opcode = abi::kOpAmEndpoint;
-  e.dst_slot = ep.index;
-  if (close) {
-    e.flags = abi::kSqAmClose;
-  } else {
-    e.length = kRingEntries;
-    e.src_addr = reinterpret_cast<uint64_t>(ep.ring);
-    e.src_key = ep.ring_mr.key;
-    e.access = uint32_t(ep.tag);
-    e.src_slot = uint32_t(ep.tag >> 32);
-  }
-  auto r = ep.dom->nic->run(e, kNicWait);
-  return r && r->status == abi::kCqOk;
+  Nic& nic = *ep.dom->nic;
+  return close ? nic.close_am_endpoint(ep.index, kNicWait)
+               : nic.configure_am_endpoint(ep.index, ep.tag, ep.ring_mr, kRingEntries, nullptr, kNicWait);
 }
 
 void free_ep(Ep* ep) {

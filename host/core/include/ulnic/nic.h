@@ -205,6 +205,13 @@ class Nic {
   // kOpViConnect, kOpViListen): `bytes` of `payload`, ceil(bytes / 64) entries.
   Result<abi::CqEntry> run(const abi::SqEntry& e, const void* payload, size_t bytes,
                            std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+  // Configures AM endpoint `index` of this slot (abi/am.h): its tag, its
+  // receive ring (`entries` entries at ring.addr, registered as `ring`) and,
+  // when `segment` is given, the segment Long payloads land in. True when
+  // the NIC took it. close_am_endpoint frees the endpoint again.
+  bool configure_am_endpoint(uint32_t index, uint64_t tag, const MemRegion& ring, uint32_t entries,
+                             const MemRegion* segment, std::chrono::milliseconds timeout);
+  bool close_am_endpoint(uint32_t index, std::chrono::milliseconds timeout);
   // Posts without waiting (the caller reaps the completion): false if the SQ
   // or the CQ has no room.
   bool post(const abi::SqEntry& e, const void* payload = nullptr, size_t bytes = 0);
