@@ -20,7 +20,9 @@ figures of the same run:
   rate       hop_bench vmmc|vipl|fm --rate (depth 16: VMMC 64 B inline
              notifying sends, VIPL 64 B sends, FM 16 B messages; a message
              counts once the receiver checked it), am_logp's depth section at
-             depth 16 with AM_Request4 over UDP, natively and over VIPL;
+             depth 16 with AM_Request4 over UDP, natively (with am_logp.py's
+             poll back-off, and with AM_Poll called back to back as AM-2
+             programs spin) and over VIPL;
   bandwidth  vmmc_bench one-way, vipl_bench send and RDMA write, am_logp
              AM_RequestXfer (native and over VIPL), fm_bench fm and mp at
              64 KiB and 1 MiB; fm_bench gm get and put at 64 KiB (K = 32
@@ -81,6 +83,7 @@ KIB64, MIB = 64 << 10, 1 << 20
 BW_SIZES = (KIB64, MIB)
 FM_SIZES = (64, 256, 512, 1024, 2048, 4096, 16384, KIB64, MIB)  # FM against size: N1/2
 NIC_POLL = ["--poll-yield", "50", "--poll-sleep-us", "20"]      # am_logp.py's back-off for the NIC runs
+TIGHT_POLL = ["--poll-yield", "4000000000"]                     # AM_Poll back to back, as AM-2 programs spin
 PROTOS = (("vmmc", "VMMC"), ("vipl", "VIPL"), ("am", "native AM"), ("fm", "FM"))
 STYLES = (("wait", "blocking wait"), ("poll", "tight poll"))
 
@@ -124,11 +127,21 @@ def from_slot(res):
         yield key, pick(res["wakeup"], mode=mode)["us"]["median"], "us", "4. wake-up", f"wakeup: {mode}"
 
 
+HOPS = (("post_to_nic", "post -> NIC"), ("nic_tx", "sending NIC"), ("fabric", "fabric"),
+        ("nic_rx", "receiving NIC"), ("to_host", "NIC -> host"))
+
+
 def from_hop(proto):
     def get(res):
         for style, _ in STYLES:
-            yield f"lat.{proto}.{style}", pick(res["rows"], style=style)["rtt_half_us"]["median"], "us", "rows", \
-                f"{proto}/{style}: rtt_half_us"
+            row = pick(res["rows"], style=style)
+            yield f"lat.{proto}.{style}", row["rtt_half_us"]["median"], "us", "rows", f"{proto}/{style}: rtt_half_us"
+            yield f"hop.{proto}.{style}.oneway", row["ping"]["oneway_us"]["median"], "us", "rows", \
+                f"{proto}/{style}: ping.oneway_us"
+            for hop, _ in HOPS:  # a hop a round's stamps could not give is left out, not zero
+                if hop in row["ping"].get("hops_us", {}):
+                    yield f"hop.{proto}.{style}.{hop}", row["ping"]["hops_us"][hop]["median"], "us", "rows", \
+                        f"{proto}/{style}: ping.hops_us.{hop}"
     return get
 
 
@@ -140,8 +153,12 @@ def from_rate(proto):
     return get
 
 
-def from_am(transport):
+def from_am(transport, tight=False):
     def get(res):
+        if tight:
+            yield f"rate.am_{transport}.tight", pick(res["depth"], depth=16)["msgs_per_s"]["median"], "msgs/s", \
+                "depth", "depth 16 (AM_Request4), AM_Poll in a tight loop: msgs_per_s"
+            return
         if transport == "udp":
             yield "lat.udp", pick(res["short"], args=4)["rtt_half_us"]["median"], "us", "short", \
                 "AM_Request4: rtt_half_us"
@@ -198,6 +215,8 @@ def plan(quick):
     runs += [(f"rate_{p}", "hop", "hop_bench", [p, "--rate", *rate], from_rate(p)) for p in ("vmmc", "vipl", "fm")]
     runs += [("am_udp", "am", "udp", [*am, "--sections", "rtt,depth", "--no-floors"], from_am("udp")),
              ("am_native", "am", "native", am_nic, from_am("native")),
+             ("am_native_tight", "am", "native", [*am, "--sections", "depth", "--no-floors", *TIGHT_POLL],
+              from_am("native", tight=True)),
              ("am_vipl", "am", "vipl", am_nic, from_am("vipl")),
              ("vmmc_bench", "client_server", "vmmc_bench",
               [*q, "--bw-sizes", sizes_arg(BW_SIZES), "--lat-sizes", "none", "--skip", "lat,poll,bidir,ovh,cross"],
@@ -335,8 +354,10 @@ def lat_targets():
 
 
 def rate_targets():
-    yield ("rate", "native AM", "AM_Request4 (16 B), depth 16", "rate.am_native", "msgs/s", "rate.am_udp",
-           "AM/UDP depth 16", "ge", 3.0)
+    yield ("rate", "native AM", "AM_Request4 (16 B), depth 16, back-off poll", "rate.am_native", "msgs/s",
+           "rate.am_udp", "AM/UDP depth 16", "ge", 3.0)
+    yield ("rate", "native AM", "AM_Request4 (16 B), depth 16, tight AM_Poll", "rate.am_native.tight", "msgs/s",
+           "rate.am_udp", "AM/UDP depth 16", "ge", 3.0)
     yield ("rate", "AM over VIPL", "AM_Request4 (16 B), depth 16", "rate.am_vipl", "msgs/s", "rate.am_udp",
            "AM/UDP depth 16", "info", 3.0)
     for proto, name, what in (("vipl", "VIPL", "64 B sends"), ("fm", "FM", "16 B messages"),
@@ -461,6 +482,14 @@ def summary(data):
 
     def fl(label, key, unit, extra=""):
         return f"  {label:<46}{num(val(key), unit):>11} {unit:<7}{extra}"
+    lines += ["", "where a one-way small message's time goes (the ping's hops, us, medians; hop_bench on one clock):",
+              f"  {'protocol':<11}{'style':<15}" + "".join(f"{h:>14}" for _, h in HOPS) + f"{'one-way':>10}"
+              f"{'RTT/2':>9}"]
+    for proto, name in PROTOS:
+        for style, how in STYLES:
+            lines.append(f"  {name:<11}{how:<15}" + "".join(f"{num(val(f'hop.{proto}.{style}.{h}')):>14}"
+                                                            for h, _ in HOPS)
+                         + f"{num(val(f'hop.{proto}.{style}.oneway')):>10}{num(val(f'lat.{proto}.{style}')):>9}")
     lines += ["", "floors and references (this run, medians):",
               fl("shared-memory ping-pong, one-way", "floor.pp_oneway", "us", "hop_bench floors"),
               fl("blocking eventfd ping-pong, one-way", "floor.efd_oneway", "us",
