@@ -106,10 +106,36 @@ void deregister(Domain& d, MemRegion& r) {
   r = MemRegion{};
 }
 
+// Registers [buf, +n) for a put. A buffer that cannot be registered where it
+// is -- its pages overlap pages that a registration still in use moved into
+// the slot, as the adjacent buffers of an MPI window of sends or receives
+// do -- gets a stand-in in the slot heap instead (`bounce`; the caller
+// copies through it). The first error if neither works.
+Result<MemRegion> register_or_bounce(Domain& d, void* buf, size_t n, uint32_t access, uint8_t*& bounce) {
+  auto r = d.nic->register_memory(buf, n, access);
+  if (r) return r;
+  void* b = d.nic->alloc(n, 64);
+  if (!b) return r;
+  auto rb = d.nic->register_memory(b, n, access);
+  if (!rb) {
+    d.nic->free(b);
+    return r;
+  }
+  bounce = static_cast<uint8_t*>(b);
+  return rb;
+}
+
+// A rendezvous's registration and bounce buffer, given back.
+void release(Domain& d, MemRegion& r, uint8_t*& bounce) {
+  deregister(d, r);
+  if (bounce) d.nic->free(bounce);
+  bounce = nullptr;
+}
+
 void fail_send(Ep& ep, uint64_t id, int prov_errno) {
   auto it = ep.sends.find(id);
   if (it == ep.sends.end()) return;
-  deregister(*ep.dom, it->second.reg);
+  release(*ep.dom, it->second.reg, it->second.bounce);
   complete_send(ep, it->second, FI_EIO, prov_errno);
   ep.sends.erase(it);
 }
@@ -123,7 +149,7 @@ bool start_put(Ep& ep, Send& s) {
     key = s.desc->region.key;
   } else {
     if (!s.reg.key) {
-      auto r = d.nic->register_memory(const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal);
+      auto r = register_or_bounce(d, const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal, s.bounce);
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a send buffer: %s\n", r.error().message.c_str());
         WireHdr f = header(ep, kFin);
@@ -135,6 +161,7 @@ bool start_put(Ep& ep, Send& s) {
         return true;
       }
       s.reg = *r;
+      if (s.bounce) std::memcpy(s.bounce, s.buf, s.put_len);
     }
     key = s.reg.key;
   }
@@ -152,7 +179,7 @@ bool start_put(Ep& ep, Send& s) {
   }
   e.dst_slot = s.dst.slot;
   e.length = uint32_t(s.put_len);
-  e.src_addr = reinterpret_cast<uint64_t>(s.buf);
+  e.src_addr = reinterpret_cast<uint64_t>(s.bounce ? s.bounce : s.buf);
   e.src_key = key;
   e.dst_key = s.rkey;
   e.dst_addr = s.raddr;
@@ -227,7 +254,7 @@ Completion recv_completion(const Ep& ep, const Recv& r, const Message& m, uint64
     auto it = ep.av->by_id.find(m.src_id);
     if (it != ep.av->by_id.end()) c.src = it->second;
   }
-  if (m.len > r.len) {
+  if (m.len > r.len && !r.discard) {
     c.err = FI_ETRUNC;
     c.prov_errno = kErrTruncated;
     c.olen = m.len - r.len;
@@ -258,7 +285,7 @@ bool send_cts(Ep& ep, uint64_t id) {
     if (mr_covers(d, rv.r.desc, rv.r.buf, rv.n)) {
       h.key = rv.r.desc->region.key;
     } else if (!rv.reg.key) {
-      auto r = d.nic->register_memory(rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite);
+      auto r = register_or_bounce(d, rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite, rv.bounce);
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a receive buffer: %s\n", r.error().message.c_str());
         h.flags = kWireFailed;
@@ -275,7 +302,7 @@ bool send_cts(Ep& ep, uint64_t id) {
       rv.reg = *r;
     }
     if (!h.key) h.key = rv.reg.key;
-    h.data = reinterpret_cast<uint64_t>(rv.r.buf);
+    h.data = reinterpret_cast<uint64_t>(rv.bounce ? rv.bounce : rv.r.buf);
   }
   if (!post_msg(ep, rv.m.src, h, nullptr, 0, id)) return false;
   rv.cts_sent = true;
@@ -384,7 +411,8 @@ void on_fin(Ep& ep, const Message& from, const WireHdr& h) {
     return;
   }
   RndvRecv& rv = it->second;
-  deregister(*ep.dom, rv.reg);
+  if (rv.bounce && !(h.flags & kWireFailed)) std::memcpy(rv.r.buf, rv.bounce, rv.n);
+  release(*ep.dom, rv.reg, rv.bounce);
   if (h.flags & kWireFailed) {
     Completion c = recv_completion(ep, rv.r, rv.m, 0);
     c.err = FI_EIO;
@@ -450,6 +478,59 @@ void consume_entry(Ep& ep) {
 
 // ---------------------------------------------------------------- posting receives
 
+// FI_PEEK (fi_tagged(3), how MPI_Iprobe / MPI_Improbe look): a completion
+// that describes the first unexpected message the receive would match
+// (length, tag, data, source; no buffer), or an FI_ENOMSG error entry if
+// none has arrived. With FI_CLAIM the message is set aside for the receive
+// that names the same fi_context with FI_CLAIM (MPI_Mrecv); with FI_DISCARD
+// it is dropped. FI_CLAIM alone takes the message set aside -- into the
+// buffer, or dropped with FI_DISCARD (a completion of 0 bytes). A dropped
+// rendezvous is answered with an empty CTS, so its sender completes too.
+ssize_t peek_or_claim(Ep& ep, Recv& r, uint64_t flags) {
+  auto* fc = static_cast<fi_context*>(r.context);
+  if ((flags & FI_CLAIM) && !fc) return -FI_EINVAL;  // the claim is kept in the application's fi_context
+  r.discard = flags & FI_DISCARD;
+  if (r.discard) r.buf = nullptr, r.len = 0, r.desc = nullptr;
+  if (!(flags & FI_PEEK)) {
+    auto it = ep.claimed.find(reinterpret_cast<uint64_t>(fc->internal[0]));
+    if (it == ep.claimed.end()) return -FI_EINVAL;
+    Message m = std::move(it->second);
+    ep.claimed.erase(it);
+    start_recv(ep, r, m);
+    return 0;
+  }
+  auto& unexpected = r.tagged ? ep.unexpected_tagged : ep.unexpected_msg;
+  auto it = std::find_if(unexpected.begin(), unexpected.end(), [&](const Message& m) { return matches(r, m); });
+  if (it == unexpected.end()) {
+    Completion c;
+    c.e.op_context = r.context;
+    c.e.flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG);
+    c.err = FI_ENOMSG;
+    c.err_text = "ulnic: FI_PEEK: no message matches";
+    cq_push(ep.rx_cq, std::move(c));
+    return 0;
+  }
+  Recv look = r;
+  look.len = it->len;  // describes the message whole: no truncation
+  Completion c = recv_completion(ep, look, *it, it->len);
+  c.e.buf = nullptr;
+  if (flags & (FI_CLAIM | FI_DISCARD)) {
+    Message m = std::move(*it);
+    unexpected.erase(it);
+    ep.unexpected_bytes -= m.payload.size() + sizeof(Message);
+    if (flags & FI_CLAIM) {
+      uint64_t id = ep.dom->next_op++;
+      fc->internal[0] = reinterpret_cast<void*>(id);
+      ep.claimed.emplace(id, std::move(m));
+    } else {
+      r.completion = false;  // the peek's completion is the only one
+      start_recv(ep, r, m);
+    }
+  }
+  cq_push(ep.rx_cq, std::move(c));
+  return 0;
+}
+
 ssize_t do_recv(Ep& ep, void* buf, size_t len, void* desc, fi_addr_t src, bool tagged, uint64_t tag,
                 uint64_t ignore, void* context, uint64_t flags) {
   Domain& d = *ep.dom;
@@ -472,6 +553,7 @@ ssize_t do_recv(Ep& ep, void* buf, size_t len, void* desc, fi_addr_t src, bool t
     r.src = src;
     r.src_id = addr_id(*a);
   }
+  if (flags & (FI_PEEK | FI_CLAIM)) return peek_or_claim(ep, r, flags);
   auto& unexpected = tagged ? ep.unexpected_tagged : ep.unexpected_msg;
   for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
     if (!matches(r, *it)) continue;
@@ -555,7 +637,7 @@ ssize_t tag_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_add
 }
 ssize_t tag_recvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
   if (m->iov_count > 1) return -FI_EINVAL;
-  if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) return -FI_ENOSYS;
+  if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM))) return -FI_EINVAL;
   One o = one(m->msg_iov, m->desc, m->iov_count);
   return do_recv(*as_ep(e), o.buf, o.len, o.desc, m->addr, true, m->tag, m->ignore, m->context, flags);
 }
@@ -683,8 +765,8 @@ int ep_close(fid* f) {
   for (auto it = d.posts.begin(); it != d.posts.end();)
     it = it->second.ep == ep ? d.posts.erase(it) : std::next(it);
   if (ep->enabled) (void)configure(*ep, true);
-  for (auto& [id, s] : ep->sends) deregister(d, s.reg);
-  for (auto& [id, rv] : ep->rndv) deregister(d, rv.reg);
+  for (auto& [id, s] : ep->sends) release(d, s.reg, s.bounce);
+  for (auto& [id, rv] : ep->rndv) release(d, rv.reg, rv.bounce);
   d.eps.erase(std::remove(d.eps.begin(), d.eps.end(), ep), d.eps.end());
   free_ep(ep);
   return 0;
@@ -864,7 +946,7 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
       fail_send(ep, s.id, c.status);
       return;
     }
-    deregister(*ep.dom, s.reg);
+    release(*ep.dom, s.reg, s.bounce);
     complete_send(ep, s, 0, 0);
     ep.sends.erase(it);
     return;
@@ -893,7 +975,7 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
       if (!ok) {
         auto it = ep.rndv.find(post.op);
         if (it == ep.rndv.end()) return;
-        deregister(*ep.dom, it->second.reg);
+        release(*ep.dom, it->second.reg, it->second.bounce);
         Completion cc = recv_completion(ep, it->second.r, it->second.m, 0);
         cc.err = FI_EIO;
         cc.prov_errno = c.status;

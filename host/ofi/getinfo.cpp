@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ofi.h"
 
@@ -20,9 +21,28 @@ std::string cluster_name() {
   const char* c = std::getenv("ULNIC_CLUSTER");
   return c && *c ? c : "default";
 }
-int node_number() {
+bool daemon_runs(const std::string& cluster, uint32_t node) {
+  struct stat st;  // the NIC is there if its daemon's socket is: a cheap look that takes no slot
+  return ::stat(daemon_socket_path(cluster, node).c_str(), &st) == 0;
+}
+
+// The node whose NIC this process uses: $ULNIC_NODE; else, under a parallel
+// launcher that says the process's local rank (Open MPI, MPICH/Hydra,
+// Slurm), rank k takes the k-th (mod their number) of the cluster's nodes
+// whose daemons run on this machine, so one mpirun spreads its ranks over
+// the NICs; else node 0.
+int node_number(const std::string& cluster) {
   const char* n = std::getenv("ULNIC_NODE");
-  return n && *n ? std::atoi(n) : 0;
+  if (n && *n) return std::atoi(n);
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* r = std::getenv(var);
+    if (!r || !*r) continue;
+    std::vector<int> here;
+    for (uint32_t k = 0; k < abi::kMaxNodes; ++k)
+      if (daemon_runs(cluster, k)) here.push_back(int(k));
+    return here.empty() ? 0 : here[size_t(std::atoi(r)) % here.size()];
+  }
+  return 0;
 }
 
 // Refusals are logged at "info": an application probing several providers
@@ -121,7 +141,11 @@ fi_info* make_info(uint32_t version, const fi_info* h, fi_ep_type type, const st
   fi->ep_attr->max_order_raw_size = 0;
   fi->ep_attr->max_order_war_size = 0;
   fi->ep_attr->max_order_waw_size = 0;
-  fi->ep_attr->mem_tag_format = 0;
+  // All 64 tag bits match: the application's format if it asks for one,
+  // else libfabric's generic one, 0xAAAA... (what tcp and udp report; Open MPI's OFI
+  // MTL sizes its communicator ID from it, and 0 would mean no tag bits).
+  fi->ep_attr->mem_tag_format = h && h->ep_attr && h->ep_attr->mem_tag_format ? h->ep_attr->mem_tag_format
+                                                                               : 0xAAAAAAAAAAAAAAAAull;
   fi->ep_attr->tx_ctx_cnt = 1;
   fi->ep_attr->rx_ctx_cnt = 1;
 
@@ -164,7 +188,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             fi_info** info) {
   (void)node;
   (void)service;
-  (void)flags;  // node/service name the out-of-band host (fi_pingpong's socket), not a NIC address
+  // node/service name the out-of-band host (fi_pingpong's socket), not a NIC address
   *info = nullptr;
   // The whole of the hints at FI_LOG_LEVEL=debug: what a refusal below refers to.
   if (hints && fi_log_enabled(&g_prov, FI_LOG_DEBUG, FI_LOG_CORE)) {
@@ -173,23 +197,31 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   }
   if (FI_VERSION_LT(kApiVersion, version)) return refuse("an API version newer than 1.17");
   const std::string cluster = cluster_name();
-  const int nodeno = node_number();
+  const int nodeno = node_number(cluster);
   if (nodeno < 0 || nodeno >= int(abi::kMaxNodes)) return refuse("ULNIC_NODE out of range");
-  // The NIC is there if its daemon's socket is: a cheap look that takes no slot.
-  struct stat st;
-  std::string sock = daemon_socket_path(cluster, uint32_t(nodeno));
-  if (::stat(sock.c_str(), &st) != 0) {
+  if (!daemon_runs(cluster, uint32_t(nodeno))) {
     ULNIC_INFO(FI_LOG_CORE, "no NIC: no daemon socket at %s (ULNIC_CLUSTER, ULNIC_NODE, ULNIC_RUNTIME_DIR)\n",
-               sock.c_str());
+               daemon_socket_path(cluster, uint32_t(nodeno)).c_str());
     return -FI_ENODATA;
   }
   if (hints && hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != FI_EP_RDM &&
       hints->ep_attr->type != FI_EP_DGRAM)
     return refuse("endpoint types other than FI_EP_RDM and FI_EP_DGRAM");
+  // libfabric asks core providers on behalf of a utility provider with
+  // OFI_CORE_PROV_ONLY (bit 59 of flags; its ofi_util.h, not installed).
+  // RXD asks for FI_EP_DGRAM to build an RDM endpoint on: ours is already
+  // reliable and ordered, and libfabric lists "ulnic;ofi_rxd" before our own
+  // RDM endpoint, so Open MPI and fi_pingpong -e rdm took the layer (whose
+  // injects failed with -FI_ENOMEM). The native RDM endpoint is the one.
+  const bool for_layering = flags & (uint64_t(1) << 59);
   fi_info* head = nullptr;
   fi_info** tail = &head;
   int last = -FI_ENODATA;
   for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM}) {
+    if (type == FI_EP_DGRAM && for_layering) {
+      last = refuse("FI_EP_DGRAM for a utility provider (ofi_rxd): the native FI_EP_RDM endpoint is reliable");
+      continue;
+    }
     int r = check_hints(hints, type);
     if (r) {
       last = r;

@@ -162,11 +162,11 @@ fi_ops_mr mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
 
 // A slot of a node is wiped for a moment after its process exits: a
 // program started right after another may find none free. Retry for 5 s.
-Result<std::unique_ptr<Nic>> open_nic() {
-  auto n = Nic::open();
+Result<std::unique_ptr<Nic>> open_nic(const NicOptions& where) {
+  auto n = Nic::open(where);
   for (int i = 0; i < 50 && !n; ++i) {
     std::this_thread::sleep_for(milliseconds(100));
-    n = Nic::open();
+    n = Nic::open(where);
   }
   return n;
 }
@@ -174,7 +174,15 @@ Result<std::unique_ptr<Nic>> open_nic() {
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context) {
   if (!info || !info->domain_attr || (info->domain_attr->name && std::strncmp(info->domain_attr->name, "ulnic", 5)))
     return -FI_EINVAL;
-  auto n = open_nic();
+  // The node fi_getinfo chose (the domain's name, "ulnic<node>"; none: $ULNIC_NODE).
+  NicOptions where;
+  if (info->domain_attr->name && info->domain_attr->name[5]) {
+    char* end = nullptr;
+    long node = std::strtol(info->domain_attr->name + 5, &end, 10);
+    if (*end || node < 0 || node >= long(abi::kMaxNodes)) return -FI_EINVAL;
+    where.node = int(node);
+  }
+  auto n = open_nic(where);
   if (!n) {
     ULNIC_WARN(FI_LOG_DOMAIN, "cannot attach to the NIC: %s\n", n.error().message.c_str());
     return -FI_ENODEV;

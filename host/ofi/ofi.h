@@ -176,6 +176,7 @@ struct Recv {
   uint64_t tag = 0, ignore = 0;
   void* context = nullptr;
   bool completion = true;
+  bool discard = false;  // FI_DISCARD: the message is dropped, not truncated (its completion says 0 bytes)
 };
 
 // A message that arrived (in order), waiting for a receive (unexpected) or
@@ -202,6 +203,7 @@ struct Send {
   bool completion = true;
   bool rendezvous = false;
   MemRegion reg{};  // the source, registered for the put (none with `desc`)
+  uint8_t* bounce = nullptr;  // ... or a copy of it in the slot heap (register_or_bounce)
   uint64_t put_len = 0;
   uint64_t rid = 0;     // the receiver's operation (from its CTS)
   uint32_t rkey = 0;    // ... its buffer's key and address
@@ -215,6 +217,7 @@ struct RndvRecv {
   Message m;
   uint64_t n = 0;   // bytes asked for (min of the message and the buffer)
   MemRegion reg{};  // the buffer, registered (none with the receive's desc)
+  uint8_t* bounce = nullptr;  // ... or the slot-heap buffer the data lands in first
   bool cts_sent = false;
 };
 
@@ -260,6 +263,7 @@ struct Ep {
   std::unordered_map<uint64_t, PeerRx> rx;        // per source addr_id
   std::list<Recv> posted_msg, posted_tagged;
   std::list<Message> unexpected_msg, unexpected_tagged;
+  std::map<uint64_t, Message> claimed;  // set aside by FI_PEEK | FI_CLAIM, by id (in the fi_context)
   size_t unexpected_bytes = 0;
   std::map<uint64_t, Send> sends;                // by id
   std::map<uint64_t, RndvRecv> rndv;             // by id

@@ -208,9 +208,33 @@ TEST(OfiGetinfo, ListsRdmAndDgramWithTheirLimits) {
               FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV);
     EXPECT_EQ(p->domain_attr->data_progress, FI_PROGRESS_MANUAL);
     EXPECT_EQ(std::string(p->domain_attr->name), "ulnic0");
+    // 64 matched tag bits, stated (0 would say none: Open MPI's OFI MTL refused it).
+    EXPECT_NE(p->ep_attr->mem_tag_format, 0u);
   }
   EXPECT_TRUE(rdm);
   EXPECT_TRUE(dgram);
+  fi_freeinfo(all);
+  fi_freeinfo(h);
+}
+
+// RDM hints as Open MPI's OFI MTL gives them (no provider named): libfabric
+// would layer its RXD utility provider over our (already reliable) DGRAM
+// endpoint and list "ulnic;ofi_rxd" first, whose injects failed. Only the
+// native endpoint is offered for RDM.
+TEST(OfiGetinfo, NoUtilityLayerOverTheReliableDgram) {
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_TAGGED;
+  ::setenv("ULNIC_NODE", "0", 1);
+  fi_info* all = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &all), 0);
+  bool native = false;
+  for (fi_info* p = all; p; p = p->next) {
+    std::string name = p->fabric_attr->prov_name;
+    EXPECT_EQ(name.find("ulnic;"), std::string::npos) << name;
+    native |= name == "ulnic";
+  }
+  EXPECT_TRUE(native);
   fi_freeinfo(all);
   fi_freeinfo(h);
 }
@@ -556,6 +580,142 @@ TEST(OfiTagged, IgnoreBitsUnexpectedMessagesAndOrder) {
   EXPECT_EQ(fi_cancel(&p.b.ep->fid, &untagged), -FI_ENOENT);
 }
 
+// MPI_Iprobe / MPI_Improbe / MPI_Mrecv as Open MPI's OFI MTL does them:
+// FI_PEEK describes an unexpected message without taking it (FI_ENOMSG if
+// none), FI_PEEK | FI_CLAIM sets it aside for the receive naming the same
+// fi_context, FI_DISCARD drops one (a rendezvous one too: its sender completes).
+TEST(OfiTagged, PeekClaimAndDiscard) {
+  Pair p;
+  auto peek = [&](uint64_t tag, uint64_t flags, fi_context* ctx) {
+    fi_msg_tagged m{};
+    m.addr = FI_ADDR_UNSPEC;
+    m.tag = tag;
+    m.context = ctx;
+    return fi_trecvmsg(p.b.ep, &m, flags);
+  };
+  fi_context ctx{};
+  fi_cq_tagged_entry e{};
+  // Nothing has come: FI_ENOMSG.
+  ASSERT_EQ(peek(0x7, FI_PEEK, &ctx), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.err, FI_ENOMSG);
+  EXPECT_EQ(err.op_context, &ctx);
+  // Three messages: eager (tag 7), rendezvous (tag 8), eager (tag 9).
+  const size_t sizes[] = {100, 300000, 50};
+  std::vector<Bytes> out;
+  for (int i = 0; i < 3; ++i) {
+    out.emplace_back(sizes[i]);
+    pattern(out.back().data(), sizes[i], 700 + i);
+    ASSERT_EQ(fi_tsenddata(p.a.ep, out.back().data(), sizes[i], nullptr, 40 + i, p.a_to_b, 7 + i, nullptr), 0);
+  }
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);  // the eager sends
+  // A peek describes the message and leaves it: twice the same answer.
+  for (int twice = 0; twice < 2; ++twice) {
+    fi_cq_tagged_entry got{};
+    auto until = std::chrono::steady_clock::now() + 20s;
+    for (;;) {  // it may not have arrived yet
+      ASSERT_EQ(peek(0x8, FI_PEEK, &ctx), 0);
+      ssize_t r = read_one(p.b.cq, &got, {p.a.cq});
+      if (r == 1) break;
+      ASSERT_EQ(r, -FI_EAVAIL);
+      ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+      ASSERT_EQ(err.err, FI_ENOMSG);
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the message never came";
+    }
+    EXPECT_EQ(got.op_context, &ctx);
+    EXPECT_EQ(got.len, sizes[1]);
+    EXPECT_EQ(got.tag, 8u);
+    EXPECT_EQ(got.data, 41u);
+    EXPECT_EQ(got.buf, nullptr);
+  }
+  // Claimed (the rendezvous one), then received by the claim into a buffer.
+  ASSERT_EQ(peek(0x8, FI_PEEK | FI_CLAIM, &ctx), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+  EXPECT_EQ(e.len, sizes[1]);
+  ASSERT_EQ(peek(0x8, FI_PEEK, &ctx), 0);  // claimed: no longer there for others
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), -FI_EAVAIL);
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.err, FI_ENOMSG);
+  Bytes in(sizes[1]);
+  iovec iov{in.data(), in.size()};
+  fi_msg_tagged m{};
+  m.msg_iov = &iov;
+  m.iov_count = 1;
+  m.addr = FI_ADDR_UNSPEC;
+  m.tag = 0x8;
+  m.context = &ctx;
+  ASSERT_EQ(fi_trecvmsg(p.b.ep, &m, FI_CLAIM), 0);
+  fi_cq_tagged_entry got{};
+  ASSERT_EQ(read_one(p.b.cq, &got, {p.a.cq}), 1);
+  EXPECT_EQ(got.len, sizes[1]);
+  EXPECT_TRUE(check_pattern(in.data(), sizes[1], 701));
+  ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);  // the rendezvous send completed
+  // A claim of nothing claimed is refused.
+  fi_context other{};
+  m.context = &other;
+  other.internal[0] = reinterpret_cast<void*>(uint64_t(12345));
+  EXPECT_EQ(fi_trecvmsg(p.b.ep, &m, FI_CLAIM), -FI_EINVAL);
+  // Peek and discard the others: one completion each, and they are gone.
+  ASSERT_EQ(peek(0x7, FI_PEEK | FI_DISCARD, &ctx), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+  EXPECT_EQ(e.len, sizes[0]);
+  ASSERT_EQ(peek(0x9, FI_PEEK | FI_CLAIM, &ctx), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+  m.context = &ctx;
+  ASSERT_EQ(fi_trecvmsg(p.b.ep, &m, FI_CLAIM | FI_DISCARD), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+  EXPECT_EQ(e.len, 0u);
+  for (uint64_t tag : {0x7, 0x9}) {
+    ASSERT_EQ(peek(tag, FI_PEEK, &ctx), 0);
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), -FI_EAVAIL);
+    ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_ENOMSG) << tag;
+  }
+  // A rendezvous message discarded at the peek: its sender completes.
+  Bytes big(200000);
+  pattern(big.data(), big.size(), 9);
+  ASSERT_EQ(fi_tsend(p.a.ep, big.data(), big.size(), nullptr, p.a_to_b, 0x55, nullptr), 0);
+  auto until = std::chrono::steady_clock::now() + 20s;
+  for (;;) {
+    ASSERT_EQ(peek(0x55, FI_PEEK | FI_DISCARD, &ctx), 0);
+    ssize_t r = read_one(p.b.cq, &e, {p.a.cq});
+    if (r == 1) break;
+    ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+    ASSERT_LT(std::chrono::steady_clock::now(), until);
+  }
+  EXPECT_EQ(e.len, big.size());
+  ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+  EXPECT_TRUE(e.flags & FI_SEND);
+  // FI_DISCARD alone names nothing.
+  EXPECT_EQ(fi_trecvmsg(p.b.ep, &m, FI_DISCARD), -FI_EINVAL);
+}
+
+// Rendezvous buffers that share pages (an MPI window of adjacent messages):
+// each one's registration would overlap pages another, still in use, moved
+// into the slot; they go through a bounce buffer in the slot heap, on both
+// sides, every byte intact.
+TEST(OfiTagged, AdjacentRendezvousBuffersSharingPages) {
+  Pair p;
+  constexpr size_t kN = 8, kLen = 20000;  // not a page multiple: neighbours share a page
+  std::vector<uint8_t> out(kN * kLen), in(kN * kLen, 0);
+  for (size_t i = 0; i < kN; ++i) {
+    pattern(out.data() + i * kLen, kLen, 900 + uint32_t(i));
+    ASSERT_EQ(fi_trecv(p.b.ep, in.data() + i * kLen, kLen, nullptr, FI_ADDR_UNSPEC, 0x300 + i, 0, nullptr), 0);
+  }
+  for (size_t i = 0; i < kN; ++i)
+    ASSERT_EQ(fi_tsend(p.a.ep, out.data() + i * kLen, kLen, nullptr, p.a_to_b, 0x300 + i, nullptr), 0);
+  fi_cq_tagged_entry e{};
+  for (size_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1) << "receive " << i;
+    EXPECT_EQ(e.len, kLen);
+  }
+  for (size_t i = 0; i < kN; ++i) ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1) << "send " << i;
+  for (size_t i = 0; i < kN; ++i)
+    EXPECT_TRUE(check_pattern(in.data() + i * kLen, kLen, 900 + uint32_t(i))) << "message " << i;
+}
+
 TEST(OfiTagged, DirectedReceivesAndTheSameNodePath) {
   Pair p;
   Side c;  // a third endpoint, on node 0 like a: its rendezvous to a is a copy within the node
@@ -744,12 +904,9 @@ void pingpong(const std::vector<std::string>& extra, const std::vector<std::stri
 
 TEST(OfiPrograms, FiPingpongDgramAllSizesVerified) { pingpong({}, {}); }
 
-// libfabric lists its RXD utility provider over our DGRAM endpoints first
-// for RDM ("ulnic;ofi_rxd"); FI_PROVIDER=^ofi_rxd keeps it to the native one.
-TEST(OfiPrograms, FiPingpongRdmAllSizesVerified) { pingpong({"-e", "rdm"}, {"FI_PROVIDER=^ofi_rxd"}); }
-TEST(OfiPrograms, FiPingpongTaggedAllSizesVerified) {
-  pingpong({"-e", "rdm", "-m", "tagged"}, {"FI_PROVIDER=^ofi_rxd"});
-}
+// As a user runs them: no FI_PROVIDER filter (NoUtilityLayerOverTheReliableDgram).
+TEST(OfiPrograms, FiPingpongRdmAllSizesVerified) { pingpong({"-e", "rdm"}, {}); }
+TEST(OfiPrograms, FiPingpongTaggedAllSizesVerified) { pingpong({"-e", "rdm", "-m", "tagged"}, {}); }
 
 }  // namespace
 
