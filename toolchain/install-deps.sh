@@ -18,8 +18,8 @@ PACKAGES=(
   # benchmark plots
   python3-matplotlib
   # the libfabric provider (host/ofi) and the clients that test it
-  # (fi_info, fi_pingpong)
-  libfabric-dev libfabric-bin
+  # (fi_info, fi_pingpong; Open MPI's mpirun and its OFI MTL, mpi4py)
+  libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev python3-mpi4py
 )
 
 missing=()
