@@ -35,8 +35,8 @@
 #include "amudp.h"  // AMUDP_MAX_SPMDPROCS, AMUDP_MAX_NETWORKDEPTH
 #include "fm.h"     // FM_MAX_NODES
 #include "spmd_master.h"
-#include "util/process.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/process.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace abi = ulnic::abi;
 namespace board = ulnic::board;

@@ -48,7 +48,7 @@
 
 #include "ulnic/abi/attach.h"
 #include "ulnic/nic.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace abi = ulnic::abi;
 using ulnic::Nic;

@@ -1,4 +1,4 @@
-#include "util/json.h"
+#include "ulnic/util/json.h"
 
 #include <cstdlib>
 
