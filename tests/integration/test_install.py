@@ -157,9 +157,12 @@ class Install(unittest.TestCase):
         for f in ("include/vipl.h", "lib/libulnic_vipl.a", "lib/libulnic_core.a", "lib/libulnic_util.a",
                   "lib/pkgconfig/vipl.pc", "lib/cmake/vipl/viplConfig.cmake",
                   "include/amudp.h", "include/amudp_spmd.h", "lib/libulnic_am.a", "lib/libulnic_am_spmd_master.a",
-                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic"):
+                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic", "share/man/man1/ulnic.1"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, f)), f)
         self.assertTrue(os.access(os.path.join(self.prefix, "bin", "ulnic"), os.X_OK))
+        # The installed manual is the installed command's own help.
+        with open(os.path.join(self.prefix, "share", "man", "man1", "ulnic.1")) as f:
+            self.assertEqual(f.read(), self.run_ok([os.path.join(self.prefix, "bin", "ulnic"), "help", "--roff"]))
 
     def test_every_installed_header_compiles_alone_from_the_prefix(self):
         include = os.path.join(self.prefix, "include")
