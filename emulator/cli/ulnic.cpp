@@ -28,6 +28,7 @@
 #include "amudp.h"  // AMUDP_MAX_SPMDPROCS, AMUDP_MAX_NETWORKDEPTH
 #include "fm.h"     // FM_MAX_NODES
 #include "spmd_master.h"
+#include "ulnic/util/json.h"
 #include "ulnic/util/process.h"
 #include "ulnic/util/unix_socket.h"
 
@@ -146,15 +147,7 @@ const char* counter_name(uint32_t i) {
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-    else o += c;
-  }
-  return o;
-}
+using ulnic::json_escape;
 
 std::string cstr(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
 
