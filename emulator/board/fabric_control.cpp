@@ -12,8 +12,8 @@
 #include "board/node.h"
 #include "fabric/fabric_server.h"
 #include "ulnic/abi/sram.h"
-#include "util/fd.h"
-#include "util/process.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/process.h"
 
 namespace ulnic::board {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ulnic/abi/fabric.h"
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::board {
 

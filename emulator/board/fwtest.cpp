@@ -12,9 +12,9 @@
 #include "fabric/fabric_server.h"
 #include "ulnic/abi/fabric.h"
 #include "ulnic/abi/testbench.h"
-#include "util/fd.h"
-#include "util/mapping.h"
-#include "util/process.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/mapping.h"
+#include "ulnic/util/process.h"
 
 namespace ulnic::board {
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace ulnic::board {
 

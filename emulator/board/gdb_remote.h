@@ -13,8 +13,8 @@
 #include <span>
 #include <string>
 
-#include "util/fd.h"
-#include "util/result.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::board {
 

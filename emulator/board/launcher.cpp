@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "ulnic/abi/sram.h"
-#include "util/process.h"
+#include "ulnic/util/process.h"
 
 namespace ulnic::board {
 namespace abi = ulnic::abi;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "board/runtime.h"
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::board {
 

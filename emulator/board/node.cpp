@@ -18,8 +18,8 @@
 #include "board/qmp.h"
 #include "board/sram.h"
 #include "fabric/fabric_server.h"
-#include "util/fd.h"
-#include "util/process.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/process.h"
 
 namespace ulnic::board {
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <thread>
 
-#include "util/json.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/json.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace ulnic::board {
 

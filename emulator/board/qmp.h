@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include "util/fd.h"
-#include "util/result.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::board {
 

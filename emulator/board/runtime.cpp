@@ -1,6 +1,6 @@
 #include "board/runtime.h"
 
-#include "util/runtime_dir.h"
+#include "ulnic/util/runtime_dir.h"
 
 #include <pwd.h>
 #include <sys/stat.h>

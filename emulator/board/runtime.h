@@ -8,7 +8,7 @@
 //                              writes it, users may extend it; libvipl's name
 //                              service reads it (host/vipl/vipl.cpp)
 //
-// <base> is $ULNIC_RUNTIME_DIR, else /dev/shm/ulnic-<user> (util/runtime_dir.h:
+// <base> is $ULNIC_RUNTIME_DIR, else /dev/shm/ulnic-<user> (ulnic/util/runtime_dir.h:
 // /tmp/ulnic-<user> where /dev/shm is small; tmpfs: the big
 // slot files are sparse and cost only the pages that are touched).
 #pragma once
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::board {
 

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "util/fd.h"
+#include "ulnic/util/fd.h"
 
 namespace ulnic::board {
 

@@ -8,7 +8,7 @@
 #include "board/elf_image.h"
 #include "ulnic/abi/boot_config.h"
 #include "ulnic/abi/status.h"
-#include "util/mapping.h"
+#include "ulnic/util/mapping.h"
 
 namespace ulnic::board {
 

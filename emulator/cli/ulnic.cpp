@@ -1,16 +1,9 @@
 // ulnic: the command-line entry point for boards, firmware and clusters.
 //
-//   ulnic node start  [-c CLUSTER] [-n NODE] [--firmware ELF] [board options]
-//   ulnic node flash  [-c CLUSTER] [-n NODE] ELF
-//   ulnic node status [-c CLUSTER] [-n NODE] [--json]
-//   ulnic node log    [-c CLUSTER] [-n NODE] [-f]
-//   ulnic node gdb    [-c CLUSTER] [-n NODE] [ELF]
-//   ulnic node stop   [-c CLUSTER] [-n NODE]
-//   ulnic node list   [-c CLUSTER]
-//   ulnic fwtest ELF  [--timeout S] [board options]
-//   ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] prog args...
-//   ulnic fmrun -n N [--nodes M] [-c CLUSTER] prog args...
-//   ulnic demo
+// The commands, their options and what they do are the table kCommands at
+// the end of this file: `ulnic --help`, `ulnic help CMD` and the manual page
+// ulnic(1) (made at build time by `ulnic help --roff`) all print it, and
+// main() runs only the commands it names.
 #include <poll.h>
 #include <strings.h>
 #include <sys/wait.h>
@@ -35,8 +28,9 @@
 #include "amudp.h"  // AMUDP_MAX_SPMDPROCS, AMUDP_MAX_NETWORKDEPTH
 #include "fm.h"     // FM_MAX_NODES
 #include "spmd_master.h"
-#include "util/process.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/json.h"
+#include "ulnic/util/process.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace abi = ulnic::abi;
 namespace board = ulnic::board;
@@ -44,61 +38,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* kUsage = R"(usage: ulnic <command> ...
-
-  node start  [-c CLUSTER] [-n NODE] [--firmware ELF] [--slots K] [--slot-size MIB]
-              [--heartbeat-us US] [--verbose-fw] [--no-fabric] [--qemu-arg ARG]...
-                                  start a NIC board and flash ELF (default: the build's ulnic-fw.elf)
-  node flash  [-c CLUSTER] [-n NODE] ELF
-                                  flash ELF onto the running NIC (stop, write SRAM, reset)
-  node status [-c CLUSTER] [-n NODE] [--json]
-                                  firmware build, state, uptime, heartbeat, PCIe, counters
-  node log    [-c CLUSTER] [-n NODE] [-f]
-                                  the NIC's serial log (-f: follow)
-  node gdb    [-c CLUSTER] [-n NODE] [ELF] [-- GDB-ARGS...]
-                                  attach gdb-multiarch to the NIC (symbols: the flashed ELF)
-  node stop   [-c CLUSTER] [-n NODE]
-                                  stop the board and remove its runtime files
-  node list   [-c CLUSTER]        nodes of a cluster and their state
-  cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]
-               [--switch] [--faults SPEC] [--pcap FILE] [--names NAME,NAME,...]
-               [--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]
-                                  start N nodes on one fabric (N <= 64). --switch: through
-                                  ulnic-switch, which applies SPEC per link, seeded
-                                  ("drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,delay=200us,seed=7")
-                                  and captures to FILE (pcap, DLT_USER0; emulator/switch/ulnic.lua).
-                                  --test-drop: each NIC drops fraction F of arriving data (tests).
-                                  Across machines: this one runs nodes F..F+N-1 of T; the
-                                  switches bridge by UDP (nodes A..B are behind IP:PORT).
-                                  --names: host names for VIPL's name service, written to
-                                  the cluster's hosts file ("name node" lines; add more by
-                                  hand): one per node here (name i = node F+i), or one per
-                                  node of all T (name i = node i; give the same list on
-                                  every machine so each knows every name)
-  cluster status [-c CLUSTER] [--json]
-                                  one line per node: QEMU, firmware state, build, heartbeat
-  cluster down [-c CLUSTER]       stop every node of the cluster
-  fwtest ELF  [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--qemu-arg ARG]...
-                                  run a firmware test image on a private board; exit = its status
-  run -n N [--transport udp|vipl|native] [--depth K] [--hosts H1,H2,...] [--nodes M]
-      [-c CLUSTER] PROG [ARGS...]
-                                  run an AMUDP SPMD job: N workers of PROG (ARGS passed on as
-                                  they are) and this command as its master; exits with the job's
-                                  code. Transport: default $ULNIC_AM_TRANSPORT or udp; depth 8.
-                                  --hosts: start the workers over ${ULNIC_SSH:-ssh}, round robin.
-                                  --nodes: rank r uses NIC node r % M (vipl/native default: the
-                                  nodes of CLUSTER that are up)
-  fmrun -n N [--nodes M] [-c CLUSTER] PROG [ARGS...]
-                                  run a Fast Messages job (FM 2.x and the layers over it,
-                                  host/fm): N processes of PROG, rank r on NIC node r % M
-                                  (default: the nodes of CLUSTER that are up); exits with the
-                                  first failing rank's code, after stopping the others
-  demo                            start a node, show status and boot log, reflash, stop
-
-CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
+// What every command shares (the help's and the manual's last part).
+const char* kUsageEnd = R"(CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
 Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER; /tmp/ulnic-$USER
 where /dev/shm is smaller than 1 GiB).
 )";
+
+std::string usage();                      // every command (kCommands, below)
+int print_help(const std::string& name);  // one command's, on stdout
 
 struct Args {
   std::vector<std::string> positional;
@@ -172,7 +119,7 @@ Args parse(int argc, char** argv, int first) {
     else if (s == "--no-fabric") a.no_fabric = true;
     else if (s == "--qemu-arg") a.qemu_args.push_back(value());
     else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
-    else if (s.size() > 1 && s[0] == '-') die("unknown option " + s + "\n" + kUsage, 2);
+    else if (s.size() > 1 && s[0] == '-') die("unknown option " + s + "\n" + usage(), 2);
     else a.positional.push_back(s);
   }
   return a;
@@ -200,15 +147,7 @@ const char* counter_name(uint32_t i) {
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-    else o += c;
-  }
-  return o;
-}
+using ulnic::json_escape;
 
 std::string cstr(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
 
@@ -772,7 +711,7 @@ int cmd_run(int argc, char** argv) {
     else return false;
     return true;
   });
-  if (i < 0) return std::fputs(kUsage, stdout), 0;
+  if (i < 0) return print_help("run");
   if (i >= argc) run_fail("usage: ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (job.nproc == 0) run_fail("-n N (the number of workers) is required");
   if (job.transport != "udp" && job.transport != "vipl" && job.transport != "native")
@@ -802,7 +741,7 @@ int cmd_fmrun(int argc, char** argv) {
     else return false;
     return true;
   });
-  if (i < 0) return std::fputs(kUsage, stdout), 0;
+  if (i < 0) return print_help("fmrun");
   if (i >= argc) run_fail("usage: ulnic fmrun -n N [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (nproc == 0) run_fail("-n N (the number of FM processes) is required");
   if (!cluster.empty()) {
@@ -853,38 +792,229 @@ int cmd_fmrun(int argc, char** argv) {
   return rc;
 }
 
+// ---- the commands: help, manual page and dispatch from one table
+
+// `ulnic node ...` and `ulnic cluster ...`: options from argv[3], a cluster
+// name that stays inside the runtime directory.
+int with_cluster_args(int argc, char** argv, int (*cmd)(const Args&)) {
+  Args a = parse(argc, argv, 3);
+  if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
+  return cmd(a);
+}
+
+int cmd_help(int argc, char** argv);
+
+struct Command {
+  const char* name;      // what follows `ulnic`: one or two words
+  const char* synopsis;  // its arguments, a line each ("" for none)
+  const char* summary;   // what it does, a line each
+  int (*run)(int argc, char** argv);
+};
+
+#define ULNIC_NODE_CMD(fn) [](int argc, char** argv) { return with_cluster_args(argc, argv, fn); }
+const Command kCommands[] = {
+    {"node start",
+     "[-c CLUSTER] [-n NODE] [--firmware ELF] [--slots K] [--slot-size MIB]\n"
+     "[--heartbeat-us US] [--verbose-fw] [--no-fabric] [--qemu-arg ARG]...",
+     "start a NIC board and flash ELF (default: the build's ulnic-fw.elf)", ULNIC_NODE_CMD(cmd_start)},
+    {"node flash", "[-c CLUSTER] [-n NODE] ELF", "flash ELF onto the running NIC (stop, write SRAM, reset)",
+     ULNIC_NODE_CMD(cmd_flash)},
+    {"node status", "[-c CLUSTER] [-n NODE] [--json]", "firmware build, state, uptime, heartbeat, PCIe, counters",
+     ULNIC_NODE_CMD(cmd_status)},
+    {"node log", "[-c CLUSTER] [-n NODE] [-f]", "the NIC's serial log (-f: follow)", ULNIC_NODE_CMD(cmd_log)},
+    {"node gdb", "[-c CLUSTER] [-n NODE] [ELF] [-- GDB-ARGS...]",
+     "attach gdb-multiarch to the NIC (symbols: the flashed ELF)", ULNIC_NODE_CMD(cmd_gdb)},
+    {"node stop", "[-c CLUSTER] [-n NODE]", "stop the board and remove its runtime files", ULNIC_NODE_CMD(cmd_stop)},
+    {"node list", "[-c CLUSTER]", "nodes of a cluster and their state", ULNIC_NODE_CMD(cmd_list)},
+    {"cluster up",
+     "-n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]\n"
+     "[--switch] [--faults SPEC] [--pcap FILE] [--names NAME,NAME,...]\n"
+     "[--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]",
+     "start N nodes on one fabric (N <= 64). --switch: through\n"
+     "ulnic-switch, which applies SPEC per link, seeded\n"
+     "(\"drop=0.3,corrupt=0.01,dup=0.01,reorder=0.01,delay=200us,seed=7\")\n"
+     "and captures to FILE (pcap, DLT_USER0; emulator/switch/ulnic.lua).\n"
+     "--test-drop: each NIC drops fraction F of arriving data (tests).\n"
+     "Across machines: this one runs nodes F..F+N-1 of T; the\n"
+     "switches bridge by UDP (nodes A..B are behind IP:PORT).\n"
+     "--names: host names for VIPL's name service, written to\n"
+     "the cluster's hosts file (\"name node\" lines; add more by\n"
+     "hand): one per node here (name i = node F+i), or one per\n"
+     "node of all T (name i = node i; give the same list on\n"
+     "every machine so each knows every name)",
+     [](int argc, char** argv) {
+       return with_cluster_args(argc, argv, [](const Args& a) { return cmd_cluster_up(a); });
+     }},
+    {"cluster status", "[-c CLUSTER] [--json]", "one line per node: QEMU, firmware state, build, heartbeat",
+     ULNIC_NODE_CMD(cmd_cluster_status)},
+    {"cluster down", "[-c CLUSTER]", "stop every node of the cluster", ULNIC_NODE_CMD(cmd_cluster_down)},
+    {"fwtest", "ELF [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--qemu-arg ARG]...",
+     "run a firmware test image on a private board; exit = its status",
+     [](int argc, char** argv) { return cmd_fwtest(parse(argc, argv, 2)); }},
+    {"run",
+     "-n N [--transport udp|vipl|native] [--depth K] [--hosts H1,H2,...] [--nodes M]\n"
+     "[-c CLUSTER] PROG [ARGS...]",
+     "run an AMUDP SPMD job: N workers of PROG (ARGS passed on as\n"
+     "they are) and this command as its master; exits with the job's\n"
+     "code. Transport: default $ULNIC_AM_TRANSPORT or udp; depth 8.\n"
+     "--hosts: start the workers over ${ULNIC_SSH:-ssh}, round robin.\n"
+     "--nodes: rank r uses NIC node r % M (vipl/native default: the\n"
+     "nodes of CLUSTER that are up)",
+     cmd_run},
+    {"fmrun", "-n N [--nodes M] [-c CLUSTER] PROG [ARGS...]",
+     "run a Fast Messages job (FM 2.x and the layers over it,\n"
+     "host/fm): N processes of PROG, rank r on NIC node r % M\n"
+     "(default: the nodes of CLUSTER that are up); exits with the\n"
+     "first failing rank's code, after stopping the others",
+     cmd_fmrun},
+    {"demo", "", "start a node, show status and boot log, reflash, stop", [](int, char**) { return cmd_demo(); }},
+    {"help", "[COMMAND...] | --roff",
+     "what COMMAND does (every command whose name starts with it),\n"
+     "or all of this; --roff: the manual page ulnic(1)",
+     cmd_help},
+};
+#undef ULNIC_NODE_CMD
+
+std::vector<std::string> lines_of(const char* text) {
+  std::vector<std::string> out;
+  for (const char* p = text; *p;) {
+    const char* nl = std::strchr(p, '\n');
+    out.emplace_back(p, nl ? nl - p : std::strlen(p));
+    p = nl ? nl + 1 : p + std::strlen(p);
+  }
+  return out;
+}
+
+// A command's entry in the help: its synopsis, then what it does from
+// column 34 (beside a short one-line synopsis, else below it).
+std::string command_help(const Command& c) {
+  constexpr size_t kSummaryColumn = 34;
+  const std::vector<std::string> syn = lines_of(c.synopsis), sum = lines_of(c.summary);
+  const std::string head = std::string("  ") + c.name, indent(head.size() + 1, ' ');
+  std::string out = syn.empty() ? head + "\n" : "";
+  for (size_t i = 0; i < syn.size(); ++i) out += (i ? indent : head + " ") + syn[i] + "\n";
+  size_t first = 0;
+  if (syn.size() <= 1 && out.size() + 1 < kSummaryColumn) {
+    out.pop_back();
+    out += std::string(kSummaryColumn - out.size(), ' ') + sum[0] + "\n";
+    first = 1;
+  }
+  for (size_t i = first; i < sum.size(); ++i) out += std::string(kSummaryColumn, ' ') + sum[i] + "\n";
+  return out;
+}
+
+std::string usage() {
+  std::string out = "usage: ulnic <command> ...\n\n";
+  for (const Command& c : kCommands) out += command_help(c);
+  return out + "\n" + kUsageEnd;
+}
+
+// The commands whose names start with the words `words` ("node" names all
+// of node's, "node start" one).
+std::vector<const Command*> commands_named(const std::string& words) {
+  std::vector<const Command*> out;
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    if (name == words || name.rfind(words + " ", 0) == 0) out.push_back(&c);
+  }
+  return out;
+}
+
+int print_help(const std::string& name) {
+  for (const Command* c : commands_named(name)) std::fputs(command_help(*c).c_str(), stdout);
+  return 0;
+}
+
+// Text as roff prints it: a leading dot or quote would be a request, a
+// backslash an escape, and '-' may become a hyphen (options must copy).
+std::string roff(const std::string& text) {
+  std::string out;
+  bool line_start = true;
+  for (char ch : text) {
+    if (line_start && (ch == '.' || ch == '\'')) out += "\\&";
+    if (ch == '\\') out += "\\e";
+    else if (ch == '-') out += "\\-";
+    else out += ch;
+    line_start = ch == '\n';
+  }
+  return out;
+}
+
+// ulnic(1). Each command's section is its help entry, word for word
+// (tests/docs/test_manpage.py holds the page to that).
+std::string manual_page() {
+  std::string out =
+      ".TH ULNIC 1 \"\" \"ulnic\" \"ulnic manual\"\n"
+      ".SH NAME\n"
+      "ulnic \\- start, flash, inspect and stop emulated NIC boards and clusters; run AM and FM jobs\n"
+      ".SH SYNOPSIS\n"
+      ".B ulnic\n.I command\n[\\fIoptions\\fR]\n.br\n.B ulnic help\n[\\fIcommand\\fR]\n"
+      ".SH DESCRIPTION\n"
+      "A ulnic node is a NIC board (a QEMU RISC-V virt machine running the NIC firmware) and its node\n"
+      "daemon ulnicd; a cluster is nodes wired together by a shared-memory fabric, optionally through\n"
+      "ulnic-switch. Host programs reach their node's NIC through libulnic and the APIs over it (VMMC,\n"
+      "VIPL, AM-2, FM 2.x, the libfabric provider). \\fBulnic\\fR starts, flashes, inspects and stops\n"
+      "nodes and clusters, runs firmware tests, and starts AM and FM jobs.\n"
+      "Each command's section below is what \\fBulnic help\\fR \\fIcommand\\fR prints.\n"
+      ".SH COMMANDS\n";
+  for (const Command& c : kCommands) out += ".SS \"" + roff(c.name) + "\"\n.nf\n" + roff(command_help(c)) + ".fi\n";
+  out += ".SH ENVIRONMENT\n.nf\n" + roff(kUsageEnd) + ".fi\n";
+  out += ".SH EXIT STATUS\n"
+         "0 on success, 1 when an operation failed, 2 for a usage error; \\fBfwtest\\fR, \\fBrun\\fR and\n"
+         "\\fBfmrun\\fR exit with the status of what they ran.\n";
+  out += ".SH SEE ALSO\n"
+         "README.md and docs/ in the source tree (docs/architecture.md: what runs where;\n"
+         "docs/concepts.md: where each mechanism is in the code).\n";
+  return out;
+}
+
+int cmd_help(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[2]) == "--roff") return std::fputs(manual_page().c_str(), stdout), 0;
+  if (argc == 2) return std::fputs(usage().c_str(), stdout), 0;
+  std::string words = argv[2];
+  for (int i = 3; i < argc; ++i) words += std::string(" ") + argv[i];
+  if (commands_named(words).empty()) die("no command '" + words + "' (ulnic --help)", 2);
+  return print_help(words);
+}
+
+// The command argv names: two words before one, so "node" alone names none.
+const Command* command_of(int argc, char** argv) {
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    size_t space = name.find(' ');
+    bool match = space == std::string::npos
+                     ? name == argv[1]
+                     : argc >= 3 && name.compare(0, space, argv[1]) == 0 && name.substr(space + 1) == argv[2];
+    if (match) return &c;
+  }
+  return nullptr;
+}
+
+// -h/--help among a command's own options (before "--" and, for the job
+// commands, before the program).
+bool asks_for_help(const Command& c, int argc, char** argv) {
+  int first = std::strchr(c.name, ' ') ? 3 : 2;
+  if (c.run == cmd_run || c.run == cmd_fmrun || c.run == cmd_help) return false;  // they look themselves
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--") break;
+    if (s == "-h" || s == "--help") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  std::string cmd = argv[1];
-  if (cmd == "demo") return cmd_demo();
-  if (cmd == "run") return cmd_run(argc, argv);
-  if (cmd == "fmrun") return cmd_fmrun(argc, argv);
-  if (cmd == "fwtest") return cmd_fwtest(parse(argc, argv, 2));
-  if (cmd == "cluster" && argc >= 3) {
-    std::string sub = argv[2];
-    Args a = parse(argc, argv, 3);
-    if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
-    if (sub == "up") return cmd_cluster_up(a);
-    if (sub == "status") return cmd_cluster_status(a);
-    if (sub == "down") return cmd_cluster_down(a);
-  }
-  if (cmd == "node" && argc >= 3) {
-    std::string sub = argv[2];
-    Args a = parse(argc, argv, 3);
-    if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
-    if (sub == "start") return cmd_start(a);
-    if (sub == "flash") return cmd_flash(a);
-    if (sub == "status") return cmd_status(a);
-    if (sub == "log") return cmd_log(a);
-    if (sub == "gdb") return cmd_gdb(a);
-    if (sub == "gdb-pipe") return cmd_gdb_pipe(a);
-    if (sub == "stop") return cmd_stop(a);
-    if (sub == "list") return cmd_list(a);
-  }
-  die("unknown command\n" + std::string(kUsage), 2);
+  // gdb's remote target pipe for `node gdb` (not a command for people).
+  if (argc >= 3 && std::string(argv[1]) == "node" && std::string(argv[2]) == "gdb-pipe")
+    return with_cluster_args(argc, argv, cmd_gdb_pipe);
+  const Command* c = command_of(argc, argv);
+  if (!c) die("unknown command\n" + usage(), 2);
+  if (asks_for_help(*c, argc, argv)) return print_help(c->name);
+  return c->run(argc, argv);
 }

@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "fabric/fabric_server.h"
-#include "util/process.h"
-#include "util/mapping.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/process.h"
+#include "ulnic/util/mapping.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace ulnic::daemon {
 

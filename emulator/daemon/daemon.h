@@ -22,8 +22,8 @@
 #include "ulnic/abi/attach.h"
 #include "ulnic/abi/ctrl.h"
 #include "ulnic/abi/vmmc.h"
-#include "util/fd.h"
-#include "util/result.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::daemon {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "daemon/daemon.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace ulnic::daemon {
 

@@ -12,7 +12,7 @@
 
 #include "ulnic/abi/fabric.h"
 #include "ulnic/abi/sram.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace ulnic::fabric {
 

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "util/fd.h"
-#include "util/result.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::fabric {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::sw {
 

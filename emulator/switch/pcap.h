@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::sw {
 

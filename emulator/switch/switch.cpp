@@ -16,7 +16,7 @@
 
 #include "fabric/fabric_server.h"
 #include "ulnic/abi/slot.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace ulnic::sw {
 

@@ -15,9 +15,9 @@
 #include "switch/faults.h"
 #include "switch/pcap.h"
 #include "ulnic/abi/fabric.h"
-#include "util/fd.h"
-#include "util/mapping.h"
-#include "util/result.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/mapping.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic::sw {
 

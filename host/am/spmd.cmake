@@ -7,6 +7,6 @@ add_library(ulnic_am_spmd_master STATIC ${CMAKE_CURRENT_LIST_DIR}/spmd_master.cp
 target_include_directories(ulnic_am_spmd_master PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include ${CMAKE_CURRENT_LIST_DIR})
 target_compile_options(ulnic_am_spmd_master PRIVATE -Wall -Wextra)
 # The master finds the nodes that are up in the cluster's runtime directory
-# (emulator/util: runtime_dir.h, process.h) for the ranks of a native or VIPL
+# (common/: ulnic/util/runtime_dir.h, process.h) for the ranks of a native or VIPL
 # job that a program started itself.
 target_link_libraries(ulnic_am_spmd_master PRIVATE ulnic_util)

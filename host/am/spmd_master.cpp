@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "spmd_proto.h"
-#include "util/process.h"
-#include "util/runtime_dir.h"
+#include "ulnic/util/process.h"
+#include "ulnic/util/runtime_dir.h"
 
 extern char** environ;
 

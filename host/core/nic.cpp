@@ -15,8 +15,8 @@
 #include "ulnic/abi/attach.h"
 #include "ulnic/nic.h"
 #include "ulnic/trace.h"
-#include "util/runtime_dir.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/runtime_dir.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace ulnic {
 

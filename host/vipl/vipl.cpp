@@ -103,7 +103,7 @@
 #include <string_view>
 #include <vector>
 
-#include "util/runtime_dir.h"
+#include "ulnic/util/runtime_dir.h"
 #include "vipl_internal.h"
 
 namespace ulnic::vipl {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "ulnic/nic.h"
+#include "ulnic/util/json.h"
 
 namespace bench {
 
@@ -202,15 +203,7 @@ class Json {
     else std::snprintf(buf, sizeof buf, "%.6g", v);
     return raw(key, buf);
   }
-  Json& str(const char* key, const std::string& v) {
-    std::string q = "\"";
-    for (char c : v) {
-      if (c == '"' || c == '\\') q += '\\', q += c;
-      else if (uint8_t(c) < 0x20) q += ' ';
-      else q += c;
-    }
-    return raw(key, q + "\"");
-  }
+  Json& str(const char* key, const std::string& v) { return raw(key, "\"" + ulnic::json_escape(v) + "\""); }
   Json& boolean(const char* key, bool v) { return raw(key, v ? "true" : "false"); }
   Json& stats(const char* key, const Stats& s) {
     begin_object(key);

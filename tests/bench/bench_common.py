@@ -50,7 +50,7 @@ def check_build(build, programs, prog):
 
 def runtime_parent():
     """Where a private runtime directory goes: /dev/shm where it holds at least 1 GiB, else /tmp -- the rule
-    the tools follow (emulator/util/runtime_dir.h). Slot, SRAM and fabric files are shared memory; on a /tmp
+    the tools follow (common/include/ulnic/util/runtime_dir.h). Slot, SRAM and fabric files are shared memory; on a /tmp
     over disk the kernel writes the NICs' dirty pages back while they run, which cost a VMMC stream up to 4x
     its bandwidth in some runs (issue 5)."""
     try:

@@ -1,4 +1,4 @@
-// Fuzz target: the tools' JSON reader (emulator/util/json.*), which parses
+// Fuzz target: the tools' JSON reader (common/json.*), which parses
 // QMP replies from QEMU and status files. Invariants: a value parses or
 // fails cleanly, never deeper than its limit, and the lookups the tools use
 // on it (get, find_string, json_string_field) find only what is there.
@@ -8,7 +8,7 @@
 
 #include "board/qmp.h"
 #include "fuzz_support.h"
-#include "util/json.h"
+#include "ulnic/util/json.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <cstdlib>
 
 #include "fuzz_check.h"
-#include "util/fd.h"
+#include "ulnic/util/fd.h"
 
 namespace fuzz {
 

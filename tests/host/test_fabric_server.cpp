@@ -23,8 +23,8 @@
 
 #include "fabric/fabric_server.h"
 #include "ulnic/abi/sram.h"
-#include "util/fd.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/unix_socket.h"
 
 using ulnic::UniqueFd;
 using ulnic::fabric::Options;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "board/gdb_remote.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 using namespace std::chrono_literals;
 using ulnic::board::GdbRemote;

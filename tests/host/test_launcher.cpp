@@ -17,7 +17,7 @@
 
 #include "board/launcher.h"
 #include "board/runtime.h"
-#include "util/runtime_dir.h"
+#include "ulnic/util/runtime_dir.h"
 #include "ulnic/abi/sram.h"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "board/node.h"
 #include "board/runtime.h"
-#include "util/process.h"
+#include "ulnic/util/process.h"
 
 namespace fs = std::filesystem;
 namespace board = ulnic::board;

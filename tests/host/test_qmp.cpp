@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "board/qmp.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 using namespace std::chrono_literals;
 using ulnic::board::json_string_field;

@@ -3,7 +3,8 @@
 --install` into a fresh prefix, then programs outside the tree build against
 the installed copy with pkg-config and with find_package (vipl, am), and run:
 the VIPL program directly, the AM-2 SPMD program under the installed
-`<prefix>/bin/ulnic run -n 3 --transport udp`.
+`<prefix>/bin/ulnic run -n 3 --transport udp`. Every installed header
+compiles alone from the prefix (no header includes one that is not installed).
 
 Needs ULNIC_BUILD (the build directory) in the environment.
 """
@@ -119,6 +120,16 @@ target_link_libraries(outside PRIVATE vipl::vipl)
 """
 
 
+# The classic C APIs: C programs include them, so they compile as C99 too.
+C_HEADERS = {"vipl.h", "amudp.h", "amudp_spmd.h"}
+
+
+def installed_headers(include_dir):
+    """Every header below include_dir, as the path a program includes it by."""
+    return sorted(os.path.relpath(os.path.join(d, f), include_dir)
+                  for d, _, files in os.walk(include_dir) for f in files if f.endswith((".h", ".hpp")))
+
+
 class Install(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -146,9 +157,28 @@ class Install(unittest.TestCase):
         for f in ("include/vipl.h", "lib/libulnic_vipl.a", "lib/libulnic_core.a", "lib/libulnic_util.a",
                   "lib/pkgconfig/vipl.pc", "lib/cmake/vipl/viplConfig.cmake",
                   "include/amudp.h", "include/amudp_spmd.h", "lib/libulnic_am.a", "lib/libulnic_am_spmd_master.a",
-                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic"):
+                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic", "share/man/man1/ulnic.1"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, f)), f)
         self.assertTrue(os.access(os.path.join(self.prefix, "bin", "ulnic"), os.X_OK))
+        # The installed manual is the installed command's own help.
+        with open(os.path.join(self.prefix, "share", "man", "man1", "ulnic.1")) as f:
+            self.assertEqual(f.read(), self.run_ok([os.path.join(self.prefix, "bin", "ulnic"), "help", "--roff"]))
+
+    def test_every_installed_header_compiles_alone_from_the_prefix(self):
+        include = os.path.join(self.prefix, "include")
+        headers = installed_headers(include)
+        self.assertTrue(C_HEADERS <= set(headers), headers)
+        self.assertIn("ulnic/nic.h", headers)  # libulnic core's API comes with its library
+        # Only the prefix: nothing from the source or build tree, nor from the environment.
+        env = {k: v for k, v in self.env.items() if k not in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")}
+        for h in headers:
+            langs = [("c++", "-std=c++23")] + ([("c", "-std=c99")] if h in C_HEADERS else [])
+            for lang, std in langs:
+                with self.subTest(header=h, lang=lang):
+                    p = subprocess.run(["cc", "-x", lang, std, "-fsyntax-only", "-Wall", "-Wextra", "-pedantic",
+                                        "-Werror", "-I", include, "-"], input=f"#include <{h}>\n",
+                                       capture_output=True, text=True, env=env, timeout=120)
+                    self.assertEqual(p.returncode, 0, f"{h} as {lang}:\n{p.stderr}")
 
     def test_a_c_program_builds_with_pkg_config_and_runs(self):
         env = dict(self.env, PKG_CONFIG_PATH=os.path.join(self.prefix, "lib", "pkgconfig"))

@@ -48,7 +48,8 @@
 
 #include "ulnic/abi/attach.h"
 #include "ulnic/nic.h"
-#include "util/unix_socket.h"
+#include "ulnic/util/json.h"
+#include "ulnic/util/unix_socket.h"
 
 namespace abi = ulnic::abi;
 using ulnic::Nic;
@@ -58,15 +59,7 @@ namespace {
 
 // ---------------------------------------------------------------- reporting
 
-std::string quote(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-    else o += c;
-  }
-  return o + "\"";
-}
+std::string quote(const std::string& s) { return "\"" + ulnic::json_escape(s) + "\""; }
 
 struct Report {
   explicit Report(std::string m) : mode(std::move(m)) {}

@@ -31,8 +31,8 @@
 
 #include "ulnic/abi/slot.h"
 #include "ulnic/abi/vmmc.h"
-#include "util/fd.h"
-#include "util/result.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic {
 
@@ -309,7 +309,7 @@ class Nic {
 };
 
 // The daemon socket for (cluster, node) under the runtime directory
-// (emulator/util/runtime_dir.h), as emulator/board/runtime.h lays it out.
+// (ulnic/util/runtime_dir.h), as emulator/board/runtime.h lays it out.
 std::string daemon_socket_path(const std::string& cluster, uint32_t node);
 
 }  // namespace ulnic

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ulnic/abi/slot.h"
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic {
 

@@ -1,5 +1,6 @@
 // A small JSON reader for the tools' own needs (QMP replies, status files):
-// parses one complete value into a tree. Not for large documents.
+// parses one complete value into a tree. Not for large documents. And the
+// one string escape the tools' JSON writers share.
 #pragma once
 
 #include <memory>
@@ -8,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic {
 
@@ -32,5 +33,10 @@ struct Json {
 
 // Parses exactly one JSON value (surrounding whitespace allowed).
 Result<Json> parse_json(std::string_view text);
+
+// The inside of a JSON string holding `s`, for the tools' writers (status
+// --json, reports, benchmark results): quotes and backslashes escaped,
+// control characters written as spaces.
+std::string json_escape(std::string_view s);
 
 }  // namespace ulnic

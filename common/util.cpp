@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "util/fd.h"
-#include "util/mapping.h"
-#include "util/result.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/mapping.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic {
 

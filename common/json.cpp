@@ -1,4 +1,4 @@
-#include "util/json.h"
+#include "ulnic/util/json.h"
 
 #include <cstdlib>
 
@@ -147,5 +147,15 @@ const Json* Json::find_string(std::string_view key) const {
 }
 
 Result<Json> parse_json(std::string_view text) { return Parser(text).document(); }
+
+std::string json_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o;
+}
 
 }  // namespace ulnic

@@ -1,4 +1,4 @@
-#include "util/unix_socket.h"
+#include "ulnic/util/unix_socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "util/process.h"
+#include "ulnic/util/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "util/fd.h"
+#include "ulnic/util/fd.h"
 
 namespace ulnic {
 

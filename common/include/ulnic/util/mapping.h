@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "util/result.h"
+#include "ulnic/util/result.h"
 
 namespace ulnic {
 
