@@ -106,6 +106,19 @@ void deregister(Domain& d, MemRegion& r) {
   r = MemRegion{};
 }
 
+// A stand-in for n bytes in the slot heap, registered (`bounce` set).
+Result<MemRegion> bounce_buffer(Domain& d, size_t n, uint32_t access, uint8_t*& bounce) {
+  void* b = d.nic->alloc(n, 64);
+  if (!b) return fail("no room for a bounce buffer of " + std::to_string(n) + " bytes in the slot heap");
+  auto r = d.nic->register_memory(b, n, access);
+  if (!r) {
+    d.nic->free(b);
+    return r;
+  }
+  bounce = static_cast<uint8_t*>(b);
+  return r;
+}
+
 // Registers [buf, +n) for a put. A buffer that cannot be registered where it
 // is -- its pages overlap pages that a registration still in use moved into
 // the slot, as the adjacent buffers of an MPI window of sends or receives
@@ -114,15 +127,8 @@ void deregister(Domain& d, MemRegion& r) {
 Result<MemRegion> register_or_bounce(Domain& d, void* buf, size_t n, uint32_t access, uint8_t*& bounce) {
   auto r = d.nic->register_memory(buf, n, access);
   if (r) return r;
-  void* b = d.nic->alloc(n, 64);
-  if (!b) return r;
-  auto rb = d.nic->register_memory(b, n, access);
-  if (!rb) {
-    d.nic->free(b);
-    return r;
-  }
-  bounce = static_cast<uint8_t*>(b);
-  return rb;
+  auto b = bounce_buffer(d, n, access, bounce);
+  return b ? b : r;
 }
 
 // A rendezvous's registration and bounce buffer, given back.
@@ -138,6 +144,37 @@ void fail_send(Ep& ep, uint64_t id, int prov_errno) {
   release(*ep.dom, it->second.reg, it->second.bounce);
   complete_send(ep, it->second, FI_EIO, prov_errno);
   ep.sends.erase(it);
+}
+
+// A put of `len` bytes from our [src, +len) (key src_key) to dst's
+// (dst_key, dst_addr): kOpPut, or kOpCopy between two slots of one node. Its
+// completion comes back as a Post of `kind` for operation `op`. False if the
+// SQ has no room.
+bool post_put(Ep& ep, PostKind kind, uint64_t op, const Addr& dst, uint64_t src, uint32_t src_key, uint64_t len,
+              uint32_t dst_key, uint64_t dst_addr) {
+  Domain& d = *ep.dom;
+  Post post;
+  post.ep = &ep;
+  post.kind = kind;
+  post.op = op;
+  abi::SqEntry& e = post.sqe;
+  if (dst.node == d.nic->node()) {  // a put stays within its node: a copy between slots
+    e.opcode = abi::kOpCopy;
+    e.src_slot = d.nic->slot();
+  } else {
+    e.opcode = abi::kOpPut;
+    e.dst_node = dst.node;
+  }
+  e.dst_slot = dst.slot;
+  e.length = uint32_t(len);
+  e.src_addr = src;
+  e.src_key = src_key;
+  e.dst_key = dst_key;
+  e.dst_addr = dst_addr;
+  e.user_data = d.next_user_data++;
+  if (!d.nic->post(e)) return false;
+  d.posts[e.user_data] = post;
+  return true;
 }
 
 // The put of a rendezvous whose CTS came. False if it must wait (no room in
@@ -165,28 +202,8 @@ bool start_put(Ep& ep, Send& s) {
     }
     key = s.reg.key;
   }
-  Post post;
-  post.ep = &ep;
-  post.kind = kPostPut;
-  post.op = s.id;
-  abi::SqEntry& e = post.sqe;
-  if (s.dst.node == d.nic->node()) {  // a put stays within its node: a copy between slots
-    e.opcode = abi::kOpCopy;
-    e.src_slot = d.nic->slot();
-  } else {
-    e.opcode = abi::kOpPut;
-    e.dst_node = s.dst.node;
-  }
-  e.dst_slot = s.dst.slot;
-  e.length = uint32_t(s.put_len);
-  e.src_addr = reinterpret_cast<uint64_t>(s.bounce ? s.bounce : s.buf);
-  e.src_key = key;
-  e.dst_key = s.rkey;
-  e.dst_addr = s.raddr;
-  e.user_data = d.next_user_data++;
-  if (!d.nic->post(e)) return false;
-  d.posts[e.user_data] = post;
-  return true;
+  return post_put(ep, kPostPut, s.id, s.dst, reinterpret_cast<uint64_t>(s.bounce ? s.bounce : s.buf), key, s.put_len,
+                  s.rkey, s.raddr);
 }
 
 // Common to every send call. `flags`: FI_INJECT (copy now, no completion),
@@ -425,6 +442,9 @@ void on_fin(Ep& ep, const Message& from, const WireHdr& h) {
   ep.rndv.erase(it);
 }
 
+void on_read_req(Ep& ep, const Message& from, const WireHdr& h);  // RMA, below
+void on_read_done(Ep& ep, const Message& from, const WireHdr& h);
+
 // One ring entry (the message after its AmRxEntry), checked.
 void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
   if (e.len < sizeof(WireHdr) || e.len > abi::kAmMaxMessage || e.long_len) return;  // 0: the NIC gave up on it
@@ -455,6 +475,12 @@ void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
       return;
     case kFin:
       on_fin(ep, m, h);
+      return;
+    case kReadReq:
+      on_read_req(ep, m, h);
+      return;
+    case kReadDone:
+      on_read_done(ep, m, h);
       return;
     default:
       return;
@@ -700,6 +726,196 @@ ssize_t ep_tx_left(fid_ep* e) {
   return ssize_t(ep.free_bufs.size());
 }
 // Scalable endpoints' contexts: none (one TX and one RX context per endpoint).
+// ---------------------------------------------------------------- RMA
+//
+// fi_write: the NIC puts the bytes into the target's registered memory
+// (post_put), and the target's NIC checks them against the key: the key of
+// an MR registered without FI_REMOTE_WRITE is one the NIC lets no peer write
+// through (objects.cpp, mr_reg). fi_read: the NIC reads remote memory only
+// for VIs, so the reader registers its buffer for remote write and asks the
+// target's provider (kReadReq), which checks that the key names an MR of its
+// own registered with FI_REMOTE_READ covering the range, puts the bytes back
+// and says so (kReadDone): the target takes part in its progress (the
+// domain's progress is manual, as fi_getinfo says). Addresses are virtual
+// (FI_MR_VIRT_ADDR) and keys the NIC's (FI_MR_PROV_KEY): fi_getinfo offers
+// FI_RMA only with both.
+
+void complete_rma(Ep& ep, RmaOp& op, int err, int prov_errno) {
+  release(*ep.dom, op.reg, op.bounce);
+  if (!op.completion && !err) return;
+  Completion c;
+  c.e.op_context = op.context;
+  c.e.flags = FI_RMA | (op.read ? FI_READ : FI_WRITE);
+  c.err = err;
+  c.prov_errno = prov_errno;
+  if (err) c.err_text = prov_strerror(prov_errno);
+  cq_push(ep.tx_cq, std::move(c));
+}
+
+void end_rma(Ep& ep, uint64_t id, int err, int prov_errno) {
+  auto it = ep.rma.find(id);
+  if (it == ep.rma.end()) return;
+  RmaOp& op = it->second;
+  if (!err && op.read && op.bounce) std::memcpy(op.buf, op.bounce, op.len);
+  complete_rma(ep, op, err, prov_errno);
+  ep.rma.erase(it);
+}
+
+ssize_t do_rma(Ep& ep, bool read, void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+               void* context, uint64_t flags) {
+  Domain& d = *ep.dom;
+  std::lock_guard lk(d.mu);
+  if (!ep.enabled) return -FI_EOPBADSTATE;
+  if (!(ep.caps & FI_RMA)) return -FI_EOPNOTSUPP;
+  if (!ep.av) return -FI_ENOAV;
+  const Addr* dst = ep.av->lookup(dest);
+  if (!dst || len > kMaxMsg || key > UINT32_MAX || (len && !buf)) return -FI_EINVAL;
+  if ((flags & FI_INJECT) && len > kEagerMax) return -FI_EMSGSIZE;
+  RmaOp op;
+  op.id = d.next_op++;
+  op.read = read;
+  op.peer_id = addr_id(*dst);
+  op.buf = static_cast<uint8_t*>(buf);
+  op.len = len;
+  op.context = context;
+  op.completion = !(flags & FI_INJECT) && (!ep.tx_selective || (flags & FI_COMPLETION));
+  if (len == 0) {  // nothing to move
+    complete_rma(ep, op, 0, 0);
+    return 0;
+  }
+  // Ours: a desc, or the buffer registered (a reader's for the target to put
+  // into); an injected write's bytes are copied now, into a stand-in.
+  const uint32_t access = read ? abi::kAccessLocal | abi::kAccessRemoteWrite : abi::kAccessLocal;
+  uint32_t lkey = 0;
+  auto* mr = static_cast<Mr*>(desc);
+  if (!(flags & FI_INJECT) && mr_covers(d, mr, buf, len)) {
+    lkey = mr->region.key;
+  } else {
+    auto r = (flags & FI_INJECT) ? bounce_buffer(d, len, access, op.bounce)
+                                 : register_or_bounce(d, buf, len, access, op.bounce);
+    if (!r) {
+      ULNIC_WARN(FI_LOG_EP_DATA, "cannot register an RMA buffer: %s\n", r.error().message.c_str());
+      return -FI_ENOMEM;
+    }
+    op.reg = *r;
+    lkey = r->key;
+    if (op.bounce && !read) std::memcpy(op.bounce, buf, len);
+  }
+  const uint64_t local = reinterpret_cast<uint64_t>(op.bounce ? op.bounce : op.buf);
+  bool posted;
+  if (read) {
+    WireHdr h = header(ep, kReadReq);
+    h.key = uint32_t(key);
+    h.data = addr;
+    h.len = len;
+    h.sid = op.id;
+    h.tag = local;
+    h.rid = lkey;
+    posted = post_msg(ep, *dst, h, nullptr, 0, op.id);
+  } else {
+    posted = post_put(ep, kPostWrite, op.id, *dst, local, lkey, len, uint32_t(key), addr);
+  }
+  if (!posted) {
+    release(d, op.reg, op.bounce);
+    return -FI_EAGAIN;
+  }
+  ep.rma.emplace(op.id, std::move(op));
+  return 0;
+}
+
+// The put of a read we serve; false if the SQ has no room (it waits).
+bool start_served_read(Ep& ep, const ServedRead& r) {
+  uint64_t id = ep.dom->next_op++;
+  if (!post_put(ep, kPostReadPut, id, r.peer, r.src, r.src_key, r.len, r.dst_key, r.dst_addr)) return false;
+  ep.serving.emplace(id, r);
+  return true;
+}
+
+void read_done(Ep& ep, const Addr& peer, uint64_t sid, bool ok) {
+  WireHdr done = header(ep, kReadDone);
+  done.sid = sid;
+  if (!ok) done.flags = kWireFailed;
+  post_ctl(ep, peer, done);
+}
+
+// A peer's fi_read of our memory: only through the key of an MR of ours
+// registered with FI_REMOTE_READ, and only within it.
+void on_read_req(Ep& ep, const Message& from, const WireHdr& h) {
+  Domain& d = *ep.dom;
+  Mr* mr = nullptr;
+  for (Mr* m : d.mrs)
+    if (m->fid.key == h.key) mr = m;
+  const bool ok = mr && (mr->access & FI_REMOTE_READ) && h.len && h.len <= kMaxMsg &&
+                  mr_covers(d, mr, reinterpret_cast<const void*>(h.data), h.len);
+  if (!ok) {
+    ULNIC_INFO(FI_LOG_EP_DATA, "refused a read: no MR with FI_REMOTE_READ covers it\n");
+    read_done(ep, from.src, h.sid, false);
+    return;
+  }
+  ServedRead r{from.src, h.sid, h.data, h.len, mr->region.key, uint32_t(h.rid), h.tag};
+  if (!ep.reads_waiting.empty() || !start_served_read(ep, r)) ep.reads_waiting.push_back(r);
+}
+
+void on_read_done(Ep& ep, const Message& from, const WireHdr& h) {
+  auto it = ep.rma.find(h.sid);
+  if (it == ep.rma.end() || !it->second.read || it->second.peer_id != from.src_id) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a read's answer that names no read of ours with its sender\n");
+    return;
+  }
+  end_rma(ep, h.sid, (h.flags & kWireFailed) ? FI_EIO : 0, (h.flags & kWireFailed) ? kErrReadRefused : 0);
+}
+
+// iov_limit is 1, and one remote range.
+bool one_rma(const fi_msg_rma* m) {
+  return m && m->iov_count <= 1 && m->rma_iov_count == 1 && (m->iov_count ? m->msg_iov[0].iov_len : 0) ==
+                                                                m->rma_iov[0].len;
+}
+
+ssize_t rma_read(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr, uint64_t key, void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_rma(ep, true, buf, len, desc, src, addr, key, ctx, ep.tx_op_flags & FI_COMPLETION);
+}
+ssize_t rma_readv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
+                  void* ctx) {
+  if (count > 1) return -FI_EINVAL;
+  One o = one(iov, desc, count);
+  return rma_read(e, o.buf, o.len, o.desc, src, addr, key, ctx);
+}
+ssize_t rma_readmsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) {
+  if (!one_rma(m)) return -FI_EINVAL;
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_rma(*as_ep(e), true, o.buf, o.len, o.desc, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->context,
+                flags & FI_COMPLETION);
+}
+ssize_t rma_write(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+                  void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_rma(ep, false, const_cast<void*>(buf), len, desc, dest, addr, key, ctx, ep.tx_op_flags & FI_COMPLETION);
+}
+ssize_t rma_writev(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+                   void* ctx) {
+  if (count > 1) return -FI_EINVAL;
+  One o = one(iov, desc, count);
+  return rma_write(e, o.buf, o.len, o.desc, dest, addr, key, ctx);
+}
+ssize_t rma_writemsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) {
+  if (!one_rma(m)) return -FI_EINVAL;
+  if (flags & FI_REMOTE_CQ_DATA) return -FI_ENOSYS;
+  One o = one(m->msg_iov, m->desc, m->iov_count);
+  return do_rma(*as_ep(e), false, o.buf, o.len, o.desc, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->context,
+                flags & (FI_COMPLETION | FI_INJECT));
+}
+ssize_t rma_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) {
+  return do_rma(*as_ep(e), false, const_cast<void*>(buf), len, nullptr, dest, addr, key, nullptr, FI_INJECT);
+}
+// Remote CQ data with a write would take a receive at the target: not offered.
+ssize_t rma_writedata(fid_ep*, const void*, size_t, void*, uint64_t, fi_addr_t, uint64_t, uint64_t, void*) {
+  return -FI_ENOSYS;
+}
+ssize_t rma_injectdata(fid_ep*, const void*, size_t, uint64_t, fi_addr_t, uint64_t, uint64_t) { return -FI_ENOSYS; }
+fi_ops_rma rma_ops = {sizeof(fi_ops_rma), rma_read,  rma_readv,     rma_readmsg,   rma_write,
+                      rma_writev,         rma_writemsg, rma_inject, rma_writedata, rma_injectdata};
+
 int no_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 int no_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 fi_ops_ep ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, no_tx_ctx, no_rx_ctx, ep_rx_left, ep_tx_left};
@@ -767,6 +983,7 @@ int ep_close(fid* f) {
   if (ep->enabled) (void)configure(*ep, true);
   for (auto& [id, s] : ep->sends) release(d, s.reg, s.bounce);
   for (auto& [id, rv] : ep->rndv) release(d, rv.reg, rv.bounce);
+  for (auto& [id, op] : ep->rma) release(d, op.reg, op.bounce);
   d.eps.erase(std::remove(d.eps.begin(), d.eps.end(), ep), d.eps.end());
   free_ep(ep);
   return 0;
@@ -866,6 +1083,7 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   ep->fid.cm = &cm_ops;
   ep->fid.msg = &msg_ops;
   ep->fid.tagged = &tagged_ops;
+  ep->fid.rma = &rma_ops;
   ep->dom = dp;
   ep->type = info->ep_attr->type;
   ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV);
@@ -917,6 +1135,10 @@ bool ep_progress(Ep& ep) {
     auto it = ep.sends.find(id);
     if (it != ep.sends.end() && !start_put(ep, it->second)) ep.cts_waiting.push_back(id);
   }
+  while (!ep.reads_waiting.empty() && start_served_read(ep, ep.reads_waiting.front())) {
+    ep.reads_waiting.pop_front();
+    did = true;
+  }
   // Past the unexpected-message budget the ring is left full: the NIC
   // refuses senders' messages until receives are posted (they resend).
   while (ep.unexpected_bytes < kMaxUnexpectedBytes) {
@@ -933,6 +1155,17 @@ bool ep_progress(Ep& ep) {
 // message was already turned into a resend).
 void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
   const bool ok = c.status == abi::kCqOk;
+  if (post.kind == kPostWrite) {
+    end_rma(ep, post.op, ok ? 0 : FI_EIO, ok ? 0 : c.status);
+    return;
+  }
+  if (post.kind == kPostReadPut) {
+    auto it = ep.serving.find(post.op);
+    if (it == ep.serving.end()) return;
+    read_done(ep, it->second.peer, it->second.sid, ok);
+    ep.serving.erase(it);
+    return;
+  }
   if (post.kind == kPostPut) {
     auto it = ep.sends.find(post.op);
     if (it == ep.sends.end()) return;
@@ -970,6 +1203,9 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
       return;
     case kRts:
       if (!ok) fail_send(ep, post.op, c.status);
+      return;
+    case kReadReq:
+      if (!ok) end_rma(ep, post.op, FI_EIO, c.status);
       return;
     case kCts:
       if (!ok) {

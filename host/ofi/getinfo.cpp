@@ -13,9 +13,20 @@
 namespace ulnic::ofi {
 namespace {
 
-constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV;
-constexpr uint64_t kSecondaryCaps = FI_SOURCE | FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kPrimaryCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_RMA | FI_READ | FI_WRITE;
+constexpr uint64_t kSecondaryCaps =
+    FI_SOURCE | FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_REMOTE_READ | FI_REMOTE_WRITE;
 constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps;
+
+// RMA addresses are virtual and keys the NIC's: FI_RMA only where the
+// application takes both (FI_MR_VIRT_ADDR and FI_MR_PROV_KEY, or the old
+// FI_MR_BASIC, which is both).
+bool rma_mr_mode(uint32_t version, const fi_info* h) {
+  if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return true;
+  const int m = h && h->domain_attr ? h->domain_attr->mr_mode : 0;
+  return m == FI_MR_BASIC || (m & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY)) == (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+}
 
 std::string cluster_name() {
   const char* c = std::getenv("ULNIC_CLUSTER");
@@ -61,10 +72,13 @@ int refuse_caps(uint64_t caps) {
 char* dup(const std::string& s) { return strdup(s.c_str()); }
 
 // Checks the hints; 0 if an info of type `type` can honour them.
-int check_hints(const fi_info* h, fi_ep_type type) {
+int check_hints(uint32_t version, const fi_info* h, fi_ep_type type) {
   if (!h) return 0;
   uint64_t extra = h->caps & ~kCaps;
   if (extra) return refuse_caps(extra);
+  if ((h->caps & kRmaCaps) && type == FI_EP_DGRAM) return -FI_ENODATA;  // RMA is for RDM endpoints
+  if ((h->caps & kRmaCaps) && !rma_mr_mode(version, h))
+    return refuse("FI_RMA without FI_MR_VIRT_ADDR and FI_MR_PROV_KEY (remote addresses are virtual, keys the NIC's)");
   if (h->addr_format != FI_FORMAT_UNSPEC) return refuse("address formats other than FI_FORMAT_UNSPEC");
   if (h->ep_attr) {
     if (h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != type) return -FI_ENODATA;
@@ -101,8 +115,13 @@ fi_info* make_info(uint32_t version, const fi_info* h, fi_ep_type type, const st
   if (!fi) return nullptr;
   // Asked-for primary caps only (plus all secondary ones we have); none asked: all.
   uint64_t primary = h && (h->caps & kPrimaryCaps) ? h->caps & kPrimaryCaps : kPrimaryCaps;
+  if (!rma_mr_mode(version, h) || type == FI_EP_DGRAM) primary &= ~kRmaCaps;
   if ((primary & (FI_MSG | FI_TAGGED)) && !(primary & (FI_SEND | FI_RECV))) primary |= FI_SEND | FI_RECV;
-  fi->caps = primary | (h && h->caps ? h->caps & kSecondaryCaps : kSecondaryCaps);
+  if ((primary & FI_RMA) && !(primary & (FI_READ | FI_WRITE))) primary |= FI_READ | FI_WRITE;
+  uint64_t secondary = h && h->caps ? h->caps & kSecondaryCaps : kSecondaryCaps;
+  if (!(primary & FI_RMA)) secondary &= ~kRmaCaps;
+  else if (!(secondary & (FI_REMOTE_READ | FI_REMOTE_WRITE))) secondary |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+  fi->caps = primary | secondary;
   fi->mode = 0;  // the provider uses none of the application's context or prefix space
   fi->addr_format = FI_FORMAT_UNSPEC;
   if (h && h->src_addr && h->src_addrlen == sizeof(Addr)) {
@@ -163,7 +182,9 @@ fi_info* make_info(uint32_t version, const fi_info* h, fi_ep_type type, const st
   if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
     d->mr_mode = FI_MR_BASIC;
   else
-    d->mr_mode = h && h->domain_attr ? h->domain_attr->mr_mode & (FI_MR_LOCAL | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED) : 0;
+    d->mr_mode = !h || !h->domain_attr                ? 0
+                 : h->domain_attr->mr_mode == FI_MR_BASIC ? FI_MR_BASIC
+                 : h->domain_attr->mr_mode & (FI_MR_LOCAL | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED);
   d->mr_key_size = 4;
   d->cq_data_size = kCqDataSize;
   d->cq_cnt = 64;
@@ -222,7 +243,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       last = refuse("FI_EP_DGRAM for a utility provider (ofi_rxd): the native FI_EP_RDM endpoint is reliable");
       continue;
     }
-    int r = check_hints(hints, type);
+    int r = check_hints(version, hints, type);
     if (r) {
       last = r;
       continue;

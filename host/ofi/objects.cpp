@@ -316,6 +316,7 @@ int mr_close(fid* f) {
   std::lock_guard lk(d.mu);
   d.mrs.erase(std::remove(d.mrs.begin(), d.mrs.end(), mr), d.mrs.end());
   (void)d.nic->deregister(mr->region);
+  (void)d.nic->deregister(mr->rma);
   delete mr;
   return 0;
 }
@@ -324,6 +325,10 @@ fi_ops mr_fi_ops = {sizeof(fi_ops), mr_close, mr_bind, no_control, no_ops_open, 
 
 // Registered with local access and remote write: a desc serves as a send's
 // source and as a rendezvous's destination (the sender's NIC puts into it).
+// The key fi_mr_key gives is that registration's with FI_REMOTE_WRITE, else
+// a second, local-only one of the same pages: the NIC refuses a peer's
+// fi_write through it. FI_REMOTE_READ is checked by our provider when it
+// serves a peer's fi_read (ep.cpp).
 int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset, uint64_t requested_key,
            uint64_t flags, fid_mr** out, void* context) {
   (void)offset;
@@ -331,10 +336,6 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
   if (fid->fclass != FI_CLASS_DOMAIN) return -FI_EINVAL;
   auto* d = as<Domain>(fid);
   if (flags) return -FI_EBADFLAGS;
-  // RMA access bits are taken (programs often ask for every bit) but give
-  // nothing more: FI_RMA is not offered yet, so no peer reads or writes.
-  if (access & (FI_REMOTE_READ | FI_READ | FI_WRITE | FI_REMOTE_WRITE))
-    ULNIC_INFO(FI_LOG_MR, "RMA access bits on a registration: RMA is not offered yet\n");
   if (!buf || !len || len > kMaxMsg) return -FI_EINVAL;
   std::lock_guard lk(d->mu);
   auto r = d->nic->register_memory(const_cast<void*>(buf), len, abi::kAccessLocal | abi::kAccessRemoteWrite);
@@ -342,12 +343,24 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
     ULNIC_WARN(FI_LOG_MR, "registration failed: %s\n", r.error().message.c_str());
     return -FI_ENOMEM;
   }
+  MemRegion rma{};
+  if (!(access & FI_REMOTE_WRITE)) {
+    auto k = d->nic->register_memory(const_cast<void*>(buf), len, abi::kAccessLocal);
+    if (!k) {
+      ULNIC_WARN(FI_LOG_MR, "registration failed: %s\n", k.error().message.c_str());
+      (void)d->nic->deregister(*r);
+      return -FI_ENOMEM;
+    }
+    rma = *k;
+  }
   auto* mr = new Mr{};
   init_fid(mr->fid.fid, FI_CLASS_MR, context, &mr_fi_ops);
   mr->fid.mem_desc = mr;
-  mr->fid.key = r->key;
+  mr->fid.key = rma.key ? rma.key : r->key;
   mr->dom = d;
   mr->region = *r;
+  mr->rma = rma;
+  mr->access = access;
   d->mrs.push_back(mr);
   *out = &mr->fid;
   return 0;
@@ -555,6 +568,7 @@ const char* prov_strerror(int e) {
     case kErrRemoteFailed: return "ulnic: the sender's transfer failed; the buffer holds part of the message";
     case kErrRegister: return "ulnic: the NIC would not register the buffer";
     case kErrCanceled: return "ulnic: canceled";
+    case kErrReadRefused: return "ulnic: the target has no MR with FI_REMOTE_READ covering the range read";
     case abi::kCqUnreachable: return "ulnic NIC: the destination NIC stopped answering";
     case abi::kCqAmBadEndpoint: return "ulnic NIC: no such endpoint at the destination (closed?)";
     case abi::kCqAmBadTag: return "ulnic NIC: the destination endpoint refused our tag (stale address?)";

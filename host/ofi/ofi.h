@@ -10,7 +10,10 @@
 //   kEager  header + the whole message (up to kEagerMax bytes);
 //   kRts    header: a message of `len` bytes waits at the sender (rendezvous);
 //   kCts    the receiver registered its buffer (key, addr): put `len` bytes there;
-//   kFin    the sender's put is complete (or failed): the receive is done.
+//   kFin    the sender's put is complete (or failed): the receive is done;
+//   kReadReq fi_read: put `len` bytes from our (key, data) to the reader's
+//            (rid: its key, tag: its address); sid: the reader's operation;
+//   kReadDone the put of a kReadReq is complete (or refused / failed).
 // kEager and kRts carry `seq`, the sender endpoint's message number to this
 // receiver endpoint: the NIC refuses a message when the receiving ring is
 // full (the sender resends it later), so messages can arrive out of order,
@@ -23,6 +26,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
@@ -69,7 +73,7 @@ inline uint64_t addr_id(uint32_t node, uint32_t slot, uint32_t ep) {
 }
 inline uint64_t addr_id(const Addr& a) { return addr_id(a.node, a.slot, a.ep); }
 
-enum WireKind : uint8_t { kEager = 1, kRts = 2, kCts = 3, kFin = 4 };
+enum WireKind : uint8_t { kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6 };
 enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4 };
 struct WireHdr {
   uint32_t magic;  // kWireMagic
@@ -106,6 +110,7 @@ enum ProvErr : int {
   kErrRemoteFailed = 1001,  // the sender's put failed: the buffer holds part of the message
   kErrRegister = 1002,      // the NIC would not register the buffer
   kErrCanceled = 1003,      // fi_cancel
+  kErrReadRefused = 1004,   // fi_read: no MR of the target's with FI_REMOTE_READ covers the range
 };
 const char* prov_strerror(int prov_errno);
 
@@ -148,7 +153,9 @@ struct Cq {
 struct Mr {
   fid_mr fid;
   Domain* dom;
-  MemRegion region;
+  MemRegion region;  // local access and remote write: a desc as a rendezvous's destination
+  MemRegion rma{};   // without FI_REMOTE_WRITE: a local-only registration, whose key fi_mr_key gives
+  uint64_t access = 0;
 };
 
 struct Av {
@@ -222,14 +229,37 @@ struct RndvRecv {
 };
 
 // What a NIC descriptor was for (its user_data indexes Domain::posts).
-enum PostKind : uint8_t { kPostMsg = 1, kPostPut = 2 };
+enum PostKind : uint8_t { kPostMsg = 1, kPostPut = 2, kPostWrite = 3, kPostReadPut = 4 };
 struct Post {
   Ep* ep = nullptr;
   PostKind kind = kPostMsg;
   uint8_t wire = 0;     // WireKind of a message
   int buf = -1;         // send buffer of a message
-  uint64_t op = 0;      // Send id (kEager, kRts, put) or RndvRecv id (kCts)
+  uint64_t op = 0;      // Send id (kEager, kRts, put), RndvRecv id (kCts), RmaOp id (write, kReadReq),
+                        // ServedRead id (read put)
   abi::SqEntry sqe{};   // to post it again after a refusal (kCqAmCongestion)
+};
+
+// An fi_write / fi_read of ours.
+struct RmaOp {
+  uint64_t id = 0;
+  bool read = false;
+  uint64_t peer_id = 0;      // addr_id of the target
+  uint8_t* buf = nullptr;    // the application's buffer
+  size_t len = 0;
+  MemRegion reg{};           // ... registered for the NIC (none with a desc)
+  uint8_t* bounce = nullptr; // ... or its stand-in in the slot heap
+  void* context = nullptr;
+  bool completion = true;
+};
+
+// A peer's fi_read we serve: the put back, then kReadDone.
+struct ServedRead {
+  Addr peer{};
+  uint64_t sid = 0;             // the reader's operation
+  uint64_t src = 0, len = 0;    // our bytes
+  uint32_t src_key = 0, dst_key = 0;
+  uint64_t dst_addr = 0;
 };
 
 struct PeerRx {
@@ -270,6 +300,9 @@ struct Ep {
   std::deque<uint64_t> rndv_waiting;             // RndvRecv ids whose CTS waits (no buffer / registration)
   std::deque<uint64_t> cts_waiting;              // Send ids whose put waits (registration / SQ room)
   std::deque<std::pair<Addr, WireHdr>> ctl_backlog;  // control messages waiting for a buffer
+  std::map<uint64_t, RmaOp> rma;                 // our writes and reads, by id
+  std::map<uint64_t, ServedRead> serving;        // peers' reads whose put is in flight, by id
+  std::deque<ServedRead> reads_waiting;          // ... waiting for SQ room
   Addr self() const;
 };
 

@@ -9,10 +9,12 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -110,10 +112,15 @@ struct Options {
   fi_av_type av = FI_AV_TABLE;
   fi_wait_obj wait = FI_WAIT_NONE;
   fi_ep_type type = FI_EP_RDM;
+  bool rma = false;  // ask for FI_RMA (with FI_MR_VIRT_ADDR | FI_MR_PROV_KEY, which it needs)
 };
 
 void open_side(Side& s, int node, const Options& o = {}) {
   fi_info* h = hints(o.type);
+  if (o.rma) {
+    h->caps |= FI_RMA;
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+  }
   ASSERT_EQ(getinfo(h, &s.info, node), 0);
   fi_freeinfo(h);
   ASSERT_EQ(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr), 0);
@@ -245,7 +252,7 @@ TEST(OfiGetinfo, RefusesWhatItDoesNotSupport) {
     void (*edit)(fi_info*);
   };
   const Case cases[] = {
-      {"FI_RMA", [](fi_info* h) { h->caps |= FI_RMA; }},
+      {"FI_RMA without FI_MR_VIRT_ADDR | FI_MR_PROV_KEY", [](fi_info* h) { h->caps |= FI_RMA; }},
       {"FI_ATOMIC", [](fi_info* h) { h->caps |= FI_ATOMIC; }},
       {"FI_MULTI_RECV", [](fi_info* h) { h->caps |= FI_MULTI_RECV; }},
       {"FI_EP_MSG", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
@@ -716,6 +723,129 @@ TEST(OfiTagged, AdjacentRendezvousBuffersSharingPages) {
     EXPECT_TRUE(check_pattern(in.data() + i * kLen, kLen, 900 + uint32_t(i))) << "message " << i;
 }
 
+// FI_RMA: fi_write is the NIC's put into the target's MR, checked by the
+// target's NIC against the key; fi_read is served by the target's provider
+// (FI_REMOTE_READ checked there). Writes and reads of many sizes at offsets
+// into a 1 MiB MR on the other node and on the same node, every byte and
+// the bytes around it checked; an MR without FI_REMOTE_WRITE / READ, a range
+// beyond the MR and a bad key fail with error entries and change nothing.
+TEST(OfiRma, WriteReadAndWhatTheTargetRefuses) {
+  Options o;
+  o.rma = true;
+  Pair p(o);
+  Side c;  // on node 0, like a
+  open_side(c, 0, o);
+  fi_addr_t a_to_c = insert(p.a, c);
+  insert(c, p.a);
+  ASSERT_TRUE(p.a.info->caps & FI_RMA);
+  constexpr size_t kMr = 1 << 20;
+  Bytes target(kMr + 8192, 0x5a), closed(65536, 0x33), local(kMr, 0);
+  auto reg = [](Side& s, void* buf, size_t n, uint64_t access, fid_mr** mr) {
+    ASSERT_EQ(fi_mr_reg(s.domain, buf, n, access, 0, 0, 0, mr, nullptr), 0);
+  };
+  fid_mr *open_b = nullptr, *closed_b = nullptr, *open_c = nullptr;
+  reg(p.b, target.data() + 4096, kMr, FI_REMOTE_READ | FI_REMOTE_WRITE, &open_b);
+  reg(p.b, closed.data(), closed.size(), FI_SEND | FI_RECV, &closed_b);
+  ASSERT_NE(open_b, nullptr);
+  ASSERT_NE(closed_b, nullptr);
+  const uint64_t base = reinterpret_cast<uint64_t>(target.data() + 4096);
+  fi_cq_tagged_entry e{};
+  fi_cq_err_entry err{};
+  int ctx = 0;
+  auto done = [&](fid_cq* cq, std::initializer_list<fid_cq*> others) {
+    EXPECT_EQ(read_one(cq, &e, others), 1);
+    EXPECT_EQ(e.op_context, &ctx);
+  };
+  auto failed = [&](fid_cq* cq, std::initializer_list<fid_cq*> others) {
+    EXPECT_EQ(read_one(cq, &e, others), -FI_EAVAIL);
+    EXPECT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_EIO);
+    EXPECT_EQ(err.op_context, &ctx);
+  };
+  uint32_t seed = 40;
+  for (size_t n : {size_t(1), size_t(100), size_t(4096), size_t(70001), kMr - 24}) {
+    const size_t off = n == kMr - 24 ? 24 : (n * 7) % 4096 + 8;
+    Bytes out(n);
+    pattern(out.data(), n, ++seed);
+    ASSERT_EQ(fi_write(p.a.ep, out.data(), n, nullptr, p.a_to_b, base + off, fi_mr_key(open_b), &ctx), 0);
+    done(p.a.cq, {p.b.cq});
+    EXPECT_TRUE(check_pattern(target.data() + 4096 + off, n, seed)) << "write of " << n;
+    EXPECT_EQ(target[4096 + off - 1], 0x5a) << "the byte before a write of " << n;
+    if (off + n < kMr) {
+      EXPECT_EQ(target[4096 + off + n], 0x5a) << "the byte after a write of " << n;
+    }
+    // Read it back, into a buffer of ours.
+    std::fill(local.begin(), local.end(), 0);
+    ASSERT_EQ(fi_read(p.a.ep, local.data(), n, nullptr, p.a_to_b, base + off, fi_mr_key(open_b), &ctx), 0);
+    done(p.a.cq, {p.b.cq});
+    EXPECT_TRUE(check_pattern(local.data(), n, seed)) << "read of " << n;
+    std::fill(target.begin() + 4096 + off, target.begin() + 4096 + off + n, 0x5a);
+  }
+  // An injected write: the buffer may change right after the call.
+  Bytes small(64);
+  pattern(small.data(), 64, 77);
+  ASSERT_EQ(fi_inject_write(p.a.ep, small.data(), 64, p.a_to_b, base + 128, fi_mr_key(open_b)), 0);
+  std::fill(small.begin(), small.end(), 0);
+  ASSERT_EQ(fi_read(p.a.ep, local.data(), 64, nullptr, p.a_to_b, base + 128, fi_mr_key(open_b), &ctx), 0);
+  done(p.a.cq, {p.b.cq});
+  EXPECT_TRUE(check_pattern(local.data(), 64, 77));
+  EXPECT_TRUE(check_pattern(target.data() + 4096 + 128, 64, 77));
+  std::fill(target.begin() + 4096 + 128, target.begin() + 4096 + 192, 0x5a);
+  // Refused: an MR without FI_REMOTE_WRITE / FI_REMOTE_READ; beyond the MR; a key that is none.
+  const uint64_t cbase = reinterpret_cast<uint64_t>(closed.data());
+  Bytes out(4096, 0x77);
+  ASSERT_EQ(fi_write(p.a.ep, out.data(), 4096, nullptr, p.a_to_b, cbase, fi_mr_key(closed_b), &ctx), 0);
+  failed(p.a.cq, {p.b.cq});
+  ASSERT_EQ(fi_read(p.a.ep, local.data(), 4096, nullptr, p.a_to_b, cbase, fi_mr_key(closed_b), &ctx), 0);
+  failed(p.a.cq, {p.b.cq});
+  EXPECT_EQ(err.prov_errno, 1004);  // kErrReadRefused
+  ASSERT_EQ(fi_write(p.a.ep, out.data(), 4096, nullptr, p.a_to_b, base + kMr - 100, fi_mr_key(open_b), &ctx), 0);
+  failed(p.a.cq, {p.b.cq});
+  ASSERT_EQ(fi_read(p.a.ep, local.data(), 4096, nullptr, p.a_to_b, base + kMr - 100, fi_mr_key(open_b), &ctx), 0);
+  failed(p.a.cq, {p.b.cq});
+  ASSERT_EQ(fi_write(p.a.ep, out.data(), 64, nullptr, p.a_to_b, base, fi_mr_key(open_b) ^ 0x5555, &ctx), 0);
+  failed(p.a.cq, {p.b.cq});
+  EXPECT_TRUE(std::all_of(closed.begin(), closed.end(), [](uint8_t x) { return x == 0x33; }));
+  EXPECT_TRUE(std::all_of(target.begin(), target.end(), [](uint8_t x) { return x == 0x5a; }));
+  // Within node 0 (a -> c): a copy between two slots, both ways.
+  Bytes cbuf(200000, 0);
+  ASSERT_EQ(fi_mr_reg(c.domain, cbuf.data(), cbuf.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &open_c,
+                      nullptr),
+            0);
+  Bytes big(150000);
+  pattern(big.data(), big.size(), 88);
+  const uint64_t c0 = reinterpret_cast<uint64_t>(cbuf.data());
+  ASSERT_EQ(fi_write(p.a.ep, big.data(), big.size(), nullptr, a_to_c, c0 + 1000, fi_mr_key(open_c), &ctx), 0);
+  done(p.a.cq, {c.cq});
+  EXPECT_TRUE(check_pattern(cbuf.data() + 1000, big.size(), 88));
+  ASSERT_EQ(fi_read(p.a.ep, local.data(), big.size(), nullptr, a_to_c, c0 + 1000, fi_mr_key(open_c), &ctx), 0);
+  done(p.a.cq, {c.cq});
+  EXPECT_TRUE(check_pattern(local.data(), big.size(), 88));
+  // Remote CQ data with a write is not offered.
+  EXPECT_EQ(fi_writedata(p.a.ep, out.data(), 8, nullptr, 1, p.a_to_b, base, fi_mr_key(open_b), &ctx), -FI_ENOSYS);
+  EXPECT_EQ(fi_close(&open_c->fid), 0);
+  EXPECT_EQ(fi_close(&open_b->fid), 0);
+  EXPECT_EQ(fi_close(&closed_b->fid), 0);
+}
+
+TEST(OfiGetinfo, RmaNeedsVirtualAddressesAndProviderKeys) {
+  fi_info* h = hints();
+  h->caps |= FI_RMA;
+  fi_info* got = nullptr;
+  EXPECT_EQ(getinfo(h, &got), -FI_ENODATA);  // no mr_mode: offsets and chosen keys, which the NIC has not
+  h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+  ASSERT_EQ(getinfo(h, &got), 0);
+  EXPECT_EQ(got->caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE),
+            FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+  fi_freeinfo(got);
+  fi_info* plain = hints();  // not asked, no mr_mode: not offered
+  ASSERT_EQ(getinfo(plain, &got), 0);
+  EXPECT_EQ(got->caps & FI_RMA, 0u);
+  fi_freeinfo(got);
+  fi_freeinfo(plain);
+  fi_freeinfo(h);
+}
+
 TEST(OfiTagged, DirectedReceivesAndTheSameNodePath) {
   Pair p;
   Side c;  // a third endpoint, on node 0 like a: its rendezvous to a is a copy within the node
@@ -759,7 +889,7 @@ TEST(OfiMr, RegisteredBuffersAsDescriptors) {
   ASSERT_EQ(fi_mr_reg(p.b.domain, in.data(), n, FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
   EXPECT_NE(fi_mr_key(smr), 0u);
   EXPECT_NE(fi_mr_key(rmr), 0u);
-  // Bad arguments are refused; RMA access bits are taken (FI_RMA itself is not offered).
+  // Bad arguments are refused.
   fid_mr* other = nullptr;
   EXPECT_EQ(fi_mr_reg(p.b.domain, nullptr, n, FI_RECV, 0, 0, 0, &other, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_mr_reg(p.b.domain, in.data(), 0, FI_RECV, 0, 0, 0, &other, nullptr), -FI_EINVAL);
@@ -855,9 +985,9 @@ TEST(OfiPrograms, FiInfoListsTheProviderAndLogsRefusals) {
   EXPECT_NE(text.find("FI_EP_RDM"), std::string::npos);
   EXPECT_NE(text.find("FI_EP_DGRAM"), std::string::npos);
   // Refusals say why in libfabric's log.
-  wait_exit(spawn({"fi_info", "-p", "ulnic", "-c", "FI_RMA"}, {"FI_LOG_LEVEL=info", "FI_LOG_PROV=ulnic"}, out), 30s);
+  wait_exit(spawn({"fi_info", "-p", "ulnic", "-c", "FI_ATOMIC"}, {"FI_LOG_LEVEL=info", "FI_LOG_PROV=ulnic"}, out), 30s);
   text = vipl_test::slurp(out);
-  EXPECT_NE(text.find("refused: capabilities not supported: FI_RMA"), std::string::npos) << text;
+  EXPECT_NE(text.find("refused: capabilities not supported: FI_ATOMIC"), std::string::npos) << text;
   std::remove(out.c_str());
 }
 
