@@ -27,6 +27,13 @@
 //       the parent prints {"slot": k, "child": pid} and exits
 //   slot_abuse raw-attach-version V
 //       speaks the attach protocol by hand with ABI version V; prints the reply
+//   slot_abuse random-descriptors [--count N] [--seed S] [--nodes K]
+//       N (10^6) descriptors of random content -- opcodes (valid ones
+//       mostly, and any byte), flags, nodes, slots, keys, addresses at and
+//       around its own registrations, lengths -- posted as fast as the SQ
+//       takes them; four registered regions of its slot heap sit between
+//       canary pages. Checks: every descriptor completed exactly once, the
+//       slot is still active, no canary byte changed, a copy still works
 //
 // Exit: 0 all checks held, 1 a check failed (details in the JSON and on
 // stderr), 2 usage.
@@ -41,12 +48,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ulnic/abi/attach.h"
+#include "ulnic/abi/vi.h"
+#include "ulnic/abi/vmmc.h"
 #include "ulnic/nic.h"
 #include "ulnic/util/json.h"
 #include "ulnic/util/unix_socket.h"
@@ -954,6 +964,269 @@ int raw_attach(int argc, char** argv) {
   return 0;
 }
 
+// --------------------------------------------------------- random-descriptors
+
+// Bytes of SQ entries a descriptor takes after itself as its payload (the
+// firmware's rule, slots.cpp take_inline: a short send of 1..kMaxInline
+// bytes with good flags; a VI connect or listen's discriminator of at most
+// kViMaxDiscriminator bytes, even when refused).
+size_t payload_bytes(const abi::SqEntry& e) {
+  if (e.opcode == abi::kOpViConnect || e.opcode == abi::kOpViListen)
+    return e.access <= abi::kViMaxDiscriminator ? e.access : 0;
+  if (e.opcode == abi::kOpSendInline && (e.flags & ~(abi::kSqNotify | abi::kSqTrace)) == 0 && e.reserved == 0)
+    return e.length >= 1 && e.length <= abi::kMaxInline ? e.length : 0;
+  return 0;
+}
+
+// Half the descriptors zero the fields their opcode does not read (one with
+// any of those set is refused before anything else is looked at), so that
+// the deeper checks -- translation, the link, the receiving NIC's verdicts --
+// see random values too.
+void plausible(abi::SqEntry& e) {
+  e.reserved = 0;
+  switch (e.opcode) {
+    case abi::kOpSend:
+    case abi::kOpSendInline:
+    case abi::kOpRedirect:
+      e.dst_slot = 0, e.access = 0, e.src_slot = 0, e.reg_offset = 0, e.dst_node = 0;
+      e.flags &= abi::kSqNotify;
+      if (e.opcode != abi::kOpRedirect) e.src_key = 0, e.dst_key = 0;
+      if (e.opcode == abi::kOpSendInline) e.src_addr = 0;
+      break;
+    case abi::kOpPut:
+    case abi::kOpAmSend:
+      e.access = 0, e.src_slot = 0, e.reg_offset = 0, e.flags = 0;
+      if (e.opcode == abi::kOpAmSend) e.dst_key = 0, e.dst_addr = 0;
+      break;
+    case abi::kOpCopy:
+      e.dst_node = 0, e.access = 0, e.reg_offset = 0, e.flags = 0;
+      break;
+    default:
+      e.flags = 0;
+  }
+}
+
+// A region of the slot heap the hostile process registered, between two
+// canary pages that nothing may write.
+struct Granted {
+  uint8_t* at = nullptr;
+  uint32_t len = 0, key = 0;
+};
+constexpr size_t kCanary = 4096, kGranted = 64 << 10, kGrantedRegions = 4;
+
+uint8_t canary_byte(size_t i) { return uint8_t(0xa5 ^ (i * 131) ^ (i >> 9)); }
+
+int random_descriptors(int argc, char** argv) {
+  Report r("random-descriptors");
+  uint64_t seed = 1, count = 1000000;
+  uint32_t nodes = 2;
+  for (int i = 0; i < argc; ++i) {
+    std::string s = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::strtoull(argv[++i], nullptr, 0) : 0ull; };
+    if (s == "--seed") seed = next();
+    else if (s == "--count") count = next();
+    else if (s == "--nodes") nodes = uint32_t(next());
+    else {
+      std::fprintf(stderr, "usage: slot_abuse random-descriptors [--count N] [--seed S] [--nodes K]\n");
+      return 2;
+    }
+  }
+  std::mt19937_64 rng(seed);
+  auto nic = open_nic(r.mode);
+  Nic& n = *nic;
+  // kGrantedRegions regions, each between canaries: [canary][region][canary]...
+  const size_t block = kCanary + kGranted, total = kGrantedRegions * block + kCanary;
+  auto* heap = static_cast<uint8_t*>(n.alloc(total, 4096));
+  if (!heap) die(r.mode, "no slot heap for the regions");
+  for (size_t i = 0; i < total; ++i) heap[i] = canary_byte(i);
+  const uint32_t accesses[kGrantedRegions] = {abi::kAccessLocal, abi::kAccessLocal | abi::kAccessRemoteWrite,
+                                              abi::kAccessLocal | abi::kAccessRemoteRead,
+                                              abi::kAccessLocal | abi::kAccessRemoteWrite | abi::kAccessRemoteRead};
+  std::vector<Granted> granted;
+  for (size_t k = 0; k < kGrantedRegions; ++k) {
+    Granted g{heap + kCanary + k * block, uint32_t(kGranted), 0};
+    auto reg = n.register_memory(g.at, g.len, accesses[k]);
+    if (!reg) die(r.mode, reg.error().message);
+    g.key = reg->key;
+    granted.push_back(g);
+  }
+  auto pick = [&](uint64_t m) { return m ? rng() % m : 0; };
+  // An address: mostly in or at the edges of a granted region, sometimes anything.
+  auto any_addr = [&]() -> uint64_t {
+    const Granted& g = granted[pick(granted.size())];
+    switch (pick(6)) {
+      case 0: return rng();
+      case 1: return addr(g.at) - pick(kCanary);                 // just before it
+      case 2: return addr(g.at) + g.len - pick(64);              // its last bytes
+      default: return addr(g.at) + pick(g.len);
+    }
+  };
+  auto any_len = [&]() -> uint32_t {
+    switch (pick(8)) {
+      case 0: return uint32_t(rng());
+      case 1: return 0;
+      case 2: return uint32_t(pick(kGranted + 8192));
+      default: return uint32_t(1 + pick(512));
+    }
+  };
+  auto any_key = [&]() -> uint32_t { return pick(4) ? granted[pick(granted.size())].key : uint32_t(rng()); };
+  // Opcodes whose completion waits on a peer by design (a VI's receive, connect,
+  // listen, accept) are left out: their descriptors could wait for ever.
+  const uint8_t ops[] = {abi::kOpNop,      abi::kOpCopy,       abi::kOpRegister,   abi::kOpDeregister,
+                         abi::kOpPut,      abi::kOpSend,       abi::kOpSendInline, abi::kOpRedirect,
+                         abi::kOpViCreate, abi::kOpViDestroy,  abi::kOpViPostSend, abi::kOpViReject,
+                         abi::kOpViCancel, abi::kOpViDisconnect, abi::kOpAmEndpoint, abi::kOpAmSend};
+  std::vector<uint8_t> payload(256);
+  std::vector<uint8_t> seen((count + 7) / 8, 0);
+  uint64_t posted = 0, completed = 0, unknown = 0, twice = 0, reregistered = 0;
+  uint64_t by_status[48] = {};
+  uint64_t posted_op[256] = {}, completed_op[256] = {};
+  std::map<int, std::map<int, uint64_t>> status_by_op;  // the valid opcodes' outcomes
+  std::vector<uint8_t> op_of(count + 1, 0);
+  std::vector<abi::SqEntry> sent;  // the descriptors, for the report of one that never completed
+  sent.reserve(count);
+  auto take = [&](const abi::CqEntry& c) {
+      ++completed;
+      ++by_status[c.status < 47 ? c.status : 47];
+      if (c.user_data == 0 || c.user_data > posted) {
+        if (unknown++ == 0)
+          std::fprintf(stderr, "slot_abuse random-descriptors: a completion for no descriptor: user_data %" PRIu64
+                       ", opcode %u, status %u\n", c.user_data, c.opcode, c.status);
+        return;
+      }
+      ++completed_op[op_of[c.user_data]];
+      if (op_of[c.user_data] < abi::kOpcodeCount) ++status_by_op[op_of[c.user_data]][c.status];
+      if (op_of[c.user_data] == abi::kOpDeregister && c.status == abi::kCqOk)
+        for (Granted& g : granted)  // one of ours went: registered again below
+          if (g.key == sent[c.user_data - 1].src_key) g.key = 0, ++reregistered;
+      uint64_t k = c.user_data - 1;
+      if (seen[k / 8] & (1u << (k % 8))) ++twice;
+      seen[k / 8] |= uint8_t(1u << (k % 8));
+  };
+  // Reaps what is there; else waits a little for one (which it takes too).
+  auto reap = [&](std::chrono::milliseconds wait) {
+    bool any = false;
+    abi::CqEntry c;
+    while (n.poll(c)) take(c), any = true;
+    if (!any)
+      if (auto w = n.wait(wait)) take(*w);
+  };
+  auto t0 = Clock::now();
+  while (posted < count && n.state() == abi::SlotState::kActive) {
+    for (size_t k = 0; k < granted.size(); ++k)
+      if (!granted[k].key) {
+        auto reg = n.register_memory(granted[k].at, granted[k].len, accesses[k]);
+        if (reg) granted[k].key = reg->key;
+      }
+    abi::SqEntry e{};
+    e.opcode = pick(64) ? ops[pick(sizeof ops)] : uint8_t(rng());
+    if (e.opcode == abi::kOpViPostRecv || e.opcode == abi::kOpViConnect || e.opcode == abi::kOpViListen ||
+        e.opcode == abi::kOpViAccept)
+      e.opcode = abi::kOpNop;  // (see ops)
+    e.flags = pick(8) ? 0 : uint8_t(rng());
+    e.dst_node = pick(32) ? uint32_t(pick(nodes)) : uint32_t(rng());
+    e.src_slot = pick(8) ? n.slot() : uint32_t(pick(12));
+    e.dst_slot = uint16_t(pick(12));
+    e.length = any_len();
+    e.src_addr = any_addr();
+    e.dst_addr = any_addr();
+    e.src_key = any_key();
+    e.dst_key = any_key();
+    e.access = pick(4) ? uint32_t(pick(16)) : uint32_t(rng());
+    e.reserved = pick(16) ? 0 : uint32_t(rng());
+    if (e.opcode == abi::kOpRegister) {
+      // Only within a granted region, or plainly outside the slot: a new
+      // registration of other slot memory would grant what the canaries guard.
+      const Granted& g = granted[pick(granted.size())];
+      uint64_t off = pick(g.len);
+      e.reg_offset = pick(4) ? uint64_t(g.at - n.slot_base()) + off : n.layout().slot_size + pick(1ull << 40);
+      e.length = uint32_t(pick(g.len - off) + 1);
+    } else {
+      e.reg_offset = rng();
+    }
+    if (pick(2)) plausible(e);
+    e.user_data = posted + 1;
+    const size_t bytes = payload_bytes(e);
+    for (size_t i = 0; i < bytes; ++i) payload[i] = uint8_t(rng());
+    if (n.post(e, payload.data(), bytes)) {
+      ++posted;
+      ++posted_op[e.opcode];
+      op_of[posted] = e.opcode;
+      sent.push_back(e);
+      continue;
+    }
+    reap(std::chrono::milliseconds(5));  // SQ or CQ full: let the NIC catch up
+  }
+  // Drain: remote operations end within the link's verdict deadline (5 s).
+  auto until = Clock::now() + std::chrono::seconds(30);
+  while (completed < posted && Clock::now() < until && n.state() == abi::SlotState::kActive)
+    reap(std::chrono::milliseconds(20));
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.field("posted", posted);
+  r.field("regions_registered_again", reregistered);
+  r.field("completed", completed);
+  r.field("seconds", std::to_string(secs));
+  std::string st = "{";
+  for (int k = 0; k < 48; ++k)
+    if (by_status[k]) st += (st.size() > 1 ? ", " : "") + quote(std::to_string(k)) + ": " + std::to_string(by_status[k]);
+  r.field("statuses", st + "}");
+  std::string so = "{";
+  for (auto& [op, m] : status_by_op) {
+    so += (so.size() > 1 ? ", " : "") + quote(std::to_string(op)) + ": {";
+    bool first = true;
+    for (auto& [k, v] : m) so += (first ? "" : ", ") + quote(std::to_string(k)) + ": " + std::to_string(v), first = false;
+    so += "}";
+  }
+  r.field("statuses_by_opcode", so + "}");
+  std::string missing = "{";  // opcode: descriptors without a completion
+  for (int k = 0; k < 256; ++k)
+    if (posted_op[k] != completed_op[k])
+      missing += (missing.size() > 1 ? ", " : "") + quote(std::to_string(k)) + ": " +
+                 std::to_string(posted_op[k] - completed_op[k]);
+  r.field("uncompleted_by_opcode", missing + "}");
+  for (uint64_t k = 0; k < posted; ++k) {  // the first descriptor with no completion, in full
+    if (seen[k / 8] & (1u << (k % 8))) continue;
+    const abi::SqEntry& e = sent[k];
+    char b[320];
+    std::snprintf(b, sizeof b,
+                  "{\"user_data\": %" PRIu64 ", \"opcode\": %u, \"flags\": %u, \"length\": %u, \"dst_node\": %u, "
+                  "\"src_slot\": %u, \"dst_slot\": %u, \"src_key\": %u, \"dst_key\": %u, \"access\": %u, "
+                  "\"reserved\": %u, \"src_addr\": %" PRIu64 ", \"dst_addr\": %" PRIu64 "}",
+                  e.user_data, e.opcode, e.flags, e.length, e.dst_node, e.src_slot, e.dst_slot, e.src_key, e.dst_key,
+                  e.access, e.reserved, e.src_addr, e.dst_addr);
+    r.field("first_uncompleted", b);
+    break;
+  }
+  r.check(n.state() == abi::SlotState::kActive, "slot_still_active", "the NIC cut the slot off");
+  r.check(posted == count, "all_posted", std::to_string(posted) + " of " + std::to_string(count));
+  r.check(completed == posted, "every_descriptor_completed",
+          std::to_string(completed) + " completions for " + std::to_string(posted) + " descriptors");
+  r.check(unknown == 0 && twice == 0, "completions_name_each_descriptor_once",
+          std::to_string(unknown) + " unknown, " + std::to_string(twice) + " twice");
+  // The canaries: no byte outside the granted regions changed.
+  uint64_t changed = 0;
+  int64_t first = -1;
+  for (size_t i = 0; i < total; ++i) {
+    const bool in_region = (i % block) >= kCanary && i < kGrantedRegions * block;
+    if (!in_region && heap[i] != canary_byte(i)) {
+      ++changed;
+      if (first < 0) first = int64_t(i);
+    }
+  }
+  r.field("canary_bytes_changed", changed);
+  r.check(changed == 0, "canaries_intact", "first changed canary byte at heap offset " + std::to_string(first));
+  // And the slot still does ordinary work: a copy between two granted regions
+  // (registered anew: the random descriptors deregistered keys of theirs), verified.
+  uint8_t *from = granted[0].at, *to = granted[3].at;
+  auto ka = n.register_memory(from, 4096, abi::kAccessLocal), kb = n.register_memory(to, 4096, abi::kAccessLocal);
+  fill(from, 4096, uint32_t(seed));
+  std::memset(to, 0, 4096);
+  int st_copy = ka && kb ? run_status(n, copy_sqe(n, ka->key, from, n, kb->key, to, 4096)) : -1;
+  r.check(st_copy == abi::kCqOk && first_diff(from, to, 4096) < 0, "a_copy_still_works",
+          std::string("status ") + status_name(st_copy));
+  return r.finish();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -968,10 +1241,12 @@ int main(int argc, char** argv) {
   if (mode == "fork-hold") return fork_hold(rest, args);
   if (mode == "remote-copy") return remote_copy(rest, args);
   if (mode == "raw-attach-version") return raw_attach(rest, args);
+  if (mode == "random-descriptors") return random_descriptors(rest, args);
   std::fprintf(stderr,
                "usage: slot_abuse bad-descriptors [--idle-slot K] | cross-slot | dereg-race |\n"
                "       scribble [--seed S] [--writes N] [--reattach R] | hold [--copies | --export] |\n"
                "       remote-copy --slot S --key K --addr A --len L [--seconds T] |\n"
-               "       fork-hold [--close-fds] | raw-attach-version V\n");
+               "       fork-hold [--close-fds] | raw-attach-version V |\n"
+               "       random-descriptors [--count N] [--seed S] [--nodes K]\n");
   return 2;
 }
