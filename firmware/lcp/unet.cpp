@@ -248,7 +248,7 @@ abi::CqStatus unet_configure(Slot& s, const abi::SqEntry& e) {
   uint64_t area = 0, seg = 0;
   abi::CqStatus st = slot_translate(s, e.src_key, e.src_addr, abi::unet_area_bytes(rx, fq), abi::kAccessLocal, area);
   if (st != abi::kCqOk) return st;
-  if (area % alignof(abi::UnetRxDesc) != 0) return abi::kCqBadAddress;  // the NIC's words, aligned
+  if (area % alignof(abi::UnetNicWords) != 0) return abi::kCqBadAddress;  // the NIC writes 8-byte words there
   st = slot_translate(s, e.dst_key, e.dst_addr, e.reg_offset, abi::kAccessLocal | abi::kAccessRemoteWrite, seg);
   if (st != abi::kCqOk) return st;
   while (++g.serial == 0) {

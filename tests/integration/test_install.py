@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""libvipl and the AM-2 library install like real libraries: `cmake
+"""libvipl, the AM-2 library and libunet install like real libraries: `cmake
 --install` into a fresh prefix, then programs outside the tree build against
-the installed copy with pkg-config and with find_package (vipl, am), and run:
-the VIPL program directly, the AM-2 SPMD program under the installed
-`<prefix>/bin/ulnic run -n 3 --transport udp`.
+the installed copy with pkg-config and with find_package (vipl, am, unet),
+and run: the VIPL and U-Net programs directly, the AM-2 SPMD program under
+the installed `<prefix>/bin/ulnic run -n 3 --transport udp`.
 
 Needs ULNIC_BUILD (the build directory) in the environment.
 """
@@ -101,6 +101,31 @@ int main(int argc, char **argv) {
 }
 """
 
+# A U-Net program: with no cluster the endpoint cannot open (UNET_ERR_NIC),
+# and a receive queue that is not a power of 2 is refused first (BAD_ARG).
+UNET_PROGRAM = r"""
+#include <stdio.h>
+#include <unet.h>
+
+int main(void) {
+  unet_endpoint* ep = NULL;
+  unet_attr bad = {NULL, -1, 0, 3, 0};
+  int b = unet_endpoint_create(&bad, &ep);
+  int absent = unet_endpoint_create(NULL, &ep);
+  printf("bad=%d absent=%d (%s)\n", b, absent, unet_strerror(absent));
+  return b == UNET_ERR_BAD_ARG && absent == UNET_ERR_NIC && ep == NULL ? 0 : 1;
+}
+"""
+
+UNET_CMAKELISTS = """
+cmake_minimum_required(VERSION 3.20)
+project(outside_unet C CXX)
+find_package(unet REQUIRED CONFIG)
+add_executable(outside_unet main_unet.c)
+target_link_libraries(outside_unet PRIVATE unet::unet)
+set_target_properties(outside_unet PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)
+"""
+
 AM_CMAKELISTS = """
 cmake_minimum_required(VERSION 3.20)
 project(outside_am C)
@@ -132,6 +157,8 @@ class Install(unittest.TestCase):
             f.write(PROGRAM)
         with open(os.path.join(cls.tmp, "main_am.c"), "w") as f:
             f.write(AM_PROGRAM)
+        with open(os.path.join(cls.tmp, "main_unet.c"), "w") as f:
+            f.write(UNET_PROGRAM)
 
     @classmethod
     def tearDownClass(cls):
@@ -146,7 +173,8 @@ class Install(unittest.TestCase):
         for f in ("include/vipl.h", "lib/libulnic_vipl.a", "lib/libulnic_core.a", "lib/libulnic_util.a",
                   "lib/pkgconfig/vipl.pc", "lib/cmake/vipl/viplConfig.cmake",
                   "include/amudp.h", "include/amudp_spmd.h", "lib/libulnic_am.a", "lib/libulnic_am_spmd_master.a",
-                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic"):
+                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic",
+                  "include/unet.h", "lib/libulnic_unet.a", "lib/pkgconfig/unet.pc", "lib/cmake/unet/unetConfig.cmake"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, f)), f)
         self.assertTrue(os.access(os.path.join(self.prefix, "bin", "ulnic"), os.X_OK))
 
@@ -198,6 +226,18 @@ class Install(unittest.TestCase):
 
     def test_an_am2_cmake_project_builds_with_find_package_and_runs_under_ulnic_run(self):
         self.run_am_job(self.build_cmake_project("cmake_am", "main_am.c", AM_CMAKELISTS, "outside_am"))
+
+    def test_a_unet_program_builds_with_pkg_config_and_runs(self):
+        env = dict(self.env, PKG_CONFIG_PATH=os.path.join(self.prefix, "lib", "pkgconfig"))
+        flags = self.run_ok(["pkg-config", "--cflags", "--libs", "unet"], env=env).split()
+        exe = os.path.join(self.tmp, "pc_unet_prog")
+        self.run_ok(["cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", os.path.join(self.tmp, "main_unet.c"),
+                     "-o", exe, *flags], env=env)
+        self.assertIn("bad=1 absent=3", self.run_ok([exe]))
+
+    def test_a_unet_cmake_project_builds_with_find_package_and_runs(self):
+        exe = self.build_cmake_project("cmake_unet", "main_unet.c", UNET_CMAKELISTS, "outside_unet")
+        self.assertIn("bad=1 absent=3", self.run_ok([exe]))
 
 
 if __name__ == "__main__":

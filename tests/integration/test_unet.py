@@ -232,6 +232,14 @@ class TestUnet(PrivateCluster, unittest.TestCase):
         self.assertEqual(c("destroy")["st"], OK)
         self.assertEqual(self.endpoint(2).channel(a, 72, 71) >= 0, True)
 
+    def test_descriptors_and_queue_words_libunet_never_writes(self):
+        """Every refusal of kOpUnetEndpoint and kOpUnetSend*, a full channel
+        table, and lying queue words, on the NIC's same-node path."""
+        env = dict(os.environ, ULNIC_CLUSTER=self.cluster, ULNIC_NODE="3")
+        p = subprocess.run([os.path.join(BIN, "unet_abuse")], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertTrue(json.loads(p.stdout)["ok"])
+
     def test_four_nodes_all_to_all(self):
         eps = [self.endpoint(n, seg=2 << 20, rx=256, free=128) for n in range(4)]
         tag = lambda src, dst: 1000 + src * 10 + dst  # the rx tag at dst of the channel from src
