@@ -197,6 +197,25 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
   return nullptr;
 }
 
+// A message (VMMC send, AM or U-Net message) for `node`: over the link, or
+// (`local`) to a slot of this NIC.
+abi::CqStatus reachable(uint32_t node, bool& local) {
+  local = node == core::status::block().node_id;
+  return local || (link::enabled() && node < link::nodes()) ? abi::kCqOk : abi::kCqBadSlot;
+}
+
+// Its operation: bytes at NIC address `src`, or (short sends) a copy of the
+// payload that came with the descriptor.
+PutOp* new_message(Slot& s, const abi::SqEntry& e, uint64_t src, const uint8_t* inline_payload, bool local) {
+  PutOp* op = new_op(s, e, src);
+  if (op && inline_payload) {
+    memcpy(op->inline_data, inline_payload, e.length);
+    op->src = reinterpret_cast<uint64_t>(op->inline_data);
+  }
+  if (op) op->local = local;
+  return op;
+}
+
 }  // namespace
 
 uint32_t link_room(uint32_t dst, uint64_t& stalled_since) {
@@ -266,20 +285,15 @@ abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
   uint64_t offset = 0, src = 0;
   abi::CqStatus st = vmmc_translate_proxy(s, e.dst_addr, e.length, imp, offset);
   if (st != abi::kCqOk) return st;
-  bool local = imp->node == core::status::block().node_id;
-  if (!local && (!link::enabled() || imp->node >= link::nodes())) return abi::kCqBadSlot;
+  bool local = false;
+  if ((st = reachable(imp->node, local)) != abi::kCqOk) return st;
   if (!inline_payload) {
     st = vmmc_translate_source(s, e.src_addr, e.length, src);
     if (st != abi::kCqOk) return st;
   }
-  PutOp* op = new_op(s, e, src);
+  PutOp* op = new_message(s, e, src, inline_payload, local);
   if (!op) return abi::kCqNoResources;
-  if (inline_payload) {
-    memcpy(op->inline_data, inline_payload, e.length);
-    op->src = reinterpret_cast<uint64_t>(op->inline_data);
-  }
   op->wire_op = abi::kWireOpSend;
-  op->local = local;
   op->wire_flags = (e.flags & abi::kSqNotify) ? abi::kWireNotify : 0;
   op->dst_node = imp->node;
   op->dst_slot = uint16_t(imp->slot);
@@ -294,9 +308,9 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   uint64_t src = 0;
   abi::CqStatus st = am_check_send(s, e, src);
   if (st != abi::kCqOk) return st;
-  bool local = e.dst_node == core::status::block().node_id;
-  if (!local && (!link::enabled() || e.dst_node >= link::nodes())) return abi::kCqBadSlot;
-  PutOp* op = new_op(s, e, src);
+  bool local = false;
+  if ((st = reachable(e.dst_node, local)) != abi::kCqOk) return st;
+  PutOp* op = new_message(s, e, src, nullptr, local);
   if (!op) return abi::kCqNoResources;
   st = am_count_request(s, e, src, op->am_ticket);
   if (st != abi::kCqOk) {
@@ -304,7 +318,6 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
     return st;
   }
   op->wire_op = abi::kWireOpAm;
-  op->local = local;
   op->dst_node = e.dst_node;
   op->dst_slot = e.dst_slot;
   precompute_header(*op);
@@ -316,16 +329,11 @@ abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
   UnetRoute route{};
   abi::CqStatus st = unet_check_send(s, e, inline_payload != nullptr, route);
   if (st != abi::kCqOk) return st;
-  bool local = route.node == core::status::block().node_id;
-  if (!local && (!link::enabled() || route.node >= link::nodes())) return abi::kCqBadSlot;
-  PutOp* op = new_op(s, e, route.src);
+  bool local = false;
+  if ((st = reachable(route.node, local)) != abi::kCqOk) return st;
+  PutOp* op = new_message(s, e, route.src, inline_payload, local);
   if (!op) return abi::kCqNoResources;
-  if (inline_payload) {
-    memcpy(op->inline_data, inline_payload, e.length);
-    op->src = reinterpret_cast<uint64_t>(op->inline_data);
-  }
   op->wire_op = abi::kWireOpUnet;
-  op->local = local;
   op->dst_node = route.node;
   op->dst_slot = uint16_t(route.slot);
   op->dst_key = route.tag;

@@ -117,31 +117,22 @@ int main(void) {
 }
 """
 
-UNET_CMAKELISTS = """
-cmake_minimum_required(VERSION 3.20)
-project(outside_unet C CXX)
-find_package(unet REQUIRED CONFIG)
-add_executable(outside_unet main_unet.c)
-target_link_libraries(outside_unet PRIVATE unet::unet)
-set_target_properties(outside_unet PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)
-"""
 
-AM_CMAKELISTS = """
+def cmakelists(package, source, target, languages="C", c99=True):
+    """A project outside the tree that builds `source` against the installed `package` (find_package)."""
+    text = f"""
 cmake_minimum_required(VERSION 3.20)
-project(outside_am C)
-find_package(am REQUIRED CONFIG)
-add_executable(outside_am main_am.c)
-target_link_libraries(outside_am PRIVATE am::am)
-set_target_properties(outside_am PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)
+project({target} {languages})
+find_package({package} REQUIRED CONFIG)
+add_executable({target} {source})
+target_link_libraries({target} PRIVATE {package}::{package})
 """
+    return text + (f"set_target_properties({target} PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)\n" if c99 else "")
 
-CMAKELISTS = """
-cmake_minimum_required(VERSION 3.20)
-project(outside C CXX)
-find_package(vipl REQUIRED CONFIG)
-add_executable(outside main.c)
-target_link_libraries(outside PRIVATE vipl::vipl)
-"""
+
+UNET_CMAKELISTS = cmakelists("unet", "main_unet.c", "outside_unet", "C CXX")
+AM_CMAKELISTS = cmakelists("am", "main_am.c", "outside_am")
+CMAKELISTS = cmakelists("vipl", "main.c", "outside", "C CXX", c99=False)
 
 
 class Install(unittest.TestCase):

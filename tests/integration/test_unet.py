@@ -32,8 +32,9 @@ class Endpoint:
 
     def __init__(self, node, seg=1 << 20, rx=64, free=64):
         self.node = node
-        self.p = subprocess.Popen([WORKER], env=dict(os.environ, ULNIC_CLUSTER=TestUnet.cluster, ULNIC_NODE=str(node)), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        env = dict(os.environ, ULNIC_CLUSTER=TestUnet.cluster, ULNIC_NODE=str(node))
+        self.p = subprocess.Popen([WORKER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, bufsize=1)
         assert self.read()["ok"] == 1
         r = self("create", seg, rx, free)
         assert r["st"] == OK and r["node"] == node, r
@@ -259,10 +260,12 @@ class TestUnet(PrivateCluster, unittest.TestCase):
                         self.assertEqual(r["st"], OK, (i, j, size))
         for j, e in enumerate(eps):
             r = e("recvn", 60, 30000)
-            expect = sum(i * 100000 + j * 1000 + k * 10 + m for i in range(4) if i != j for k in range(4) for m in range(5))
+            expect = sum(i * 100000 + j * 1000 + k * 10 + m
+                         for i in range(4) if i != j for k in range(4) for m in range(5))
             self.assertEqual(r, {"st": OK, "n": 60, "bad": 0, "seeds": expect})
             s = e.stats()
-            self.assertEqual((s["delivered"], s["rx_full"], s["free_empty"], s["too_long"], s["bad_tag"]), (60, 0, 0, 0, 0))
+            counts = (s["delivered"], s["rx_full"], s["free_empty"], s["too_long"], s["bad_tag"])
+            self.assertEqual(counts, (60, 0, 0, 0, 0))
 
 
 if __name__ == "__main__":
