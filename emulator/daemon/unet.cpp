@@ -51,7 +51,7 @@ abi::OwnerReply Daemon::do_unet_channel(uint32_t k, const abi::OwnerRequest& q) 
     case abi::kCtrlInUse:
       return unet_reply(q, abi::kUnetTagTaken, "that rx tag is in use on this node");
     case abi::kCtrlNoResources:
-      return unet_reply(q, abi::kVmmcNoResources, "the NIC's channel table is full");
+      return unet_reply(q, abi::kVmmcNoResources, "no room for another channel (per endpoint, or on the NIC)");
     case abi::kCtrlBadHandle:
       return unet_reply(q, abi::kUnetNoChannel, "no such channel of yours");
     default:

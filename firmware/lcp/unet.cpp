@@ -277,6 +277,9 @@ abi::CtrlStatus unet_control(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t
   if (a.tx_tag == 0 || a.rx_tag == 0 || a.remote_node >= abi::kMaxNodes || a.remote_slot >= abi::kMaxSlots)
     return abi::kCtrlBadCommand;
   if (channel_for_tag(a.rx_tag)) return abi::kCtrlInUse;
+  uint32_t held = 0;
+  for (const Channel& c : g.chans) held += c.used && c.slot == cmd.slot && slot_live(t, c.slot, c.generation);
+  if (held >= abi::kMaxUnetChannelsPerSlot) return abi::kCtrlNoResources;
   for (uint32_t i = 0; i < abi::kMaxUnetChannels; ++i) {
     Channel& c = g.chans[i];
     if (c.used && slot_live(t, c.slot, c.generation)) continue;

@@ -234,8 +234,9 @@ class TestUnet(PrivateCluster, unittest.TestCase):
         self.assertEqual(self.endpoint(2).channel(a, 72, 71) >= 0, True)
 
     def test_descriptors_and_queue_words_libunet_never_writes(self):
-        """Every refusal of kOpUnetEndpoint and kOpUnetSend*, a full channel
-        table, and lying queue words, on the NIC's same-node path."""
+        """Every refusal of kOpUnetEndpoint and kOpUnetSend*, full channel
+        tables (a slot's, the NIC's), and lying queue words, on the NIC's
+        same-node path."""
         env = dict(os.environ, ULNIC_CLUSTER=self.cluster, ULNIC_NODE="3")
         p = subprocess.run([os.path.join(BIN, "unet_abuse")], env=env, capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

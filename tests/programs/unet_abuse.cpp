@@ -1,6 +1,6 @@
 // unet_abuse: U-Net descriptors and queue words that libunet never writes,
 // straight on libulnic's core (tests/integration/test_unet.py): every
-// refusal of kOpUnetEndpoint and kOpUnetSend*, a channel table filled up,
+// refusal of kOpUnetEndpoint and kOpUnetSend*, channel tables filled up,
 // and a receiver whose queue words and free buffers lie -- with two slots of
 // one process on one node, which also takes the NIC's same-node path.
 // Prints one JSON line: {"ok": bool, "checks": n, "failures": [...]}; exit 0
@@ -174,19 +174,35 @@ int unchannel(ulnic::Nic& nic, uint32_t id) {
   return r ? int(r->status) : -1;
 }
 
-// The NIC's table holds kMaxUnetChannels: the next one is refused, and
-// dropping them makes room again.
-void fill_channels(Side& s) {
+// Channels from slot `s` with rx tags from `tag` on until the daemon refuses
+// one: their ids, and the refusal.
+std::vector<uint32_t> channels_until_refused(Side& s, uint32_t tag, int& st) {
   std::vector<uint32_t> ids;
-  int st = 0;
-  for (uint32_t i = 0; i <= abi::kMaxUnetChannels && st == 0; ++i) {
+  for (st = 0; st == 0 && ids.size() <= abi::kMaxUnetChannels; ++tag) {
     uint32_t id = 0;
-    st = channel(*s.nic, s.nic->node(), s.nic->slot(), 90000 + i, 90000 + i, id);
+    st = channel(*s.nic, s.nic->node(), s.nic->slot(), tag, tag, id);
     if (st == 0) ids.push_back(id);
   }
-  check(st == abi::kVmmcNoResources && !ids.empty(), "a full channel table: status " + std::to_string(st));
+  return ids;
+}
+
+// A slot holds at most kMaxUnetChannelsPerSlot channels (a and b hold one
+// each already), the NIC kMaxUnetChannels: a third slot then gets none;
+// dropping them makes room again.
+void fill_channels(Side& a, Side& b) {
+  int st_a = 0, st_b = 0, st_c = 0;
+  std::vector<uint32_t> ids_a = channels_until_refused(a, 90000, st_a);
+  std::vector<uint32_t> ids_b = channels_until_refused(b, 91000, st_b);
+  check(st_a == abi::kVmmcNoResources && ids_a.size() == abi::kMaxUnetChannelsPerSlot - 1,
+        "a slot's channels: status " + std::to_string(st_a) + " after " + std::to_string(ids_a.size()));
+  check(st_b == abi::kVmmcNoResources && ids_b.size() == abi::kMaxUnetChannelsPerSlot - 1, "the other slot's");
+  Side c;
+  check(open_side(c), "a third slot");
+  if (c.nic) check(channels_until_refused(c, 92000, st_c).empty() && st_c == abi::kVmmcNoResources,
+                   "a full table: status " + std::to_string(st_c));
   bool all = true;
-  for (uint32_t id : ids) all = all && unchannel(*s.nic, id) == 0;
+  for (uint32_t id : ids_a) all = all && unchannel(*a.nic, id) == 0;
+  for (uint32_t id : ids_b) all = all && unchannel(*b.nic, id) == 0;
   check(all, "channels dropped");
 }
 
@@ -249,7 +265,7 @@ int main() {
   check(run(*b.nic, endpoint(b)) == abi::kCqOk, "endpoint b");
   bad_sends(a, ab);
   check(run(*a.nic, send(ba, 0, 8)) == abi::kCqUnetBadChannel, "a send on b's channel");
-  fill_channels(a);
+  fill_channels(a, b);
   lying_receiver(a, ab, b);
   abi::SqEntry close = endpoint(a);
   close.flags = abi::kSqUnetClose;

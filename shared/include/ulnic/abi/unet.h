@@ -33,6 +33,7 @@
 namespace ulnic::abi {
 
 constexpr uint32_t kMaxUnetChannels = 64;          // per NIC (the tag table)
+constexpr uint32_t kMaxUnetChannelsPerSlot = 32;   // one process cannot take the whole table
 constexpr uint32_t kUnetMaxQueue = 4096;           // entries of a receive or free queue
 constexpr uint32_t kUnetInline = 40;               // bytes carried in a receive descriptor
 constexpr uint32_t kUnetMaxMessage = 65536;        // AAL5's largest PDU, U-Net/ATM's limit
