@@ -88,17 +88,8 @@ struct PeerMsg {
 
   uint32_t packets() const { return total ? (total + kMtu - 1) / kMtu : 1; }
   abi::WireHeader header(uint32_t k) const {
-    const uint32_t off = k * kMtu, len = total - off < kMtu ? total - off : kMtu;
-    abi::WireHeader h = g_peer.header();
-    h.op = abi::kWireOpUnet;
-    h.flags = uint8_t((k == 0 ? abi::kWireFirst : 0) | (off + len >= total ? abi::kWireLast : 0));
-    h.payload_len = uint16_t(len);
-    h.dst_slot = dst_slot;
+    abi::WireHeader h = g_peer.packet_header(abi::kWireOpUnet, op_id, total, k, dst_slot, src_slot);
     h.dst_key = tag;
-    h.dst_addr = off;
-    h.op_id = op_id;
-    h.op_length = total;
-    h.src_slot = src_slot;
     return h;
   }
   void send(uint32_t k) const {
@@ -113,6 +104,18 @@ struct PeerMsg {
 };
 
 uint64_t placed() { return link::stats().placed; }
+
+// The daemon's kCtrlUnetChannel for B: rx tag kTag from node 1's kPeerSlot.
+abi::CtrlCommand channel_command(uint32_t tx_tag) {
+  abi::CtrlCommand cmd{};
+  cmd.opcode = abi::kCtrlUnetChannel;
+  cmd.slot = kSlotB;
+  cmd.unet.remote_node = kPeer;
+  cmd.unet.remote_slot = kPeerSlot;
+  cmd.unet.tx_tag = tx_tag;
+  cmd.unet.rx_tag = kTag;
+  return cmd;
+}
 
 // The segment from `off` on holds `len` bytes of mbyte(seed) (and, with
 // `upto`, its own fill after them up to `upto`).
@@ -154,13 +157,7 @@ FW_TEST(setup_an_endpoint_and_its_channel) {
   e.reg_offset = kSegLen;
   e.user_data = ++g_token;
   CHECK_EQ(g_b.run(e).status, abi::kCqOk);
-  abi::CtrlCommand cmd{};
-  cmd.opcode = abi::kCtrlUnetChannel;
-  cmd.slot = kSlotB;
-  cmd.unet.remote_node = kPeer;
-  cmd.unet.remote_slot = kPeerSlot;
-  cmd.unet.tx_tag = 0x99;
-  cmd.unet.rx_tag = kTag;
+  const abi::CtrlCommand cmd = channel_command(0x99);
   uint64_t id = ~0ull;
   CHECK_EQ(lcp::unet_control(g_t, cmd, id), abi::kCtrlOk);
   g_channel = uint32_t(id);
@@ -353,13 +350,6 @@ FW_TEST(a_detached_slot_takes_its_channels_with_it) {
   EXPECT_EQ(ctr(abi::kCtrUnetBadTag), bad_tag + 1);
   // The tag is free for the next process.
   CHECK_EQ(g_b.attach(8), abi::kCtrlOk);
-  abi::CtrlCommand cmd{};
-  cmd.opcode = abi::kCtrlUnetChannel;
-  cmd.slot = kSlotB;
-  cmd.unet.remote_node = kPeer;
-  cmd.unet.remote_slot = kPeerSlot;
-  cmd.unet.tx_tag = 1;
-  cmd.unet.rx_tag = kTag;
   uint64_t id = 0;
-  EXPECT_EQ(lcp::unet_control(g_t, cmd, id), abi::kCtrlOk);
+  EXPECT_EQ(lcp::unet_control(g_t, channel_command(1), id), abi::kCtrlOk);
 }
