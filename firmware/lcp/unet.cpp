@@ -126,7 +126,8 @@ Assembly* free_assembly() {
 bool take_buffer(Endpoint& ep, uint64_t area, abi::UnetFreeDesc& out) {
   const uint64_t produced = host_word(host_words(area).free_produced);
   if (produced == ep.nic.free_taken || produced - ep.nic.free_taken > ep.free_entries) return false;
-  const auto* q = reinterpret_cast<const abi::UnetFreeDesc*>(area + 128 + uint64_t(ep.rx_entries) * sizeof(abi::UnetRxDesc));
+  const uint64_t queue = area + 128 + uint64_t(ep.rx_entries) * sizeof(abi::UnetRxDesc);
+  const auto* q = reinterpret_cast<const abi::UnetFreeDesc*>(queue);
   memcpy(&out, &q[ep.nic.free_taken & (ep.free_entries - 1)], sizeof out);  // once: the host may rewrite it
   ++ep.nic.free_taken;
   return true;

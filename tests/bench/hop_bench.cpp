@@ -846,7 +846,8 @@ class Unet final : public Proto {
     seg_ = static_cast<uint8_t*>(unet_segment(ep_, nullptr));
     unet_ok(unet_endpoint_addr(ep_, &g.sh->unet[g.who]), "unet_endpoint_addr");
     if (bytes() > UNET_INLINE_MAX)
-      for (uint32_t k = 0; k < kUnetBuffers; ++k) unet_ok(unet_free_push(ep_, size_t(k) * buf_, buf_), "unet_free_push");
+      for (uint32_t k = 0; k < kUnetBuffers; ++k)
+        unet_ok(unet_free_push(ep_, size_t(k) * buf_, buf_), "unet_free_push");
     meet();  // both addresses are in the shared page (and both channels are made before the first ping)
     unet_ok(unet_channel_create(ep_, g.sh->unet[1 - g.who], kUnetTag + (1 - g.who), kUnetTag + g.who, &ch_),
             "unet_channel_create");
@@ -1319,9 +1320,9 @@ void usage() {
                "usage: hop_bench floors [--json FILE] [--quick] [--node N]\n"
                "       hop_bench vmmc|vipl|am|fm|unet [--json FILE] [--iters N] [--warmup N] [--styles wait,poll]\n"
                "                 [--client-node N] [--server-node N] [--ping-only]\n"
-               "       hop_bench vmmc|vipl|fm|unet --rate [--json FILE] [--quick] [--depth D] [--msgs N] [--samples S]\n"
-               "                 [--bytes N (unet)]\n"
-               "                 [--credit-every K] [--styles wait,poll] [--client-node N] [--server-node N]\n"
+               "       hop_bench vmmc|vipl|fm|unet --rate [--json FILE] [--quick] [--depth D] [--msgs N]\n"
+               "                 [--samples S] [--credit-every K] [--styles wait,poll] [--client-node N] [--server-node N]\n"
+               "                 [--bytes N (unet: 8 .. 65536)]\n"
                "On a running cluster ($ULNIC_CLUSTER, $ULNIC_RUNTIME_DIR); tests/bench/hop_bench.py brings one up.\n");
   std::exit(2);
 }

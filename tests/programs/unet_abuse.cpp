@@ -85,7 +85,8 @@ void bad_endpoints(Side& s) {
       {"free 6", [](abi::SqEntry& e, const Side&) { e.access = 6; }, abi::kCqBadLength},
       {"no segment", [](abi::SqEntry& e, const Side&) { e.reg_offset = 0; }, abi::kCqBadLength},
       {"segment >4G", [](abi::SqEntry& e, const Side&) { e.reg_offset = 1ull << 32; }, abi::kCqBadLength},
-      {"segment past its registration", [](abi::SqEntry& e, const Side&) { e.reg_offset = kSeg + 1; }, abi::kCqBadLength},
+      {"segment past its registration", [](abi::SqEntry& e, const Side&) { e.reg_offset = kSeg + 1; },
+       abi::kCqBadLength},
       {"area key", [](abi::SqEntry& e, const Side&) { e.src_key ^= 0x100; }, abi::kCqBadKey},
       {"area too small", [](abi::SqEntry& e, const Side&) { e.length = 128; }, abi::kCqBadLength},
       {"area misaligned", [](abi::SqEntry& e, const Side&) { e.src_addr += 4; }, abi::kCqBadAddress},
@@ -214,7 +215,9 @@ abi::UnetFreeDesc& free_desc(Side& s, uint64_t n) {
 }
 void store(uint64_t& w, uint64_t v) { std::atomic_ref<uint64_t>(w).store(v, std::memory_order_release); }
 uint64_t load(const uint64_t& w) { return std::atomic_ref<const uint64_t>(w).load(std::memory_order_acquire); }
-uint32_t seq(Side& s, uint64_t n) { return std::atomic_ref<uint32_t>(rx_desc(s, n).seq).load(std::memory_order_acquire); }
+uint32_t seq(Side& s, uint64_t n) {
+  return std::atomic_ref<uint32_t>(rx_desc(s, n).seq).load(std::memory_order_acquire);
+}
 
 // A receiver whose words lie, fed from a slot of the same NIC.
 void lying_receiver(Side& tx, uint32_t ch, Side& rx) {
