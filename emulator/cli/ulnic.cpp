@@ -142,7 +142,8 @@ const char* counter_name(uint32_t i) {
       "mail_out",        "mail_in",         "mail_dropped",
       "vi_ops",          "vi_recvs",        "vi_refused",      "vi_connects",
       "am_messages",     "am_refused",      "op_waits",        "verdicts_dropped",
-      "spin_window_us",  "link_placed",     "verdict_timeouts"};
+      "spin_window_us",  "link_placed",     "verdict_timeouts",
+      "unet_messages",   "unet_drops",      "unet_bad_tag"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

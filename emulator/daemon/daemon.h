@@ -105,6 +105,8 @@ class Daemon {
   abi::OwnerReply do_unexport(uint32_t slot, const abi::OwnerRequest& q);
   void start_import(uint32_t slot, const abi::OwnerRequest& q);
   abi::OwnerReply do_unimport(uint32_t slot, const abi::OwnerRequest& q);
+  // U-Net (unet.cpp): channels for a slot's endpoint.
+  abi::OwnerReply do_unet_channel(uint32_t slot, const abi::OwnerRequest& q);
   void send_mail(uint32_t node, const abi::MailVmmc& m);
   void flush_mail();
   void give_back(uint32_t slot, SlotRec::Import& imp);

@@ -74,6 +74,9 @@ void Daemon::serve_owner(uint32_t k) {
       return start_import(k, q);
     case abi::kReqUnimport:
       return owner_reply(k, do_unimport(k, q));
+    case abi::kReqUnetChannel:
+    case abi::kReqUnetUnchannel:
+      return owner_reply(k, do_unet_channel(k, q));
     default:
       return owner_reply(k, reply_for(q, abi::kVmmcBadRequest, "unknown request"));
   }

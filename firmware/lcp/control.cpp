@@ -7,6 +7,7 @@
 #include "lcp/mail.h"
 #include "lcp/am.h"
 #include "lcp/remote.h"
+#include "lcp/unet.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
 
@@ -32,6 +33,7 @@ uint64_t detach_slot(SlotTable& slots, uint32_t slot) {
   vmmc_slot_detached(slot);
   vi_slot_detached(slot);
   am_slot_detached(slot);
+  unet_slot_detached(slot);
   return flushed;
 }
 
@@ -73,6 +75,10 @@ bool control_poll(Control& c, SlotTable& slots) {
       case abi::kCtrlImport:
       case abi::kCtrlUnimport:
         r.status = vmmc_control(slots, cmd, r.value);
+        break;
+      case abi::kCtrlUnetChannel:
+      case abi::kCtrlUnetUnchannel:
+        r.status = unet_control(slots, cmd, r.value);
         break;
       default:
         r.status = abi::kCtrlBadCommand;

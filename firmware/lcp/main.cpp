@@ -13,6 +13,7 @@
 #include "lcp/mail.h"
 #include "lcp/remote.h"
 #include "lcp/am.h"
+#include "lcp/unet.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
 #include "link/link.h"
@@ -109,6 +110,7 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
   lcp::vmmc_init(g_slots);
   lcp::vi_init(g_slots);
   lcp::am_init(g_slots);
+  lcp::unet_init(g_slots);
   lcp::mail_init(g_board);
   link::Upcalls up{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid};
   link::init(g_board, cfg, up, hal::clint::now());

@@ -6,6 +6,7 @@
 #include "hal/clint.h"
 #include "lcp/am.h"
 #include "lcp/mail.h"
+#include "lcp/unet.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
 #include "link/link.h"
@@ -25,7 +26,7 @@ struct PutOp {
   uint32_t sent;          // bytes handed to the link
   uint64_t stalled_since; // mtime the link first refused more of it (0: not stalled)
   // Where it goes (a put names it; a VMMC send has it from its import).
-  uint8_t wire_op;        // kWireOpPut, kWireOpSend or kWireOpAm
+  uint8_t wire_op;        // kWireOpPut, kWireOpSend, kWireOpAm or kWireOpUnet
   uint8_t wire_flags;     // kWireNotify on the last packet
   uint16_t dst_slot;
   uint32_t dst_node, dst_key;
@@ -152,6 +153,7 @@ void place_rest(uint32_t src, const abi::WireHeader& h) {
   uint64_t base = 0, hi = 0;
   const bool placed = h.op == abi::kWireOpSend ? vmmc_placement(src, h, base, hi)
                       : h.op == abi::kWireOpAm ? am_placement(src, h, base, hi)
+                      : h.op == abi::kWireOpUnet ? unet_placement(src, h, base, hi)
                       : (h.op == abi::kWireOpViSend || h.op == abi::kWireOpViWrite) && vi_placement(src, h, base, hi);
   if (placed) link::place_next(src, h, abi::kWireFirst, base, hi, &g.t->epoch);
 }
@@ -195,6 +197,25 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
   return nullptr;
 }
 
+// A message (VMMC send, AM or U-Net message) for `node`: over the link, or
+// (`local`) to a slot of this NIC.
+abi::CqStatus reachable(uint32_t node, bool& local) {
+  local = node == core::status::block().node_id;
+  return local || (link::enabled() && node < link::nodes()) ? abi::kCqOk : abi::kCqBadSlot;
+}
+
+// Its operation: bytes at NIC address `src`, or (short sends) a copy of the
+// payload that came with the descriptor.
+PutOp* new_message(Slot& s, const abi::SqEntry& e, uint64_t src, const uint8_t* inline_payload, bool local) {
+  PutOp* op = new_op(s, e, src);
+  if (op && inline_payload) {
+    memcpy(op->inline_data, inline_payload, e.length);
+    op->src = reinterpret_cast<uint64_t>(op->inline_data);
+  }
+  if (op) op->local = local;
+  return op;
+}
+
 }  // namespace
 
 uint32_t link_room(uint32_t dst, uint64_t& stalled_since) {
@@ -223,7 +244,7 @@ void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
 
 bool remote_can_start(const abi::SqEntry& e) {
   bool needs_op = e.opcode == abi::kOpPut || e.opcode == abi::kOpSend || e.opcode == abi::kOpSendInline ||
-                  e.opcode == abi::kOpAmSend;
+                  e.opcode == abi::kOpAmSend || e.opcode == abi::kOpUnetSend || e.opcode == abi::kOpUnetSendInline;
   if (!needs_op || g.ops_used < kMaxPuts) return true;
   core::status::count(ulnic::abi::kCtrOpWaits);
   return false;
@@ -264,20 +285,15 @@ abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
   uint64_t offset = 0, src = 0;
   abi::CqStatus st = vmmc_translate_proxy(s, e.dst_addr, e.length, imp, offset);
   if (st != abi::kCqOk) return st;
-  bool local = imp->node == core::status::block().node_id;
-  if (!local && (!link::enabled() || imp->node >= link::nodes())) return abi::kCqBadSlot;
+  bool local = false;
+  if ((st = reachable(imp->node, local)) != abi::kCqOk) return st;
   if (!inline_payload) {
     st = vmmc_translate_source(s, e.src_addr, e.length, src);
     if (st != abi::kCqOk) return st;
   }
-  PutOp* op = new_op(s, e, src);
+  PutOp* op = new_message(s, e, src, inline_payload, local);
   if (!op) return abi::kCqNoResources;
-  if (inline_payload) {
-    memcpy(op->inline_data, inline_payload, e.length);
-    op->src = reinterpret_cast<uint64_t>(op->inline_data);
-  }
   op->wire_op = abi::kWireOpSend;
-  op->local = local;
   op->wire_flags = (e.flags & abi::kSqNotify) ? abi::kWireNotify : 0;
   op->dst_node = imp->node;
   op->dst_slot = uint16_t(imp->slot);
@@ -292,9 +308,9 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   uint64_t src = 0;
   abi::CqStatus st = am_check_send(s, e, src);
   if (st != abi::kCqOk) return st;
-  bool local = e.dst_node == core::status::block().node_id;
-  if (!local && (!link::enabled() || e.dst_node >= link::nodes())) return abi::kCqBadSlot;
-  PutOp* op = new_op(s, e, src);
+  bool local = false;
+  if ((st = reachable(e.dst_node, local)) != abi::kCqOk) return st;
+  PutOp* op = new_message(s, e, src, nullptr, local);
   if (!op) return abi::kCqNoResources;
   st = am_count_request(s, e, src, op->am_ticket);
   if (st != abi::kCqOk) {
@@ -302,21 +318,40 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
     return st;
   }
   op->wire_op = abi::kWireOpAm;
-  op->local = local;
   op->dst_node = e.dst_node;
   op->dst_slot = e.dst_slot;
   precompute_header(*op);
   return abi::kCqOk;
 }
 
-// What the receiving NIC does with one packet of a VMMC send or an AM message
-// (the same, whether it came over the wire or from a slot of this NIC).
+abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload) {
+  (void)t;
+  UnetRoute route{};
+  abi::CqStatus st = unet_check_send(s, e, inline_payload != nullptr, route);
+  if (st != abi::kCqOk) return st;
+  bool local = false;
+  if ((st = reachable(route.node, local)) != abi::kCqOk) return st;
+  PutOp* op = new_message(s, e, route.src, inline_payload, local);
+  if (!op) return abi::kCqNoResources;
+  op->wire_op = abi::kWireOpUnet;
+  op->dst_node = route.node;
+  op->dst_slot = uint16_t(route.slot);
+  op->dst_key = route.tag;
+  precompute_header(*op);
+  return abi::kCqOk;
+}
+
+// What the receiving NIC does with one packet of a VMMC send, an AM message
+// or a U-Net message (the same, whether it came over the wire or from a
+// slot of this NIC).
 uint8_t place_packet(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  if (h.op == abi::kWireOpUnet) return unet_place(src, h, payload);
   return h.op == abi::kWireOpAm ? am_place(src, h, payload) : vmmc_place(src, h, payload);
 }
 
 void last_packet(uint32_t src, const abi::WireHeader& h, bool ok) {
   if (h.op == abi::kWireOpAm) am_last(src, h, ok);
+  else if (h.op == abi::kWireOpUnet) unet_last(src, h, ok);
   else vmmc_last(src, h, ok);
 }
 
@@ -419,7 +454,7 @@ bool remote_poll(SlotTable& t) {
 
 namespace {
 void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
-  if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend || h.op == abi::kWireOpAm) {
+  if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend || h.op == abi::kWireOpAm || h.op == abi::kWireOpUnet) {
     if (h.flags & abi::kWireAbort) note_refusal(src, h.op_id, abi::kCqUnreachable);
     uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : place_packet(src, h, payload);
     if (st != abi::kCqOk) {
@@ -474,6 +509,7 @@ void remote_peer_lost(uint32_t peer) {
   vmmc_peer_lost(peer);
   vi_peer_lost(peer);
   am_peer_lost(peer);
+  unet_peer_lost(peer);
 }
 
 void remote_slot_detached(uint32_t slot) {

@@ -76,6 +76,9 @@ abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
 // Validates an AM message (kOpAmSend) and starts it; kCqOk if the slot
 // should now feed it.
 abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
+// Validates a U-Net send (kOpUnetSend, or kOpUnetSendInline with its
+// payload) and starts it; kCqOk if the slot should now feed it.
+abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload);
 // Hands more of the slot's current put or send to the link; true once it is all sent.
 bool put_feed(SlotTable& t, Slot& s);
 // Room on the link to `dst` for an operation's next packets: how many it

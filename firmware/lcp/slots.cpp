@@ -8,6 +8,7 @@
 #include "hal/mmio.h"
 #include "lcp/am.h"
 #include "lcp/remote.h"
+#include "lcp/unet.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
 
@@ -196,7 +197,10 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
     }
     return vi_execute(t, s, e);
   }
-  uint8_t flags_ok = is_send(e) ? abi::kSqNotify : e.opcode == abi::kOpAmEndpoint ? abi::kSqAmClose : 0;
+  uint8_t flags_ok = is_send(e)                           ? abi::kSqNotify
+                     : e.opcode == abi::kOpAmEndpoint     ? abi::kSqAmClose
+                     : e.opcode == abi::kOpUnetEndpoint   ? abi::kSqUnetClose
+                                                          : 0;
   if ((e.flags & ~flags_ok) != 0 || e.reserved != 0 || e.opcode >= abi::kOpcodeCount)
     return complete(s, e, abi::kCqBadOpcode, 0);
   switch (e.opcode) {
@@ -244,6 +248,16 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       return complete(s, e, am_configure(s, e), 0);
     case abi::kOpAmSend:
       return start_remote(s, e, am_start(t, s, e));
+    case abi::kOpUnetEndpoint:
+      return complete(s, e, unet_configure(s, e), 0);
+    case abi::kOpUnetSend:
+      return start_remote(s, e, unet_start(t, s, e, nullptr));
+    case abi::kOpUnetSendInline: {
+      uint8_t payload[abi::kMaxInline];
+      abi::CqStatus st = e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline(s, e.length, payload);
+      if (st != abi::kCqOk) return complete(s, e, st, 0);
+      return start_remote(s, e, unet_start(t, s, e, payload));
+    }
     case abi::kOpSendInline: {
       uint8_t payload[abi::kMaxInline];
       abi::CqStatus st = e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline(s, e.length, payload);

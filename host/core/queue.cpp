@@ -71,7 +71,8 @@ uint64_t Nic::events_dropped() const { return __atomic_load_n(&header().nic.even
 namespace {
 bool sends_data(uint8_t opcode) {
   return opcode == abi::kOpPut || opcode == abi::kOpSend || opcode == abi::kOpSendInline ||
-         opcode == abi::kOpAmSend || opcode == abi::kOpViPostSend;
+         opcode == abi::kOpAmSend || opcode == abi::kOpViPostSend || opcode == abi::kOpUnetSend ||
+         opcode == abi::kOpUnetSendInline;
 }
 }  // namespace
 

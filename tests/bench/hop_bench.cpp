@@ -3,10 +3,11 @@
 // floors measured in the same run (tests/bench/hop_bench.py runs it all).
 //
 //   hop_bench floors [--json FILE] [--quick] [--node N]
-//   hop_bench vmmc|vipl|am|fm [--json FILE] [--iters N] [--warmup N]
+//   hop_bench vmmc|vipl|am|fm|unet [--json FILE] [--iters N] [--warmup N]
 //             [--styles wait,poll] [--client-node N] [--server-node N] [--ping-only]
-//   hop_bench vmmc|vipl|fm --rate [--json FILE] [--quick] [--depth D] [--msgs N]
+//   hop_bench vmmc|vipl|fm|unet --rate [--json FILE] [--quick] [--depth D] [--msgs N]
 //             [--samples S] [--credit-every K] [--styles wait,poll] [--client-node N] [--server-node N]
+//             [--bytes N (unet: 8 .. 65536, default 40)]
 //
 // floors: a two-process shared-memory ping-pong and a blocking eventfd
 // ping-pong (one-way = RTT / 2; bench_common.h), and host -> spinning NIC ->
@@ -31,7 +32,10 @@
 //         AM_Poll until the reply handler ran;
 //   fm    16 B FM_begin_message / FM_send_piece / FM_end_message, the same
 //         16 B back from the handler; wait = FM_wait then FM_extract, poll =
-//         FM_extract.
+//         FM_extract;
+//   unet  40 B unet_send_inline on a channel each way (in the send queue and
+//         in the receive descriptor: no buffer), echoed; wait = unet_recv_wait,
+//         poll = unet_recv.
 // Both messages of a round are traced (ulnic/trace.h; the pong too unless
 // --ping-only): ulnic::trace::arm() just before the send call (FM: before
 // FM_end_message, which posts the packet; the time t0 is taken before
@@ -70,7 +74,7 @@
 // progress for 30 s (a call that never returns, a side that died) ends it
 // too. Prints min / median / p99 per hop and writes JSON.
 //
-// --rate (vmmc, vipl, fm): the message rate of small messages pipelined,
+// --rate (vmmc, vipl, fm, unet): the message rate of small messages pipelined,
 // nothing traced and no clock calibrated. Per style the client streams
 // --samples runs (10; --quick 4) of --msgs messages (4000; --quick 1000),
 // after one run as a warm-up, each message sent as a ping is (VMMC: into
@@ -98,6 +102,7 @@
 
 #include <amudp.h>
 #include <fm.h>
+#include <unet.h>
 
 #include "logp_common.h"
 #include "ulnic/nic.h"
@@ -146,6 +151,7 @@ struct Shared {
   Cal cal[2][2][2];               // [style][side][before, after]
   uint64_t moved[2][2][2];        // [style][side][tx, rx]: how far the sequence words moved
   en_t am_name[2];                // AM: each side's endpoint name
+  unet_addr unet[2];              // U-Net: each side's endpoint address
 };
 
 struct Process {
@@ -162,6 +168,7 @@ struct Process {
   std::string fm_dir;                   // FM: the job directory
   logp::Watchdog watchdog;
   bool rate = false;                    // --rate: nothing traced; arrivals go to rate_arrival
+  uint32_t unet_bytes = UNET_INLINE_MAX;  // U-Net --rate --bytes: its messages' size
 } g;
 
 // --rate: one style's messages at either side.
@@ -295,10 +302,15 @@ abi::SlotTrace await_stamps(const Filing& f, uint32_t i, bool want_tx) {
 
 // ------------------------------------------------------------- messages
 
+// Bytes [at, at + n) of ping i's pattern, at p.
+void fill_pattern(uint8_t* p, uint32_t n, uint32_t i, uint32_t at) {
+  for (uint32_t k = 0; k < n; ++k) p[k] = uint8_t(i * 131 + (at + k) * 7 + (i >> 8));
+}
+
 // Ping i: its number, then a pattern of it.
 void fill_ping(uint8_t* p, uint32_t n, uint32_t i) {
-  std::memcpy(p, &i, 4);
-  for (uint32_t k = 4; k < n; ++k) p[k] = uint8_t(i * 131 + k * 7 + (i >> 8));
+  fill_pattern(p, n, i, 0);
+  std::memcpy(p, &i, std::min<uint32_t>(n, 4));
 }
 
 uint32_t number_of(const uint8_t* p) {
@@ -338,8 +350,12 @@ void rate_arrival(const uint8_t* p, size_t len) {
     die("message " + std::to_string(i) + " (" + std::to_string(len) + " bytes) " +
         (len != tally.bytes ? "has the wrong length" : i >= tally.total ? "was never sent" : "came twice"));
   uint8_t want[kMaxBytes];
-  fill_ping(want, tally.bytes, i);
-  if (std::memcmp(p, want, tally.bytes) != 0) die("message " + std::to_string(i) + " does not carry its bytes");
+  for (uint32_t at = 0; at < tally.bytes; at += kMaxBytes) {  // U-Net --bytes: up to 64 KiB
+    const uint32_t n = std::min(kMaxBytes, tally.bytes - at);
+    if (at) fill_pattern(want, n, i, at);
+    else fill_ping(want, n, i);
+    if (std::memcmp(p + at, want, n) != 0) die("message " + std::to_string(i) + " does not carry its bytes");
+  }
   tally.seen[i] = 1;
   ++tally.count;
 }
@@ -805,11 +821,86 @@ class Fm final : public Proto {
   }
 };
 
+// ---- U-Net
+
+constexpr uint32_t kUnetTag = 0x686f70;  // a side's rx tag: this + its Who
+constexpr uint32_t kUnetBuffers = 64;    // free buffers posted (messages longer than a descriptor holds)
+
+void unet_ok(int st, const char* what) {
+  if (st != UNET_OK) die(std::string(what) + ": " + unet_strerror(st));
+}
+
+// One channel each way. Rounds: 40 B (UNET_INLINE_MAX) messages, inline in
+// the send queue and in the receive descriptor; the server answers after the
+// step that brought the ping. --rate --bytes N: messages of N bytes (longer
+// than 128: sent from slot i mod 64 of the segment's upper half, received
+// into free buffers in its lower half, each pushed again once checked).
+class Unet final : public Proto {
+ public:
+  uint32_t bytes() const override { return g.unet_bytes; }
+
+  void open() override {
+    buf_ = (std::max(bytes(), 4096u) + 4095) & ~4095u;
+    unet_attr a{nullptr, int(g.node), size_t(2) * kRing * buf_, 256, kUnetBuffers};
+    unet_ok(unet_endpoint_create(&a, &ep_), "unet_endpoint_create");
+    seg_ = static_cast<uint8_t*>(unet_segment(ep_, nullptr));
+    unet_ok(unet_endpoint_addr(ep_, &g.sh->unet[g.who]), "unet_endpoint_addr");
+    if (bytes() > UNET_INLINE_MAX)
+      for (uint32_t k = 0; k < kUnetBuffers; ++k)
+        unet_ok(unet_free_push(ep_, size_t(k) * buf_, buf_), "unet_free_push");
+    meet();  // both addresses are in the shared page (and both channels are made before the first ping)
+    unet_ok(unet_channel_create(ep_, g.sh->unet[1 - g.who], kUnetTag + (1 - g.who), kUnetTag + g.who, &ch_),
+            "unet_channel_create");
+  }
+
+  void quiesce() override { unet_ok(unet_send_wait(ep_, kLimitMs), "a send"); }
+  void close() override { unet_ok(unet_endpoint_destroy(ep_), "unet_endpoint_destroy"); }
+  void send_count(uint64_t count) override { unet_ok(unet_send_inline(ep_, ch_, &count, sizeof count), "the count"); }
+
+ protected:
+  int64_t send_ping(uint32_t i) override {
+    if (bytes() <= UNET_SEND_INLINE_MAX) {
+      uint8_t m[UNET_SEND_INLINE_MAX];
+      fill_ping(m, bytes(), i);
+      const int64_t t0 = start_send();
+      unet_ok(unet_send_inline(ep_, ch_, m, bytes()), "unet_send_inline");
+      return t0;
+    }
+    const size_t at = (kRing + i % kRing) * size_t(buf_);  // the upper half
+    fill_ping(seg_ + at, bytes(), i);
+    const int64_t t0 = start_send();
+    unet_ok(unet_send(ep_, ch_, at, bytes()), "unet_send");
+    return t0;
+  }
+
+  void step(bool wait) override {
+    unet_rx_desc d;
+    const int st = wait ? unet_recv_wait(ep_, &d, kLimitMs) : unet_recv(ep_, &d);
+    if (st == UNET_ERR_EMPTY && !wait) return;
+    unet_ok(st, wait ? "unet_recv_wait" : "unet_recv");
+    arrived(trace::monotonic_ns(), d.data, d.length);
+    if (!(d.flags & UNET_RX_INLINE)) unet_ok(unet_free_push(ep_, d.offset, d.buf_len), "unet_free_push");
+  }
+
+  void answer() override {
+    if (g.rate) return;
+    got.answer_ns = start_send();
+    unet_ok(unet_send_inline(ep_, ch_, got.data, got.len), "the pong");
+  }
+
+ private:
+  unet_endpoint* ep_ = nullptr;
+  unet_channel ch_ = 0;
+  uint8_t* seg_ = nullptr;
+  uint32_t buf_ = 0;
+};
+
 std::unique_ptr<Proto> make_proto(const std::string& name) {
   if (name == "vmmc") return std::make_unique<Vmmc>();
   if (name == "vipl") return std::make_unique<Vipl>();
   if (name == "am") return std::make_unique<Am>();
   if (name == "fm") return std::make_unique<Fm>();
+  if (name == "unet") return std::make_unique<Unet>();
   return nullptr;
 }
 
@@ -1191,7 +1282,7 @@ std::vector<double> rate_style(Proto& p, const Options& o, bool wait) {
 
 int run_rate(const std::string& proto, const Options& o) {
   if (o.styles.empty() || o.styles.size() > 2) die("--styles: one or two of wait, poll");
-  if (proto == "am") die("--rate: vmmc, vipl or fm (native AM's rate: am_logp's depth section)");
+  if (proto == "am") die("--rate: vmmc, vipl, fm or unet (native AM's rate: am_logp's depth section)");
   g.rate = true;
   const Machine m = machine_facts();
   std::unique_ptr<Proto> p = open_sides(
@@ -1227,10 +1318,11 @@ int run_rate(const std::string& proto, const Options& o) {
 void usage() {
   std::fprintf(stderr,
                "usage: hop_bench floors [--json FILE] [--quick] [--node N]\n"
-               "       hop_bench vmmc|vipl|am|fm [--json FILE] [--iters N] [--warmup N] [--styles wait,poll]\n"
+               "       hop_bench vmmc|vipl|am|fm|unet [--json FILE] [--iters N] [--warmup N] [--styles wait,poll]\n"
                "                 [--client-node N] [--server-node N] [--ping-only]\n"
-               "       hop_bench vmmc|vipl|fm --rate [--json FILE] [--quick] [--depth D] [--msgs N] [--samples S]\n"
-               "                 [--credit-every K] [--styles wait,poll] [--client-node N] [--server-node N]\n"
+               "       hop_bench vmmc|vipl|fm|unet --rate [--json FILE] [--quick] [--depth D] [--msgs N]\n"
+               "                 [--samples S] [--credit-every K] [--styles wait,poll] [--client-node N] [--server-node N]\n"
+               "                 [--bytes N (unet: 8 .. 65536)]\n"
                "On a running cluster ($ULNIC_CLUSTER, $ULNIC_RUNTIME_DIR); tests/bench/hop_bench.py brings one up.\n");
   std::exit(2);
 }
@@ -1259,6 +1351,7 @@ int main(int argc, char** argv) {
     else if (a == "--credit-every") o.credit_every = uint32_t(std::max(1, std::atoi(next().c_str())));
     else if (a == "--msgs") msgs = std::max(1, std::atoi(next().c_str()));
     else if (a == "--samples") samples = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--bytes") g.unet_bytes = uint32_t(std::clamp(std::atoi(next().c_str()), 8, UNET_MESSAGE_MAX));
     else if (a == "--styles") {
       o.styles.clear();
       std::stringstream ss(next());
@@ -1273,5 +1366,6 @@ int main(int argc, char** argv) {
   o.credit_every = std::min(o.credit_every, o.depth);
   if (mode == "floors") return run_floors(o);
   if (!make_proto(mode)) usage();
+  if (g.unet_bytes != UNET_INLINE_MAX && (mode != "unet" || !o.rate)) usage();  // --bytes: U-Net's --rate only
   return o.rate ? run_rate(mode, o) : run_proto(mode, o);
 }

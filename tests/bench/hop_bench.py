@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark driver: the one-way latency of one small message, hop by hop, for VMMC, VIPL, native AM and FM.
+"""Benchmark driver: the one-way latency of one small message, hop by hop, for VMMC, VIPL, native AM, FM and U-Net.
 
 Builds nothing. With a private ULNIC_RUNTIME_DIR (under /dev/shm where it
 holds 1 GiB) it brings up a two-node cluster (`ulnic cluster up -n 2
@@ -31,7 +31,7 @@ default is 3000. A pong that does not carry its ping's bytes back, or a
 program stuck for 30 s, fails that protocol's run (exit status 1 at the end;
 the other protocols still run).
 
-  tests/bench/hop_bench.py [--build DIR] [--out DIR] [--quick] [--protocols vmmc,vipl,am,fm] [--iters N]
+  tests/bench/hop_bench.py [--build DIR] [--out DIR] [--quick] [--protocols vmmc,vipl,am,fm,unet] [--iters N]
                            [--ping-only]
   tests/bench/hop_bench.py --plot-only OUT/hop_bench.json [--out DIR]   (redraw the PNG)
 """
@@ -46,7 +46,7 @@ from bench_common import (check_build, default_build, draw, finish, header, on_p
 
 PROG = "hop_bench.py"
 CLUSTER = "hopbench"
-PROTOCOLS = ("vmmc", "vipl", "am", "fm")
+PROTOCOLS = ("vmmc", "vipl", "am", "fm", "unet")
 HOPS = (("post_to_nic", "1 post>NIC", "tab:blue"), ("nic_tx", "2 send NIC", "tab:orange"),
         ("fabric", "3 fabric", "tab:green"), ("nic_rx", "4 recv NIC", "tab:red"),
         ("to_host", "5 NIC>host", "tab:purple"))

@@ -14,16 +14,19 @@ figures of the same run:
              pause as the wake-ups; section 4: a NOP posted to a dormant slot
              whose NIC sleeps in WFI, reaped by spin-polling and by a blocking
              Nic::wait), vmmc_bench's memcpy and NIC copy floors;
-  latency    hop_bench vmmc|vipl|am|fm: RTT/2 of one small message (VMMC and
-             VIPL 64 B, native AM and FM 16 B) with the API's blocking wait and
-             with a tight poll loop; am_logp over UDP: AM_Request4's RTT/2;
-  rate       hop_bench vmmc|vipl|fm --rate (depth 16: VMMC 64 B inline
-             notifying sends, VIPL 64 B sends, FM 16 B messages; a message
-             counts once the receiver checked it), am_logp's depth section at
-             depth 16 with AM_Request4 over UDP, natively (with am_logp.py's
-             poll back-off, and with AM_Poll called back to back as AM-2
-             programs spin) and over VIPL;
-  bandwidth  vmmc_bench one-way, vipl_bench send and RDMA write, am_logp
+  latency    hop_bench vmmc|vipl|am|fm|unet: RTT/2 of one small message (VMMC
+             and VIPL 64 B, native AM and FM 16 B, U-Net 40 B) with the API's
+             blocking wait and with a tight poll loop; am_logp over UDP:
+             AM_Request4's RTT/2;
+  rate       hop_bench vmmc|vipl|fm|unet --rate (depth 16: VMMC 64 B inline
+             notifying sends, VIPL 64 B sends, FM 16 B messages, U-Net 40 B
+             inline sends; a message counts once the receiver checked it),
+             am_logp's depth section at depth 16 with AM_Request4 over UDP,
+             natively (with am_logp.py's poll back-off, and with AM_Poll
+             called back to back as AM-2 programs spin) and over VIPL;
+  bandwidth  hop_bench unet --rate --bytes 65536 (a depth-16 stream of 64 KiB
+             messages into free buffers, blocking wait: msgs/s x 64 KiB),
+             vmmc_bench one-way, vipl_bench send and RDMA write, am_logp
              AM_RequestXfer (native and over VIPL), fm_bench fm and mp at
              64 KiB and 1 MiB; fm_bench gm get and put at 64 KiB (K = 32
              issued, then gm_sync: 64 KiB / time per operation); FM's N1/2
@@ -84,7 +87,7 @@ BW_SIZES = (KIB64, MIB)
 FM_SIZES = (64, 256, 512, 1024, 2048, 4096, 16384, KIB64, MIB)  # FM against size: N1/2
 NIC_POLL = ["--poll-yield", "50", "--poll-sleep-us", "20"]      # am_logp.py's back-off for the NIC runs
 TIGHT_POLL = ["--poll-yield", "4000000000"]                     # AM_Poll back to back, as AM-2 programs spin
-PROTOS = (("vmmc", "VMMC"), ("vipl", "VIPL"), ("am", "native AM"), ("fm", "FM"))
+PROTOS = (("vmmc", "VMMC"), ("vipl", "VIPL"), ("am", "native AM"), ("fm", "FM"), ("unet", "U-Net"))
 STYLES = (("wait", "blocking wait"), ("poll", "tight poll"))
 
 
@@ -153,6 +156,12 @@ def from_rate(proto):
     return get
 
 
+def from_unet_stream(res):
+    rate = pick(res["rows"], style="wait")["msgs_per_s"]["median"]
+    yield f"bw.unet.{KIB64}", rate * KIB64 / 1e6, "MB/s", "rows (--rate --bytes 65536)", \
+        "unet/wait: msgs_per_s (MB/s = msgs/s x 65536 B)"
+
+
 def from_am(transport, tight=False):
     def get(res):
         if tight:
@@ -212,7 +221,10 @@ def plan(quick):
             ("slot_wake", "hop", "slot_bench", ["--sections", "floors,wake", "--wake-samples", "40" if quick else "100"],
              from_slot)]
     runs += [(f"hop_{p}", "hop", "hop_bench", [p, *hop_iters], from_hop(p)) for p, _ in PROTOS]
-    runs += [(f"rate_{p}", "hop", "hop_bench", [p, "--rate", *rate], from_rate(p)) for p in ("vmmc", "vipl", "fm")]
+    runs += [(f"rate_{p}", "hop", "hop_bench", [p, "--rate", *rate], from_rate(p))
+             for p in ("vmmc", "vipl", "fm", "unet")]
+    runs += [("stream_unet", "hop", "hop_bench", ["unet", "--rate", "--bytes", str(KIB64), "--styles", "wait", *rate],
+              from_unet_stream)]
     runs += [("am_udp", "am", "udp", [*am, "--sections", "rtt,depth", "--no-floors"], from_am("udp")),
              ("am_native", "am", "native", am_nic, from_am("native")),
              ("am_native_tight", "am", "native", [*am, "--sections", "depth", "--no-floors", *TIGHT_POLL],
@@ -343,7 +355,7 @@ class Measure:
 
 def lat_targets():
     for proto, name in PROTOS:
-        size = "16 B" if proto in ("am", "fm") else "64 B"
+        size = "16 B" if proto in ("am", "fm") else "40 B" if proto == "unet" else "64 B"
         for style, how in STYLES:
             yield ("latency", name, f"one-way {size} (RTT/2), {how}", f"lat.{proto}.{style}", "us",
                    "floor.efd_oneway", "eventfd one-way", "le", 1.5)
@@ -361,7 +373,7 @@ def rate_targets():
     yield ("rate", "AM over VIPL", "AM_Request4 (16 B), depth 16", "rate.am_vipl", "msgs/s", "rate.am_udp",
            "AM/UDP depth 16", "info", 3.0)
     for proto, name, what in (("vipl", "VIPL", "64 B sends"), ("fm", "FM", "16 B messages"),
-                              ("vmmc", "VMMC", "64 B inline sends")):
+                              ("vmmc", "VMMC", "64 B inline sends"), ("unet", "U-Net", "40 B inline sends")):
         for style, how in STYLES:
             yield ("rate", name, f"{what}, depth 16, {how}", f"rate.{proto}.{style}", "msgs/s", "rate.am_udp",
                    "AM/UDP depth 16", "ge", 3.0)
@@ -375,6 +387,8 @@ def bw_targets():
         for name, what, key in rows:
             yield ("bandwidth", name, f"{what} {size_name(s)}", f"bw.{key}.{s}", "MB/s", f"bw.vmmc.{s}",
                    f"VMMC one-way {size_name(s)}", "ge", 0.8)
+    yield ("bandwidth", "U-Net", f"{size_name(KIB64)} messages, depth 16 stream", f"bw.unet.{KIB64}", "MB/s",
+           f"bw.vmmc.{KIB64}", f"VMMC one-way {size_name(KIB64)}", "ge", 0.8)
     for op in ("get", "put"):
         yield ("bandwidth", "GM over FM", f"gm_{op} {size_name(KIB64)} (K = 32, then gm_sync)",
                f"bw.gm_{op}.{KIB64}", "MB/s", f"bw.vmmc.{KIB64}", f"VMMC one-way {size_name(KIB64)}", "ge", 0.8)

@@ -81,6 +81,24 @@ struct FabricPeer {
     return h;
   }
 
+  // Packet k of operation op_id (`op`, `total` bytes in MTU packets, from
+  // node 1's slot src_slot to our slot dst_slot): the bytes from k * kMtu,
+  // kWireFirst on the first, kWireLast on the last.
+  abi::WireHeader packet_header(uint8_t op, uint64_t op_id, uint32_t total, uint32_t k, uint16_t dst_slot,
+                                uint16_t src_slot) const {
+    const uint32_t off = k * abi::kMtu, len = total - off < abi::kMtu ? total - off : abi::kMtu;
+    abi::WireHeader h = header();
+    h.op = op;
+    h.flags = uint8_t((k == 0 ? abi::kWireFirst : 0) | (off + len >= total ? abi::kWireLast : 0));
+    h.payload_len = uint16_t(len);
+    h.dst_slot = dst_slot;
+    h.dst_addr = off;
+    h.op_id = op_id;
+    h.op_length = total;
+    h.src_slot = src_slot;
+    return h;
+  }
+
   // Node 1 sends h (h.payload_len bytes of `payload`) with its next sequence
   // number (or `seq`); our link then takes what arrived.
   void send(abi::WireHeader h, const void* payload, uint32_t seq = 0) {

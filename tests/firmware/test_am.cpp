@@ -1131,17 +1131,8 @@ struct PeerAm {
   uint32_t packets() const { return (total + kMtu - 1) / kMtu; }
   // Packet k: the bytes from k * kMtu.
   void send(uint32_t k) const {
-    const uint32_t off = k * kMtu, len = total - off < kMtu ? total - off : kMtu;
-    abi::WireHeader h = g_peer.header();
-    h.op = abi::kWireOpAm;
-    h.flags = uint8_t((k == 0 ? abi::kWireFirst : 0) | (off + len == total ? abi::kWireLast : 0));
-    h.payload_len = uint16_t(len);
-    h.dst_slot = dst_slot;
-    h.dst_addr = off;
-    h.op_id = op_id;
-    h.op_length = total;
-    h.src_slot = src_slot;
-    g_peer.send(h, g_a.base + kSrcOff + off);
+    g_peer.send(g_peer.packet_header(abi::kWireOpAm, op_id, total, k, dst_slot, src_slot),
+                g_a.base + kSrcOff + k * kMtu);
   }
   void send(uint32_t from, uint32_t to) const {
     for (uint32_t k = from; k < to; ++k) send(k);

@@ -39,6 +39,7 @@
 #include "lcp/loop.h"
 #include "lcp/mail.h"
 #include "lcp/remote.h"
+#include "lcp/unet.h"
 #include "lcp/vi.h"
 #include "lcp/vmmc.h"
 #include "link/link.h"
@@ -271,6 +272,7 @@ void reset(uint8_t mode) {
   lcp::vmmc_init(w.slots);
   lcp::vi_init(w.slots);
   lcp::am_init(w.slots);
+  lcp::unet_init(w.slots);
   lcp::mail_init(w.board);
   link::init(w.board, w.cfg, link::Upcalls{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid},
              fw_host::g_mtime);

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""libvipl and the AM-2 library install like real libraries: `cmake
+"""libvipl, the AM-2 library and libunet install like real libraries: `cmake
 --install` into a fresh prefix, then programs outside the tree build against
-the installed copy with pkg-config and with find_package (vipl, am), and run:
-the VIPL program directly, the AM-2 SPMD program under the installed
-`<prefix>/bin/ulnic run -n 3 --transport udp`. Every installed header
-compiles alone from the prefix (no header includes one that is not installed).
+the installed copy with pkg-config and with find_package (vipl, am, unet),
+and run: the VIPL and U-Net programs directly, the AM-2 SPMD program under
+the installed `<prefix>/bin/ulnic run -n 3 --transport udp`. Every installed
+header compiles alone from the prefix (no header includes one that is not
+installed).
 
 Needs ULNIC_BUILD (the build directory) in the environment.
 """
@@ -102,22 +103,38 @@ int main(int argc, char **argv) {
 }
 """
 
-AM_CMAKELISTS = """
-cmake_minimum_required(VERSION 3.20)
-project(outside_am C)
-find_package(am REQUIRED CONFIG)
-add_executable(outside_am main_am.c)
-target_link_libraries(outside_am PRIVATE am::am)
-set_target_properties(outside_am PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)
+# A U-Net program: with no cluster the endpoint cannot open (UNET_ERR_NIC),
+# and a receive queue that is not a power of 2 is refused first (BAD_ARG).
+UNET_PROGRAM = r"""
+#include <stdio.h>
+#include <unet.h>
+
+int main(void) {
+  unet_endpoint* ep = NULL;
+  unet_attr bad = {NULL, -1, 0, 3, 0};
+  int b = unet_endpoint_create(&bad, &ep);
+  int absent = unet_endpoint_create(NULL, &ep);
+  printf("bad=%d absent=%d (%s)\n", b, absent, unet_strerror(absent));
+  return b == UNET_ERR_BAD_ARG && absent == UNET_ERR_NIC && ep == NULL ? 0 : 1;
+}
 """
 
-CMAKELISTS = """
+
+def cmakelists(package, source, target, languages="C", c99=True):
+    """A project outside the tree that builds `source` against the installed `package` (find_package)."""
+    text = f"""
 cmake_minimum_required(VERSION 3.20)
-project(outside C CXX)
-find_package(vipl REQUIRED CONFIG)
-add_executable(outside main.c)
-target_link_libraries(outside PRIVATE vipl::vipl)
+project({target} {languages})
+find_package({package} REQUIRED CONFIG)
+add_executable({target} {source})
+target_link_libraries({target} PRIVATE {package}::{package})
 """
+    return text + (f"set_target_properties({target} PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)\n" if c99 else "")
+
+
+UNET_CMAKELISTS = cmakelists("unet", "main_unet.c", "outside_unet", "C CXX")
+AM_CMAKELISTS = cmakelists("am", "main_am.c", "outside_am")
+CMAKELISTS = cmakelists("vipl", "main.c", "outside", "C CXX", c99=False)
 
 
 # The classic C APIs: C programs include them, so they compile as C99 too.
@@ -143,6 +160,8 @@ class Install(unittest.TestCase):
             f.write(PROGRAM)
         with open(os.path.join(cls.tmp, "main_am.c"), "w") as f:
             f.write(AM_PROGRAM)
+        with open(os.path.join(cls.tmp, "main_unet.c"), "w") as f:
+            f.write(UNET_PROGRAM)
 
     @classmethod
     def tearDownClass(cls):
@@ -157,7 +176,8 @@ class Install(unittest.TestCase):
         for f in ("include/vipl.h", "lib/libulnic_vipl.a", "lib/libulnic_core.a", "lib/libulnic_util.a",
                   "lib/pkgconfig/vipl.pc", "lib/cmake/vipl/viplConfig.cmake",
                   "include/amudp.h", "include/amudp_spmd.h", "lib/libulnic_am.a", "lib/libulnic_am_spmd_master.a",
-                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic", "share/man/man1/ulnic.1"):
+                  "lib/pkgconfig/am.pc", "lib/cmake/am/amConfig.cmake", "bin/ulnic", "share/man/man1/ulnic.1",
+                  "include/unet.h", "lib/libulnic_unet.a", "lib/pkgconfig/unet.pc", "lib/cmake/unet/unetConfig.cmake"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, f)), f)
         self.assertTrue(os.access(os.path.join(self.prefix, "bin", "ulnic"), os.X_OK))
         # The installed manual is the installed command's own help.
@@ -228,6 +248,18 @@ class Install(unittest.TestCase):
 
     def test_an_am2_cmake_project_builds_with_find_package_and_runs_under_ulnic_run(self):
         self.run_am_job(self.build_cmake_project("cmake_am", "main_am.c", AM_CMAKELISTS, "outside_am"))
+
+    def test_a_unet_program_builds_with_pkg_config_and_runs(self):
+        env = dict(self.env, PKG_CONFIG_PATH=os.path.join(self.prefix, "lib", "pkgconfig"))
+        flags = self.run_ok(["pkg-config", "--cflags", "--libs", "unet"], env=env).split()
+        exe = os.path.join(self.tmp, "pc_unet_prog")
+        self.run_ok(["cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", os.path.join(self.tmp, "main_unet.c"),
+                     "-o", exe, *flags], env=env)
+        self.assertIn("bad=1 absent=3", self.run_ok([exe]))
+
+    def test_a_unet_cmake_project_builds_with_find_package_and_runs(self):
+        exe = self.build_cmake_project("cmake_unet", "main_unet.c", UNET_CMAKELISTS, "outside_unet")
+        self.assertIn("bad=1 absent=3", self.run_ok([exe]))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 
 #include "ulnic/abi/slot.h"
 #include "ulnic/abi/sram.h"
+#include "ulnic/abi/unet.h"
 #include "ulnic/abi/vmmc.h"
 
 namespace ulnic::abi {
@@ -20,6 +21,8 @@ enum CtrlOpcode : uint32_t {
   kCtrlRevoke = 7,       // take that back
   kCtrlImport = 8,       // slot k: proxy region vmmc.index -> (node, peer_slot, handle, length)
   kCtrlUnimport = 9,     // slot k: clear proxy region vmmc.index
+  kCtrlUnetChannel = 10, // slot k: a U-Net channel (unet.*): value = its id
+  kCtrlUnetUnchannel = 11,  // slot k: drop channel unet.channel
 };
 
 struct CtrlCommand {
@@ -32,6 +35,7 @@ struct CtrlCommand {
   union {
     SlotLayout layout;     // kCtrlAttachSlot
     CtrlVmmcArgs vmmc;     // kCtrlExport .. kCtrlUnimport
+    UnetChannelArgs unet;  // kCtrlUnetChannel, kCtrlUnetUnchannel
   };
   uint8_t reserved[32];
 };
@@ -44,7 +48,8 @@ enum CtrlStatus : uint32_t {
   kCtrlBadLayout = 3,
   kCtrlBadRegion = 4,    // kCtrlExport: not a registration with RemoteWrite covering it
   kCtrlNoResources = 5,  // table full
-  kCtrlBadHandle = 6,    // no such export / import
+  kCtrlBadHandle = 6,    // no such export / import / channel
+  kCtrlInUse = 7,        // kCtrlUnetChannel: the rx tag is taken on this NIC
 };
 
 struct CtrlResponse {

@@ -75,6 +75,8 @@ enum WireOp : uint8_t {
   kWireOpViConn = 9,     // connection management: payload is a ViConnMessage
   kWireOpAm = 10,        // an AM message (abi/am.h): dst_addr = offset in the operation's
                          // bytes (AmPrefix first), op_length = their total
+  kWireOpUnet = 11,      // a U-Net message (abi/unet.h): dst_key = its tag, dst_slot = the
+                         // endpoint its channel names, dst_addr = offset in the message
 };
 
 enum WireFlags : uint8_t {

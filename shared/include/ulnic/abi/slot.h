@@ -165,6 +165,14 @@ enum SqOpcode : uint8_t {
                        // tag = access | uint64(src_slot) << 32. kSqAmClose: free it
   kOpAmSend = 19,      // send `length` bytes at src_addr (key src_key): AmPrefix,
                        // message, Long payload; to node dst_node, slot dst_slot
+  // U-Net (abi/unet.h).
+  kOpUnetEndpoint = 20,   // make this slot a U-Net endpoint: queue area at src_addr (key
+                          // src_key) with `length` receive and `access` free-queue entries
+                          // (powers of 2); segment reg_offset bytes at dst_addr (key
+                          // dst_key). kSqUnetClose: stop being one (channels stay)
+  kOpUnetSend = 21,       // send `length` bytes at segment offset src_addr on channel dst_key
+  kOpUnetSendInline = 22, // the same with the payload in the next ceil(length / 64) SQ
+                          // entries (length <= kMaxInline)
   kOpcodeCount,
 };
 
@@ -174,6 +182,7 @@ enum SqFlags : uint8_t {
   kSqViListen = 1u << 2, // kOpViCancel: cancel a listen, not a connect
   kSqAmClose = 1u << 3,  // kOpAmEndpoint: free the endpoint
   kSqTrace = 1u << 4,    // any opcode: stamp it, and the message it sends, in SlotTrace
+  kSqUnetClose = 1u << 3,  // kOpUnetEndpoint: no longer an endpoint
 };
 
 enum MemAccess : uint32_t {
@@ -249,6 +258,9 @@ enum CqStatus : uint16_t {
                              // try again later)
   kCqAmBadSegOffset = 30,    // a Long's offset is past the segment (or no segment)
   kCqAmBadLength = 31,       // a Long's end is past the segment
+  // kOpUnetSend*:
+  kCqUnetBadChannel = 32,    // no such channel of this slot (the daemon sets them up)
+  kCqUnetNoEndpoint = 33,    // the slot is not a U-Net endpoint (kOpUnetEndpoint)
 };
 
 struct CqEntry {

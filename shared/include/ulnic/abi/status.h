@@ -71,6 +71,9 @@ enum Counter : uint32_t {
   kCtrSpinWindowUs,        // gauge: how long the NIC polls after its last work before it sleeps
   kCtrLinkPlaced,          // data packets the link placed itself (direct placement, no upcall)
   kCtrVerdictTimeouts,     // operations failed for a verdict that never came (its packets all acknowledged)
+  kCtrUnetMessages,        // U-Net messages published into a receive queue
+  kCtrUnetDrops,           // U-Net messages dropped: receive queue full, free queue empty, too long
+  kCtrUnetBadTag,          // U-Net messages dropped: no channel takes their tag from their sender
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;

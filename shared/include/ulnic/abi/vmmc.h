@@ -16,6 +16,7 @@
 
 #include "ulnic/abi/ring.h"
 #include "ulnic/abi/sram.h"
+#include "ulnic/abi/unet.h"
 
 namespace ulnic::abi {
 
@@ -38,6 +39,7 @@ enum EqType : uint32_t {
   kEqNotification = 1,   // a send with kSqNotify finished landing in an export
   kEqViError = 2,        // a VI's asynchronous error (abi/vi.h)
   kEqAmArrival = 3,      // a message was published in AM endpoint export_handle's ring
+  kEqUnetArrival = 4,    // a descriptor was published in the U-Net receive queue
 };
 
 enum EqFlags : uint32_t {
@@ -135,6 +137,8 @@ enum OwnerRequestType : uint32_t {
   kReqUnexport = 2,
   kReqImport = 3,
   kReqUnimport = 4,
+  kReqUnetChannel = 5,      // a U-Net channel for the slot (unet: abi/unet.h); reply handle = its id
+  kReqUnetUnchannel = 6,
 };
 
 enum VmmcStatus : uint32_t {
@@ -147,6 +151,8 @@ enum VmmcStatus : uint32_t {
   kVmmcUnreachable = 6,     // the node did not answer
   kVmmcBadRequest = 7,      // malformed request, bad node, bad proxy address
   kVmmcNotImported = 8,     // unimport of something not imported
+  kUnetTagTaken = 9,        // kReqUnetChannel: the rx tag is in use on this node
+  kUnetNoChannel = 10,      // kReqUnetUnchannel: no such channel of the slot
 };
 
 struct VmmcImporter {
@@ -164,7 +170,10 @@ struct OwnerRequest {
   uint64_t length;          // export: bytes
   uint32_t notify;          // export: sends may notify
   uint32_t num_allowed;     // export: 0 = anybody, else allowed[0..n)
-  VmmcImporter allowed[8];
+  union {
+    VmmcImporter allowed[8];
+    UnetChannelArgs unet;   // kReqUnetChannel, kReqUnetUnchannel
+  };
   char name[kNameBytes];
 };
 ULNIC_ABI_CHECK_SIZE(OwnerRequest, 176);

@@ -1,0 +1,351 @@
+#include "lcp/unet.h"
+
+#include <string.h>
+
+#include "core/status.h"
+#include "link/link.h"
+
+namespace lcp {
+namespace {
+
+using core::status::count;
+using core::status::put;
+
+struct Endpoint {
+  bool used;
+  uint32_t serial;         // this configuration (assemblies name it)
+  uint32_t area_key;
+  uint64_t area_va;
+  uint32_t rx_entries, free_entries;  // powers of 2
+  uint32_t seg_key;
+  uint64_t seg_va, seg_len;
+  uint64_t produced;       // receive descriptors handed out (reserved)
+  abi::UnetNicWords nic;   // private copy of what the NIC publishes
+};
+
+struct Channel {
+  bool used;
+  uint32_t slot;
+  uint64_t generation;
+  uint32_t remote_node, remote_slot, tx_tag, rx_tag;
+};
+
+// A message being received: where its bytes go.
+struct Assembly {
+  bool used;
+  uint32_t src;
+  uint64_t op_id;
+  uint32_t slot;
+  uint64_t generation;
+  uint32_t serial;         // the endpoint configuration it was checked against
+  uint16_t channel;
+  uint64_t entry;          // its receive descriptor's number
+  uint32_t length;
+  bool in_line;            // in the descriptor, no buffer
+  bool dropped;            // a taken buffer that did not fit: given back
+  uint32_t buf_off, buf_len;
+};
+
+struct State {
+  SlotTable* t;
+  Endpoint eps[abi::kMaxSlots];
+  Channel chans[abi::kMaxUnetChannels];
+  Assembly in[kMaxUnetAssemblies];
+  uint32_t serial;
+} g;
+
+// The NIC address of the endpoint's queue area, or 0 if its registration is gone.
+uint64_t area_nic(const Slot& s, const Endpoint& ep) {
+  uint64_t nic = 0;
+  if (slot_translate(s, ep.area_key, ep.area_va, abi::unet_area_bytes(ep.rx_entries, ep.free_entries),
+                     abi::kAccessLocal, nic) != abi::kCqOk)
+    return 0;
+  return nic;
+}
+
+abi::UnetHostWords& host_words(uint64_t area) { return *reinterpret_cast<abi::UnetHostWords*>(area); }
+abi::UnetNicWords& nic_words(uint64_t area) { return *reinterpret_cast<abi::UnetNicWords*>(area + 64); }
+abi::UnetRxDesc& rx_desc(uint64_t area, uint64_t n) { return reinterpret_cast<abi::UnetRxDesc*>(area + 128)[n]; }
+
+// The process's words (untrusted: only read, once, with acquire: they
+// publish the free-queue entries before them).
+uint64_t host_word(const uint64_t& w) { return __atomic_load_n(&w, __ATOMIC_ACQUIRE); }
+
+// Publishes the endpoint's counters and free-queue index into its area
+// (one writer: the NIC; single-word stores).
+void publish_counts(Slot& s, Endpoint& ep) {
+  uint64_t area = area_nic(s, ep);
+  if (!area) return;
+  abi::UnetNicWords& w = nic_words(area);
+  put(w.free_taken, ep.nic.free_taken);
+  put(w.delivered, ep.nic.delivered);
+  put(w.drops_rx_full, ep.nic.drops_rx_full);
+  put(w.drops_free_empty, ep.nic.drops_free_empty);
+  put(w.drops_too_long, ep.nic.drops_too_long);
+  put(w.drops_bad_tag, ep.nic.drops_bad_tag);
+}
+
+void drop(Slot& s, Endpoint& ep, uint64_t& counter) {
+  ++counter;
+  count(ulnic::abi::kCtrUnetDrops);
+  publish_counts(s, ep);
+}
+
+// A message no channel takes: counted by the NIC and, if the slot it names
+// is an endpoint, by that endpoint.
+void bad_tag(const abi::WireHeader& h) {
+  count(ulnic::abi::kCtrUnetBadTag);
+  if (h.dst_slot >= abi::kMaxSlots) return;
+  Slot& s = g.t->slots[h.dst_slot];
+  Endpoint& ep = g.eps[h.dst_slot];
+  if (s.state != abi::SlotState::kActive || !ep.used) return;
+  ++ep.nic.drops_bad_tag;
+  publish_counts(s, ep);
+}
+
+Channel* channel_for_tag(uint32_t tag) {
+  for (Channel& c : g.chans)
+    if (c.used && c.rx_tag == tag && slot_live(*g.t, c.slot, c.generation)) return &c;
+  return nullptr;
+}
+
+Assembly* find(uint32_t src, uint64_t op_id) {
+  for (Assembly& a : g.in)
+    if (a.used && a.src == src && a.op_id == op_id) return &a;
+  return nullptr;
+}
+
+Assembly* free_assembly() {
+  for (Assembly& a : g.in)
+    if (!a.used) return &a;
+  return nullptr;
+}
+
+// Takes the next free-queue entry, or false (empty, or indices no process
+// could have written: read as empty).
+bool take_buffer(Endpoint& ep, uint64_t area, abi::UnetFreeDesc& out) {
+  const uint64_t produced = host_word(host_words(area).free_produced);
+  if (produced == ep.nic.free_taken || produced - ep.nic.free_taken > ep.free_entries) return false;
+  const uint64_t queue = area + 128 + uint64_t(ep.rx_entries) * sizeof(abi::UnetRxDesc);
+  const auto* q = reinterpret_cast<const abi::UnetFreeDesc*>(queue);
+  memcpy(&out, &q[ep.nic.free_taken & (ep.free_entries - 1)], sizeof out);  // once: the host may rewrite it
+  ++ep.nic.free_taken;
+  return true;
+}
+
+// The first packet: the channel, the endpoint, room in the receive queue
+// and, for a message too long to go in its descriptor, a free buffer.
+void begin(uint32_t src, const abi::WireHeader& h) {
+  const Channel* ch = channel_for_tag(h.dst_key);
+  if (!ch || ch->remote_node != src || ch->remote_slot != h.src_slot || ch->slot != h.dst_slot) return bad_tag(h);
+  Slot& s = g.t->slots[ch->slot];
+  Endpoint& ep = g.eps[ch->slot];
+  if (!ep.used) return bad_tag(h);
+  const uint64_t area = area_nic(s, ep);
+  if (!area) return;  // its process took the queues away: nowhere to count
+  if (h.op_length == 0 || h.op_length > abi::kUnetMaxMessage) return drop(s, ep, ep.nic.drops_too_long);
+  const uint64_t consumed = host_word(host_words(area).rx_consumed);
+  // Untrusted: more consumed than produced reads as full.
+  if (consumed > ep.produced || ep.produced - consumed >= ep.rx_entries) return drop(s, ep, ep.nic.drops_rx_full);
+  Assembly* a = free_assembly();
+  if (!a) return drop(s, ep, ep.nic.drops_rx_full);  // more arriving at once than the NIC holds
+  *a = Assembly{};
+  a->in_line = h.op_length <= abi::kUnetInline;
+  if (!a->in_line) {
+    abi::UnetFreeDesc b;
+    if (!take_buffer(ep, area, b)) return drop(s, ep, ep.nic.drops_free_empty);
+    a->buf_off = b.offset;
+    a->buf_len = b.length;
+    // A buffer that cannot hold the message (or lies outside the segment)
+    // goes back to the process in a dropped descriptor.
+    a->dropped = b.length < h.op_length || b.offset > ep.seg_len || b.length > ep.seg_len - b.offset;
+    if (a->dropped) ++ep.nic.drops_too_long, count(ulnic::abi::kCtrUnetDrops);
+    publish_counts(s, ep);
+  }
+  a->used = true;
+  a->src = src;
+  a->op_id = h.op_id;
+  a->slot = ch->slot;
+  a->generation = s.generation;
+  a->serial = ep.serial;
+  a->channel = uint16_t(ch - g.chans);
+  a->entry = ep.produced++;
+  a->length = h.op_length;
+}
+
+// The assembly's endpoint, as it was checked (null: gone or reconfigured).
+Endpoint* endpoint_of(const Assembly& a) {
+  if (!slot_live(*g.t, a.slot, a.generation)) return nullptr;
+  Endpoint& ep = g.eps[a.slot];
+  return ep.used && ep.serial == a.serial ? &ep : nullptr;
+}
+
+void place(Assembly& a, uint64_t off, const uint8_t* bytes, uint32_t len) {
+  Endpoint* ep = endpoint_of(a);
+  if (!ep || a.dropped || off > a.length || len > a.length - off) return;
+  const Slot& s = g.t->slots[a.slot];
+  uint64_t nic = 0;
+  if (a.in_line) {
+    const uint64_t area = area_nic(s, *ep);
+    if (!area) return;
+    nic = reinterpret_cast<uint64_t>(rx_desc(area, a.entry & (ep->rx_entries - 1)).data) + off;
+  } else if (slot_translate(s, ep->seg_key, ep->seg_va + a.buf_off + off, len, abi::kAccessRemoteWrite, nic) !=
+             abi::kCqOk) {
+    return;  // the segment's registration went away meanwhile
+  }
+  memcpy(reinterpret_cast<void*>(nic), bytes, len);
+}
+
+// Publishes the assembly's descriptor: the message, a buffer given back,
+// or (a message that went away: its sender aborted it) an empty one the
+// process skips, so later descriptors are not held up.
+void publish(Assembly& a, bool ok) {
+  a.used = false;
+  Endpoint* ep = endpoint_of(a);
+  if (!ep) return;
+  Slot& s = g.t->slots[a.slot];
+  const uint64_t area = area_nic(s, *ep);
+  if (!area) return;
+  abi::UnetRxDesc& d = rx_desc(area, a.entry & (ep->rx_entries - 1));
+  const bool delivered = ok && !a.dropped;
+  d.channel = a.channel;
+  d.flags = uint8_t(delivered ? (a.in_line ? abi::kUnetRxInline : 0) : abi::kUnetRxDropped);
+  d.length = delivered ? a.length : 0;
+  d.offset = a.in_line ? 0 : a.buf_off;
+  d.buf_len = a.in_line ? 0 : a.buf_len;
+  // The process reads the descriptor once seq says so: everything before first.
+  __atomic_store_n(&d.seq, uint32_t(a.entry + 1), __ATOMIC_RELEASE);
+  if (!delivered) return;  // a buffer given back wakes nobody: the next message will
+  ++ep->nic.delivered;
+  publish_counts(s, *ep);
+  count(ulnic::abi::kCtrUnetMessages);
+  abi::EqEntry ev{};
+  ev.type = abi::kEqUnetArrival;
+  ev.export_handle = a.channel;
+  ev.src_node = uint16_t(a.src);
+  ev.length = a.length;
+  slot_post_event(*g.t, a.slot, ev);
+}
+
+}  // namespace
+
+void unet_init(SlotTable& t) {
+  memset(&g, 0, sizeof g);
+  g.t = &t;
+}
+
+abi::CqStatus unet_configure(Slot& s, const abi::SqEntry& e) {
+  if (e.dst_slot || e.src_slot || e.dst_node) return abi::kCqBadOpcode;
+  Endpoint& ep = g.eps[s.index];
+  ++g.t->epoch;  // messages placed into its segment stop here (unet_placement)
+  if (e.flags & abi::kSqUnetClose) {
+    ep = Endpoint{};
+    return abi::kCqOk;
+  }
+  const uint32_t rx = e.length, fq = e.access;
+  if (rx == 0 || rx > abi::kUnetMaxQueue || (rx & (rx - 1)) || fq == 0 || fq > abi::kUnetMaxQueue || (fq & (fq - 1)))
+    return abi::kCqBadLength;
+  if (e.reg_offset == 0 || e.reg_offset > 0xffffffffull) return abi::kCqBadLength;  // offsets are 32-bit
+  uint64_t area = 0, seg = 0;
+  abi::CqStatus st = slot_translate(s, e.src_key, e.src_addr, abi::unet_area_bytes(rx, fq), abi::kAccessLocal, area);
+  if (st != abi::kCqOk) return st;
+  if (area % alignof(abi::UnetNicWords) != 0) return abi::kCqBadAddress;  // the NIC writes 8-byte words there
+  st = slot_translate(s, e.dst_key, e.dst_addr, e.reg_offset, abi::kAccessLocal | abi::kAccessRemoteWrite, seg);
+  if (st != abi::kCqOk) return st;
+  while (++g.serial == 0) {
+  }
+  // Queues start empty, counts at zero (abi/unet.h): a process that posted
+  // buffers first has them taken from the first entry on.
+  ep = Endpoint{true, g.serial, e.src_key, e.src_addr, rx, fq, e.dst_key, e.dst_addr, e.reg_offset, 0,
+                abi::UnetNicWords{}};
+  publish_counts(s, ep);
+  return abi::kCqOk;
+}
+
+abi::CtrlStatus unet_control(SlotTable& t, const abi::CtrlCommand& cmd, uint64_t& value) {
+  const abi::UnetChannelArgs& a = cmd.unet;
+  if (cmd.slot >= abi::kMaxSlots) return abi::kCtrlBadSlot;
+  const Slot& s = t.slots[cmd.slot];
+  ++t.epoch;
+  if (cmd.opcode == abi::kCtrlUnetUnchannel) {
+    if (a.channel >= abi::kMaxUnetChannels) return abi::kCtrlBadHandle;
+    Channel& c = g.chans[a.channel];
+    if (!c.used || !slot_live(t, cmd.slot, c.generation) || c.slot != cmd.slot) return abi::kCtrlBadHandle;
+    c = Channel{};
+    return abi::kCtrlOk;
+  }
+  if (s.state != abi::SlotState::kActive) return abi::kCtrlBadSlot;
+  if (a.tx_tag == 0 || a.rx_tag == 0 || a.remote_node >= abi::kMaxNodes || a.remote_slot >= abi::kMaxSlots)
+    return abi::kCtrlBadCommand;
+  if (channel_for_tag(a.rx_tag)) return abi::kCtrlInUse;
+  uint32_t held = 0;
+  for (const Channel& c : g.chans) held += c.used && c.slot == cmd.slot && slot_live(t, c.slot, c.generation);
+  if (held >= abi::kMaxUnetChannelsPerSlot) return abi::kCtrlNoResources;
+  for (uint32_t i = 0; i < abi::kMaxUnetChannels; ++i) {
+    Channel& c = g.chans[i];
+    if (c.used && slot_live(t, c.slot, c.generation)) continue;
+    c = Channel{true, cmd.slot, s.generation, a.remote_node, a.remote_slot, a.tx_tag, a.rx_tag};
+    value = i;
+    return abi::kCtrlOk;
+  }
+  return abi::kCtrlNoResources;
+}
+
+abi::CqStatus unet_check_send(const Slot& s, const abi::SqEntry& e, bool inline_payload, UnetRoute& route) {
+  if (e.dst_slot || e.access || e.src_slot || e.reg_offset || e.dst_node || e.src_key || e.dst_addr ||
+      (inline_payload && e.src_addr))
+    return abi::kCqBadOpcode;
+  const Endpoint& ep = g.eps[s.index];
+  if (!ep.used) return abi::kCqUnetNoEndpoint;
+  if (e.dst_key >= abi::kMaxUnetChannels) return abi::kCqUnetBadChannel;
+  const Channel& c = g.chans[e.dst_key];
+  if (!c.used || c.slot != s.index || c.generation != s.generation) return abi::kCqUnetBadChannel;
+  if (e.length == 0 || e.length > (inline_payload ? abi::kMaxInline : abi::kUnetMaxMessage)) return abi::kCqBadLength;
+  route = UnetRoute{c.remote_node, c.remote_slot, c.tx_tag, 0};
+  if (inline_payload) return abi::kCqOk;
+  if (e.src_addr > ep.seg_len || e.length > ep.seg_len - e.src_addr) return abi::kCqBadLength;
+  return slot_translate(s, ep.seg_key, ep.seg_va + e.src_addr, e.length, abi::kAccessLocal, route.src);
+}
+
+uint8_t unet_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  Assembly* a = find(src, h.op_id);
+  if (!a && (h.flags & abi::kWireFirst)) {
+    begin(src, h);
+    a = find(src, h.op_id);
+  }
+  if (a) place(*a, h.dst_addr, payload, h.payload_len);
+  return abi::kCqOk;  // dropped or not: counted here, not told (U-Net)
+}
+
+bool unet_placement(uint32_t src, const abi::WireHeader& h, uint64_t& base, uint64_t& hi) {
+  const Assembly* a = find(src, h.op_id);
+  if (!a || a->in_line || a->dropped) return false;
+  const Endpoint* ep = endpoint_of(*a);
+  uint64_t nic = 0;
+  if (!ep || slot_translate(g.t->slots[a->slot], ep->seg_key, ep->seg_va + a->buf_off, a->length,
+                            abi::kAccessRemoteWrite, nic) != abi::kCqOk)
+    return false;
+  (void)h;
+  base = nic;
+  hi = a->length;
+  return true;
+}
+
+void unet_last(uint32_t src, const abi::WireHeader& h, bool ok) {
+  if (Assembly* a = find(src, h.op_id)) publish(*a, ok);
+}
+
+void unet_peer_lost(uint32_t peer) {
+  for (Assembly& a : g.in)
+    if (a.used && a.src == peer) publish(a, false);
+}
+
+void unet_slot_detached(uint32_t slot) {
+  g.eps[slot] = Endpoint{};
+  for (Channel& c : g.chans)
+    if (c.used && c.slot == slot) c = Channel{};
+  for (Assembly& a : g.in)
+    if (a.used && a.slot == slot) a.used = false;
+}
+
+}  // namespace lcp
