@@ -967,13 +967,15 @@ int raw_attach(int argc, char** argv) {
 // --------------------------------------------------------- random-descriptors
 
 // Bytes of SQ entries a descriptor takes after itself as its payload (the
-// firmware's rule, slots.cpp take_inline: a short send of 1..kMaxInline
-// bytes with good flags; a VI connect or listen's discriminator of at most
+// firmware's rule, slots.cpp take_inline: a short VMMC or U-Net send of
+// 1..kMaxInline bytes with good flags; a VI connect or listen's discriminator of at most
 // kViMaxDiscriminator bytes, even when refused).
 size_t payload_bytes(const abi::SqEntry& e) {
   if (e.opcode == abi::kOpViConnect || e.opcode == abi::kOpViListen)
     return e.access <= abi::kViMaxDiscriminator ? e.access : 0;
   if (e.opcode == abi::kOpSendInline && (e.flags & ~(abi::kSqNotify | abi::kSqTrace)) == 0 && e.reserved == 0)
+    return e.length >= 1 && e.length <= abi::kMaxInline ? e.length : 0;
+  if (e.opcode == abi::kOpUnetSendInline && (e.flags & ~abi::kSqTrace) == 0 && e.reserved == 0)
     return e.length >= 1 && e.length <= abi::kMaxInline ? e.length : 0;
   return 0;
 }
@@ -1075,7 +1077,8 @@ int random_descriptors(int argc, char** argv) {
   const uint8_t ops[] = {abi::kOpNop,      abi::kOpCopy,       abi::kOpRegister,   abi::kOpDeregister,
                          abi::kOpPut,      abi::kOpSend,       abi::kOpSendInline, abi::kOpRedirect,
                          abi::kOpViCreate, abi::kOpViDestroy,  abi::kOpViPostSend, abi::kOpViReject,
-                         abi::kOpViCancel, abi::kOpViDisconnect, abi::kOpAmEndpoint, abi::kOpAmSend};
+                         abi::kOpViCancel, abi::kOpViDisconnect, abi::kOpAmEndpoint, abi::kOpAmSend,
+                         abi::kOpUnetEndpoint, abi::kOpUnetSend, abi::kOpUnetSendInline};
   std::vector<uint8_t> payload(256);
   std::vector<uint8_t> seen((count + 7) / 8, 0);
   uint64_t posted = 0, completed = 0, unknown = 0, twice = 0, reregistered = 0;
