@@ -62,4 +62,18 @@ std::vector<abi::LinkStatus> SramFile::read_links(uint32_t n) const {
   return links;
 }
 
+abi::CostBlock SramFile::read_cost() const {
+  const auto* shared = reinterpret_cast<const abi::CostBlock*>(at(abi::kCostOffset));
+  abi::CostBlock copy;
+  // The plugin counts at every firmware marker: a busy NIC may move the block
+  // while we copy it; a bounded number of tries, as for the status block.
+  for (int tries = 0; tries < 8; ++tries) {
+    uint64_t before = std::atomic_ref<const uint64_t>(shared->seq).load(std::memory_order_acquire);
+    std::memcpy(&copy, shared, sizeof copy);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (!(before & 1) && std::atomic_ref<const uint64_t>(shared->seq).load(std::memory_order_relaxed) == before) break;
+  }
+  return copy;
+}
+
 }  // namespace ulnic::board
