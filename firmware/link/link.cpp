@@ -708,20 +708,18 @@ bool poll_timers(uint64_t now) {
                                                                          : hal::clint::us_to_ticks(kRtoMaxUs);
       p.rto_deadline = now + p.rto_ticks;
     }
-    if (seq_before(p.resend_next, p.next_seq)) {
-      core::cost::Phase<ulnic::abi::kPhaseTransmit> cost;  // retransmissions
-      bool resent = false;
-      while (seq_before(p.resend_next, p.next_seq)) {
-        TxEntry& e = p.win[p.resend_next % kWindow];
-        if (!put_packet(n, abi::kPktData, &e, false)) break;
-        e.retransmitted = true;
-        ++p.resend_next;
-        ++g.stats.retransmits;
-        ++p.retransmits;
-        resent = true;
-      }
-      if (resent) publish_to(n), worked = true;
+    bool resent = false;
+    while (seq_before(p.resend_next, p.next_seq)) {
+      core::cost::Phase<ulnic::abi::kPhaseTransmit> cost;  // a retransmission
+      TxEntry& e = p.win[p.resend_next % kWindow];
+      if (!put_packet(n, abi::kPktData, &e, false)) break;
+      e.retransmitted = true;
+      ++p.resend_next;
+      ++g.stats.retransmits;
+      ++p.retransmits;
+      resent = true;
     }
+    if (resent) publish_to(n), worked = true;
     if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= g.ack_every)) {
       core::cost::Phase<ulnic::abi::kPhaseAck> cost;
       if (transmit(n, abi::kPktAck, nullptr)) ++g.stats.tx_acks, worked = true;
