@@ -24,7 +24,7 @@ ROUNDS = 10
 
 # Instructions per 64 B message and side, measured 2026-11-27 (tests/bench/cost.py), + ~3%:
 #   vmmc  send 1726, recv 1583; vipl  send 2428, recv 2062;
-#   am    request send 1901 / recv 2206, reply send 1443 (its verdict left out: EXIT_RACE) / recv 2239.
+#   am    request send 1901 / recv 2206, reply send 1596 (1223 without its verdict: EXIT_RACE) / recv 2239.
 BUDGET = {
     "vmmc": {"send": 1780, "recv": 1630},
     "vipl": {"send": 2500, "recv": 2125},
