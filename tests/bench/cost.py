@@ -22,8 +22,8 @@ two runs' totals: setup -- attach, export/import, connect, SPMD start and exit -
         verdict sent back; VIPL also the receive descriptor the program posts for each message).
 
 The budgeted count of a side is every phase but ack and ring (link ACK upkeep, fabric ring head re-reads and
-doorbells), which depend on when the peers acted and are shown as averages; so are link ACKs sent alone (work
-items of no operation, "other"), per round trip. am_tight's replier leaves right after its last reply, whose
+doorbells), which depend on when the peers acted and are shown as averages. Link ACKs sent alone are work items
+of no operation ("other"), in the JSON with the runs' setup. am_tight's replier leaves right after its last reply, whose
 verdict may then find no operation to complete: the reply's last-message send side leaves its verdict out
 (EXIT_RACE). Prints a table per protocol (phase x direction and side) with the wall-clock round trip the programs
 measured beside it (never modelled time), and writes OUT/cost.json.
@@ -192,7 +192,6 @@ def measure(ulnic, bin_dir, env, proto, rounds):
             "last": {"n": last1, "n_again": last2, "2n": last3}, "sides": sides(proto, last1, last=True),
             "average": sides(proto, msg), "unequal_runs": unequal([last1, last2, last3], all_ops, proto),
             "indivisible": problems,
-            "link_other_per_round": sum(v for m in msg for k, v in m.get("other", {}).items() if k != "spans"),
             "idle_insns": {"n": idle1, "2n": idle2}, "output": out1 + out2}
 
 
@@ -218,7 +217,6 @@ def print_table(r):
     for ph in ("total",) + TIMED:
         note = "" if ph == "total" else "   timing dependent"
         print(f"  {ph:<12}" + "".join(f"{avg[d][sd][ph]:>14.1f}" for d, sd in cols) + note)
-    print(f"  link ACKs sent alone and other work of no operation: {r['link_other_per_round']:.1f} per round trip")
     for p in r["unequal_runs"]:
         print(f"  NOT DETERMINISTIC: the last message of three runs: {p}")
     for p in r["indivisible"]:
