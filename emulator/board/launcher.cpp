@@ -78,6 +78,8 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
                        "ivshmem-doorbell,chardev=fabric,vectors=" + std::to_string(s.fabric_vectors) +
                            ",ioeventfd=off,addr=" + pci_addr(abi::kFabricPciDev)});
   }
+  if (s.cost)
+    a.insert(a.end(), {"-plugin", "file=" + qemu_escape(tool_path("ulnic-cost.so")) + ",sram=" + qemu_escape(p.sram)});
   a.insert(a.end(), s.extra_args.begin(), s.extra_args.end());
   return a;
 }

@@ -19,6 +19,7 @@ struct BoardSpec {
   std::string fabric_socket;           // ivshmem server socket; "" = no fabric device
   std::string qemu = "qemu-system-riscv64";
   bool serial_to_stdout = false;       // firmware tests: serial on our stdout
+  bool cost = false;                   // load the cost plugin (exact instruction counts, abi/cost.h)
   std::vector<std::string> extra_args; // appended verbatim (debugging, tests)
 };
 

@@ -324,6 +324,7 @@ Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool chec
   if (!sram) return std::unexpected(sram.error());
   info.status = sram->read_status();
   info.links = sram->read_links(sram->boot_config().num_nodes);
+  info.cost = sram->read_cost();
   if (info.running) {
     if (auto q = Qmp::connect(p.qmp, 2s))
       if (auto s = q->run_state()) info.vm_state = *s;

@@ -11,6 +11,7 @@
 
 #include "board/fabric_control.h"
 #include "board/launcher.h"
+#include "ulnic/abi/cost.h"
 #include "ulnic/abi/status.h"
 
 namespace ulnic::board {
@@ -51,6 +52,7 @@ struct NodeInfo {
   bool heartbeat_advancing = false;
   std::string firmware_path;            // copy of the flashed ELF
   std::vector<abi::LinkStatus> links;   // by peer node (the cluster's nodes)
+  abi::CostBlock cost{};                // instruction counts (magic 0: no --cost)
 };
 
 Result<StartResult> start_node(const StartOptions& opts);

@@ -43,16 +43,28 @@ abi::BootConfig SramFile::boot_config() const {
   return c;
 }
 
-abi::StatusBlock SramFile::read_status() const {
-  const auto* shared = reinterpret_cast<const abi::StatusBlock*>(at(abi::kStatusOffset));
-  abi::StatusBlock copy;
+namespace {
+// A copy of the block at `shared` taken while its word `version` stood still
+// (and, with `odd_busy`, was even: the writer makes it odd while it updates).
+// The writer may be at work while we copy: a bounded number of tries.
+template <class Block>
+Block read_stable(const Block* shared, const uint64_t& version, bool odd_busy) {
+  Block copy;
   for (int tries = 0; tries < 8; ++tries) {
-    uint64_t before = std::atomic_ref<const uint64_t>(shared->heartbeat).load(std::memory_order_acquire);
+    uint64_t before = std::atomic_ref<const uint64_t>(version).load(std::memory_order_acquire);
     std::memcpy(&copy, shared, sizeof copy);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (std::atomic_ref<const uint64_t>(shared->heartbeat).load(std::memory_order_relaxed) == before) break;
+    if (!(odd_busy && (before & 1)) &&
+        std::atomic_ref<const uint64_t>(version).load(std::memory_order_relaxed) == before)
+      break;
   }
   return copy;
+}
+}  // namespace
+
+abi::StatusBlock SramFile::read_status() const {
+  const auto* shared = reinterpret_cast<const abi::StatusBlock*>(at(abi::kStatusOffset));
+  return read_stable(shared, shared->heartbeat, false);
 }
 
 std::vector<abi::LinkStatus> SramFile::read_links(uint32_t n) const {
@@ -60,6 +72,11 @@ std::vector<abi::LinkStatus> SramFile::read_links(uint32_t n) const {
   std::vector<abi::LinkStatus> links(n);
   std::memcpy(links.data(), at(abi::kLinkStatusOffset), n * sizeof(abi::LinkStatus));
   return links;
+}
+
+abi::CostBlock SramFile::read_cost() const {
+  const auto* shared = reinterpret_cast<const abi::CostBlock*>(at(abi::kCostOffset));
+  return read_stable(shared, shared->seq, true);  // the plugin counts at every firmware marker
 }
 
 }  // namespace ulnic::board

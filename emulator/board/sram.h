@@ -7,6 +7,7 @@
 
 #include "board/elf_image.h"
 #include "ulnic/abi/boot_config.h"
+#include "ulnic/abi/cost.h"
 #include "ulnic/abi/status.h"
 #include "ulnic/util/mapping.h"
 
@@ -27,6 +28,9 @@ class SramFile {
   abi::StatusBlock read_status() const;
   // Per-link state of the first `n` peers (shared/include/ulnic/abi/status.h).
   std::vector<abi::LinkStatus> read_links(uint32_t n) const;
+  // The cost plugin's block (zero without --cost), re-read until its
+  // sequence number is even and unchanged.
+  abi::CostBlock read_cost() const;
 
   uint8_t* at(uint64_t offset) const { return map_.data() + offset; }
 

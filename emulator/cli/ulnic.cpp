@@ -51,7 +51,7 @@ struct Args {
   std::vector<std::string> positional;
   std::string cluster;
   uint32_t node = 0;
-  bool json = false, follow = false, verbose_fw = false, no_fabric = false, node_given = false;
+  bool json = false, follow = false, verbose_fw = false, no_fabric = false, node_given = false, cost = false;
   uint32_t count = 0;  // cluster up -n
   double test_drop = 0;
   bool with_switch = false;
@@ -117,6 +117,7 @@ Args parse(int argc, char** argv, int first) {
     else if (s == "--first") a.first = uint32_t(number(s, value()));
     else if (s == "--total") a.total = uint32_t(number(s, value()));
     else if (s == "--no-fabric") a.no_fabric = true;
+    else if (s == "--cost") a.cost = true;
     else if (s == "--qemu-arg") a.qemu_args.push_back(value());
     else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
     else if (s.size() > 1 && s[0] == '-') die("unknown option " + s + "\n" + usage(), 2);
@@ -151,6 +152,32 @@ const char* counter_name(uint32_t i) {
 using ulnic::json_escape;
 
 std::string cstr(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+// The cost plugin's counts (--cost): instructions by phase, and by protocol
+// operation and phase; "cost": null when the board runs without the plugin.
+void print_cost_json(const abi::CostBlock& c) {
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  if (c.magic != abi::kCostMagic) {
+    std::printf(",\n \"cost\": null");
+    return;
+  }
+  std::printf(",\n \"cost\": {\"total\": %llu, \"spans\": %llu, \"bad_markers\": %llu, \"phases\": {", u(c.total),
+              u(c.spans), u(c.bad_markers));
+  for (uint32_t p = 0; p < abi::kPhaseCount; ++p)
+    std::printf("%s\"%s\": {\"insns\": %llu, \"entries\": %llu}", p ? ", " : "", abi::cost_phase_name(p),
+                u(c.phase[p]), u(c.entries[p]));
+  std::printf("},\n  \"ops\": {");
+  for (uint32_t o = 0; o < abi::kCostOpCount; ++o) {
+    std::printf("%s\"%s\": {\"spans\": %llu", o ? ",\n   " : "", abi::cost_op_name(o), u(c.ops[o].spans));
+    for (uint32_t p = 1; p < abi::kPhaseCount; ++p)
+      std::printf(", \"%s\": %llu", abi::cost_phase_name(p), u(c.ops[o].insns[p]));
+    std::printf(", \"last\": {");
+    for (uint32_t p = 1; p < abi::kPhaseCount; ++p)
+      std::printf("%s\"%s\": %llu", p > 1 ? ", " : "", abi::cost_phase_name(p), u(c.ops[o].last[p]));
+    std::printf("}}");
+  }
+  std::printf("}}");
+}
 
 void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
   const abi::StatusBlock& s = n.status;
@@ -188,7 +215,9 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
   std::printf("],\n \"counters\": {");
   for (uint32_t i = 0; i < abi::kCounterCount; ++i)
     std::printf("%s\"%s\": %llu", i ? ", " : "", counter_name(i), static_cast<unsigned long long>(s.counters[i]));
-  std::printf("}}\n");
+  std::printf("}");
+  print_cost_json(n.cost);
+  std::printf("}\n");
 }
 
 // "file:line" of a firmware pc, if the ELF and llvm-addr2line are at hand.
@@ -258,6 +287,13 @@ void print_status(const std::string& cluster, const board::NodeInfo& n) {
   for (uint32_t i = 0; i < abi::kCounterCount; ++i)
     std::printf(" %s=%llu", counter_name(i), static_cast<unsigned long long>(s.counters[i]));
   std::printf("\n");
+  if (n.cost.magic == abi::kCostMagic) {
+    std::printf("  cost       %llu instructions, %llu work items;", static_cast<unsigned long long>(n.cost.total),
+                static_cast<unsigned long long>(n.cost.spans));
+    for (uint32_t p = 0; p < abi::kPhaseCount; ++p)
+      std::printf(" %s=%llu", abi::cost_phase_name(p), static_cast<unsigned long long>(n.cost.phase[p]));
+    std::printf("\n");
+  }
 }
 
 board::BoardSpec spec_from(const Args& a) {
@@ -266,6 +302,7 @@ board::BoardSpec spec_from(const Args& a) {
   b.num_slots = a.slots;
   b.slot_size = a.slot_size;
   b.extra_args = a.qemu_args;
+  b.cost = a.cost;
   return b;
 }
 
@@ -483,6 +520,7 @@ int cmd_cluster_up(Args a) {
   o.board.num_slots = a.slots;
   o.board.slot_size = a.slot_size;
   o.board.extra_args = a.qemu_args;
+  o.board.cost = a.cost;
   for (uint32_t k = a.first; k < a.first + n; ++k) {
     o.board.node = k;
     auto r = board::start_node(o);
@@ -816,8 +854,10 @@ struct Command {
 const Command kCommands[] = {
     {"node start",
      "[-c CLUSTER] [-n NODE] [--firmware ELF] [--slots K] [--slot-size MIB]\n"
-     "[--heartbeat-us US] [--verbose-fw] [--no-fabric] [--qemu-arg ARG]...",
-     "start a NIC board and flash ELF (default: the build's ulnic-fw.elf)", ULNIC_NODE_CMD(cmd_start)},
+     "[--heartbeat-us US] [--verbose-fw] [--no-fabric] [--cost] [--qemu-arg ARG]...",
+     "start a NIC board and flash ELF (default: the build's ulnic-fw.elf).\n"
+     "--cost: count the NIC's instructions exactly, by firmware phase\n"
+     "and protocol operation (a QEMU plugin; `node status` shows them)", ULNIC_NODE_CMD(cmd_start)},
     {"node flash", "[-c CLUSTER] [-n NODE] ELF", "flash ELF onto the running NIC (stop, write SRAM, reset)",
      ULNIC_NODE_CMD(cmd_flash)},
     {"node status", "[-c CLUSTER] [-n NODE] [--json]", "firmware build, state, uptime, heartbeat, PCIe, counters",
@@ -828,7 +868,7 @@ const Command kCommands[] = {
     {"node stop", "[-c CLUSTER] [-n NODE]", "stop the board and remove its runtime files", ULNIC_NODE_CMD(cmd_stop)},
     {"node list", "[-c CLUSTER]", "nodes of a cluster and their state", ULNIC_NODE_CMD(cmd_list)},
     {"cluster up",
-     "-n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]\n"
+     "-n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F] [--cost]\n"
      "[--switch] [--faults SPEC] [--pcap FILE] [--names NAME,NAME,...]\n"
      "[--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]",
      "start N nodes on one fabric (N <= 64). --switch: through\n"

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/cost.h"
 #include "core/status.h"
 
 namespace lcp {
@@ -320,6 +321,7 @@ void am_send_done(uint32_t slot, uint64_t ticket, uint32_t dst_node, uint32_t ds
 }
 
 uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  core::cost::op<abi::kCostOpAmRecv>();
   Assembly* a = find(src, h.op_id);
   if (!a) {
     if (!(h.flags & abi::kWireFirst)) return abi::kCqAmBadEndpoint;  // refused at its first packet

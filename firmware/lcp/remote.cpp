@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/cost.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "lcp/am.h"
@@ -89,6 +90,7 @@ void release(PutOp& op) {
 }
 
 void finish(PutOp& op, abi::CqStatus status) {
+  core::cost::Phase<abi::kPhaseCompletion> cost;
   if (op.am_ticket) am_send_done(op.slot, op.am_ticket, op.dst_node, op.dst_slot, status);
   slot_post_completion(*g.t, op.slot, op.generation, op.sqe, status, status == abi::kCqOk ? op.sqe.length : 0);
   if (op.wire_op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsDone);
@@ -97,6 +99,7 @@ void finish(PutOp& op, abi::CqStatus status) {
 }
 
 bool send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
+  core::cost::Phase<abi::kPhaseVerdict> cost;
   abi::WireHeader h{};
   h.op = abi::kWireOpResult;
   h.op_id = op_id;
@@ -231,6 +234,7 @@ uint32_t link_room(uint32_t dst, uint64_t& stalled_since) {
 }
 
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
+  core::cost::Phase<abi::kPhaseVerdict> cost;
   if (dst >= abi::kMaxNodes) return;
   Verdicts& v = g.verdicts[dst];
   if (v.count == 0 && send_result(dst, op_id, status)) return;
@@ -263,9 +267,13 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   if (e.length == 0 || e.length > abi::kMaxCopyBytes) return abi::kCqBadLength;
   if (!link::enabled() || e.dst_node >= link::nodes() || e.dst_node == link::self()) return abi::kCqBadSlot;
   uint64_t src = 0;
-  abi::CqStatus st = slot_translate(s, e.src_key, e.src_addr, e.length, abi::kAccessLocal, src);
-  if (st != abi::kCqOk) return st;
+  {
+    core::cost::Phase<abi::kPhaseTranslate> cost;
+    abi::CqStatus st = slot_translate(s, e.src_key, e.src_addr, e.length, abi::kAccessLocal, src);
+    if (st != abi::kCqOk) return st;
+  }
   (void)t;
+  core::cost::Phase<abi::kPhaseHeader> cost;
   PutOp* op = new_op(s, e, src);
   if (!op) return abi::kCqNoResources;
   op->wire_op = abi::kWireOpPut;
@@ -279,18 +287,23 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
 
 abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload) {
   (void)t;
+  core::cost::op<abi::kCostOpVmmcSend>();
   if (e.length == 0 || e.length > abi::kMaxCopyBytes || (inline_payload && e.length > abi::kMaxInline))
     return abi::kCqBadLength;
   const Import* imp = nullptr;
   uint64_t offset = 0, src = 0;
-  abi::CqStatus st = vmmc_translate_proxy(s, e.dst_addr, e.length, imp, offset);
-  if (st != abi::kCqOk) return st;
   bool local = false;
-  if ((st = reachable(imp->node, local)) != abi::kCqOk) return st;
-  if (!inline_payload) {
-    st = vmmc_translate_source(s, e.src_addr, e.length, src);
+  {
+    core::cost::Phase<abi::kPhaseTranslate> cost;
+    abi::CqStatus st = vmmc_translate_proxy(s, e.dst_addr, e.length, imp, offset);
     if (st != abi::kCqOk) return st;
+    if ((st = reachable(imp->node, local)) != abi::kCqOk) return st;
+    if (!inline_payload) {
+      st = vmmc_translate_source(s, e.src_addr, e.length, src);
+      if (st != abi::kCqOk) return st;
+    }
   }
+  core::cost::Phase<abi::kPhaseHeader> cost;
   PutOp* op = new_message(s, e, src, inline_payload, local);
   if (!op) return abi::kCqNoResources;
   op->wire_op = abi::kWireOpSend;
@@ -305,11 +318,16 @@ abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
 
 abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   (void)t;
+  core::cost::op<abi::kCostOpAmSend>();
   uint64_t src = 0;
-  abi::CqStatus st = am_check_send(s, e, src);
-  if (st != abi::kCqOk) return st;
+  abi::CqStatus st;
   bool local = false;
-  if ((st = reachable(e.dst_node, local)) != abi::kCqOk) return st;
+  {
+    core::cost::Phase<abi::kPhaseTranslate> cost;
+    if ((st = am_check_send(s, e, src)) != abi::kCqOk) return st;
+    if ((st = reachable(e.dst_node, local)) != abi::kCqOk) return st;
+  }
+  core::cost::Phase<abi::kPhaseHeader> cost;
   PutOp* op = new_message(s, e, src, nullptr, local);
   if (!op) return abi::kCqNoResources;
   st = am_count_request(s, e, src, op->am_ticket);
@@ -384,8 +402,11 @@ bool local_feed(PutOp& op) {
 // one publish), each a copy of the precomputed header with its own offset.
 bool put_feed(SlotTable& t, Slot& s) {
   (void)t;
+  core::cost::Phase<abi::kPhaseTransmit> cost;
   PutOp& op = g.ops[s.put_op];
   if (!op.used || op.slot != s.index || op.generation != s.generation) return true;  // lost meanwhile
+  if (op.wire_op == abi::kWireOpSend) core::cost::op<abi::kCostOpVmmcSend>();
+  else if (op.wire_op == abi::kWireOpAm) core::cost::op<abi::kCostOpAmSend>();
   if (op.local) return local_feed(op);
   const uint32_t dst = op.dst_node;
   uint32_t room = link_room(dst, op.stalled_since);
@@ -456,28 +477,37 @@ namespace {
 void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   if (h.op == abi::kWireOpPut || h.op == abi::kWireOpSend || h.op == abi::kWireOpAm || h.op == abi::kWireOpUnet) {
     if (h.flags & abi::kWireAbort) note_refusal(src, h.op_id, abi::kCqUnreachable);
-    uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : place_packet(src, h, payload);
-    if (st != abi::kCqOk) {
-      if (h.op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsRefused);
-      note_refusal(src, h.op_id, st);
-    } else if (!(h.flags & abi::kWireLast)) {
-      place_rest(src, h);
+    {
+      core::cost::Phase<abi::kPhasePlacement> cost;
+      uint8_t st = h.op == abi::kWireOpPut ? place(h, payload) : place_packet(src, h, payload);
+      if (st != abi::kCqOk) {
+        if (h.op == abi::kWireOpPut) core::status::count(ulnic::abi::kCtrPutsRefused);
+        note_refusal(src, h.op_id, st);
+      } else if (!(h.flags & abi::kWireLast)) {
+        place_rest(src, h);
+      }
     }
     if (h.flags & abi::kWireLast) {
       uint8_t verdict = take_refusal(src, h.op_id);
       // The data is in place (in-order link): now the receiver may look.
-      if (h.op != abi::kWireOpPut) last_packet(src, h, verdict == abi::kCqOk);
+      if (h.op != abi::kWireOpPut) {
+        core::cost::Phase<abi::kPhaseCompletion> cost;
+        last_packet(src, h, verdict == abi::kCqOk);
+      }
       // An abort's sender let go of the operation already: no verdict.
       if (!(h.flags & abi::kWireAbort)) remote_send_result(src, h.op_id, verdict);
     }
   } else if (h.op == abi::kWireOpResult && (h.op_id & kViOpFlag)) {
+    core::cost::op<abi::kCostOpVerdict>();
     vi_result(src, h);
   } else if (h.op == abi::kWireOpResult) {
+    core::cost::op<abi::kCostOpVerdict>();
     PutOp* op = find(h.op_id);
     if (op && op->dst_node == src) finish(*op, abi::CqStatus(h.status));
   } else if (h.op == abi::kWireOpMail) {
     mail_deliver(src, h, payload);
   } else if (h.op >= abi::kWireOpViSend && h.op <= abi::kWireOpViConn) {
+    core::cost::Phase<abi::kPhasePlacement> cost;
     vi_deliver(src, h, payload);
     if (!(h.flags & abi::kWireLast)) place_rest(src, h);  // VI sends and RDMA writes only
   }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/cost.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "hal/cpu.h"
@@ -29,6 +30,7 @@ bool in_range(uint64_t off, uint64_t len, uint64_t lo, uint64_t size) {
 }
 
 void complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t result) {
+  core::cost::Phase<abi::kPhaseCompletion> cost;
   abi::CqEntry* c = s.cq.reserve();  // callers checked for room
   if (!c) return;
   c->user_data = e.user_data;
@@ -186,6 +188,7 @@ void start_remote(Slot& s, const abi::SqEntry& e, abi::CqStatus st) {
 }
 
 void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
+  core::cost::Phase<abi::kPhaseDecode> cost;
   if (e.opcode >= abi::kOpViCreate && e.opcode <= abi::kOpViDisconnect) {
     uint8_t vi_flags = e.opcode == abi::kOpViConnect ? abi::kSqViPeer : e.opcode == abi::kOpViCancel ? abi::kSqViListen : 0;
     if ((e.flags & ~vi_flags) != 0 || e.reserved != 0) {
@@ -296,6 +299,7 @@ bool service_slot(SlotTable& t, Slot& s) {
     if (s.cq.free_space(s.cq_reserved + 1) <= s.cq_reserved) break;
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
+    core::cost::Phase<abi::kPhaseSqScan> cost;  // a descriptor found: the work item starts here
     abi::SqEntry e;  // copy once: the host may rewrite the entry under us
     memcpy(&e, shared, sizeof e);
     // Every operation of its kind busy: it waits at the head (order kept).
@@ -355,6 +359,7 @@ void slot_run_recv_posts(SlotTable& t, Slot& s) {
   for (uint32_t n = 0; n < abi::kViQueueDepth && s.cq.free_space(s.cq_reserved + 1) > s.cq_reserved; ++n) {
     const abi::SqEntry* shared = s.sq.peek();
     if (!shared) break;
+    core::cost::Phase<abi::kPhaseSqScan> cost;
     abi::SqEntry e;
     memcpy(&e, shared, sizeof e);
     if (e.opcode != abi::kOpViPostRecv) break;  // anything else waits for the pass
@@ -370,6 +375,7 @@ void slot_run_recv_posts(SlotTable& t, Slot& s) {
 
 void slot_post_completion(SlotTable& t, uint32_t slot, uint64_t generation, const abi::SqEntry& e,
                           abi::CqStatus status, uint32_t result) {
+  core::cost::Phase<abi::kPhaseCompletion> cost;
   if (slot >= abi::kMaxSlots) return;
   Slot& s = t.slots[slot];
   if (s.state != abi::SlotState::kActive || s.generation != generation) return;
@@ -395,6 +401,7 @@ void slot_trace_rx(SlotTable& t, uint32_t slot, uint64_t seen, uint64_t done) {
 }
 
 void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev) {
+  core::cost::Phase<abi::kPhaseCompletion> cost;
   if (slot >= abi::kMaxSlots) return;
   Slot& s = t.slots[slot];
   if (s.state != abi::SlotState::kActive) return;

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/cost.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "lcp/remote.h"
@@ -233,6 +234,7 @@ abi::ViControlSegment* desc_at(const Slot& s, const Vi& v, const DescRef& r, uin
 // Writes a descriptor's results back (Status last) and posts its CQE.
 void complete_desc(uint32_t slot, uint32_t vi, const DescRef& r, uint8_t opcode, uint32_t status, bool set_len,
                    uint32_t length, bool set_imm, uint32_t imm) {
+  core::cost::Phase<abi::kPhaseCompletion> cost;
   Slot& s = g.t->slots[slot];
   Vi* v = vi_of(slot, vi);
   abi::ViControlSegment* cs = v ? desc_at(s, *v, r, sizeof(abi::ViControlSegment)) : nullptr;
@@ -664,6 +666,7 @@ void reserve_waiting(Slot& s) {
 }
 
 void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
+  core::cost::op<abi::kCostOpViSend>();
   DescRef r{e.src_addr, e.src_key};
   reserve(s);
   if (v.state == abi::kViStateError) {
@@ -673,7 +676,11 @@ void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
   if (!op) return complete_desc(s.index, vi, r, abi::kOpViPostSend, abi::kViStDone | abi::kViStTransportError,
                                 false, 0, false, 0);
   op->desc = r;
-  uint32_t bad = read_desc(s, v, r, true, op->d);
+  uint32_t bad;
+  {
+    core::cost::Phase<abi::kPhaseTranslate> cost;
+    bad = read_desc(s, v, r, true, op->d);
+  }
   uint32_t ctl_op = op->d.cs.control & abi::kViCtlOpMask;
   op->kind = ctl_op == abi::kViCtlOpRdmaWrite ? kKindWrite : ctl_op == abi::kViCtlOpRdmaRead ? kKindRead : kKindSend;
   if (op->kind == kKindRead) ++g.reads;
@@ -692,6 +699,7 @@ void post_send(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
 }
 
 void post_recv(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e) {
+  core::cost::op<abi::kCostOpViRecv>();  // posting receives is the target's work per message
   DescRef r{e.src_addr, e.src_key};
   if (v.state == abi::kViStateError) {
     reserve_waiting(s);
@@ -1065,6 +1073,8 @@ bool sent_all(ViOp& op) {
 
 bool vi_feed(SlotTable& t, Slot& s) {
   (void)t;
+  core::cost::Phase<abi::kPhaseTransmit> cost;
+  core::cost::op<abi::kCostOpViSend>();
   ViOp& op = g.ops[s.vi_op];
   const uint64_t op_id = op.op_id;
   if (op.used && g.backlog_count && accept_waiting(op.slot, op.vi)) return false;
@@ -1271,6 +1281,7 @@ void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) 
     return deliver_conn(src, m);
   }
   if (h.op == abi::kWireOpViReadResp) return deliver_read_response(src, h, payload);
+  core::cost::op<abi::kCostOpViRecv>();
   Vi* v = target(src, h);
   if (!v) {
     count(ulnic::abi::kCtrViRefused);

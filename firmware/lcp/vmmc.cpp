@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/copy.h"
+#include "core/cost.h"
 #include "core/status.h"
 
 namespace lcp {
@@ -326,6 +327,7 @@ bool translates(const Placing& c, const abi::WireHeader& h) {
 }  // namespace
 
 uint8_t vmmc_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+  core::cost::op<abi::kCostOpVmmcRecv>();
   Placing& c = g.placing[src % abi::kMaxNodes];
   if (translates(c, h) && !(h.flags & abi::kWireFirst) && h.dst_addr >= c.lo && h.dst_addr <= c.hi &&
       h.payload_len <= c.hi - h.dst_addr) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/copy.h"
+#include "core/cost.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "hal/cpu.h"
@@ -157,6 +158,7 @@ void reset_peer(Peer& p, uint32_t their_session, uint64_t now) {
 }
 
 void ring_doorbell(uint32_t dst_port) {
+  core::cost::Phase<ulnic::abi::kPhaseRing> cost;
   full_barrier();  // our tail before their rx_asleep: pairs with prepare_sleep()
   if (!__atomic_load_n(&port(dst_port).rx_asleep, __ATOMIC_RELAXED) || !g.regs) return;
   uint32_t peer = __atomic_load_n(&port(dst_port).peer_id, __ATOMIC_RELAXED);
@@ -327,6 +329,7 @@ void sample_rtt(Peer& p, const TxEntry& e, uint64_t now) {
 }
 
 void take_ack(Peer& p, uint32_t ack, uint64_t now) {
+  core::cost::Phase<ulnic::abi::kPhaseAck> cost;
   if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
   sample_rtt(p, p.win[ack % kWindow], now);
   p.acked = ack;
@@ -340,6 +343,7 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
 
 // An ACK is owed for a data packet that arrived (in order or not).
 [[gnu::always_inline]] inline void owe_ack(Peer& p, uint64_t now) {
+  core::cost::Phase<ulnic::abi::kPhaseAck> cost;
   p.ack_owed = true;
   if (!p.ack_deadline) p.ack_deadline = now + hal::clint::us_to_ticks(kAckDelayUs);
 }
@@ -520,6 +524,8 @@ uint32_t room(uint32_t dst) {
   const Peer& p = g.peers[dst];
   uint32_t in_flight = p.next_seq - p.acked - 1;
   if (in_flight >= g.window || p.resend_next != p.next_seq) return 0;  // full, or going back N first
+  // Both numbers depend on how far the peer got (ACKs, ring head): timing.
+  core::cost::Phase<ulnic::abi::kPhaseRing> cost;
   uint32_t ring = tx_ring(tx_port(dst)).free_space(g.window);
   return g.window - in_flight < ring ? g.window - in_flight : ring;
 }
@@ -551,7 +557,10 @@ uint64_t recoveries(uint32_t dst) {
   p.next_seq = p.resend_next = seq + 1;
   ++g.stats.tx_data;
   ++p.tx_data;
-  if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+  {
+    core::cost::Phase<ulnic::abi::kPhaseAck> cost;  // armed unless earlier packets still wait for their ACK
+    if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+  }
   return seq;
 }
 
@@ -569,8 +578,11 @@ uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t
 uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t max_packets, uint64_t now) {
   Peer& p = g.peers[dst];
   abi::RingProducer<abi::Packet>& tx = tx_ring(tx_port(dst));
-  uint32_t free = tx.free_space(max_packets);
-  if (free < max_packets) max_packets = free;
+  {
+    core::cost::Phase<ulnic::abi::kPhaseRing> cost;
+    uint32_t free = tx.free_space(max_packets);
+    if (free < max_packets) max_packets = free;
+  }
   HeaderWords t;
   t.h = op.h;
   address(t.h, dst, abi::kPktData);
@@ -600,7 +612,10 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
     p.next_seq = p.resend_next = seq;
     g.stats.tx_data += n;
     p.tx_data += n;
-    if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+    {
+      core::cost::Phase<ulnic::abi::kPhaseAck> cost;  // as in take_seq()
+      if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
+    }
     ack_sent(p);
     publish_to(dst);
   }
@@ -644,9 +659,15 @@ bool poll_rx(uint64_t now) {
       budget -= n;
       for (; n; --n) {
         const abi::Packet* pkt = rx.front();
-        HeaderWords w;
-        copy_header(&w.h, pkt->h);  // once: the ring is shared memory
-        if (!receive_placed(p, w, pkt->payload, now)) receive(from, w.h, pkt->payload, now);
+        {
+          // A packet: the work item starts here. The ring's own upkeep
+          // (pop, release) stays outside it: how many packets one pass
+          // finds is timing, not the packet's cost.
+          core::cost::Phase<ulnic::abi::kPhaseRxCheck> cost;
+          HeaderWords w;
+          copy_header(&w.h, pkt->h);  // once: the ring is shared memory
+          if (!receive_placed(p, w, pkt->payload, now)) receive(from, w.h, pkt->payload, now);
+        }
         rx.pop();
         // Entries go back a few at a time: the sender refills them while we
         // take the next, and a small ring is never held for a whole budget.
@@ -689,6 +710,7 @@ bool poll_timers(uint64_t now) {
     }
     bool resent = false;
     while (seq_before(p.resend_next, p.next_seq)) {
+      core::cost::Phase<ulnic::abi::kPhaseTransmit> cost;  // a retransmission
       TxEntry& e = p.win[p.resend_next % kWindow];
       if (!put_packet(n, abi::kPktData, &e, false)) break;
       e.retransmitted = true;
@@ -699,6 +721,7 @@ bool poll_timers(uint64_t now) {
     }
     if (resent) publish_to(n), worked = true;
     if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= g.ack_every)) {
+      core::cost::Phase<ulnic::abi::kPhaseAck> cost;
       if (transmit(n, abi::kPktAck, nullptr)) ++g.stats.tx_acks, worked = true;
     }
   }

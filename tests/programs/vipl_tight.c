@@ -3,11 +3,12 @@
  * --cq, on VipCQDone for the receives), no sleeps, no yields
  * (tests/integration/test_tight_poll.py runs it between two nodes).
  *
- *   vipl_tight server DEVICE [--cq] [--rounds N] [--timeout S]
- *   vipl_tight client DEVICE SERVER [--cq] [--rounds N] [--timeout S]
+ *   vipl_tight server DEVICE [--cq] [--rounds N] [--bytes B] [--timeout S]
+ *   vipl_tight client DEVICE SERVER [--cq] [--rounds N] [--bytes B] [--timeout S]
  *
  * (DEVICE: nic<k>; SERVER: node<k>.) One reliable-delivery VI; the client
- * sends N (500) pings of 8 .. 4096 bytes, one at a time (ping r: message r
+ * sends N (500) pings of 8 .. 4096 bytes (--bytes: all B bytes; both sides
+ * must be given the same B), one at a time (ping r: message r
  * of prog_common.h), the server checks each (length and every byte) and
  * answers with a pong of the same length (message r | 1 << 31), which the
  * client checks. Each side prints one line:
@@ -26,6 +27,7 @@
 #define CONNECT_TIMEOUT 10000 /* ms */
 
 static const char discriminator[] = "tight";
+static uint32_t fixed_bytes; /* --bytes B: every message B bytes (0: 8 .. 4096) */
 
 static VIP_NIC_HANDLE nic;
 static VIP_NIC_ATTRIBUTES nic_attrs;
@@ -189,7 +191,7 @@ static void run_server(int rounds) {
   check(VipConnectWait(nic, local, VIP_INFINITE, remote, &remote_attrs, &conn), "VipConnectWait");
   check(VipConnectAccept(conn, vi), "VipConnectAccept");
   for (r = 0; r < rounds; r++) {
-    uint32_t length = prog_size((uint32_t)r, (uint32_t)rounds, MSG_MIN, MSG_MAX);
+    uint32_t length = fixed_bytes ? fixed_bytes : prog_size((uint32_t)r, (uint32_t)rounds, MSG_MIN, MSG_MAX);
     i = recv_spin(&d);
     check_message(i, d, (uint32_t)r, length, "ping", r);
     bytes += length;
@@ -227,7 +229,7 @@ static void run_client(VIP_CHAR *server, int rounds) {
   }
   t0 = prog_now();
   for (r = 0; r < rounds; r++) {
-    uint32_t length = prog_size((uint32_t)r, (uint32_t)rounds, MSG_MIN, MSG_MAX);
+    uint32_t length = fixed_bytes ? fixed_bytes : prog_size((uint32_t)r, (uint32_t)rounds, MSG_MIN, MSG_MAX);
     prog_fill(send_buf, length, (uint32_t)r);
     send_spin(length);
     i = recv_spin(&d);
@@ -264,13 +266,16 @@ int main(int argc, char **argv) {
   int server, rounds;
   if (argc < 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
       (!strcmp(argv[1], "client") && argc < 4)) {
-    fprintf(stderr, "usage: %s server DEVICE | client DEVICE SERVER [--cq] [--rounds N] [--timeout S]\n", argv[0]);
+    fprintf(stderr, "usage: %s server DEVICE | client DEVICE SERVER [--cq] [--rounds N] [--bytes B] [--timeout S]\n",
+            argv[0]);
     return 2;
   }
   server = !strcmp(argv[1], "server");
   prog_watchdog(server ? "vipl_tight server" : "vipl_tight client", (unsigned)prog_arg(argc, argv, "--timeout", 90));
   use_cq = prog_flag(argc, argv, "--cq");
   rounds = prog_arg(argc, argv, "--rounds", 500);
+  fixed_bytes = (uint32_t)prog_arg(argc, argv, "--bytes", 0);
+  if (fixed_bytes && (fixed_bytes < MSG_MIN || fixed_bytes > MSG_MAX)) prog_fail("--bytes: %u .. %u", MSG_MIN, MSG_MAX);
   setup(argv[2]);
   if (server) run_server(rounds);
   else run_client(argv[3], rounds);

@@ -2,14 +2,15 @@
  * do: `while (notified == before) vmmc_poll(ep);`, no sleeps, no yields
  * (tests/integration/test_tight_poll.py runs it between two nodes).
  *
- *   node 1:  vmmc_tight serve 0 [--rounds N] [--timeout S]
- *   node 0:  vmmc_tight send 1 [--rounds N] [--timeout S]
+ *   node 1:  vmmc_tight serve 0 [--rounds N] [--bytes B] [--timeout S]
+ *   node 0:  vmmc_tight send 1 [--rounds N] [--bytes B] [--timeout S]
  *
  * Each side exports an inbox and imports the other's. The sender sends N
- * (1000) pings of 4 .. 4096 bytes (inline and fetched by the NIC) with
- * VMMC_NOTIFY, at offsets that move through the inbox (ping r: message r of
- * prog_common.h); the server's notification handler records it, the server
- * checks offset, length and every byte, and answers with a pong of the same
+ * (1000) pings of 4 .. 4096 bytes (inline and fetched by the NIC; --bytes:
+ * all B bytes, the same B on both sides) with VMMC_NOTIFY, at offsets that
+ * move through the inbox (ping r: message r of prog_common.h); the server's
+ * notification handler records it, the server checks offset, length and
+ * every byte, and answers with a pong of the same
  * length at the same offset of the sender's inbox (message r | 1 << 31),
  * which the sender checks. Each side prints one line:
  *   vmmc_tight send: N round trips, B bytes verified, X us per round trip
@@ -66,17 +67,20 @@ static void check_note(int r, uint32_t seq, uint32_t length, const char *what) {
 
 int main(int argc, char **argv) {
   int serving, peer_node, rounds, r;
+  uint32_t fixed;
   unsigned long bytes = 0;
   size_t len = 0;
   double t0;
   if (argc < 3 || (strcmp(argv[1], "serve") && strcmp(argv[1], "send"))) {
-    fprintf(stderr, "usage: vmmc_tight serve|send PEER_NODE [--rounds N] [--timeout S]\n");
+    fprintf(stderr, "usage: vmmc_tight serve|send PEER_NODE [--rounds N] [--bytes B] [--timeout S]\n");
     return 2;
   }
   serving = !strcmp(argv[1], "serve");
   peer_node = atoi(argv[2]);
   prog_watchdog(serving ? "vmmc_tight serve" : "vmmc_tight send", (unsigned)prog_arg(argc, argv, "--timeout", 90));
   rounds = prog_arg(argc, argv, "--rounds", 1000);
+  fixed = (uint32_t)prog_arg(argc, argv, "--bytes", 0);
+  if (fixed && (fixed < MSG_MIN || fixed > MSG_MAX)) prog_fail("--bytes: %u .. %u", MSG_MIN, MSG_MAX);
   check(vmmc_open(NULL, -1, &ep), "vmmc_open");
   inbox = vmmc_alloc(ep, INBOX_BYTES);
   out = vmmc_alloc(ep, MSG_MAX);
@@ -88,7 +92,7 @@ int main(int argc, char **argv) {
 
   t0 = prog_now();
   for (r = 0; r < rounds; r++) {
-    uint32_t length = prog_size((uint32_t)r, (uint32_t)rounds, MSG_MIN, MSG_MAX);
+    uint32_t length = fixed ? fixed : prog_size((uint32_t)r, (uint32_t)rounds, MSG_MIN, MSG_MAX);
     if (serving) {
       wait_note();
       check_note(r, (uint32_t)r, length, "ping");

@@ -5,7 +5,9 @@
 //   0xF00000 .. 0xFEFFFF  reserved for daemon<->firmware queues
 //   0xFF0000              boot-config block (written by the flasher only)
 //   0xFF1000              status block      (written by the firmware only)
-//   0xFF2000 .. 0xFFFFFF  reserved
+//   0xFF2000              per-link state    (written by the firmware only; status.h)
+//   0xFF3000              cost block        (written by the cost plugin only; cost.h)
+//   0xFF4000 .. 0xFFFFFF  reserved
 #pragma once
 
 #include "ulnic/abi/types.h"
