@@ -1,5 +1,6 @@
 #include "lcp/remote.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "core/cost.h"
@@ -32,13 +33,15 @@ struct PutOp {
   uint16_t dst_slot;
   uint32_t dst_node, dst_key;
   uint64_t dst_addr;
-  uint8_t inline_data[abi::kMaxInline];  // short sends: the payload, ours now
   uint64_t trace_seen;    // traced (kSqTrace): when the NIC took its descriptor (0: not)
   bool awaiting;          // every packet went: its verdict is due (wait)
   VerdictWait wait;
   uint64_t am_ticket;     // an AM request that counts toward its reply (am_count_request), or 0
   bool local;             // a VMMC send into an export of this very NIC
   uint8_t local_verdict;  // its first refusal (kCqOk so far)
+  // Filled by their users before anything reads them, so new_op leaves them
+  // be (everything above them is zeroed).
+  alignas(8) uint8_t inline_data[abi::kMaxInline];  // short sends: the payload, ours now (aligned: word copies)
   // Header precompute (VMMC's LCP): the header template of every packet of
   // the operation, filled once at its start; each chunk's header is a copy
   // with three fields of its own (link::segment_header).
@@ -185,7 +188,10 @@ PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
   for (uint32_t i = 0; i < kMaxPuts; ++i) {
     PutOp& op = g.ops[i];
     if (op.used) continue;
-    memset(&op, 0, sizeof op);
+    // The state anew, but not the short-send payload or the header template
+    // after it, which new_message and precompute_header fill: clearing the
+    // whole record (~400 bytes) was most of a message's header phase (issue 22).
+    memset(&op, 0, offsetof(PutOp, inline_data));
     op.used = true;
     ++g.ops_used;
     op.slot = s.index;

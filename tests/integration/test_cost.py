@@ -23,12 +23,12 @@ BIN = os.path.abspath(os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC)))
 ROUNDS = 10
 
 # Instructions per 64 B message and side, measured 2026-11-27 (tests/bench/cost.py), + ~3%:
-#   vmmc  send 1750, recv 1585; vipl  send 2428, recv 2064;
-#   am    request send 1902 / recv 2208, reply send 1597 (1224 without its verdict: EXIT_RACE) / recv 2241.
+#   vmmc  send 1638, recv 1585; vipl  send 2428, recv 2064;
+#   am    request send 1790 / recv 2208, reply send 1485 (1112 without its verdict: EXIT_RACE) / recv 2241.
 BUDGET = {
-    "vmmc": {"send": 1800, "recv": 1630},
+    "vmmc": {"send": 1690, "recv": 1630},
     "vipl": {"send": 2500, "recv": 2125},
-    "am": {"send": 1960, "recv": 2305},
+    "am": {"send": 1845, "recv": 2305},
 }
 
 
