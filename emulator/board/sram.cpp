@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -28,7 +29,9 @@ Result<SramFile> SramFile::open(const std::string& path, bool writable) {
 void SramFile::write_image(const FirmwareImage& img) {
   for (const Segment& s : img.segments) {
     uint8_t* dst = at(s.addr - abi::kSramBase);  // parse_elf() proved the range is inside SRAM
-    std::memcpy(dst, s.data.data(), s.data.size());
+    // std::copy, not memcpy: a segment all .bss has no bytes, and memcpy
+    // from an empty vector's null data() is undefined even for 0 bytes.
+    std::copy(s.data.begin(), s.data.end(), dst);
     std::memset(dst + s.data.size(), 0, s.memsz - s.data.size());
   }
 }

@@ -183,8 +183,8 @@ void Server::cleanup() {
   ::unlink(Paths::pid_file(opts_.dir).c_str());
 }
 
-Result<void> Server::run(volatile const bool* stop_flag) {
-  while (!*stop_flag) {
+Result<void> Server::run(const std::atomic<bool>* stop_flag) {
+  while (!stop_flag->load()) {
     std::vector<pollfd> fds;
     // Per pollfd: >= 0 peer id; -1-id a listener handing out that fixed id;
     // -1000 the anonymous listener; -2000 the wake pipe.

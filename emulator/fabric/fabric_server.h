@@ -21,6 +21,7 @@
 // else's; anonymous peers get, and are given to, everyone in full.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -60,9 +61,10 @@ class Server {
  public:
   Result<void> init(const Options& opts);
   // Serves until `stop_flag` becomes true and wake() is called (the signal
-  // handler of ulnic-fabricd does both); removes its sockets and pid file on
-  // the way out.
-  Result<void> run(volatile const bool* stop_flag);
+  // handler of ulnic-fabricd does both, a test's other thread too: an atomic,
+  // not a volatile bool, which TSan rightly calls a race); removes its
+  // sockets and pid file on the way out.
+  Result<void> run(const std::atomic<bool>* stop_flag);
   // Interrupts run()'s wait so it rechecks the stop flag. Async-signal-safe.
   void wake();
   size_t peer_count() const { return peers_.size(); }

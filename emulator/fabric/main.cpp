@@ -2,6 +2,7 @@
 //   ulnic-fabricd --dir DIR [--size BYTES] [--vectors N] [--nodes N]
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -9,7 +10,8 @@
 #include "fabric/fabric_server.h"
 
 namespace {
-volatile bool g_stop = false;
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 ulnic::fabric::Server* g_server = nullptr;
 void on_signal(int) {
   g_stop = true;

@@ -23,7 +23,7 @@ inline void full_barrier() { std::atomic_thread_fence(std::memory_order_seq_cst)
 }  // namespace
 
 abi::SqEntry* Nic::next_sqe() {
-  if (posted_ + taken_ - reaped_ >= layout_.cq_capacity) return nullptr;  // no CQ room for its completion
+  if (in_flight() + taken_ >= layout_.cq_capacity) return nullptr;  // no CQ room for its completion
   abi::SqEntry* e = sq_.reserve();
   if (!e) return nullptr;
   std::memset(e, 0, sizeof *e);
@@ -87,7 +87,7 @@ uint32_t Nic::submit() {
     taken_descriptors_.clear();
   }
   sq_.publish();  // release: the NIC reads entries only after it sees the tail
-  posted_ += taken_;
+  posted_.store(posted_.load(std::memory_order_relaxed) + taken_, std::memory_order_relaxed);  // one writer
   uint32_t n = taken_;
   taken_ = 0;
   full_barrier();  // the tail before sq_dormant: pairs with the firmware's go_dormant()

@@ -14,8 +14,19 @@ namespace ulnic::trace {
 namespace {
 
 std::atomic<bool> g_armed{false};
-std::mutex g_mu;
-std::vector<const Nic*> g_nics;  // open Nics (read_all)
+
+// The open Nics (read_all). Made on first use and never destroyed: a Nic
+// that a static object owns (a program's global endpoint) closes during
+// exit, after the statics of this file may already be gone (ASan found
+// ~Nic erasing itself from a destroyed vector at exit).
+struct Registry {
+  std::mutex mu;
+  std::vector<const Nic*> nics;
+};
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
 
 constexpr int64_t kNsPerTick = 100;  // mtime runs at 10 MHz (hal/clint.h)
 
@@ -26,19 +37,22 @@ bool armed() { return g_armed.load(std::memory_order_relaxed); }
 bool take_arming() { return g_armed.exchange(false, std::memory_order_relaxed); }
 
 void register_nic(const Nic* nic) {
-  std::lock_guard lock(g_mu);
-  g_nics.push_back(nic);
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.nics.push_back(nic);
 }
 
 void unregister_nic(const Nic* nic) {
-  std::lock_guard lock(g_mu);
-  std::erase(g_nics, nic);
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  std::erase(r.nics, nic);
 }
 
 std::vector<Stamps> read_all() {
-  std::lock_guard lock(g_mu);
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
   std::vector<Stamps> out;
-  for (const Nic* n : g_nics) out.push_back(Stamps{n->node(), n->slot(), n->trace_stamps()});
+  for (const Nic* n : r.nics) out.push_back(Stamps{n->node(), n->slot(), n->trace_stamps()});
   return out;
 }
 

@@ -237,7 +237,7 @@ class FabricServer : public ::testing::Test {
   Options opts_;
   Server server_;
   std::thread thread_;
-  volatile bool stop_ = false;
+  std::atomic<bool> stop_{false};
   ulnic::Result<void> run_result_;
 };
 

@@ -56,7 +56,14 @@ static int my_rank = -1, nprocs = -1;
 static eb_t eb;
 static ep_t ep;
 static payload_t *seg;
-static volatile int replies;
+/* In mode T the handlers run on the waiting thread while main reads these:
+ * C99 has no atomics, so they go through GCC's builtins (TSan found the
+ * volatile counters raced). A handler error is counted after its text is
+ * written, and read with acquire before the text is. */
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#define BUMP(x) __atomic_add_fetch(&(x), 1, __ATOMIC_RELEASE)
+static int replies;
 static int errors, bad_reply_rc;
 static char first_error[256];
 
@@ -74,11 +81,12 @@ static void fail(const char *fmt, ...) {
 
 static void handler_error(const char *fmt, ...) {
   va_list ap;
-  if (errors++ == 0) {
+  if (LOAD(errors) == 0) {
     va_start(ap, fmt);
     vsnprintf(first_error, sizeof first_error, fmt, ap);
     va_end(ap);
   }
+  BUMP(errors);
 }
 
 static void reply_rc(int rc, const char *form, int n) {
@@ -100,7 +108,7 @@ static int payload_ok(const void *buf, size_t nbytes, int idx) {
   static void short_rep_##N(void *token AMUDP_T_DECL##N) {                                                     \
     (void)token;                                                                                        \
     if (AMUDP_T_BAD##N) handler_error("short reply %d: arguments", N);                                         \
-    replies++;                                                                                          \
+    BUMP(replies);                                                                                      \
   }                                                                                                     \
   static void medium_req_##N(void *token, void *buf, size_t nbytes AMUDP_T_DECL##N) {                          \
     payload_t *p = (payload_t *)buf;                                                                    \
@@ -112,7 +120,7 @@ static int payload_ok(const void *buf, size_t nbytes, int idx) {
   static void medium_rep_##N(void *token, void *buf, size_t nbytes AMUDP_T_DECL##N) {                          \
     (void)token;                                                                                        \
     if (AMUDP_T_BAD##N || !payload_ok(buf, nbytes, -N)) handler_error("medium reply %d: arguments or bytes", N); \
-    replies++;                                                                                          \
+    BUMP(replies);                                                                                      \
   }                                                                                                     \
   static void long_req_##N(void *token, void *buf, size_t nbytes AMUDP_T_DECL##N) {                            \
     payload_t mine;                                                                                     \
@@ -129,7 +137,7 @@ static int payload_ok(const void *buf, size_t nbytes, int idx) {
     (void)token;                                                                                        \
     if (AMUDP_T_BAD##N || buf != seg + COUNTS + N || !payload_ok(buf, nbytes, -N))                              \
       handler_error("long reply %d: arguments, address or bytes", N);                                   \
-    replies++;                                                                                          \
+    BUMP(replies);                                                                                      \
   }                                                                                                     \
   static void set_handlers_##N(void) {                                                                  \
     if (AM_SetHandler(ep, H_SHORT_REQ + N, short_req_##N) != AM_OK ||                                  \
@@ -175,16 +183,16 @@ static void on_returned(int status, op_t opcode, void *token) {
 
 /* T: the thread that waits for messages and runs every handler, until
  * stop_waiter (then a request to itself wakes it). */
-static volatile int helper_rc = AM_OK, stop_waiter;
+static int helper_rc = AM_OK, stop_waiter;
 static void on_wake(void *token) { (void)token; }
 static void *waiter(void *arg) {
   (void)arg;
-  while (!stop_waiter) {
+  while (!LOAD(stop_waiter)) {
     int rc = AM_SetEventMask(eb, AM_NOTEMPTY);
     if (rc == AM_OK) rc = AM_WaitSema(eb);
     if (rc == AM_OK) rc = AM_Poll(eb);
     if (rc != AM_OK) {
-      helper_rc = rc;
+      STORE(helper_rc, rc);
       return NULL;
     }
   }
@@ -193,7 +201,7 @@ static void *waiter(void *arg) {
 
 static void stuck(int sig) {
   char msg[96];
-  int n = snprintf(msg, sizeof msg, "FAIL rank %d: stuck for 30 s (%d replies so far)\n", my_rank, replies);
+  int n = snprintf(msg, sizeof msg, "FAIL rank %d: stuck for 30 s (%d replies so far)\n", my_rank, LOAD(replies));
   (void)sig;
   if (n > 0) (void)!write(1, msg, (size_t)n);
   _exit(1);
@@ -227,27 +235,27 @@ int main(int argc, char **argv) {
   for (i = 0; i < iters; i++) {
     alarm(30);
     for (n = 0; n < COUNTS; n++) send_all[n](partner);
-    while (threaded && replies < 4 * COUNTS * (i + 1)) {
+    while (threaded && LOAD(replies) < 4 * COUNTS * (i + 1)) {
       struct timespec ms = {0, 1000000};
       nanosleep(&ms, NULL);
-      if (helper_rc != AM_OK) fail("the waiting thread: AM_SetEventMask/AM_WaitSema/AM_Poll returned %d", helper_rc);
-      if (errors) fail("iteration %d: %d handler errors, first: %s", i, errors, first_error);
+      if (LOAD(helper_rc) != AM_OK) fail("the waiting thread: AM_SetEventMask/AM_WaitSema/AM_Poll returned %d", LOAD(helper_rc));
+      if (LOAD(errors)) fail("iteration %d: %d handler errors, first: %s", i, LOAD(errors), first_error);
     }
-    while (replies < 4 * COUNTS * (i + 1)) {
+    while (LOAD(replies) < 4 * COUNTS * (i + 1)) {
       if (blocking) {
         if (AM_SetEventMask(eb, AM_NOTEMPTY) != AM_OK) fail("AM_SetEventMask");
         if (AM_WaitSema(eb) != AM_OK) fail("AM_WaitSema");
       }
       if (AM_Poll(eb) != AM_OK) fail("AM_Poll");
-      if (errors) fail("iteration %d: %d handler errors, first: %s", i, errors, first_error);
+      if (LOAD(errors)) fail("iteration %d: %d handler errors, first: %s", i, LOAD(errors), first_error);
     }
     alarm(0);
   }
   if (AMUDP_SPMDBarrier() != AM_OK) fail("barrier after the iterations");
-  if ((!threaded && AM_Poll(eb) != AM_OK) || errors) fail("%d handler errors, first: %s", errors, first_error);
-  if (replies != 4 * COUNTS * iters) fail("%d replies, expected %d", replies, 4 * COUNTS * iters);
+  if ((!threaded && AM_Poll(eb) != AM_OK) || LOAD(errors)) fail("%d handler errors, first: %s", LOAD(errors), first_error);
+  if (LOAD(replies) != 4 * COUNTS * iters) fail("%d replies, expected %d", LOAD(replies), 4 * COUNTS * iters);
   if (threaded) { /* the waiter ends before the job does (AM_Terminate frees its bundle) */
-    stop_waiter = 1;
+    STORE(stop_waiter, 1);
     if (AM_Request0(ep, my_rank, H_WAKE) != AM_OK) fail("AM_Request0 to itself");
     if (pthread_join(helper, NULL) != 0 || helper_rc != AM_OK) fail("the waiting thread ended with %d", helper_rc);
   }

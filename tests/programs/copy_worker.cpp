@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The source buffer outlives the Nic (declared before it): ~Nic moves its
+  // pages back to private memory first, and only then is it freed.
+  std::vector<uint8_t> src_vec;
   auto nic = ulnic::Nic::open();
   if (!nic) {
     std::fprintf(stderr, "copy_worker: %s\n", nic.error().message.c_str());
@@ -41,9 +44,9 @@ int main(int argc, char** argv) {
   if (batch == 0 || batch > 64) batch = 16;
   const size_t region = max_size + 64;
   // Source: ordinary heap memory, moved into the slot by registration.
-  std::vector<uint8_t>* src_vec = new std::vector<uint8_t>(region * batch + 8192);
-  uint8_t* src = src_vec->data();
-  auto src_mr = n.register_memory(src, src_vec->size(), abi::kAccessLocal);
+  src_vec.resize(region * batch + 8192);
+  uint8_t* src = src_vec.data();
+  auto src_mr = n.register_memory(src, src_vec.size(), abi::kAccessLocal);
   // Destination: allocated in the slot.
   uint8_t* dst = static_cast<uint8_t*>(n.alloc(region * batch, 4096));
   if (!src_mr || !dst) {

@@ -85,6 +85,8 @@ int main(int argc, char **argv) {
       usleep(20000);
       if ((rc = VipQueryVi(vi, &state, &attrs, &s_empty, &r_empty)) != VIP_SUCCESS) die("VipQueryVi", rc);
     }
+    free(local);
+    free(remote);
     if (state != VIP_STATE_ERROR) {
       printf("still connected after 60 s\n");
       return 1;

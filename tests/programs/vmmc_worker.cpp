@@ -25,8 +25,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,6 +59,15 @@ struct RedirectBuffer {
   size_t offset = 0, length = 0;
 } g_redirect;
 
+// What stays registered for the process's life (malloc'ed exports and
+// sources: the library's TLB keeps them; export names, the notifications'
+// argument): freed at exit after the endpoint has closed (declared before
+// g_ep, so destroyed after it), and owned meanwhile, not leaked.
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+std::vector<std::unique_ptr<uint8_t, FreeDeleter>> g_kept;
+std::deque<std::string> g_export_names;
 std::unique_ptr<Endpoint> g_ep;
 std::map<std::string, Buffer> g_exports;
 std::vector<Note> g_notes;
@@ -76,7 +87,11 @@ void status(int st) {
 }
 
 uint8_t* memory(size_t n, bool use_malloc) {
-  if (use_malloc) return static_cast<uint8_t*>(std::aligned_alloc(4096, (n + 4095) & ~size_t(4095)));
+  if (use_malloc) {
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, (n + 4095) & ~size_t(4095)));
+    if (p) g_kept.emplace_back(p);
+    return p;
+  }
   return static_cast<uint8_t*>(g_ep->nic().alloc(n, 4096));
 }
 
@@ -101,7 +116,7 @@ void cmd_export(std::istringstream& in) {
   uint8_t* p = memory(size, use_malloc);
   if (!p) return status(VMMC_ERR_NO_RESOURCES);
   std::memset(p, 0, size);
-  auto* name_copy = new std::string(name);  // lives as long as the process
+  auto* name_copy = &g_export_names.emplace_back(name);  // lives as long as the process
   int st = g_ep->export_buffer(name, p, size, allowed, notify ? on_note : nullptr, name_copy);
   if (st != VMMC_OK) return status(st);
   g_exports[name] = Buffer{p, size};
@@ -147,7 +162,7 @@ void cmd_send(std::istringstream& in) {
     }
   }
   // Sources from the slot heap go back; malloc'ed ones stay registered (the
-  // library's TLB keeps them) and are leaked on purpose.
+  // library's TLB keeps them) until exit (g_kept).
   if (!use_malloc) g_ep->nic().free(src);
   if (st != VMMC_OK) return status(st);
   std::printf("{\"ok\":1,\"bounces\":%llu}\n", static_cast<unsigned long long>(g_ep->bounces()));

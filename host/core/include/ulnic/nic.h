@@ -97,7 +97,8 @@ class Nic {
   // copied into slot pages that are then mapped MAP_FIXED over the same
   // virtual range, so the caller's pointers stay valid. Cost: one copy of the
   // touched pages plus an mmap; limits: whole pages move (neighbours on
-  // them too), file-backed mappings are refused by the kernel's semantics
+  // them too: a write to one by another thread during the move is lost),
+  // file-backed mappings are refused by the kernel's semantics
   // (they would lose their file), and the slot heap must have room.
   // Moved pages stay where they are after deregistration (a cache, like a
   // real NIC's pinned pages): registering them again costs no copy, only a
@@ -143,7 +144,9 @@ class Nic {
   // QEMU's global lock).
   Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
                             std::chrono::microseconds spin = std::chrono::microseconds(0));
-  uint32_t in_flight() const { return posted_ - reaped_; }
+  uint32_t in_flight() const {
+    return posted_.load(std::memory_order_relaxed) - reaped_.load(std::memory_order_relaxed);
+  }
 
   // ---- events (VMMC notifications), in the slot's event queue
   bool poll_event(abi::EqEntry& out);
@@ -268,7 +271,10 @@ class Nic {
   // While trace::armed(): the descriptors taken since the last submit (not
   // their continuation entries), for submit() to mark the first data one.
   std::vector<abi::SqEntry*> taken_descriptors_;
-  uint32_t posted_ = 0;
+  // Written by the posting thread only; read by in_flight() in any thread's
+  // wait() (TSan found the plain counter read by a sleeper while the poster
+  // wrote it).
+  std::atomic<uint32_t> posted_{0};
   std::atomic<uint32_t> reaped_{0};  // read by sleepers in wait_ready()
   // When wait() last took a completion it waited for, reaped_ then, and the
   // smoothed pace of completions since (steady-clock ns; 0: none yet).
