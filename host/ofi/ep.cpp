@@ -119,16 +119,21 @@ Result<MemRegion> bounce_buffer(Domain& d, size_t n, uint32_t access, uint8_t*& 
   return r;
 }
 
-// Registers [buf, +n) for a put. A buffer that cannot be registered where it
-// is -- its pages overlap pages that a registration still in use moved into
-// the slot, as the adjacent buffers of an MPI window of sends or receives
-// do -- gets a stand-in in the slot heap instead (`bounce`; the caller
-// copies through it). The first error if neither works.
-Result<MemRegion> register_or_bounce(Domain& d, void* buf, size_t n, uint32_t access, uint8_t*& bounce) {
-  auto r = d.nic->register_memory(buf, n, access);
-  if (r) return r;
+// The NIC's view of [buf, +n) for a put: a stand-in in the slot heap
+// (`bounce`; the caller copies through it), or, when the heap has no room
+// for it, the buffer itself registered where it is. Registering in place
+// moves the buffer's pages into the slot (Nic::register_memory): pages an
+// application's allocator shares with other objects -- which another thread
+// of the application (an MPI library's progress or PMIx thread) may write
+// during the move, losing that write -- and pages another registration
+// still in use has moved (adjacent buffers of an MPI window). A copy at
+// memcpy speed costs less than the registration's NIC round trips anyway.
+// The first error if neither works.
+Result<MemRegion> bounce_or_register(Domain& d, void* buf, size_t n, uint32_t access, uint8_t*& bounce) {
   auto b = bounce_buffer(d, n, access, bounce);
-  return b ? b : r;
+  if (b) return b;
+  auto r = d.nic->register_memory(buf, n, access);
+  return r ? r : b;
 }
 
 // A rendezvous's registration and bounce buffer, given back.
@@ -186,7 +191,7 @@ bool start_put(Ep& ep, Send& s) {
     key = s.desc->region.key;
   } else {
     if (!s.reg.key) {
-      auto r = register_or_bounce(d, const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal, s.bounce);
+      auto r = bounce_or_register(d, const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal, s.bounce);
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a send buffer: %s\n", r.error().message.c_str());
         WireHdr f = header(ep, kFin);
@@ -302,7 +307,7 @@ bool send_cts(Ep& ep, uint64_t id) {
     if (mr_covers(d, rv.r.desc, rv.r.buf, rv.n)) {
       h.key = rv.r.desc->region.key;
     } else if (!rv.reg.key) {
-      auto r = register_or_bounce(d, rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite, rv.bounce);
+      auto r = bounce_or_register(d, rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite, rv.bounce);
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a receive buffer: %s\n", r.error().message.c_str());
         h.flags = kWireFailed;
@@ -792,7 +797,7 @@ ssize_t do_rma(Ep& ep, bool read, void* buf, size_t len, void* desc, fi_addr_t d
     lkey = mr->region.key;
   } else {
     auto r = (flags & FI_INJECT) ? bounce_buffer(d, len, access, op.bounce)
-                                 : register_or_bounce(d, buf, len, access, op.bounce);
+                                 : bounce_or_register(d, buf, len, access, op.bounce);
     if (!r) {
       ULNIC_WARN(FI_LOG_EP_DATA, "cannot register an RMA buffer: %s\n", r.error().message.c_str());
       return -FI_ENOMEM;

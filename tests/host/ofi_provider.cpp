@@ -699,14 +699,15 @@ TEST(OfiTagged, PeekClaimAndDiscard) {
   EXPECT_EQ(fi_trecvmsg(p.b.ep, &m, FI_DISCARD), -FI_EINVAL);
 }
 
-// Rendezvous buffers that share pages (an MPI window of adjacent messages):
-// each one's registration would overlap pages another, still in use, moved
-// into the slot; they go through a bounce buffer in the slot heap, on both
-// sides, every byte intact.
+// Rendezvous buffers that share pages (an MPI window of adjacent messages),
+// all in flight at once: the provider stages them in the slot heap rather
+// than moving the application's pages (which neighbours share), on both
+// sides, every byte intact. (One mapping of our own, not malloc's heap:
+// the test process's allocator is no part of what is tested.)
 TEST(OfiTagged, AdjacentRendezvousBuffersSharingPages) {
   Pair p;
   constexpr size_t kN = 8, kLen = 20000;  // not a page multiple: neighbours share a page
-  std::vector<uint8_t> out(kN * kLen), in(kN * kLen, 0);
+  Bytes out(kN * kLen), in(kN * kLen, 0);
   for (size_t i = 0; i < kN; ++i) {
     pattern(out.data() + i * kLen, kLen, 900 + uint32_t(i));
     ASSERT_EQ(fi_trecv(p.b.ep, in.data() + i * kLen, kLen, nullptr, FI_ADDR_UNSPEC, 0x300 + i, 0, nullptr), 0);
