@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "board/elf_image.h"
 #include "board/fabric_control.h"
 #include "board/fwtest.h"
 #include "board/node.h"
@@ -35,6 +36,8 @@
 #include "amudp.h"  // AMUDP_MAX_SPMDPROCS, AMUDP_MAX_NETWORKDEPTH
 #include "fm.h"     // FM_MAX_NODES
 #include "spmd_master.h"
+#include "switch/faults.h"
+#include "switch/switch.h"
 #include "util/process.h"
 #include "util/unix_socket.h"
 
@@ -61,6 +64,7 @@ const char* kUsage = R"(usage: ulnic <command> ...
                                   stop the board and remove its runtime files
   node list   [-c CLUSTER]        nodes of a cluster and their state
   cluster up   -n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F]
+               [--slots K] [--heartbeat-us US] [--qemu-arg ARG]...
                [--switch] [--faults SPEC] [--pcap FILE] [--names NAME,NAME,...]
                [--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]
                                   start N nodes on one fabric (N <= 64). --switch: through
@@ -95,7 +99,13 @@ const char* kUsage = R"(usage: ulnic <command> ...
                                   first failing rank's code, after stopping the others
   demo                            start a node, show status and boot log, reflash, stop
 
-CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
+CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0 (0..63); K 1..8 (default 8);
+MIB a power of two 1..1024 (default 256); US 1000..10000000; S 1..86400; F 0..0.99.
+Exit status: 2 for a command line that cannot be right (an unknown command or option,
+an option the command does not take, a missing, extra or out-of-range argument): one
+line on stderr, nothing started. 1 when the command ran and failed (a missing or bad
+ELF, a node that is not running, a cluster with no nodes); node status: 3 QEMU not
+running, 4 firmware not running.
 Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER; /tmp/ulnic-$USER
 where /dev/shm is smaller than 1 GiB).
 )";
@@ -120,61 +130,148 @@ struct Args {
   std::vector<std::string> passthrough;  // after "--"
 };
 
+// Control characters as escapes: a message stays on one line.
+std::string escaped(const std::string& v) {
+  std::string o;
+  for (char ch : v) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') o += "\\n";
+    else if (c == '\t') o += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      o += b;
+    } else o += ch;
+  }
+  return o;
+}
+
+// A user's string inside a message: quoted, escaped, cut after 64
+// characters (an argument may be anything, a megabyte included).
+std::string shown(const std::string& v) {
+  return "'" + escaped(v.substr(0, 64)) + (v.size() > 64 ? "'..." : "'");
+}
+
 [[noreturn]] void die(const std::string& msg, int code = 1) {
   std::fprintf(stderr, "ulnic: %s\n", msg.c_str());
   std::exit(code);
 }
 
-uint64_t number(const std::string& opt, const std::string& v) {
-  try {
-    size_t used = 0;
-    uint64_t n = std::stoull(v, &used, 0);
-    if (used != v.size()) throw std::invalid_argument(v);
-    return n;
-  } catch (...) {
-    die(opt + " needs a number, got '" + v + "'", 2);
-  }
+// A usage error: one line (whatever a quoted argument held), exit 2, before
+// anything was started.
+[[noreturn]] void usage_error(const std::string& msg) {
+  die(escaped(msg) + " (ulnic --help)", 2);
 }
 
-Args parse(int argc, char** argv, int first) {
+// A decimal number lo..hi, all of `v`: no sign, blanks, base prefixes or junk.
+uint64_t number(const std::string& opt, const std::string& v, uint64_t lo, uint64_t hi) {
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+    usage_error(opt + " needs a number, got " + shown(v));
+  uint64_t n = std::strtoull(v.c_str(), nullptr, 10);
+  if (n < lo || n > hi) usage_error(opt + " must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
+  return n;
+}
+
+// The options each command takes (kUsage shows them) and how many plain
+// arguments: anything else is a usage error, found before any work starts.
+struct Command {
+  const char* name;
+  const char* options;  // long aliases are spelled short: --cluster is -c
+  size_t min_args, max_args;
+};
+const Command kCommands[] = {
+    {"node start", " -c -n --firmware --slots --slot-size --heartbeat-us --verbose-fw --no-fabric --qemu-arg ", 0, 0},
+    {"node flash", " -c -n ", 1, 1},
+    {"node status", " -c -n --json ", 0, 0},
+    {"node log", " -c -n -f ", 0, 0},
+    {"node gdb", " -c -n -- ", 0, 1},
+    {"node gdb-pipe", " -c -n ", 0, 0},
+    {"node stop", " -c -n ", 0, 0},
+    {"node list", " -c ", 0, 0},
+    {"cluster up",
+     " -c -n --firmware --slots --slot-size --heartbeat-us --qemu-arg --test-drop --switch --faults --pcap --names"
+     " --first --total --bridge-listen --bridge-peer ",
+     0, 0},
+    {"cluster status", " -c --json ", 0, 0},
+    {"cluster down", " -c ", 0, 0},
+    {"fwtest", " --timeout --slots --slot-size --no-fabric --qemu-arg ", 1, 1},
+};
+
+Args parse(const Command& cmd, int argc, char** argv, int first) {
   Args a;
   const char* env = std::getenv("ULNIC_CLUSTER");
   a.cluster = env && *env ? env : "default";
+  const std::string name = cmd.name;
   for (int i = first; i < argc; ++i) {
     std::string s = argv[i];
+    std::string inline_value;
+    bool has_inline = false;
+    if (s.rfind("--", 0) == 0 && s.size() > 2)
+      if (size_t eq = s.find('='); eq != std::string::npos)
+        inline_value = s.substr(eq + 1), s.resize(eq), has_inline = true;
+    if (s == "--cluster") s = "-c";
+    else if (s == "--node") s = "-n";
+    else if (s == "--follow") s = "-f";
+    if (s == "-h" || s == "--help") std::fputs(kUsage, stdout), std::exit(0);
+    if (s.size() > 1 && s[0] == '-') {
+      if (std::string(cmd.options).find(" " + s + " ") == std::string::npos)
+        usage_error("ulnic " + name + " takes no option " + shown(s));
+    } else {
+      if (a.positional.size() == cmd.max_args)
+        usage_error("ulnic " + name + ": unexpected argument " + shown(s));
+      a.positional.push_back(s);
+      continue;
+    }
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) die(s + " needs a value", 2);
+      if (has_inline) return std::exchange(has_inline, false), inline_value;
+      if (i + 1 >= argc) usage_error(s + " needs a value");
       return argv[++i];
     };
     if (s == "--") {
       a.passthrough.assign(argv + i + 1, argv + argc);
       break;
     }
-    if (s == "-c" || s == "--cluster") a.cluster = value();
-    else if (s == "-n" || s == "--node") a.node = uint32_t(number(s, value())), a.node_given = true;
+    if (s == "-c") a.cluster = value();
+    else if (s == "-n") {
+      // cluster up: the node count; elsewhere: a node id.
+      if (name == "cluster up") a.node = uint32_t(number(s, value(), 1, abi::kMaxNodes));
+      else a.node = uint32_t(number(s, value(), 0, abi::kMaxNodes - 1));
+      a.node_given = true;
+    }
     else if (s == "--json") a.json = true;
-    else if (s == "-f" || s == "--follow") a.follow = true;
+    else if (s == "-f") a.follow = true;
     else if (s == "--firmware") a.firmware = value();
-    else if (s == "--slots") a.slots = uint32_t(number(s, value()));
-    else if (s == "--slot-size") a.slot_size = number(s, value()) << 20;
-    else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value()));
-    else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value()));
+    else if (s == "--slots") a.slots = uint32_t(number(s, value(), 1, abi::kMaxSlots));
+    else if (s == "--slot-size") {
+      uint64_t mib = number(s, value(), 1, 1024);
+      if (mib & (mib - 1)) usage_error("--slot-size must be a power of two (MiB), got " + std::to_string(mib));
+      a.slot_size = mib << 20;
+    }
+    else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value(), 1'000, 10'000'000));
+    else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value(), 1, 86'400));
     else if (s == "--verbose-fw") a.verbose_fw = true;
-    else if (s == "--test-drop") a.test_drop = std::atof(value().c_str());
+    else if (s == "--test-drop") {
+      std::string v = value();
+      char* end = nullptr;
+      double f = v.empty() || v.find_first_not_of("0123456789.") != std::string::npos ? -1 : std::strtod(v.c_str(), &end);
+      if (f < 0 || f > 0.99 || !end || *end) usage_error("--test-drop needs a fraction 0..0.99, got " + shown(v));
+      a.test_drop = f;
+    }
     else if (s == "--switch") a.with_switch = true;
     else if (s == "--faults") a.faults = value(), a.with_switch = true;
     else if (s == "--pcap") a.pcap = value(), a.with_switch = true;
     else if (s == "--bridge-listen") a.bridge_listen = value(), a.with_switch = true;
     else if (s == "--bridge-peer") a.bridge_peers.push_back(value()), a.with_switch = true;
     else if (s == "--names") a.names = value();
-    else if (s == "--first") a.first = uint32_t(number(s, value()));
-    else if (s == "--total") a.total = uint32_t(number(s, value()));
+    else if (s == "--first") a.first = uint32_t(number(s, value(), 0, abi::kMaxNodes - 1));
+    else if (s == "--total") a.total = uint32_t(number(s, value(), 1, abi::kMaxNodes));
     else if (s == "--no-fabric") a.no_fabric = true;
     else if (s == "--qemu-arg") a.qemu_args.push_back(value());
-    else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
-    else if (s.size() > 1 && s[0] == '-') die("unknown option " + s + "\n" + kUsage, 2);
-    else a.positional.push_back(s);
+    if (has_inline) usage_error(s + " takes no value");
   }
+  if (a.positional.size() < cmd.min_args)
+    usage_error("ulnic " + name + " needs " + (cmd.min_args == 1 ? "an ELF" : "more arguments"));
+  if (auto ok = board::check_cluster_name(a.cluster); !ok) usage_error(ok.error().message);
   return a;
 }
 
@@ -351,7 +448,6 @@ int cmd_start(const Args& a) {
 }
 
 int cmd_flash(const Args& a) {
-  if (a.positional.size() != 1) die("usage: ulnic node flash [-c CLUSTER] [-n NODE] ELF", 2);
   auto r = board::flash_node(a.cluster, a.node, a.positional[0]);
   if (!r) die(r.error().message);
   std::printf("flashed node %u: build %s -> %s (flash #%llu), firmware %s\n", a.node, r->old_build_id.c_str(),
@@ -455,7 +551,6 @@ int cmd_list(const Args& a) {
 }
 
 int cmd_fwtest(const Args& a) {
-  if (a.positional.size() != 1) die("usage: ulnic fwtest ELF [--timeout S] [board options]", 2);
   board::FwTestOptions o;
   o.elf = a.positional[0];
   o.board = spec_from(a);
@@ -488,9 +583,9 @@ std::string hosts_file(const std::string& names, uint32_t first, uint32_t n, uin
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string& name = list[i];
     if (name.empty() || name.size() > 255 || name.find_first_of(" \t\n#") != std::string::npos)
-      die("--names: '" + name + "' is not a name (1..255 characters, no blanks or '#')", 2);
+      usage_error("--names: " + shown(name) + " is not a name (1..255 characters, no blanks or '#')");
     for (size_t j = 0; j < i; ++j)
-      if (strcasecmp(list[j].c_str(), name.c_str()) == 0) die("--names: '" + name + "' is given twice", 2);
+      if (strcasecmp(list[j].c_str(), name.c_str()) == 0) usage_error("--names: " + shown(name) + " is given twice");
     text += name + " " + std::to_string(base + i) + "\n";
   }
   return text;
@@ -498,12 +593,27 @@ std::string hosts_file(const std::string& names, uint32_t first, uint32_t n, uin
 
 int cmd_cluster_up(Args a) {
   uint32_t n = a.node;  // "-n" means the node count here
-  if (!a.node_given || n == 0 || n > abi::kMaxNodes) die("usage: ulnic cluster up -n N (1..64) [-c CLUSTER]", 2);
+  if (!a.node_given) usage_error("ulnic cluster up needs -n N (1..64), the number of nodes");
   // Across machines: this machine runs nodes first..first+n-1 of `total`.
   uint32_t total = a.total ? a.total : a.first + n;
-  if (a.first + n > total || total > abi::kMaxNodes) die("--first/--total: nodes must fit in 0..total-1 (<= 64)", 2);
-  if (total > n && a.bridge_peers.empty()) die("nodes on other machines need --bridge-peer IP:PORT=FIRST-LAST", 2);
+  if (a.first + n > total || total > abi::kMaxNodes) usage_error("--first/--total: nodes must fit in 0..total-1 (<= 64)");
+  if (total > n && a.bridge_peers.empty()) usage_error("nodes on other machines need --bridge-peer IP:PORT=FIRST-LAST");
+  // What the switch would refuse, refused here: before anything starts.
+  if (auto f = ulnic::sw::parse_faults(a.faults); !f) usage_error("--faults: " + f.error().message);
+  if (!a.bridge_listen.empty())
+    if (auto b = ulnic::sw::parse_addr(a.bridge_listen); !b) usage_error("--bridge-listen: " + b.error().message);
+  for (const auto& p : a.bridge_peers)
+    if (auto b = ulnic::sw::parse_bridge_peer(p); !b) usage_error("--bridge-peer: " + b.error().message);
+  if (!a.pcap.empty()) {
+    std::error_code ec;
+    auto dir = std::filesystem::absolute(a.pcap, ec).parent_path();
+    if (a.pcap.back() == '/' || !std::filesystem::is_directory(dir, ec))
+      usage_error("--pcap " + shown(a.pcap) + ": not a file in an existing directory");
+  }
   const std::string hosts = a.names.empty() ? "" : hosts_file(a.names, a.first, n, total);
+  const std::string firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
+  // A bad image is refused before a fabric, a switch or a node starts.
+  if (auto img = board::load_elf_file(firmware); !img) die(img.error().message);
   if (auto old = board::list_nodes(a.cluster); !old.empty()) {
     bool live = false;
     for (uint32_t k : old) live |= board::live_qemu(board::node_paths(a.cluster, k)) != 0;
@@ -518,7 +628,7 @@ int cmd_cluster_up(Args a) {
   }
   board::StartOptions o;
   o.cluster = a.cluster;
-  o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
+  o.firmware = firmware;
   o.heartbeat_us = a.heartbeat_us;
   o.num_nodes = n;
   o.fabric_spec.ports = a.with_switch ? total + 1 : total;
@@ -547,7 +657,8 @@ int cmd_cluster_up(Args a) {
     o.board.node = k;
     auto r = board::start_node(o);
     if (!r) {
-      std::fprintf(stderr, "ulnic: node %u: %s\nstopping the nodes started so far\n", k, r.error().message.c_str());
+      std::fprintf(stderr, "ulnic: node %u: %s\n", k, r.error().message.c_str());
+      if (k > a.first) std::fprintf(stderr, "stopping the nodes started so far\n");
       for (uint32_t j = a.first; j < k; ++j) (void)board::stop_node(a.cluster, j);
       board::retire_cluster_if_empty(a.cluster);
       return 1;
@@ -695,14 +806,9 @@ int cmd_demo() {
 }
 
 int run_number(const std::string& opt, const std::string& v, int lo, int hi) {
-  uint64_t n = 0;
-  try {
-    size_t used = 0;
-    n = std::stoull(v, &used, 10);
-    if (used != v.size()) throw std::invalid_argument(v);
-  } catch (...) {
-    run_fail(opt + " needs a number, got '" + v + "'");
-  }
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+    run_fail(opt + " needs a number, got " + shown(v));
+  uint64_t n = std::strtoull(v.c_str(), nullptr, 10);
   if (n < uint64_t(lo) || n > uint64_t(hi))
     run_fail(opt + " must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
   return int(n);
@@ -748,7 +854,7 @@ int job_options(int argc, char** argv, Option option) {
     if (s == "--") return i + 1;
     if (s.empty() || s[0] != '-') break;
     if (s == "-h" || s == "--help") return -1;
-    if (!option(s, value)) run_fail("unknown option " + s + " (ulnic --help)");
+    if (!option(s, value)) run_fail("unknown option " + shown(s) + " (ulnic --help)");
   }
   return i;
 }
@@ -762,13 +868,14 @@ int cmd_run(int argc, char** argv) {
   bool nodes_given = false;
   const char* env_cluster = std::getenv("ULNIC_CLUSTER");
   job.cluster = env_cluster ? env_cluster : "";
+  bool cluster_given = false;
   int i = job_options(argc, argv, [&](const std::string& s, auto value) {
     if (s == "-n" || s == "--nproc") job.nproc = run_number(s, value(), 1, AMUDP_MAX_SPMDPROCS);
     else if (s == "--transport") job.transport = value();
     else if (s == "--depth") job.depth = run_number(s, value(), 1, AMUDP_MAX_NETWORKDEPTH);
     else if (s == "--hosts") job.hosts = split_list(value());
     else if (s == "--nodes") job.nodes = run_number(s, value(), 1, int(abi::kMaxNodes)), nodes_given = true;
-    else if (s == "-c" || s == "--cluster") job.cluster = value();
+    else if (s == "-c" || s == "--cluster") job.cluster = value(), cluster_given = true;
     else return false;
     return true;
   });
@@ -776,9 +883,9 @@ int cmd_run(int argc, char** argv) {
   if (i >= argc) run_fail("usage: ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (job.nproc == 0) run_fail("-n N (the number of workers) is required");
   if (job.transport != "udp" && job.transport != "vipl" && job.transport != "native")
-    run_fail("unknown transport '" + job.transport + "' (udp, vipl or native)");
-  if (!job.cluster.empty())
-    if (auto ok = board::check_cluster_name(job.cluster); !ok) run_fail(ok.error().message);
+    run_fail("unknown transport " + shown(job.transport) + " (udp, vipl or native)");
+  if (cluster_given || !job.cluster.empty())
+    if (auto ok = board::check_cluster_name(job.cluster); !ok) run_fail(escaped(ok.error().message));
   if (job.transport != "udp" && !nodes_given) {
     // The up nodes of this machine say nothing about a cluster that spans others.
     if (!job.hosts.empty()) run_fail("--hosts with transport " + job.transport + " needs --nodes M");
@@ -795,18 +902,19 @@ int cmd_fmrun(int argc, char** argv) {
   int nproc = 0, nodes = 0;
   const char* env_cluster = std::getenv("ULNIC_CLUSTER");
   std::string cluster = env_cluster ? env_cluster : "";
+  bool cluster_given = false;
   int i = job_options(argc, argv, [&](const std::string& s, auto value) {
     if (s == "-n" || s == "--nproc") nproc = run_number(s, value(), 1, FM_MAX_NODES);
     else if (s == "--nodes") nodes = run_number(s, value(), 1, int(abi::kMaxNodes));
-    else if (s == "-c" || s == "--cluster") cluster = value();
+    else if (s == "-c" || s == "--cluster") cluster = value(), cluster_given = true;
     else return false;
     return true;
   });
   if (i < 0) return std::fputs(kUsage, stdout), 0;
   if (i >= argc) run_fail("usage: ulnic fmrun -n N [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (nproc == 0) run_fail("-n N (the number of FM processes) is required");
-  if (!cluster.empty()) {
-    if (auto ok = board::check_cluster_name(cluster); !ok) run_fail(ok.error().message);
+  if (cluster_given || !cluster.empty()) {
+    if (auto ok = board::check_cluster_name(cluster); !ok) run_fail(escaped(ok.error().message));
     ::setenv("ULNIC_CLUSTER", cluster.c_str(), 1);
   }
   if (!nodes) nodes = nodes_up(cluster.empty() ? "default" : cluster);
@@ -856,35 +964,38 @@ int cmd_fmrun(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
+  if (argc < 2) usage_error("usage: ulnic <command> ...");
   std::string cmd = argv[1];
-  if (cmd == "demo") return cmd_demo();
+  if (cmd == "-h" || cmd == "--help") return std::fputs(kUsage, stdout), 0;
   if (cmd == "run") return cmd_run(argc, argv);
   if (cmd == "fmrun") return cmd_fmrun(argc, argv);
-  if (cmd == "fwtest") return cmd_fwtest(parse(argc, argv, 2));
-  if (cmd == "cluster" && argc >= 3) {
-    std::string sub = argv[2];
-    Args a = parse(argc, argv, 3);
-    if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
-    if (sub == "up") return cmd_cluster_up(a);
-    if (sub == "status") return cmd_cluster_status(a);
-    if (sub == "down") return cmd_cluster_down(a);
+  if (cmd == "demo") {
+    if (argc > 2 && (std::string(argv[2]) == "-h" || std::string(argv[2]) == "--help"))
+      return std::fputs(kUsage, stdout), 0;
+    if (argc > 2) usage_error("ulnic demo takes no arguments");
+    return cmd_demo();
   }
-  if (cmd == "node" && argc >= 3) {
-    std::string sub = argv[2];
-    Args a = parse(argc, argv, 3);
-    if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
-    if (sub == "start") return cmd_start(a);
-    if (sub == "flash") return cmd_flash(a);
-    if (sub == "status") return cmd_status(a);
-    if (sub == "log") return cmd_log(a);
-    if (sub == "gdb") return cmd_gdb(a);
-    if (sub == "gdb-pipe") return cmd_gdb_pipe(a);
-    if (sub == "stop") return cmd_stop(a);
-    if (sub == "list") return cmd_list(a);
+  int first = 2;
+  if (cmd == "node" || cmd == "cluster") {
+    if (argc < 3) usage_error("ulnic " + cmd + " needs a command");
+    cmd += " " + std::string(argv[2]);
+    first = 3;
   }
-  die("unknown command\n" + std::string(kUsage), 2);
+  const Command* c = nullptr;
+  for (const Command& k : kCommands)
+    if (cmd == k.name) c = &k;
+  if (!c) usage_error("unknown command " + shown(cmd));
+  Args a = parse(*c, argc, argv, first);
+  if (cmd == "fwtest") return cmd_fwtest(a);
+  if (cmd == "cluster up") return cmd_cluster_up(a);
+  if (cmd == "cluster status") return cmd_cluster_status(a);
+  if (cmd == "cluster down") return cmd_cluster_down(a);
+  if (cmd == "node start") return cmd_start(a);
+  if (cmd == "node flash") return cmd_flash(a);
+  if (cmd == "node status") return cmd_status(a);
+  if (cmd == "node log") return cmd_log(a);
+  if (cmd == "node gdb") return cmd_gdb(a);
+  if (cmd == "node gdb-pipe") return cmd_gdb_pipe(a);
+  if (cmd == "node stop") return cmd_stop(a);
+  return cmd_list(a);
 }
