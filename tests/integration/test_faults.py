@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Faults a user will hit (issue 20): a process SIGKILLed in the middle of a
+transfer, on every protocol.
+
+One 2-node cluster for the class. In each test a process on one node is
+killed while data flows; the test checks what its peer sees and how soon
+(bounds that are about a timeout the product states, generous, never about
+speed), and that both nodes' daemons took everything back: every slot a
+process was given is wiped and free again (ulnicd's log: "pid P attached to
+slot K" ... "slot K wiped and free"), VMMC exports and grants are gone, and
+the same protocol works again on the same NICs (the firmware's per-slot
+tables -- VIs, AM endpoints, import tables, operations -- are cleared with
+the slot).
+
+Needs ULNIC_BIN and ULNIC_PROGRAMS in the environment.
+"""
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+import unittest
+
+from cluster_case import PrivateCluster, ULNIC
+
+BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
+VMMC_WORKER = os.path.join(BIN, "vmmc_worker")
+VIPL_TIGHT = os.path.join(BIN, "vipl_tight")
+AM_TIGHT = os.path.join(BIN, "am_tight")
+FM_TIGHT = os.path.join(BIN, "fm_tight")
+
+# vmmc_status (host/vmmc/include/ulnic/vmmc.h)
+UNREACHABLE, REVOKED = 6, 9
+
+
+class Worker:
+    """A vmmc_worker on one node, driven line by line (test_vmmc.py's protocol)."""
+
+    def __init__(self, node):
+        self.p = subprocess.Popen([VMMC_WORKER], env=dict(os.environ, ULNIC_NODE=str(node)), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        hello = self.read()
+        assert hello.get("ok") == 1, hello
+        self.pid, self.slot = hello["pid"], hello["slot"]
+
+    def write(self, *words):
+        self.p.stdin.write(" ".join(str(w) for w in words) + "\n")
+        self.p.stdin.flush()
+
+    def read(self, timeout=120):
+        r, _, _ = select.select([self.p.stdout], [], [], timeout)
+        if not r:
+            raise AssertionError(f"vmmc_worker said nothing for {timeout} s")
+        line = self.p.stdout.readline()
+        if not line:
+            raise AssertionError(f"vmmc_worker died: {self.p.stderr.read()}")
+        return json.loads(line)
+
+    def __call__(self, *words, timeout=120):
+        self.write(*words)
+        return self.read(timeout)
+
+    def kill(self):
+        self.p.kill()
+        self.p.wait(30)
+        self.close()
+
+    def quit(self):
+        if self.p.poll() is None:
+            try:
+                self.write("quit")
+            except BrokenPipeError:
+                pass
+            self.p.wait(30)
+        self.close()
+
+    def close(self):
+        for f in (self.p.stdout, self.p.stderr, self.p.stdin):
+            f.close()
+
+
+class KilledMidTransfer(PrivateCluster, unittest.TestCase):
+    cluster = "faults"
+    nodes = 2
+    slot_size_mib = 32
+
+    def setUp(self):
+        self.workers = []
+        os.environ["ULNIC_CLUSTER"] = self.cluster
+
+    def tearDown(self):
+        for w in self.workers:
+            w.quit()
+
+    def worker(self, node):
+        w = Worker(node)
+        self.workers.append(w)
+        return w
+
+    def daemon_log(self, node):
+        with open(os.path.join(self.rundir, self.cluster, f"node{node}", "ulnicd.log")) as f:
+            return f.read()
+
+    def wait_log(self, node, pattern, seconds=15):
+        deadline = time.monotonic() + seconds
+        while not re.search(pattern, self.daemon_log(node)):
+            if time.monotonic() > deadline:
+                self.fail(f"node {node}'s ulnicd never logged /{pattern}/ in {seconds} s:\n{self.daemon_log(node)}")
+            time.sleep(0.1)
+
+    def attached_pid(self, node, program, seconds=60):
+        """The live process running `program` that node's ulnicd gave a slot."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for m in re.finditer(r"pid (\d+) attached to slot", self.daemon_log(node)):
+                try:
+                    with open(f"/proc/{m[1]}/cmdline") as f:
+                        if program in f.read():
+                            return int(m[1])
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        self.fail(f"no {program} attached on node {node} within {seconds} s")
+
+    def assertEverySlotReclaimed(self, seconds=15):
+        """Every slot ulnicd gave a process was wiped after it: none leaked."""
+        for node in range(self.nodes):
+            deadline = time.monotonic() + seconds
+            while True:
+                held = {}
+                for line in self.daemon_log(node).splitlines():
+                    if m := re.search(r"pid (\d+) attached to slot (\d+)", line):
+                        held[int(m[2])] = int(m[1])
+                    elif m := re.search(r"slot (\d+) wiped and free", line):
+                        held.pop(int(m[1]), None)
+                if not held or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(held, {}, f"node {node}: slots still held (slot: pid)\n{self.daemon_log(node)}")
+
+    # ------------------------------------------------------------------ VMMC
+
+    def stream_and_kill(self, tx, victim, size, seed):
+        """Sends of `size` bytes, four in flight, into import 0 of tx; the victim
+        is SIGKILLed while the first of them is in flight. Returns the first
+        send status that is not OK and the seconds from the kill to it."""
+        tx.write("send", 0, 0, size, seed, "async=4")
+        os.kill(victim.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        victim.p.wait(30)
+        reply = tx.read()
+        while reply.get("ok") == 1 and time.monotonic() - killed < 60:
+            reply = tx("send", 0, 0, size, seed, "async=4")
+        return reply, time.monotonic() - killed
+
+    def test_vmmc_exporter_killed_mid_stream(self):
+        rx, tx = Worker(1), self.worker(0)
+        self.assertEqual(rx("export", "victim", 8 << 20).get("ok"), 1)
+        self.assertEqual(tx("import", 1, "victim").get("ok"), 1)
+        self.assertEqual(tx("send", 0, 0, 2 << 20, 1, "async=4").get("ok"), 1)
+        reply, waited = self.stream_and_kill(tx, rx, 2 << 20, 2)
+        rx.close()
+        # The exporter's slot is detached at once (its socket closed): its
+        # incoming page table entry goes with it and the NIC refuses what
+        # arrives for it. No link timeout is involved; 30 s is generous.
+        self.assertEqual(reply.get("status"), REVOKED, reply)
+        self.assertLess(waited, 30)
+        self.wait_log(1, rf"slot {rx.slot} \(pid {rx.pid}\) detached")
+        self.wait_log(1, rf"slot {rx.slot} wiped and free")
+        # The importer gives its dead import back and imports afresh: the
+        # name is free for a new exporter on the same node and slot table.
+        self.assertEqual(tx("unimport", 0).get("ok"), 1)
+        rx2 = self.worker(1)
+        self.assertEqual(rx2("export", "victim", 8 << 20).get("ok"), 1)
+        imp = tx("import", 1, "victim")
+        self.assertEqual(imp.get("ok"), 1, imp)
+        self.assertEqual(tx("send", imp["import"], 0, 2 << 20, 3, "async=4").get("ok"), 1)
+        self.assertEqual(rx2("verify", "victim", 0, 8 << 20, 3).get("ok"), 1)
+        for w in self.workers:
+            w.quit()
+        self.workers = []
+        self.assertEverySlotReclaimed()
+
+    def test_vmmc_importer_killed_mid_stream(self):
+        rx, tx = self.worker(1), Worker(0)
+        self.assertEqual(rx("export", "survivor", 8 << 20).get("ok"), 1)
+        self.assertEqual(tx("import", 1, "survivor").get("ok"), 1)
+        self.assertEqual(tx("send", 0, 0, 2 << 20, 1, "async=4").get("ok"), 1)
+        tx.write("send", 0, 0, 2 << 20, 2, "async=4")
+        os.kill(tx.pid, signal.SIGKILL)
+        tx.p.wait(30)
+        tx.close()
+        # Its daemon detaches it and mails the exporter's daemon, which takes
+        # the grant back from its NIC (ulnicd's mail: no link timeout).
+        self.wait_log(0, rf"slot {tx.slot} wiped and free")
+        self.wait_log(1, rf"'survivor': grant of node 0 slot {tx.slot} revoked")
+        # The exporter never noticed anything and serves the next importer.
+        tx2 = self.worker(0)
+        self.assertEqual(tx2("import", 1, "survivor").get("ok"), 1)
+        self.assertEqual(tx2("send", 0, 0, 2 << 20, 4, "async=4").get("ok"), 1)
+        self.assertEqual(rx("verify", "survivor", 0, 8 << 20, 4).get("ok"), 1)
+        for w in self.workers:
+            w.quit()
+        self.workers = []
+        self.assertEverySlotReclaimed()
+
+    # ------------------------------------------------------------------ VIPL
+
+    def test_vipl_peer_killed_mid_transfer(self):
+        def side(*args):
+            return subprocess.Popen([VIPL_TIGHT, *args, "--timeout", "120"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+
+        survivor = side("server", "nic0", "--rounds", "100000000")
+        victim = side("client", "nic1", "node0", "--rounds", "100000000")
+        try:
+            # Mid-transfer: the client attached, and pings and pongs flowing.
+            pid = self.attached_pid(1, "vipl_tight")
+            self.assertEqual(pid, victim.pid)
+            time.sleep(1)
+            self.assertIsNone(victim.poll(), "the transfer ended before the kill")
+            self.assertIsNone(survivor.poll(), "the transfer ended before the kill")
+            victim.kill()
+            victim.wait(30)
+            killed = time.monotonic()
+            # The victim's NIC tears its VIs down with its slot and tells the
+            # peer NIC: the survivor's VI goes to the error state, its receive
+            # completes flushed (VIP_ERROR_CONN_LOST to the callback), and it
+            # fails at once instead of at its 120 s watchdog.
+            out, _ = survivor.communicate(timeout=110)
+            waited = time.monotonic() - killed
+        finally:
+            for p in (survivor, victim):
+                if p.poll() is None:
+                    p.kill()
+                p.communicate()
+        self.assertEqual(survivor.returncode, 1, out)
+        self.assertIn("FAIL", out)
+        self.assertLess(waited, 30, out)
+        self.assertEverySlotReclaimed()
+        # The same NICs serve a new connection.
+        again = [side("server", "nic0", "--rounds", "200"), side("client", "nic1", "node0", "--rounds", "200")]
+        outs = [p.communicate(timeout=300)[0] for p in again]
+        for n, p in enumerate(again):
+            self.assertEqual(p.returncode, 0, outs[n])
+        self.assertEverySlotReclaimed()
+
+    # ------------------------------------------------------------------ AM
+
+    def am_rank_killed(self, transport):
+        """`ulnic run` of two ranks, one per node, in a ping-pong of requests
+        and replies; rank 1 is SIGKILLed while it runs. The master ends the
+        job with 128 + 9 and takes the survivor down (host/am/SEMANTICS.md,
+        SPMD)."""
+        job = subprocess.Popen([ULNIC, "run", "-n", "2", "--transport", transport, "-c", self.cluster, AM_TIGHT,
+                                "--requests", "100000000", "--timeout", "120"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            victim = self.attached_pid(1, "am_tight")
+            time.sleep(1)
+            self.assertIsNone(job.poll(), "the job ended before the kill")
+            os.kill(victim, signal.SIGKILL)
+            killed = time.monotonic()
+            out, err = job.communicate(timeout=60)
+            waited = time.monotonic() - killed
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.communicate()
+        self.assertEqual(job.returncode, 128 + 9, out + err)
+        self.assertRegex(err, rf"rank 1 \(pid {victim}\) was killed by signal 9", err)
+        self.assertLess(waited, 30, err)
+        self.assertEverySlotReclaimed()
+        # The same NICs run a job again.
+        p = subprocess.run([ULNIC, "run", "-n", "2", "--transport", transport, "-c", self.cluster, AM_TIGHT,
+                            "--requests", "200"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEverySlotReclaimed()
+
+    def test_am_native_rank_killed_mid_job(self):
+        self.am_rank_killed("native")
+
+    def test_am_over_vipl_rank_killed_mid_job(self):
+        self.am_rank_killed("vipl")
+
+    # ------------------------------------------------------------------ FM
+
+    def test_fm_rank_killed_mid_job(self):
+        job = subprocess.Popen([ULNIC, "fmrun", "-n", "2", "-c", self.cluster, FM_TIGHT, "--messages", "10000000",
+                                "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        try:
+            victim = self.attached_pid(1, "fm_tight")
+            time.sleep(1)
+            self.assertIsNone(job.poll(), "the job ended before the kill")
+            os.kill(victim, signal.SIGKILL)
+            killed = time.monotonic()
+            out, err = job.communicate(timeout=60)
+            waited = time.monotonic() - killed
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.communicate()
+        self.assertEqual(job.returncode, 128 + 9, out + err)
+        self.assertIn("rank 1 exited with 137: stopping the job", err)
+        self.assertLess(waited, 30, err)
+        self.assertEverySlotReclaimed()
+        p = subprocess.run([ULNIC, "fmrun", "-n", "2", "-c", self.cluster, FM_TIGHT, "--messages", "200"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEverySlotReclaimed()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
