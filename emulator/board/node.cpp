@@ -199,6 +199,7 @@ Result<StartResult> start_node(const StartOptions& o) {
   if (!img) return std::unexpected(img.error());
 
   NodePaths p = node_paths(o.cluster, o.board.node);
+  if (auto r = check_space(node_name(o.cluster, o.board.node), node_space()); !r) return std::unexpected(r.error());
   if (auto r = make_dirs(cluster_dir(o.cluster)); !r) return std::unexpected(r.error());
   auto lock = NodeLock::take(p);
   if (!lock) return std::unexpected(lock.error());

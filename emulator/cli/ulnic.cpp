@@ -612,8 +612,13 @@ int cmd_cluster_up(Args a) {
   }
   const std::string hosts = a.names.empty() ? "" : hosts_file(a.names, a.first, n, total);
   const std::string firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
-  // A bad image is refused before a fabric, a switch or a node starts.
+  // A bad image, or a runtime directory without room for every board and the
+  // fabric, is refused before a fabric, a switch or a node starts.
   if (auto img = board::load_elf_file(firmware); !img) die(img.error().message);
+  if (auto ok = board::check_space("cluster '" + a.cluster + "' (" + std::to_string(n) + (n == 1 ? " node" : " nodes") + " and its fabric)",
+                                   n * board::node_space() + board::fabric_space(a.with_switch ? total + 1 : total));
+      !ok)
+    die(ok.error().message);
   if (auto old = board::list_nodes(a.cluster); !old.empty()) {
     bool live = false;
     for (uint32_t k : old) live |= board::live_qemu(board::node_paths(a.cluster, k)) != 0;

@@ -20,6 +20,7 @@ import re
 import select
 import signal
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -311,6 +312,42 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
                            capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertEverySlotReclaimed()
+
+
+class RuntimeDirFull(unittest.TestCase):
+    """The runtime directory's filesystem full, or too small, at cluster
+    start: a clear one-line error, nothing started, nothing left. The small
+    filesystem is a 30 MiB tmpfs in a private mount namespace (unshare -rm:
+    no root needed where user namespaces are allowed), so the test runs its
+    commands inside it."""
+
+    def test_no_room_is_refused_before_anything_starts(self):
+        d = tempfile.mkdtemp(prefix="ulnic-full-", dir="/tmp")
+        self.addCleanup(os.rmdir, d)
+        script = f"""
+            mount -t tmpfs -o size=30m tmpfs {d} || exit 90
+            mkdir {d}/rt
+            export ULNIC_RUNTIME_DIR={d}/rt
+            # Two boards (16 MiB of SRAM each) and a fabric do not fit in 30 MiB.
+            {ULNIC} cluster up -n 2 -c full --slot-size 16; echo "rc $?" >&2
+            # Full to the last byte: not even one board.
+            dd if=/dev/zero of={d}/filler bs=1M count=64 2>/dev/null
+            {ULNIC} cluster up -n 1 -c full --slot-size 16; echo "rc $?" >&2
+            {ULNIC} node start -c full --slot-size 16; echo "rc $?" >&2
+            find {d}/rt -mindepth 1 | sed 's/^/left /' >&2
+        """
+        p = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            self.skipTest(f"no private mount namespace here (unshare -rm: {p.stderr.strip()[:200]})")
+        lines = p.stderr.splitlines()
+        self.assertEqual([line for line in lines if line.startswith("rc ")], ["rc 1"] * 3, p.stderr)
+        errors = [line for line in lines if line.startswith("ulnic:")]
+        self.assertEqual(len(errors), 3, p.stderr)  # one line each
+        self.assertRegex(errors[0], r"no room in .* for cluster 'full' \(2 nodes and its fabric\): 43 MiB needed, 30 MiB free")
+        self.assertRegex(errors[1], r"no room in .* for cluster 'full' \(1 node and its fabric\): \d+ MiB needed, 0 MiB free")
+        self.assertRegex(errors[2], r"no room in .* for node 0 of cluster 'full': 17 MiB needed, 0 MiB free")
+        self.assertEqual([line for line in lines if line.startswith("left ")], [], p.stderr)
+        self.assertEqual(subprocess.run(["pgrep", "-f", d], capture_output=True).stdout, b"")
 
 
 if __name__ == "__main__":
