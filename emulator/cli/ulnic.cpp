@@ -313,6 +313,7 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
   const abi::StatusBlock& s = n.status;
   std::printf("{\"cluster\": \"%s\", \"node\": %u, \"qemu_running\": %s, \"pid\": %d, \"vm_state\": \"%s\",\n",
               json_escape(cluster).c_str(), n.node, n.running ? "true" : "false", int(n.pid), n.vm_state.c_str());
+  std::printf(" \"daemon_pid\": %d,\n", int(n.daemon_pid));
   std::printf(" \"state\": \"%s\", \"build_id\": \"%s\", \"version\": \"%s\", \"abi_version\": %u,\n",
               board::state_name(s.state), json_escape(cstr(s.build_id, sizeof s.build_id)).c_str(),
               json_escape(cstr(s.version, sizeof s.version)).c_str(), s.abi_version);
@@ -370,6 +371,9 @@ void print_status(const std::string& cluster, const board::NodeInfo& n) {
   std::printf("  qemu       %s", n.running ? ("pid " + std::to_string(n.pid)).c_str() : "not running");
   if (!n.vm_state.empty()) std::printf(", vm %s", n.vm_state.c_str());
   std::printf("\n");
+  if (n.running)
+    std::printf("  ulnicd     %s\n", n.daemon_pid ? ("pid " + std::to_string(n.daemon_pid)).c_str()
+                                                  : "NOT RUNNING (ulnic node start restarts it)");
   if (s.magic != abi::kStatusMagic) {
     std::printf("  firmware   has not written its status block (state off)\n");
     return;
@@ -437,6 +441,11 @@ int cmd_start(const Args& a) {
   o.test_rx_drop = a.test_drop;
   auto r = board::start_node(o);
   if (!r) die(r.error().message);
+  if (r->daemon_restarted) {
+    std::printf("node %u of cluster '%s': QEMU pid %d was running without its ulnicd: ulnicd restarted\n", a.node,
+                a.cluster.c_str(), int(r->pid));
+    return 0;
+  }
   for (const auto& note : r->notes) std::printf("note: %s\n", note.c_str());
   std::printf("node %u of cluster '%s' started: QEMU pid %d, firmware %s, build %s\n", a.node, a.cluster.c_str(),
               int(r->pid), board::state_name(r->status.state), r->status.build_id);

@@ -231,6 +231,7 @@ void Daemon::handle_mail(uint32_t src, const abi::MailVmmc& m) {
   if (m.magic != abi::kMailMagic) return;
   if (m.type == abi::kMailImportRequest) return on_import_request(src, m);
   if (m.type == abi::kMailImportReply) return on_import_reply(src, m);
+  if (m.type == abi::kMailSlotGone) return on_slot_gone(src, m);
   if (m.type != abi::kMailUnimport) return;
   auto it = std::find_if(exports_.begin(), exports_.end(), [&](const ExportRec& e) { return e.handle == m.handle; });
   if (it == exports_.end()) return;
@@ -247,6 +248,20 @@ void Daemon::handle_mail(uint32_t src, const abi::MailVmmc& m) {
   (void)ctrl_call(cmd);
   log("'" + it->name + "': grant of node " + std::to_string(src) + " slot " + std::to_string(m.importer_slot) +
       " revoked (its last import went)");
+}
+
+void Daemon::on_slot_gone(uint32_t src, const abi::MailVmmc& m) {
+  for (ExportRec& e : exports_) {
+    if (!e.importers.erase({src, m.importer_slot})) continue;
+    abi::CtrlCommand cmd{};
+    cmd.opcode = abi::kCtrlRevoke;
+    cmd.vmmc.handle = e.handle;
+    cmd.vmmc.node = src;
+    cmd.vmmc.peer_slot = m.importer_slot;
+    (void)ctrl_call(cmd);
+    log("'" + e.name + "': grant of node " + std::to_string(src) + " slot " + std::to_string(m.importer_slot) +
+        " revoked (its process, of an earlier daemon, is gone)");
+  }
 }
 
 void Daemon::on_import_request(uint32_t src, const abi::MailVmmc& m) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Faults a user will hit (issue 20): a process SIGKILLed in the middle of a
-transfer, on every protocol.
+transfer, on every protocol; ulnicd killed and restarted under live traffic;
+a runtime directory without room at cluster start.
 
 One 2-node cluster for the class. In each test a process on one node is
 killed while data flows; the test checks what its peer sees and how soon
@@ -33,7 +34,7 @@ AM_TIGHT = os.path.join(BIN, "am_tight")
 FM_TIGHT = os.path.join(BIN, "fm_tight")
 
 # vmmc_status (host/vmmc/include/ulnic/vmmc.h)
-UNREACHABLE, REVOKED = 6, 9
+NO_EXPORT, UNREACHABLE, REVOKED, IO = 1, 6, 9, 12
 
 
 class Worker:
@@ -311,6 +312,118 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
         p = subprocess.run([ULNIC, "fmrun", "-n", "2", "-c", self.cluster, FM_TIGHT, "--messages", "200"],
                            capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEverySlotReclaimed()
+
+    # ------------------------------------------------------------ ulnicd
+
+    def counters(self, node):
+        p = subprocess.run([ULNIC, "node", "status", "-c", self.cluster, "-n", str(node), "--json"],
+                           capture_output=True, text=True, timeout=60)
+        return json.loads(p.stdout)
+
+    def advancing(self, node, counter, seconds=30):
+        """Whether node's `counter` moves within `seconds` (traffic flows)."""
+        before = self.counters(node)["counters"][counter]
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            if self.counters(node)["counters"][counter] != before:
+                return True
+        return False
+
+    # "zz": runs last (unittest runs methods alphabetically): it kills node 1's daemon.
+    def test_zz_ulnicd_killed_and_restarted_under_live_traffic(self):
+        # Live traffic on node 1: a VIPL client in a ping-pong with node 0, a
+        # process copying through its NIC, and a VMMC export node 0 streams into.
+        server = subprocess.Popen([VIPL_TIGHT, "server", "nic0", "--rounds", "100000000", "--timeout", "300"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        client = subprocess.Popen([VIPL_TIGHT, "client", "nic1", "node0", "--rounds", "100000000", "--timeout", "300"],
+                                  env=dict(os.environ, ULNIC_NODE="1"), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        copier = subprocess.Popen([os.path.join(BIN, "copy_worker"), "--ops", "1000000000", "--quiet"],
+                                  env=dict(os.environ, ULNIC_NODE="1"), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        procs = [server, client, copier]
+        try:
+            rx, tx = self.worker(1), self.worker(0)
+            self.assertEqual(rx("export", "kept", 8 << 20).get("ok"), 1)
+            self.assertEqual(tx("import", 1, "kept").get("ok"), 1)
+            # And an importer on node 1, whose grant node 0's daemon keeps.
+            far_rx, far_tx = self.worker(0), self.worker(1)
+            self.assertEqual(far_rx("export", "far", 4096).get("ok"), 1)
+            self.assertEqual(far_tx("import", 0, "far").get("ok"), 1)
+            self.attached_pid(1, "vipl_tight")
+            self.attached_pid(1, "copy_worker")
+            old = self.counters(1)
+            self.assertGreater(old["daemon_pid"], 0)
+            os.kill(old["daemon_pid"], signal.SIGKILL)
+            while os.path.exists(f"/proc/{old['daemon_pid']}/cmdline") and \
+                    open(f"/proc/{old['daemon_pid']}/stat").read().split()[2] != "Z":
+                time.sleep(0.05)
+            self.assertEqual(self.counters(1)["daemon_pid"], 0)
+            human = subprocess.run([ULNIC, "node", "status", "-c", self.cluster, "-n", "1"], capture_output=True,
+                                   text=True).stdout
+            self.assertIn("ulnicd     NOT RUNNING (ulnic node start restarts it)", human)
+
+            # Without its daemon, what runs goes on: the data path is the
+            # processes' slots and the NICs.
+            self.assertTrue(self.advancing(1, "vi_ops"), "VIPL traffic stopped with the daemon")
+            self.assertTrue(self.advancing(1, "copy_bytes"), "copies stopped with the daemon")
+            self.assertEqual(tx("send", 0, 0, 2 << 20, 5, "async=4").get("ok"), 1)
+            self.assertEqual(rx("verify", "kept", 0, 8 << 20, 5).get("ok"), 1)
+            # What needs the daemon fails at once, in one clear line: a new
+            # process, and a request of a process that had it.
+            p = subprocess.run([os.path.join(BIN, "copy_worker"), "--ops", "10"], env=dict(os.environ, ULNIC_NODE="1"),
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("cannot reach the node daemon", p.stderr)
+            self.assertEqual(rx("export", "more", 4096, timeout=30).get("status"), IO)
+
+            # Restarted: the processes of before keep their slots and run on;
+            # new ones get the free slots and everything works for them.
+            p = subprocess.run([ULNIC, "node", "start", "-c", self.cluster, "-n", "1"], capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("ulnicd restarted", p.stdout)
+            self.assertGreater(self.counters(1)["daemon_pid"], 0)
+            self.wait_log(1, rf"slot {rx.slot} is held by a process of an earlier daemon")
+            self.assertTrue(self.advancing(1, "vi_ops"))
+            self.assertTrue(self.advancing(1, "copy_bytes"))
+            fresh = subprocess.run([os.path.join(BIN, "copy_worker"), "--ops", "1000"],
+                                   env=dict(os.environ, ULNIC_NODE="1"), capture_output=True, text=True, timeout=120)
+            self.assertEqual(fresh.returncode, 0, fresh.stderr)
+            self.assertIn("1000 copies verified, 0 bad", fresh.stderr + fresh.stdout)
+            rx2 = self.worker(1)
+            self.assertNotIn(rx2.slot, (rx.slot,))
+            self.assertEqual(rx2("export", "after", 8 << 20).get("ok"), 1)
+            tx2 = self.worker(0)
+            self.assertEqual(tx2("import", 1, "after").get("ok"), 1)
+            # An export made before is unknown to the new daemon: found by no one.
+            self.assertEqual(tx2("import", 1, "kept", 500).get("status"), NO_EXPORT)  # waits 0.5 s for it
+            # A process of before still has no daemon to ask.
+            self.assertEqual(rx("export", "more", 4096, timeout=30).get("status"), IO)
+            self.assertEqual(tx2("send", 0, 0, 2 << 20, 6, "async=4").get("ok"), 1)
+            self.assertEqual(rx2("verify", "after", 0, 8 << 20, 6).get("ok"), 1)
+            # The old exporter's data path still works too.
+            self.assertEqual(tx("send", 0, 0, 2 << 20, 7, "async=4").get("ok"), 1)
+            self.assertEqual(rx("verify", "kept", 0, 8 << 20, 7).get("ok"), 1)
+            # The old importer ends: its slot is reclaimed, and the grant it
+            # held is taken back on node 0 (the new daemon never knew its
+            # imports: it tells every node the slot is gone).
+            self.workers.remove(far_tx)
+            far_tx.quit()
+            self.wait_log(1, rf"slot {far_tx.slot} \(of an earlier daemon\) let go")
+            self.wait_log(0, rf"'far': grant of node 1 slot {far_tx.slot} revoked "
+                             r"\(its process, of an earlier daemon, is gone\)")
+        finally:
+            for w in self.workers:
+                w.quit()
+            self.workers = []
+            for p in procs:
+                p.kill()
+                p.communicate()
+        # The slots of the processes of before are reclaimed as they end.
+        self.wait_log(1, rf"slot {rx.slot} \(of an earlier daemon\) let go")
         self.assertEverySlotReclaimed()
 
 
