@@ -30,12 +30,12 @@ std::string runtime_base() { return runtime_base_dir(); }
 
 Result<void> check_cluster_name(const std::string& name) {
   if (name.empty() || name.size() > 31) return fail("cluster name must be 1..31 characters");
-  // Not '-' first: such a name reads as an option ("-c -n").
-  if (!std::isalnum(static_cast<unsigned char>(name[0])))
-    return fail("cluster name '" + name + "': must start with a letter or digit");
   for (char c : name)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
       return fail("cluster name '" + name + "': use letters, digits, '-' and '_' only");
+  // Not '-' or '_' first: such a name reads as an option ("-c -n").
+  if (!std::isalnum(static_cast<unsigned char>(name[0])))
+    return fail("cluster name '" + name + "': must start with a letter or digit");
   return {};
 }
 

@@ -25,11 +25,13 @@ import tempfile
 import time
 import unittest
 
-from cluster_case import PrivateCluster, ULNIC
+from cluster_case import FIRMWARE_DIR, PrivateCluster, ULNIC
 
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
 VMMC_WORKER = os.path.join(BIN, "vmmc_worker")
 VIPL_TIGHT = os.path.join(BIN, "vipl_tight")
+COPY_WORKER = os.path.join(BIN, "copy_worker")
+FIRMWARE = os.path.join(FIRMWARE_DIR or os.path.join(os.path.dirname(ULNIC), "..", "firmware"), "ulnic-fw.elf")
 AM_TIGHT = os.path.join(BIN, "am_tight")
 FM_TIGHT = os.path.join(BIN, "fm_tight")
 
@@ -330,6 +332,86 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
             if self.counters(node)["counters"][counter] != before:
                 return True
         return False
+
+    # ------------------------------------------------------------ reflash
+
+    # "zy": late (unittest runs methods alphabetically): it reflashes node 1.
+    def test_zy_a_nic_reflashed_under_traffic(self):
+        server = subprocess.Popen([VIPL_TIGHT, "server", "nic0", "--rounds", "100000000", "--timeout", "300"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        client = subprocess.Popen([VIPL_TIGHT, "client", "nic1", "node0", "--rounds", "100000000", "--timeout", "300"],
+                                  env=dict(os.environ, ULNIC_NODE="1"), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        copier = subprocess.Popen([COPY_WORKER, "--ops", "1000000000"], env=dict(os.environ, ULNIC_NODE="1"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs = [server, client, copier]
+        try:
+            rx, tx = self.worker(1), self.worker(0)
+            self.assertEqual(rx("export", "flashed", 8 << 20).get("ok"), 1)
+            self.assertEqual(tx("import", 1, "flashed").get("ok"), 1)
+            self.assertEqual(tx("send", 0, 0, 2 << 20, 1, "async=4").get("ok"), 1)
+            self.attached_pid(1, "vipl_tight")
+            self.attached_pid(1, "copy_worker")
+            before = self.counters(1)
+            p = subprocess.run([ULNIC, "node", "flash", "-c", self.cluster, "-n", "1", FIRMWARE], capture_output=True,
+                               text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            after = self.counters(1)
+            self.assertEqual(after["pid"], before["pid"])  # the same QEMU, a new boot
+            self.assertEqual(after["boot_count"], before["boot_count"] + 1)
+            self.wait_log(1, r"firmware rebooted \(boot #\d+\): reattaching slots")
+            # The new firmware knows nothing the old one held. VI connections
+            # break at both ends (the client's NIC forgot its VI; the server's
+            # link sees the peer reboot): both fail at once, not at their
+            # watchdog (300 s).
+            for p in (server, client):
+                out, _ = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 1, out)
+                self.assertIn("FAIL", out)
+            # A process's registrations are gone: its operations complete with
+            # BAD_KEY (4), none hangs.
+            deadline = time.monotonic() + 60
+            err = ""
+            while "status 4" not in err and time.monotonic() < deadline:
+                r, _, _ = select.select([copier.stdout], [], [], 1)
+                if r:
+                    err += copier.stdout.readline()
+            self.assertIn("status 4: data wrong", err)
+            # Exports too: sends into the old one are refused by the new NIC.
+            reply = tx("send", 0, 0, 4096, 2)
+            for _ in range(100):
+                if reply.get("status") == REVOKED:
+                    break
+                time.sleep(0.1)
+                reply = tx("send", 0, 0, 4096, 2)
+            self.assertEqual(reply.get("status"), REVOKED, reply)
+            # New processes work at once: copies, VMMC, VIPL.
+            fresh = subprocess.run([COPY_WORKER, "--ops", "1000"], env=dict(os.environ, ULNIC_NODE="1"),
+                                   capture_output=True, text=True, timeout=120)
+            self.assertEqual(fresh.returncode, 0, fresh.stdout + fresh.stderr)
+            rx2, tx2 = self.worker(1), self.worker(0)
+            self.assertEqual(rx2("export", "reflashed", 8 << 20).get("ok"), 1)
+            self.assertEqual(tx2("import", 1, "reflashed").get("ok"), 1)
+            self.assertEqual(tx2("send", 0, 0, 2 << 20, 3, "async=4").get("ok"), 1)
+            self.assertEqual(rx2("verify", "reflashed", 0, 8 << 20, 3).get("ok"), 1)
+            again = [subprocess.Popen([VIPL_TIGHT, "server", "nic0", "--rounds", "200"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True),
+                     subprocess.Popen([VIPL_TIGHT, "client", "nic1", "node0", "--rounds", "200"],
+                                      env=dict(os.environ, ULNIC_NODE="1"), stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)]
+            procs += again
+            for p in again:
+                out, _ = p.communicate(timeout=120)
+                self.assertEqual(p.returncode, 0, out)
+        finally:
+            for w in self.workers:
+                w.quit()
+            self.workers = []
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.communicate()
+        self.assertEverySlotReclaimed()
 
     # "zz": runs last (unittest runs methods alphabetically): it kills node 1's daemon.
     def test_zz_ulnicd_killed_and_restarted_under_live_traffic(self):
