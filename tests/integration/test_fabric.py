@@ -387,6 +387,60 @@ class TwoMachines(unittest.TestCase):
         self.assertIn("verified", p.stdout)
         self.assertEqual(server.returncode, 0, out + err)
 
+    def link_state(self, me, peer):
+        p = self.run_in(me, ULNIC, "node", "status", "-c", "two", "-n", str(me), "--json")
+        s = json.loads(p.stdout)
+        return s["links"][peer]["state"], s["counters"]
+
+    # "zz": last (unittest runs methods alphabetically): it cuts the bridge.
+    def test_zz_a_cut_bridge_fails_puts_as_unreachable_and_they_go_again_once_it_is_back(self):
+        info = os.path.join(self.work, "cut.info")
+        server = self.run_in(1, PUT, "serve", "--info", info, background=True)
+        self.addCleanup(stop, server)
+        for _ in range(200):
+            if os.path.exists(info):
+                break
+            time.sleep(0.05)
+        sender = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "100000000", "--batch", "16",
+                             "--stop-on-error", background=True)
+        self.addCleanup(stop, sender)
+        deadline = time.monotonic() + 60
+        while self.link_state(0, 1)[1]["puts_done"] < 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertIsNone(sender.poll(), "the puts ended before the cut")
+        unreachable_before = self.link_state(0, 1)[1]["link_unreachable"]
+        # Cut: machine A's end of the wire goes down (UDP datagrams vanish).
+        ip = ["ip", "-n", self.ns[0], "link", "set", self.veth[0]]
+        subprocess.run([*ip, "down"], check=True)
+        self.addCleanup(subprocess.run, [*ip, "up"])
+        cut = time.monotonic()
+        out, err = sender.communicate(timeout=60)
+        waited = time.monotonic() - cut
+        # The link's 5 s deadline, then the pending puts fail as unreachable.
+        self.assertNotEqual(sender.returncode, 0, out + err)
+        self.assertIn(f"status {UNREACHABLE}", err)
+        self.assertLess(waited, 20, "pending puts must error out within the link's deadline")
+        self.assertGreater(self.link_state(0, 1)[1]["link_unreachable"], unreachable_before)
+        stop(server)
+        # Restored: the same nodes, the same processes' successors, the link
+        # comes back by itself and puts go, exactly once, byte for byte.
+        subprocess.run([*ip, "up"], check=True)
+        info = os.path.join(self.work, "back.info")
+        server = self.run_in(1, PUT, "serve", "--info", info, background=True)
+        self.addCleanup(stop, server)
+        for _ in range(200):
+            if os.path.exists(info):
+                break
+            time.sleep(0.05)
+        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "2000", "--max-size", "2000",
+                        "--batch", "16", "--seed", "9")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("2000 puts, 0 failed", p.stdout)
+        out, err = server.communicate(timeout=120)
+        self.assertEqual(server.returncode, 0, out + err)
+        self.assertIn("2000 puts checked, 0 bad bytes", out)
+        self.assertEqual(self.link_state(0, 1)[0], 1)  # up
+
 
 class SixteenNodes(unittest.TestCase):
     def test_sixteen_nodes_come_up_report_and_go_down_cleanly(self):
