@@ -410,25 +410,31 @@ void Daemon::follow_reboots() {
   abi::StatusBlock st = sram_->read_status();
   if (st.boot_count == boot_count_ || st.state != uint32_t(abi::FwState::kRunning)) return;
   boot_count_ = st.boot_count;
-  // A new firmware image started a new control conversation and forgot the
-  // slots: reattach every live one (their registrations are gone).
+  // A new firmware image (a reflash) started a new control conversation and
+  // forgot everything it held for the slots: registrations, VIs, exports,
+  // AM endpoints, and the work in flight, which will never complete. So the
+  // processes lose their slots, as if detached: each slot's header says
+  // flushed (its waits fail at once, libvipl flushes its VIs), its daemon
+  // connection closes, its imports' grants are given back, and the slot is
+  // wiped once its process lets go. New processes get fresh slots.
   auto* area = reinterpret_cast<abi::CtrlArea*>(sram_->at(abi::kCtrlOffset));
   ctrl_.attach(&area->cmd_ring, area->cmds, abi::kCtrlCapacity);
   rsp_.attach(&area->rsp_ring, area->rsps, abi::kCtrlCapacity);
-  log("firmware rebooted (boot #" + std::to_string(boot_count_) + "): reattaching slots");
-  vmmc_forget_all();
+  log("firmware rebooted (boot #" + std::to_string(boot_count_) + "): its slots' processes lost their NIC state");
   if (auto r = init_mail(); !r) log("daemon mail: " + r.error().message);
   for (uint32_t k = 0; k < num_slots_; ++k) {
-    if (slots_[k].use != SlotUse::kAttached) continue;
-    abi::CtrlCommand cmd{};
-    cmd.opcode = abi::kCtrlAttachSlot;
-    cmd.slot = k;
-    cmd.host_peer = uint32_t(peer_id_);
-    cmd.host_vector = k;
-    cmd.generation = slots_[k].generation;
-    cmd.layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity, opts_.eq_capacity);
-    (void)ctrl_call(cmd);
+    if (slots_[k].use == SlotUse::kAttached) detach(k);
+    else if (slots_[k].use != SlotUse::kOrphaned) continue;
+    if (auto m = Mapping::map_file(paths_.slot(k), abi::kSlotHeaderSize, true)) {
+      auto* h = reinterpret_cast<abi::SlotHeader*>(m->data());
+      __atomic_store_n(&h->nic.state, uint32_t(abi::SlotState::kFlushed), __ATOMIC_RELEASE);
+      __atomic_store_n(&h->nic.sq_dormant, 0u, __ATOMIC_RELEASE);
+    }
+    uint64_t one = 1;  // wake a process asleep on its completions: it sees the state
+    ssize_t ignored = ::write(own_vectors_[k].get(), &one, sizeof one);
+    (void)ignored;
   }
+  vmmc_forget_all();
 }
 
 void Daemon::wake() {
