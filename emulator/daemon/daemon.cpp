@@ -292,13 +292,18 @@ void Daemon::serve_request(UniqueFd conn) {
   log("pid " + std::to_string(cred.pid) + " attached to slot " + std::to_string(*k));
 }
 
-void Daemon::detach(uint32_t k) {
-  SlotRec& s = slots_[k];
-  vmmc_detach(k);
+// The firmware stops serving slot k and lets go of what its process had.
+Result<abi::CtrlResponse> Daemon::ctrl_detach(uint32_t k) {
   abi::CtrlCommand cmd{};
   cmd.opcode = abi::kCtrlDetachSlot;
   cmd.slot = k;
-  auto r = ctrl_call(cmd);
+  return ctrl_call(cmd);
+}
+
+void Daemon::detach(uint32_t k) {
+  SlotRec& s = slots_[k];
+  vmmc_detach(k);
+  auto r = ctrl_detach(k);
   log("slot " + std::to_string(k) + " (pid " + std::to_string(s.pid) + ") detached" +
       (r ? ", " + std::to_string(r->value) + " descriptors flushed" : ": firmware did not answer"));
   s.conn.reset();
@@ -346,10 +351,7 @@ void Daemon::reclaim_drained() {
     SlotRec& s = slots_[k];
     if ((s.use != SlotUse::kDraining && s.use != SlotUse::kOrphaned) || slot_in_use_elsewhere(k)) continue;
     if (s.use == SlotUse::kOrphaned) {
-      abi::CtrlCommand cmd{};
-      cmd.opcode = abi::kCtrlDetachSlot;
-      cmd.slot = k;
-      auto r = ctrl_call(cmd);
+      auto r = ctrl_detach(k);
       log("slot " + std::to_string(k) + " (of an earlier daemon) let go" +
           (r ? ", " + std::to_string(r->value) + " descriptors flushed" : ": firmware did not answer"));
       slot_gone(k);
@@ -386,10 +388,7 @@ void Daemon::adopt_slots() {
           "reclaimed when it is let go");
       continue;
     }
-    abi::CtrlCommand cmd{};
-    cmd.opcode = abi::kCtrlDetachSlot;
-    cmd.slot = k;
-    auto r = ctrl_call(cmd);
+    auto r = ctrl_detach(k);
     log("slot " + std::to_string(k) + " (of an earlier daemon): its process is gone" +
         (r ? ", " + std::to_string(r->value) + " descriptors flushed" : ": firmware did not answer"));
     if (auto w = wipe(k); !w) log("slot " + std::to_string(k) + ": " + w.error().message);

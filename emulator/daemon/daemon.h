@@ -100,6 +100,8 @@ class Daemon {
   void adopt_slots();
   void slot_gone(uint32_t slot);
   void on_slot_gone(uint32_t src, const abi::MailVmmc& m);
+  void revoke(const ExportRec& e, uint32_t node, uint32_t slot, const std::string& why);
+  Result<abi::CtrlResponse> ctrl_detach(uint32_t slot);
   bool slot_in_use_elsewhere(uint32_t slot) const;
   Result<void> wipe(uint32_t slot);
   void follow_reboots();

@@ -355,21 +355,30 @@ class TwoMachines(unittest.TestCase):
         for n in cls.ns:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
-    def test_100000_puts_cross_a_faulty_udp_bridge_exactly_once(self):
-        info = os.path.join(self.work, "bridge.info")
+    def serve(self, name):
+        """A put_worker server on machine B (node 1), once it has written its info file."""
+        info = os.path.join(self.work, name + ".info")
         server = self.run_in(1, PUT, "serve", "--info", info, background=True)
         self.addCleanup(stop, server)
         for _ in range(200):
             if os.path.exists(info):
                 break
             time.sleep(0.05)
-        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "100000", "--max-size", "2000",
-                        "--batch", "16", "--seed", "8")
+        return server, info
+
+    def puts_cross(self, name, ops, seed):
+        """`ops` puts from node 0 into a new server on node 1, every byte checked."""
+        server, info = self.serve(name)
+        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", str(ops), "--max-size", "2000",
+                        "--batch", "16", "--seed", str(seed))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("100000 puts, 0 failed", p.stdout)
+        self.assertIn(f"{ops} puts, 0 failed", p.stdout)
         out, err = server.communicate(timeout=120)
         self.assertEqual(server.returncode, 0, out + err)
-        self.assertIn("100000 puts checked, 0 bad bytes", out)
+        self.assertIn(f"{ops} puts checked, 0 bad bytes", out)
+
+    def test_100000_puts_cross_a_faulty_udp_bridge_exactly_once(self):
+        self.puts_cross("bridge", 100000, 8)
         time.sleep(1.2)
         with open(os.path.join(self.rundirs[0], "two", "fabric", "switch.json")) as f:
             stats = json.load(f)
@@ -394,13 +403,7 @@ class TwoMachines(unittest.TestCase):
 
     # "zz": last (unittest runs methods alphabetically): it cuts the bridge.
     def test_zz_a_cut_bridge_fails_puts_as_unreachable_and_they_go_again_once_it_is_back(self):
-        info = os.path.join(self.work, "cut.info")
-        server = self.run_in(1, PUT, "serve", "--info", info, background=True)
-        self.addCleanup(stop, server)
-        for _ in range(200):
-            if os.path.exists(info):
-                break
-            time.sleep(0.05)
+        server, info = self.serve("cut")
         sender = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "100000000", "--batch", "16",
                              "--stop-on-error", background=True)
         self.addCleanup(stop, sender)
@@ -425,20 +428,7 @@ class TwoMachines(unittest.TestCase):
         # Restored: the same nodes, the same processes' successors, the link
         # comes back by itself and puts go, exactly once, byte for byte.
         subprocess.run([*ip, "up"], check=True)
-        info = os.path.join(self.work, "back.info")
-        server = self.run_in(1, PUT, "serve", "--info", info, background=True)
-        self.addCleanup(stop, server)
-        for _ in range(200):
-            if os.path.exists(info):
-                break
-            time.sleep(0.05)
-        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "2000", "--max-size", "2000",
-                        "--batch", "16", "--seed", "9")
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("2000 puts, 0 failed", p.stdout)
-        out, err = server.communicate(timeout=120)
-        self.assertEqual(server.returncode, 0, out + err)
-        self.assertIn("2000 puts checked, 0 bad bytes", out)
+        self.puts_cross("back", 2000, 9)
         self.assertEqual(self.link_state(0, 1)[0], 1)  # up
 
 

@@ -25,10 +25,10 @@ import tempfile
 import time
 import unittest
 
+import test_vmmc
 from cluster_case import FIRMWARE_DIR, PrivateCluster, ULNIC
 
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
-VMMC_WORKER = os.path.join(BIN, "vmmc_worker")
 VIPL_TIGHT = os.path.join(BIN, "vipl_tight")
 COPY_WORKER = os.path.join(BIN, "copy_worker")
 FIRMWARE = os.path.join(FIRMWARE_DIR or os.path.join(os.path.dirname(ULNIC), "..", "firmware"), "ulnic-fw.elf")
@@ -39,46 +39,12 @@ FM_TIGHT = os.path.join(BIN, "fm_tight")
 NO_EXPORT, BAD_REGION, UNREACHABLE, REVOKED, IO = 1, 4, 6, 9, 12
 
 
-class Worker:
-    """A vmmc_worker on one node, driven line by line (test_vmmc.py's protocol)."""
-
-    def __init__(self, node):
-        self.p = subprocess.Popen([VMMC_WORKER], env=dict(os.environ, ULNIC_NODE=str(node)), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-        hello = self.read()
-        assert hello.get("ok") == 1, hello
-        self.pid, self.slot = hello["pid"], hello["slot"]
+class Worker(test_vmmc.Worker):
+    """test_vmmc's vmmc_worker driver, and a command sent without waiting for its answer."""
 
     def write(self, *words):
         self.p.stdin.write(" ".join(str(w) for w in words) + "\n")
         self.p.stdin.flush()
-
-    def read(self, timeout=120):
-        r, _, _ = select.select([self.p.stdout], [], [], timeout)
-        if not r:
-            raise AssertionError(f"vmmc_worker said nothing for {timeout} s")
-        line = self.p.stdout.readline()
-        if not line:
-            raise AssertionError(f"vmmc_worker died: {self.p.stderr.read()}")
-        return json.loads(line)
-
-    def __call__(self, *words, timeout=120):
-        self.write(*words)
-        return self.read(timeout)
-
-    def kill(self):
-        self.p.kill()
-        self.p.wait(30)
-        self.close()
-
-    def quit(self):
-        if self.p.poll() is None:
-            try:
-                self.write("quit")
-            except BrokenPipeError:
-                pass
-            self.p.wait(30)
-        self.close()
 
     def close(self):
         for f in (self.p.stdout, self.p.stderr, self.p.stdin):
@@ -253,26 +219,32 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
 
     # ------------------------------------------------------------------ AM
 
-    def am_rank_killed(self, transport):
-        """`ulnic run` of two ranks, one per node, in a ping-pong of requests
-        and replies; rank 1 is SIGKILLed while it runs. The master ends the
-        job with 128 + 9 and takes the survivor down (host/am/SEMANTICS.md,
-        SPMD)."""
-        job = subprocess.Popen([ULNIC, "run", "-n", "2", "--transport", transport, "-c", self.cluster, AM_TIGHT,
-                                "--requests", "100000000", "--timeout", "120"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    def kill_rank_1(self, argv, program):
+        """Starts the job `argv` (ulnic run or fmrun, two ranks, one per node)
+        and SIGKILLs rank 1 (`program` on node 1) while it runs. Returns the
+        job, the victim's pid, its output and the seconds from the kill to
+        the job's end."""
+        job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            victim = self.attached_pid(1, "am_tight")
+            victim = self.attached_pid(1, program)
             time.sleep(1)
             self.assertIsNone(job.poll(), "the job ended before the kill")
             os.kill(victim, signal.SIGKILL)
             killed = time.monotonic()
             out, err = job.communicate(timeout=60)
-            waited = time.monotonic() - killed
+            return job, victim, out, err, time.monotonic() - killed
         finally:
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.communicate()
+
+    def am_rank_killed(self, transport):
+        """`ulnic run` of two ranks in a ping-pong of requests and replies;
+        rank 1 is SIGKILLed while it runs. The master ends the job with
+        128 + 9 and takes the survivor down (host/am/SEMANTICS.md, SPMD)."""
+        job, victim, out, err, waited = self.kill_rank_1(
+            [ULNIC, "run", "-n", "2", "--transport", transport, "-c", self.cluster, AM_TIGHT, "--requests", "100000000",
+             "--timeout", "120"], "am_tight")
         self.assertEqual(job.returncode, 128 + 9, out + err)
         self.assertRegex(err, rf"rank 1 \(pid {victim}\) was killed by signal 9", err)
         self.assertLess(waited, 30, err)
@@ -292,21 +264,10 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
     # ------------------------------------------------------------------ FM
 
     def test_fm_rank_killed_mid_job(self):
-        job = subprocess.Popen([ULNIC, "fmrun", "-n", "2", "-c", self.cluster, FM_TIGHT, "--messages", "10000000",
-                                "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-        try:
-            victim = self.attached_pid(1, "fm_tight")
-            time.sleep(1)
-            self.assertIsNone(job.poll(), "the job ended before the kill")
-            os.kill(victim, signal.SIGKILL)
-            killed = time.monotonic()
-            out, err = job.communicate(timeout=60)
-            waited = time.monotonic() - killed
-        finally:
-            if job.poll() is None:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.communicate()
+        # ulnic fmrun stops the job when a rank fails (README, Fast Messages).
+        job, victim, out, err, waited = self.kill_rank_1(
+            [ULNIC, "fmrun", "-n", "2", "-c", self.cluster, FM_TIGHT, "--messages", "10000000", "--timeout", "120"],
+            "fm_tight")
         self.assertEqual(job.returncode, 128 + 9, out + err)
         self.assertIn("rank 1 exited with 137: stopping the job", err)
         self.assertLess(waited, 30, err)
