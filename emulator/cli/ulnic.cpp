@@ -51,7 +51,8 @@ const char* kUsage = R"(usage: ulnic <command> ...
 
   node start  [-c CLUSTER] [-n NODE] [--firmware ELF] [--slots K] [--slot-size MIB]
               [--heartbeat-us US] [--verbose-fw] [--no-fabric] [--qemu-arg ARG]...
-                                  start a NIC board and flash ELF (default: the build's ulnic-fw.elf)
+                                  start a NIC board and flash ELF (default: the build's ulnic-fw.elf);
+                                  on a board whose ulnicd died, start only a new ulnicd
   node flash  [-c CLUSTER] [-n NODE] ELF
                                   flash ELF onto the running NIC (stop, write SRAM, reset)
   node status [-c CLUSTER] [-n NODE] [--json]
