@@ -141,20 +141,24 @@ Result<FirmwareImage> parse_elf(std::span<const uint8_t> b, const std::string& n
 }
 
 Result<FirmwareImage> load_elf_file(const std::string& path) {
+  // In messages, the path with control characters shown as '?': one line.
+  std::string name = path;
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return fail_errno("cannot read firmware " + path, errno);
-  if (!S_ISREG(st.st_mode)) return fail("cannot read firmware " + path + ": not a regular file");
+  if (::stat(path.c_str(), &st) != 0) return fail_errno("cannot read firmware " + name, errno);
+  if (!S_ISREG(st.st_mode)) return fail("cannot read firmware " + name + ": not a regular file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return fail_errno("cannot read firmware " + path, errno);
+  if (!in) return fail_errno("cannot read firmware " + name, errno);
   auto size = static_cast<uint64_t>(in.tellg());
   if (size > kMaxElfFileBytes)
-    return fail(path + ": file is " + std::to_string(size >> 20) + " MiB; firmware images are at most " +
+    return fail(name + ": file is " + std::to_string(size >> 20) + " MiB; firmware images are at most " +
                 std::to_string(abi::kImageMaxSize >> 10) + " KiB");
   in.seekg(0);
   std::vector<uint8_t> bytes(size);
   if (!in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(size)))
-    return fail("cannot read firmware " + path);
-  return parse_elf(bytes, path);
+    return fail("cannot read firmware " + name);
+  return parse_elf(bytes, name);
 }
 
 }  // namespace ulnic::board

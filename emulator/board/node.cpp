@@ -142,6 +142,11 @@ void stop_daemon(const NodePaths& p) {
   if (pid && process_cmdline(pid).find("ulnicd") != std::string::npos) terminate_process(pid, 3s);
 }
 
+pid_t live_daemon(const NodePaths& p) {
+  pid_t pid = read_pid(daemon_pid_file(p));
+  return pid && process_alive(pid) && process_cmdline(pid).find("ulnicd") != std::string::npos ? pid : 0;
+}
+
 }  // namespace
 
 pid_t live_qemu(const NodePaths& p) {
@@ -199,11 +204,23 @@ Result<StartResult> start_node(const StartOptions& o) {
   if (!img) return std::unexpected(img.error());
 
   NodePaths p = node_paths(o.cluster, o.board.node);
+  if (auto r = check_space(node_name(o.cluster, o.board.node), node_space()); !r) return std::unexpected(r.error());
   if (auto r = make_dirs(cluster_dir(o.cluster)); !r) return std::unexpected(r.error());
   auto lock = NodeLock::take(p);
   if (!lock) return std::unexpected(lock.error());
 
   StartResult res;
+  if (pid_t pid = live_qemu(p); pid && o.daemon && !live_daemon(p)) {
+    // Its ulnicd was killed: a new one adopts the slots live processes hold.
+    ::unlink(daemon_pid_file(p).c_str());
+    if (auto d = start_daemon(o.cluster, o.board.node); !d) return std::unexpected(d.error());
+    auto sram = SramFile::open(p.sram, false);
+    if (!sram) return std::unexpected(sram.error());
+    res.pid = pid;
+    res.status = sram->read_status();
+    res.daemon_restarted = true;
+    return res;
+  }
   if (pid_t pid = live_qemu(p))
     return fail(node_name(o.cluster, o.board.node) + " is already running (QEMU pid " + std::to_string(pid) +
                 "); stop it first: ulnic node stop -c " + o.cluster + " -n " + std::to_string(o.board.node));
@@ -320,6 +337,7 @@ Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool chec
   info.pid = live_qemu(p);
   info.running = info.pid != 0;
   info.firmware_path = fs::exists(p.firmware) ? p.firmware : "";
+  info.daemon_pid = live_daemon(p);
   auto sram = SramFile::open(p.sram, false);
   if (!sram) return std::unexpected(sram.error());
   info.status = sram->read_status();

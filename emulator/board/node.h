@@ -33,6 +33,7 @@ struct StartOptions {
 struct StartResult {
   pid_t pid = 0;
   std::vector<std::string> notes;       // e.g. stale files cleaned
+  bool daemon_restarted = false;        // QEMU was running; only its ulnicd was started
   abi::StatusBlock status{};
 };
 
@@ -51,10 +52,13 @@ struct NodeInfo {
   bool heartbeat_checked = false;
   bool heartbeat_advancing = false;
   std::string firmware_path;            // copy of the flashed ELF
+  pid_t daemon_pid = 0;                 // its ulnicd, 0 if not running
   std::vector<abi::LinkStatus> links;   // by peer node (the cluster's nodes)
   abi::CostBlock cost{};                // instruction counts (magic 0: no --cost)
 };
 
+// On a node whose QEMU runs but whose ulnicd does not (it was killed), starts
+// only the daemon (StartResult::daemon_restarted).
 Result<StartResult> start_node(const StartOptions& opts);
 Result<FlashResult> flash_node(const std::string& cluster, uint32_t node, const std::string& firmware,
                                std::chrono::milliseconds boot_timeout = std::chrono::milliseconds(30'000));

@@ -1,9 +1,12 @@
 #include "board/runtime.h"
 
 #include "ulnic/util/runtime_dir.h"
+#include "ulnic/abi/fabric.h"
+#include "ulnic/abi/sram.h"
 
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,10 +33,33 @@ Result<void> check_cluster_name(const std::string& name) {
   for (char c : name)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
       return fail("cluster name '" + name + "': use letters, digits, '-' and '_' only");
+  // Not '-' or '_' first: such a name reads as an option ("-c -n").
+  if (!std::isalnum(static_cast<unsigned char>(name[0])))
+    return fail("cluster name '" + name + "': must start with a letter or digit");
   return {};
 }
 
 std::string cluster_dir(const std::string& cluster) { return runtime_base() + "/" + cluster; }
+
+uint64_t node_space() { return ulnic::abi::kSramSize + (1u << 20); }  // + logs, sockets, the ELF's copy
+
+uint64_t fabric_space(uint32_t ports) {
+  return ulnic::abi::fabric_bar_size(ports, ulnic::abi::default_ring_capacity(ports)) + (1u << 20);
+}
+
+Result<void> check_space(const std::string& what, uint64_t bytes) {
+  // The runtime directory, or the nearest directory above it that exists.
+  fs::path dir = runtime_base();
+  std::error_code ec;
+  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path()) dir = dir.parent_path();
+  struct statvfs v {};
+  if (::statvfs(dir.c_str(), &v) != 0) return {};  // nothing to go by: the writes will say
+  uint64_t free = uint64_t(v.f_bavail) * v.f_frsize;
+  if (free >= bytes) return {};
+  auto mib = [](uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20); };
+  return fail("no room in " + runtime_base() + " for " + what + ": " + mib(bytes) + " MiB needed, " +
+              std::to_string(free >> 20) + " MiB free (free some, or set ULNIC_RUNTIME_DIR to a filesystem with room)");
+}
 
 std::string fabric_dir(const std::string& cluster) { return cluster_dir(cluster) + "/fabric"; }
 

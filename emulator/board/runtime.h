@@ -40,6 +40,17 @@ std::string tool_path(const std::string& name);
 // build's ulnic-fw.elf.
 std::string default_firmware(const std::string& name = "ulnic-fw.elf");
 
+// Refuses, with a message that says so, when the filesystem of the runtime
+// directory has less than `bytes` free for `what`: the SRAM and the fabric's
+// rings are files there that QEMU and the NICs write as memory, and a page
+// the filesystem cannot back kills the process that touches it (SIGBUS).
+Result<void> check_space(const std::string& what, uint64_t bytes);
+// What one board needs there (its SRAM file is allocated whole), and what a
+// fabric of `ports` ports comes to once every ring has been around (the
+// fabric and slot files are sparse: they cost the pages that are touched).
+uint64_t node_space();
+uint64_t fabric_space(uint32_t ports);
+
 // mkdir -p with mode 0700.
 Result<void> make_dirs(const std::string& path);
 // rm -rf of a directory we own (refuses paths outside runtime_base()).

@@ -14,7 +14,10 @@ namespace ulnic::board {
 Result<SramFile> SramFile::create(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!fd) return fail_errno("cannot create SRAM file " + path, errno);
-  if (::ftruncate(fd.get(), abi::kSramSize) != 0) return fail_errno("cannot size SRAM file " + path, errno);
+  // Allocated, not sparse: a page the filesystem cannot back would kill
+  // QEMU (SIGBUS) when the NIC touches it; ENOSPC here says why instead.
+  if (int e = ::posix_fallocate(fd.get(), 0, abi::kSramSize); e != 0)
+    return fail_errno("cannot allocate SRAM file " + path, e);
   return open(path, true);
 }
 

@@ -2,8 +2,9 @@
 //
 // The commands, their options and what they do are the table kCommands at
 // the end of this file: `ulnic --help`, `ulnic help CMD` and the manual page
-// ulnic(1) (made at build time by `ulnic help --roff`) all print it, and
-// main() runs only the commands it names.
+// ulnic(1) (made at build time by `ulnic help --roff`) all print it,
+// main() runs only the commands it names, and a command takes only the
+// options its synopsis shows (parse, takes_option).
 #include <poll.h>
 #include <strings.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "board/elf_image.h"
 #include "board/fabric_control.h"
 #include "board/fwtest.h"
 #include "board/node.h"
@@ -28,6 +30,8 @@
 #include "amudp.h"  // AMUDP_MAX_SPMDPROCS, AMUDP_MAX_NETWORKDEPTH
 #include "fm.h"     // FM_MAX_NODES
 #include "spmd_master.h"
+#include "switch/faults.h"
+#include "switch/switch.h"
 #include "ulnic/util/json.h"
 #include "ulnic/util/process.h"
 #include "ulnic/util/unix_socket.h"
@@ -38,8 +42,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// What every command shares (the help's and the manual's last part).
-const char* kUsageEnd = R"(CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0.
+// What every command shares (the help's and the manual's last part): the
+// defaults and ranges of the options' values, and what the exit status says.
+const char* kUsageEnd = R"(CLUSTER defaults to $ULNIC_CLUSTER or "default"; NODE to 0 (0..63); K 1..8 (default 8);
+MIB a power of two 1..1024 (default 256); US 1000..10000000; S 1..86400; F 0..0.99.
+Exit status: 2 for a command line that cannot be right (an unknown command or option,
+an option the command does not take, a missing, extra or out-of-range argument): one
+line on stderr, nothing started. 1 when the command ran and failed (a missing or bad
+ELF, a node that is not running, a cluster with no nodes); node status: 3 QEMU not
+running, 4 firmware not running.
 Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER; /tmp/ulnic-$USER
 where /dev/shm is smaller than 1 GiB).
 )";
@@ -67,62 +78,156 @@ struct Args {
   std::vector<std::string> passthrough;  // after "--"
 };
 
+// Control characters as escapes: a message stays on one line.
+std::string escaped(const std::string& v) {
+  std::string o;
+  for (char ch : v) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') o += "\\n";
+    else if (c == '\t') o += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      o += b;
+    } else o += ch;
+  }
+  return o;
+}
+
+// A user's string inside a message: quoted, escaped, cut after 64
+// characters (an argument may be anything, a megabyte included).
+std::string shown(const std::string& v) {
+  return "'" + escaped(v.substr(0, 64)) + (v.size() > 64 ? "'..." : "'");
+}
+
 [[noreturn]] void die(const std::string& msg, int code = 1) {
   std::fprintf(stderr, "ulnic: %s\n", msg.c_str());
   std::exit(code);
 }
 
-uint64_t number(const std::string& opt, const std::string& v) {
-  try {
-    size_t used = 0;
-    uint64_t n = std::stoull(v, &used, 0);
-    if (used != v.size()) throw std::invalid_argument(v);
-    return n;
-  } catch (...) {
-    die(opt + " needs a number, got '" + v + "'", 2);
-  }
+// A usage error: one line (whatever a quoted argument held), exit 2, before
+// anything was started.
+[[noreturn]] void usage_error(const std::string& msg) {
+  die(escaped(msg) + " (ulnic --help)", 2);
 }
 
-Args parse(int argc, char** argv, int first) {
+// A decimal number lo..hi, all of `v`: no sign, blanks, base prefixes or junk.
+uint64_t number(const std::string& opt, const std::string& v, uint64_t lo, uint64_t hi) {
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+    usage_error(opt + " needs a number, got " + shown(v));
+  uint64_t n = std::strtoull(v.c_str(), nullptr, 10);
+  if (n < lo || n > hi) usage_error(opt + " must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
+  return n;
+}
+
+struct Command {
+  const char* name;      // what follows `ulnic`: one or two words
+  const char* synopsis;  // its arguments, a line each ("" for none)
+  const char* summary;   // what it does, a line each
+  int (*run)(int argc, char** argv);
+  size_t min_args = 0, max_args = 0;  // its plain arguments (ELF), as the synopsis shows them
+};
+
+// Whether the synopsis of `c` shows the option `opt` ("-c", "--slots", "--"):
+// the options a command takes are the ones its help names, no others.
+bool takes_option(const Command& c, const std::string& opt) {
+  const std::string syn = c.synopsis;
+  size_t i = 0;
+  while (i < syn.size()) {
+    size_t b = syn.find_first_not_of(" \n", i);
+    if (b == std::string::npos) break;
+    size_t e = syn.find_first_of(" \n", b);
+    if (e == std::string::npos) e = syn.size();
+    std::string w = syn.substr(b, e - b);
+    i = e;
+    w.erase(0, w.find_first_not_of('['));
+    while (!w.empty() && (w.back() == ']' || w.back() == '.')) w.pop_back();
+    if (w.size() > 1 && w[0] == '-' && w == opt) return true;
+  }
+  return false;
+}
+
+// A node's, a cluster's or fwtest's command line, checked against what the
+// command's help shows (its options, its plain arguments, the values'
+// ranges) and the cluster name: anything else is a usage error, found
+// before any work starts.
+Args parse(const Command& cmd, int argc, char** argv) {
+  const int first = std::strchr(cmd.name, ' ') ? 3 : 2;
   Args a;
   const char* env = std::getenv("ULNIC_CLUSTER");
   a.cluster = env && *env ? env : "default";
+  const std::string name = cmd.name;
   for (int i = first; i < argc; ++i) {
     std::string s = argv[i];
+    std::string inline_value;
+    bool has_inline = false;
+    if (s.rfind("--", 0) == 0 && s.size() > 2)
+      if (size_t eq = s.find('='); eq != std::string::npos)
+        inline_value = s.substr(eq + 1), s.resize(eq), has_inline = true;
+    if (s == "--cluster") s = "-c";
+    else if (s == "--node") s = "-n";
+    else if (s == "--follow") s = "-f";
+    if (s == "-h" || s == "--help") std::exit(print_help(name));
+    if (s.size() > 1 && s[0] == '-') {
+      if (!takes_option(cmd, s))
+        usage_error("ulnic " + name + " takes no option " + shown(s));
+    } else {
+      if (a.positional.size() == cmd.max_args)
+        usage_error("ulnic " + name + ": unexpected argument " + shown(s));
+      a.positional.push_back(s);
+      continue;
+    }
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) die(s + " needs a value", 2);
+      if (has_inline) return std::exchange(has_inline, false), inline_value;
+      if (i + 1 >= argc) usage_error(s + " needs a value");
       return argv[++i];
     };
     if (s == "--") {
       a.passthrough.assign(argv + i + 1, argv + argc);
       break;
     }
-    if (s == "-c" || s == "--cluster") a.cluster = value();
-    else if (s == "-n" || s == "--node") a.node = uint32_t(number(s, value())), a.node_given = true;
+    if (s == "-c") a.cluster = value();
+    else if (s == "-n") {
+      // cluster up: the node count; elsewhere: a node id.
+      if (name == "cluster up") a.node = uint32_t(number(s, value(), 1, abi::kMaxNodes));
+      else a.node = uint32_t(number(s, value(), 0, abi::kMaxNodes - 1));
+      a.node_given = true;
+    }
     else if (s == "--json") a.json = true;
-    else if (s == "-f" || s == "--follow") a.follow = true;
+    else if (s == "-f") a.follow = true;
     else if (s == "--firmware") a.firmware = value();
-    else if (s == "--slots") a.slots = uint32_t(number(s, value()));
-    else if (s == "--slot-size") a.slot_size = number(s, value()) << 20;
-    else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value()));
-    else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value()));
+    else if (s == "--slots") a.slots = uint32_t(number(s, value(), 1, abi::kMaxSlots));
+    else if (s == "--slot-size") {
+      uint64_t mib = number(s, value(), 1, 1024);
+      if (mib & (mib - 1)) usage_error("--slot-size must be a power of two (MiB), got " + std::to_string(mib));
+      a.slot_size = mib << 20;
+    }
+    else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value(), 1'000, 10'000'000));
+    else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value(), 1, 86'400));
     else if (s == "--verbose-fw") a.verbose_fw = true;
-    else if (s == "--test-drop") a.test_drop = std::atof(value().c_str());
+    else if (s == "--test-drop") {
+      std::string v = value();
+      char* end = nullptr;
+      double f = v.empty() || v.find_first_not_of("0123456789.") != std::string::npos ? -1 : std::strtod(v.c_str(), &end);
+      if (f < 0 || f > 0.99 || !end || *end) usage_error("--test-drop needs a fraction 0..0.99, got " + shown(v));
+      a.test_drop = f;
+    }
     else if (s == "--switch") a.with_switch = true;
     else if (s == "--faults") a.faults = value(), a.with_switch = true;
     else if (s == "--pcap") a.pcap = value(), a.with_switch = true;
     else if (s == "--bridge-listen") a.bridge_listen = value(), a.with_switch = true;
     else if (s == "--bridge-peer") a.bridge_peers.push_back(value()), a.with_switch = true;
     else if (s == "--names") a.names = value();
-    else if (s == "--first") a.first = uint32_t(number(s, value()));
-    else if (s == "--total") a.total = uint32_t(number(s, value()));
+    else if (s == "--first") a.first = uint32_t(number(s, value(), 0, abi::kMaxNodes - 1));
+    else if (s == "--total") a.total = uint32_t(number(s, value(), 1, abi::kMaxNodes));
     else if (s == "--no-fabric") a.no_fabric = true;
     else if (s == "--cost") a.cost = true;
     else if (s == "--qemu-arg") a.qemu_args.push_back(value());
-    else if (s.rfind("--qemu-arg=", 0) == 0) a.qemu_args.push_back(s.substr(11));
-    else if (s.size() > 1 && s[0] == '-') die("unknown option " + s + "\n" + usage(), 2);
-    else a.positional.push_back(s);
+    if (has_inline) usage_error(s + " takes no value");
   }
+  if (a.positional.size() < cmd.min_args)
+    usage_error("ulnic " + name + " needs " + (cmd.min_args == 1 ? "an ELF" : "more arguments"));
+  if (auto ok = board::check_cluster_name(a.cluster); !ok) usage_error(ok.error().message);
   return a;
 }
 
@@ -183,6 +288,7 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
   const abi::StatusBlock& s = n.status;
   std::printf("{\"cluster\": \"%s\", \"node\": %u, \"qemu_running\": %s, \"pid\": %d, \"vm_state\": \"%s\",\n",
               json_escape(cluster).c_str(), n.node, n.running ? "true" : "false", int(n.pid), n.vm_state.c_str());
+  std::printf(" \"daemon_pid\": %d,\n", int(n.daemon_pid));
   std::printf(" \"state\": \"%s\", \"build_id\": \"%s\", \"version\": \"%s\", \"abi_version\": %u,\n",
               board::state_name(s.state), json_escape(cstr(s.build_id, sizeof s.build_id)).c_str(),
               json_escape(cstr(s.version, sizeof s.version)).c_str(), s.abi_version);
@@ -242,6 +348,9 @@ void print_status(const std::string& cluster, const board::NodeInfo& n) {
   std::printf("  qemu       %s", n.running ? ("pid " + std::to_string(n.pid)).c_str() : "not running");
   if (!n.vm_state.empty()) std::printf(", vm %s", n.vm_state.c_str());
   std::printf("\n");
+  if (n.running)
+    std::printf("  ulnicd     %s\n", n.daemon_pid ? ("pid " + std::to_string(n.daemon_pid)).c_str()
+                                                  : "NOT RUNNING (ulnic node start restarts it)");
   if (s.magic != abi::kStatusMagic) {
     std::printf("  firmware   has not written its status block (state off)\n");
     return;
@@ -317,6 +426,11 @@ int cmd_start(const Args& a) {
   o.test_rx_drop = a.test_drop;
   auto r = board::start_node(o);
   if (!r) die(r.error().message);
+  if (r->daemon_restarted) {
+    std::printf("node %u of cluster '%s': QEMU pid %d was running without its ulnicd: ulnicd restarted\n", a.node,
+                a.cluster.c_str(), int(r->pid));
+    return 0;
+  }
   for (const auto& note : r->notes) std::printf("note: %s\n", note.c_str());
   std::printf("node %u of cluster '%s' started: QEMU pid %d, firmware %s, build %s\n", a.node, a.cluster.c_str(),
               int(r->pid), board::state_name(r->status.state), r->status.build_id);
@@ -328,7 +442,6 @@ int cmd_start(const Args& a) {
 }
 
 int cmd_flash(const Args& a) {
-  if (a.positional.size() != 1) die("usage: ulnic node flash [-c CLUSTER] [-n NODE] ELF", 2);
   auto r = board::flash_node(a.cluster, a.node, a.positional[0]);
   if (!r) die(r.error().message);
   std::printf("flashed node %u: build %s -> %s (flash #%llu), firmware %s\n", a.node, r->old_build_id.c_str(),
@@ -432,7 +545,6 @@ int cmd_list(const Args& a) {
 }
 
 int cmd_fwtest(const Args& a) {
-  if (a.positional.size() != 1) die("usage: ulnic fwtest ELF [--timeout S] [board options]", 2);
   board::FwTestOptions o;
   o.elf = a.positional[0];
   o.board = spec_from(a);
@@ -465,9 +577,9 @@ std::string hosts_file(const std::string& names, uint32_t first, uint32_t n, uin
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string& name = list[i];
     if (name.empty() || name.size() > 255 || name.find_first_of(" \t\n#") != std::string::npos)
-      die("--names: '" + name + "' is not a name (1..255 characters, no blanks or '#')", 2);
+      usage_error("--names: " + shown(name) + " is not a name (1..255 characters, no blanks or '#')");
     for (size_t j = 0; j < i; ++j)
-      if (strcasecmp(list[j].c_str(), name.c_str()) == 0) die("--names: '" + name + "' is given twice", 2);
+      if (strcasecmp(list[j].c_str(), name.c_str()) == 0) usage_error("--names: " + shown(name) + " is given twice");
     text += name + " " + std::to_string(base + i) + "\n";
   }
   return text;
@@ -475,12 +587,32 @@ std::string hosts_file(const std::string& names, uint32_t first, uint32_t n, uin
 
 int cmd_cluster_up(Args a) {
   uint32_t n = a.node;  // "-n" means the node count here
-  if (!a.node_given || n == 0 || n > abi::kMaxNodes) die("usage: ulnic cluster up -n N (1..64) [-c CLUSTER]", 2);
+  if (!a.node_given) usage_error("ulnic cluster up needs -n N (1..64), the number of nodes");
   // Across machines: this machine runs nodes first..first+n-1 of `total`.
   uint32_t total = a.total ? a.total : a.first + n;
-  if (a.first + n > total || total > abi::kMaxNodes) die("--first/--total: nodes must fit in 0..total-1 (<= 64)", 2);
-  if (total > n && a.bridge_peers.empty()) die("nodes on other machines need --bridge-peer IP:PORT=FIRST-LAST", 2);
+  if (a.first + n > total || total > abi::kMaxNodes) usage_error("--first/--total: nodes must fit in 0..total-1 (<= 64)");
+  if (total > n && a.bridge_peers.empty()) usage_error("nodes on other machines need --bridge-peer IP:PORT=FIRST-LAST");
+  // What the switch would refuse, refused here: before anything starts.
+  if (auto f = ulnic::sw::parse_faults(a.faults); !f) usage_error("--faults: " + f.error().message);
+  if (!a.bridge_listen.empty())
+    if (auto b = ulnic::sw::parse_addr(a.bridge_listen); !b) usage_error("--bridge-listen: " + b.error().message);
+  for (const auto& p : a.bridge_peers)
+    if (auto b = ulnic::sw::parse_bridge_peer(p); !b) usage_error("--bridge-peer: " + b.error().message);
+  if (!a.pcap.empty()) {
+    std::error_code ec;
+    auto dir = std::filesystem::absolute(a.pcap, ec).parent_path();
+    if (a.pcap.back() == '/' || !std::filesystem::is_directory(dir, ec))
+      usage_error("--pcap " + shown(a.pcap) + ": not a file in an existing directory");
+  }
   const std::string hosts = a.names.empty() ? "" : hosts_file(a.names, a.first, n, total);
+  const std::string firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
+  // A bad image, or a runtime directory without room for every board and the
+  // fabric, is refused before a fabric, a switch or a node starts.
+  if (auto img = board::load_elf_file(firmware); !img) die(img.error().message);
+  if (auto ok = board::check_space("cluster '" + a.cluster + "' (" + std::to_string(n) + (n == 1 ? " node" : " nodes") + " and its fabric)",
+                                   n * board::node_space() + board::fabric_space(a.with_switch ? total + 1 : total));
+      !ok)
+    die(ok.error().message);
   if (auto old = board::list_nodes(a.cluster); !old.empty()) {
     bool live = false;
     for (uint32_t k : old) live |= board::live_qemu(board::node_paths(a.cluster, k)) != 0;
@@ -495,7 +627,7 @@ int cmd_cluster_up(Args a) {
   }
   board::StartOptions o;
   o.cluster = a.cluster;
-  o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
+  o.firmware = firmware;
   o.heartbeat_us = a.heartbeat_us;
   o.num_nodes = n;
   o.fabric_spec.ports = a.with_switch ? total + 1 : total;
@@ -525,7 +657,8 @@ int cmd_cluster_up(Args a) {
     o.board.node = k;
     auto r = board::start_node(o);
     if (!r) {
-      std::fprintf(stderr, "ulnic: node %u: %s\nstopping the nodes started so far\n", k, r.error().message.c_str());
+      std::fprintf(stderr, "ulnic: node %u: %s\n", k, r.error().message.c_str());
+      if (k > a.first) std::fprintf(stderr, "stopping the nodes started so far\n");
       for (uint32_t j = a.first; j < k; ++j) (void)board::stop_node(a.cluster, j);
       board::retire_cluster_if_empty(a.cluster);
       return 1;
@@ -673,14 +806,9 @@ int cmd_demo() {
 }
 
 int run_number(const std::string& opt, const std::string& v, int lo, int hi) {
-  uint64_t n = 0;
-  try {
-    size_t used = 0;
-    n = std::stoull(v, &used, 10);
-    if (used != v.size()) throw std::invalid_argument(v);
-  } catch (...) {
-    run_fail(opt + " needs a number, got '" + v + "'");
-  }
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+    run_fail(opt + " needs a number, got " + shown(v));
+  uint64_t n = std::strtoull(v.c_str(), nullptr, 10);
   if (n < uint64_t(lo) || n > uint64_t(hi))
     run_fail(opt + " must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
   return int(n);
@@ -726,7 +854,7 @@ int job_options(int argc, char** argv, Option option) {
     if (s == "--") return i + 1;
     if (s.empty() || s[0] != '-') break;
     if (s == "-h" || s == "--help") return -1;
-    if (!option(s, value)) run_fail("unknown option " + s + " (ulnic --help)");
+    if (!option(s, value)) run_fail("unknown option " + shown(s) + " (ulnic --help)");
   }
   return i;
 }
@@ -740,13 +868,14 @@ int cmd_run(int argc, char** argv) {
   bool nodes_given = false;
   const char* env_cluster = std::getenv("ULNIC_CLUSTER");
   job.cluster = env_cluster ? env_cluster : "";
+  bool cluster_given = false;
   int i = job_options(argc, argv, [&](const std::string& s, auto value) {
     if (s == "-n" || s == "--nproc") job.nproc = run_number(s, value(), 1, AMUDP_MAX_SPMDPROCS);
     else if (s == "--transport") job.transport = value();
     else if (s == "--depth") job.depth = run_number(s, value(), 1, AMUDP_MAX_NETWORKDEPTH);
     else if (s == "--hosts") job.hosts = split_list(value());
     else if (s == "--nodes") job.nodes = run_number(s, value(), 1, int(abi::kMaxNodes)), nodes_given = true;
-    else if (s == "-c" || s == "--cluster") job.cluster = value();
+    else if (s == "-c" || s == "--cluster") job.cluster = value(), cluster_given = true;
     else return false;
     return true;
   });
@@ -754,9 +883,9 @@ int cmd_run(int argc, char** argv) {
   if (i >= argc) run_fail("usage: ulnic run -n N [--transport T] [--depth K] [--hosts H,...] [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (job.nproc == 0) run_fail("-n N (the number of workers) is required");
   if (job.transport != "udp" && job.transport != "vipl" && job.transport != "native")
-    run_fail("unknown transport '" + job.transport + "' (udp, vipl or native)");
-  if (!job.cluster.empty())
-    if (auto ok = board::check_cluster_name(job.cluster); !ok) run_fail(ok.error().message);
+    run_fail("unknown transport " + shown(job.transport) + " (udp, vipl or native)");
+  if (cluster_given || !job.cluster.empty())
+    if (auto ok = board::check_cluster_name(job.cluster); !ok) run_fail(escaped(ok.error().message));
   if (job.transport != "udp" && !nodes_given) {
     // The up nodes of this machine say nothing about a cluster that spans others.
     if (!job.hosts.empty()) run_fail("--hosts with transport " + job.transport + " needs --nodes M");
@@ -773,18 +902,19 @@ int cmd_fmrun(int argc, char** argv) {
   int nproc = 0, nodes = 0;
   const char* env_cluster = std::getenv("ULNIC_CLUSTER");
   std::string cluster = env_cluster ? env_cluster : "";
+  bool cluster_given = false;
   int i = job_options(argc, argv, [&](const std::string& s, auto value) {
     if (s == "-n" || s == "--nproc") nproc = run_number(s, value(), 1, FM_MAX_NODES);
     else if (s == "--nodes") nodes = run_number(s, value(), 1, int(abi::kMaxNodes));
-    else if (s == "-c" || s == "--cluster") cluster = value();
+    else if (s == "-c" || s == "--cluster") cluster = value(), cluster_given = true;
     else return false;
     return true;
   });
   if (i < 0) return print_help("fmrun");
   if (i >= argc) run_fail("usage: ulnic fmrun -n N [--nodes M] [-c CLUSTER] PROG [ARGS...]");
   if (nproc == 0) run_fail("-n N (the number of FM processes) is required");
-  if (!cluster.empty()) {
-    if (auto ok = board::check_cluster_name(cluster); !ok) run_fail(ok.error().message);
+  if (cluster_given || !cluster.empty()) {
+    if (auto ok = board::check_cluster_name(cluster); !ok) run_fail(escaped(ok.error().message));
     ::setenv("ULNIC_CLUSTER", cluster.c_str(), 1);
   }
   if (!nodes) nodes = nodes_up(cluster.empty() ? "default" : cluster);
@@ -833,42 +963,38 @@ int cmd_fmrun(int argc, char** argv) {
 
 // ---- the commands: help, manual page and dispatch from one table
 
-// `ulnic node ...` and `ulnic cluster ...`: options from argv[3], a cluster
-// name that stays inside the runtime directory.
-int with_cluster_args(int argc, char** argv, int (*cmd)(const Args&)) {
-  Args a = parse(argc, argv, 3);
-  if (auto ok = board::check_cluster_name(a.cluster); !ok) die(ok.error().message, 2);
-  return cmd(a);
-}
+// `ulnic node ...`, `ulnic cluster ...` and `ulnic fwtest`: the command line
+// checked against what command `c` takes (parse), then run.
+int with_args(const Command& c, int argc, char** argv, int (*cmd)(const Args&)) { return cmd(parse(c, argc, argv)); }
 
 int cmd_help(int argc, char** argv);
+const Command* command_of(int argc, char** argv);
 
-struct Command {
-  const char* name;      // what follows `ulnic`: one or two words
-  const char* synopsis;  // its arguments, a line each ("" for none)
-  const char* summary;   // what it does, a line each
-  int (*run)(int argc, char** argv);
-};
+// gdb's remote target pipe for `node gdb`: not a command for people, so not
+// in the table (nor the help), but its command line is checked the same way.
+const Command kGdbPipe{"node gdb-pipe", "[-c CLUSTER] [-n NODE]", "", nullptr};
 
-#define ULNIC_NODE_CMD(fn) [](int argc, char** argv) { return with_cluster_args(argc, argv, fn); }
+#define ULNIC_NODE_CMD(fn) [](int argc, char** argv) { return with_args(*command_of(argc, argv), argc, argv, fn); }
 const Command kCommands[] = {
     {"node start",
      "[-c CLUSTER] [-n NODE] [--firmware ELF] [--slots K] [--slot-size MIB]\n"
      "[--heartbeat-us US] [--verbose-fw] [--no-fabric] [--cost] [--qemu-arg ARG]...",
-     "start a NIC board and flash ELF (default: the build's ulnic-fw.elf).\n"
+     "start a NIC board and flash ELF (default: the build's ulnic-fw.elf);\n"
+     "on a board whose ulnicd died, start only a new ulnicd.\n"
      "--cost: count the NIC's instructions exactly, by firmware phase\n"
      "and protocol operation (a QEMU plugin; `node status` shows them)", ULNIC_NODE_CMD(cmd_start)},
     {"node flash", "[-c CLUSTER] [-n NODE] ELF", "flash ELF onto the running NIC (stop, write SRAM, reset)",
-     ULNIC_NODE_CMD(cmd_flash)},
+     ULNIC_NODE_CMD(cmd_flash), 1, 1},
     {"node status", "[-c CLUSTER] [-n NODE] [--json]", "firmware build, state, uptime, heartbeat, PCIe, counters",
      ULNIC_NODE_CMD(cmd_status)},
     {"node log", "[-c CLUSTER] [-n NODE] [-f]", "the NIC's serial log (-f: follow)", ULNIC_NODE_CMD(cmd_log)},
     {"node gdb", "[-c CLUSTER] [-n NODE] [ELF] [-- GDB-ARGS...]",
-     "attach gdb-multiarch to the NIC (symbols: the flashed ELF)", ULNIC_NODE_CMD(cmd_gdb)},
+     "attach gdb-multiarch to the NIC (symbols: the flashed ELF)", ULNIC_NODE_CMD(cmd_gdb), 0, 1},
     {"node stop", "[-c CLUSTER] [-n NODE]", "stop the board and remove its runtime files", ULNIC_NODE_CMD(cmd_stop)},
     {"node list", "[-c CLUSTER]", "nodes of a cluster and their state", ULNIC_NODE_CMD(cmd_list)},
     {"cluster up",
      "-n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F] [--cost]\n"
+     "[--slots K] [--heartbeat-us US] [--qemu-arg ARG]...\n"
      "[--switch] [--faults SPEC] [--pcap FILE] [--names NAME,NAME,...]\n"
      "[--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]",
      "start N nodes on one fabric (N <= 64). --switch: through\n"
@@ -884,14 +1010,14 @@ const Command kCommands[] = {
      "node of all T (name i = node i; give the same list on\n"
      "every machine so each knows every name)",
      [](int argc, char** argv) {
-       return with_cluster_args(argc, argv, [](const Args& a) { return cmd_cluster_up(a); });
+       return with_args(*command_of(argc, argv), argc, argv, [](const Args& a) { return cmd_cluster_up(a); });
      }},
     {"cluster status", "[-c CLUSTER] [--json]", "one line per node: QEMU, firmware state, build, heartbeat",
      ULNIC_NODE_CMD(cmd_cluster_status)},
     {"cluster down", "[-c CLUSTER]", "stop every node of the cluster", ULNIC_NODE_CMD(cmd_cluster_down)},
     {"fwtest", "ELF [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--qemu-arg ARG]...",
      "run a firmware test image on a private board; exit = its status",
-     [](int argc, char** argv) { return cmd_fwtest(parse(argc, argv, 2)); }},
+     ULNIC_NODE_CMD(cmd_fwtest), 1, 1},
     {"run",
      "-n N [--transport udp|vipl|native] [--depth K] [--hosts H1,H2,...] [--nodes M]\n"
      "[-c CLUSTER] PROG [ARGS...]",
@@ -908,7 +1034,11 @@ const Command kCommands[] = {
      "(default: the nodes of CLUSTER that are up); exits with the\n"
      "first failing rank's code, after stopping the others",
      cmd_fmrun},
-    {"demo", "", "start a node, show status and boot log, reflash, stop", [](int, char**) { return cmd_demo(); }},
+    {"demo", "", "start a node, show status and boot log, reflash, stop", 
+     [](int argc, char**) {
+       if (argc > 2) usage_error("ulnic demo takes no arguments");
+       return cmd_demo();
+     }},
     {"help", "[COMMAND...] | --roff",
      "what COMMAND does (every command whose name starts with it),\n"
      "or all of this; --roff: the manual page ulnic(1)",
@@ -1001,8 +1131,10 @@ std::string manual_page() {
   for (const Command& c : kCommands) out += ".SS \"" + roff(c.name) + "\"\n.nf\n" + roff(command_help(c)) + ".fi\n";
   out += ".SH ENVIRONMENT\n.nf\n" + roff(kUsageEnd) + ".fi\n";
   out += ".SH EXIT STATUS\n"
-         "0 on success, 1 when an operation failed, 2 for a usage error; \\fBfwtest\\fR, \\fBrun\\fR and\n"
-         "\\fBfmrun\\fR exit with the status of what they ran.\n";
+         "0 on success; 2 for a usage error (a command line that cannot be right: one line on\n"
+         "stderr, nothing started); 1 when the command ran and failed; \\fBnode status\\fR: 3 when\n"
+         "QEMU is not running, 4 when the firmware is not. \\fBfwtest\\fR, \\fBrun\\fR and \\fBfmrun\\fR\n"
+         "exit with the status of what they ran.\n";
   out += ".SH SEE ALSO\n"
          "README.md and docs/ in the source tree (docs/architecture.md: what runs where;\n"
          "docs/concepts.md: where each mechanism is in the code).\n";
@@ -1012,9 +1144,10 @@ std::string manual_page() {
 int cmd_help(int argc, char** argv) {
   if (argc == 3 && std::string(argv[2]) == "--roff") return std::fputs(manual_page().c_str(), stdout), 0;
   if (argc == 2) return std::fputs(usage().c_str(), stdout), 0;
+  if (argc == 3 && (std::string(argv[2]) == "-h" || std::string(argv[2]) == "--help")) return print_help("help");
   std::string words = argv[2];
   for (int i = 3; i < argc; ++i) words += std::string(" ") + argv[i];
-  if (commands_named(words).empty()) die("no command '" + words + "' (ulnic --help)", 2);
+  if (commands_named(words).empty()) usage_error("no command " + shown(words));
   return print_help(words);
 }
 
@@ -1047,15 +1180,18 @@ bool asks_for_help(const Command& c, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
-    std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
+  if (argc < 2) usage_error("usage: ulnic <command> ...");
+  const std::string first = argv[1];
+  if (first == "-h" || first == "--help") return std::fputs(usage().c_str(), stdout), 0;
   // gdb's remote target pipe for `node gdb` (not a command for people).
-  if (argc >= 3 && std::string(argv[1]) == "node" && std::string(argv[2]) == "gdb-pipe")
-    return with_cluster_args(argc, argv, cmd_gdb_pipe);
+  if (argc >= 3 && first == "node" && std::string(argv[2]) == "gdb-pipe")
+    return with_args(kGdbPipe, argc, argv, cmd_gdb_pipe);
   const Command* c = command_of(argc, argv);
-  if (!c) die("unknown command\n" + usage(), 2);
+  if (!c) {
+    if ((first == "node" || first == "cluster") && argc < 3) usage_error("ulnic " + first + " needs a command");
+    std::string name = first == "node" || first == "cluster" ? first + " " + argv[2] : first;
+    usage_error("unknown command " + shown(name));
+  }
   if (asks_for_help(*c, argc, argv)) return print_help(c->name);
   return c->run(argc, argv);
 }

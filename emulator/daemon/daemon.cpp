@@ -87,6 +87,7 @@ Result<void> Daemon::init(const Options& opts) {
   ping.opcode = abi::kCtrlPing;
   if (auto r = ctrl_call(ping); !r) return fail("the firmware does not answer its control queue: " + r.error().message);
   if (auto r = init_mail(); !r) return fail("daemon mail: " + r.error().message);
+  adopt_slots();
   std::ofstream(pid_path(paths_)) << ::getpid() << "\n";
   log("serving " + std::to_string(num_slots_) + " slots of " + std::to_string(slot_size_ >> 20) +
       " MiB; fabric peer id " + std::to_string(peer_id_));
@@ -291,13 +292,18 @@ void Daemon::serve_request(UniqueFd conn) {
   log("pid " + std::to_string(cred.pid) + " attached to slot " + std::to_string(*k));
 }
 
-void Daemon::detach(uint32_t k) {
-  SlotRec& s = slots_[k];
-  vmmc_detach(k);
+// The firmware stops serving slot k and lets go of what its process had.
+Result<abi::CtrlResponse> Daemon::ctrl_detach(uint32_t k) {
   abi::CtrlCommand cmd{};
   cmd.opcode = abi::kCtrlDetachSlot;
   cmd.slot = k;
-  auto r = ctrl_call(cmd);
+  return ctrl_call(cmd);
+}
+
+void Daemon::detach(uint32_t k) {
+  SlotRec& s = slots_[k];
+  vmmc_detach(k);
+  auto r = ctrl_detach(k);
   log("slot " + std::to_string(k) + " (pid " + std::to_string(s.pid) + ") detached" +
       (r ? ", " + std::to_string(r->value) + " descriptors flushed" : ": firmware did not answer"));
   s.conn.reset();
@@ -343,7 +349,13 @@ bool Daemon::slot_in_use_elsewhere(uint32_t k) const {
 void Daemon::reclaim_drained() {
   for (uint32_t k = 0; k < num_slots_; ++k) {
     SlotRec& s = slots_[k];
-    if (s.use != SlotUse::kDraining || slot_in_use_elsewhere(k)) continue;
+    if ((s.use != SlotUse::kDraining && s.use != SlotUse::kOrphaned) || slot_in_use_elsewhere(k)) continue;
+    if (s.use == SlotUse::kOrphaned) {
+      auto r = ctrl_detach(k);
+      log("slot " + std::to_string(k) + " (of an earlier daemon) let go" +
+          (r ? ", " + std::to_string(r->value) + " descriptors flushed" : ": firmware did not answer"));
+      slot_gone(k);
+    }
     if (auto r = wipe(k); !r) {
       log("slot " + std::to_string(k) + ": " + r.error().message);
       continue;
@@ -353,29 +365,75 @@ void Daemon::reclaim_drained() {
   }
 }
 
+// A daemon that starts on a board that has run one before (the last was
+// killed: `ulnic node start` restarts it) finds slots the NIC may still
+// serve. Those a process still holds stay its own (orphaned: its traffic goes
+// on, but it has no daemon to ask for anything); the others are detached
+// and wiped now. Generations start past any an earlier daemon gave (the NIC
+// tells owners apart by them), at the time of day in microseconds.
+void Daemon::adopt_slots() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  generation_ = uint64_t(ts.tv_sec) * 1'000'000 + uint64_t(ts.tv_nsec) / 1'000;
+  for (uint32_t k = 0; k < num_slots_; ++k) {
+    // A slot an earlier daemon attached still has the header it wrote (a
+    // detach wipes it); a fresh slot file is zeros.
+    bool used_before = false;
+    if (auto m = Mapping::map_file(paths_.slot(k), abi::kSlotHeaderSize, false))
+      used_before = reinterpret_cast<const abi::SlotHeader*>(m->data())->magic == abi::kSlotMagic;
+    if (!used_before) continue;
+    if (slot_in_use_elsewhere(k)) {
+      slots_[k].use = SlotUse::kOrphaned;
+      log("slot " + std::to_string(k) + " is held by a process of an earlier daemon: the NIC serves it on; " +
+          "reclaimed when it is let go");
+      continue;
+    }
+    auto r = ctrl_detach(k);
+    log("slot " + std::to_string(k) + " (of an earlier daemon): its process is gone" +
+        (r ? ", " + std::to_string(r->value) + " descriptors flushed" : ": firmware did not answer"));
+    if (auto w = wipe(k); !w) log("slot " + std::to_string(k) + ": " + w.error().message);
+    slot_gone(k);
+  }
+}
+
+// The imports of a slot an earlier daemon attached are unknown to us: every
+// other daemon is told to revoke whatever grants that slot holds.
+void Daemon::slot_gone(uint32_t k) {
+  abi::MailVmmc m{};
+  m.type = abi::kMailSlotGone;
+  m.importer_slot = k;
+  for (uint32_t n = 0; n < sram_->boot_config().num_nodes; ++n) send_mail(n, m);
+}
+
 void Daemon::follow_reboots() {
   abi::StatusBlock st = sram_->read_status();
   if (st.boot_count == boot_count_ || st.state != uint32_t(abi::FwState::kRunning)) return;
   boot_count_ = st.boot_count;
-  // A new firmware image started a new control conversation and forgot the
-  // slots: reattach every live one (their registrations are gone).
+  // A new firmware image (a reflash) started a new control conversation and
+  // forgot everything it held for the slots: registrations, VIs, exports,
+  // AM endpoints, and the work in flight, which will never complete. So the
+  // processes lose their slots, as if detached: each slot's header says
+  // flushed (its waits fail at once, libvipl flushes its VIs), its daemon
+  // connection closes, its imports' grants are given back, and the slot is
+  // wiped once its process lets go. New processes get fresh slots.
   auto* area = reinterpret_cast<abi::CtrlArea*>(sram_->at(abi::kCtrlOffset));
   ctrl_.attach(&area->cmd_ring, area->cmds, abi::kCtrlCapacity);
   rsp_.attach(&area->rsp_ring, area->rsps, abi::kCtrlCapacity);
-  log("firmware rebooted (boot #" + std::to_string(boot_count_) + "): reattaching slots");
-  vmmc_forget_all();
+  log("firmware rebooted (boot #" + std::to_string(boot_count_) + "): its slots' processes lost their NIC state");
   if (auto r = init_mail(); !r) log("daemon mail: " + r.error().message);
   for (uint32_t k = 0; k < num_slots_; ++k) {
-    if (slots_[k].use != SlotUse::kAttached) continue;
-    abi::CtrlCommand cmd{};
-    cmd.opcode = abi::kCtrlAttachSlot;
-    cmd.slot = k;
-    cmd.host_peer = uint32_t(peer_id_);
-    cmd.host_vector = k;
-    cmd.generation = slots_[k].generation;
-    cmd.layout = make_layout(slot_size_, opts_.sq_capacity, opts_.cq_capacity, opts_.eq_capacity);
-    (void)ctrl_call(cmd);
+    if (slots_[k].use == SlotUse::kAttached) detach(k);
+    else if (slots_[k].use != SlotUse::kOrphaned) continue;
+    if (auto m = Mapping::map_file(paths_.slot(k), abi::kSlotHeaderSize, true)) {
+      auto* h = reinterpret_cast<abi::SlotHeader*>(m->data());
+      __atomic_store_n(&h->nic.state, uint32_t(abi::SlotState::kFlushed), __ATOMIC_RELEASE);
+      __atomic_store_n(&h->nic.sq_dormant, 0u, __ATOMIC_RELEASE);
+    }
+    uint64_t one = 1;  // wake a process asleep on its completions: it sees the state
+    ssize_t ignored = ::write(own_vectors_[k].get(), &one, sizeof one);
+    (void)ignored;
   }
+  vmmc_forget_all();
 }
 
 void Daemon::wake() {
@@ -399,7 +457,7 @@ Result<void> Daemon::run(volatile const bool* stop) {
     size_t first_pending = fds.size(), npending = pending_.size();
     for (const Pending& p : pending_) fds.push_back({p.conn.get(), POLLIN, 0});
     bool draining = false;
-    for (const auto& s : slots_) draining |= s.use == SlotUse::kDraining;
+    for (const auto& s : slots_) draining |= s.use == SlotUse::kDraining || s.use == SlotUse::kOrphaned;
     // Wake up now and then to follow firmware reboots and, while a slot
     // drains, to see whether its last holder is gone.
     int n = ::poll(fds.data(), fds.size(),

@@ -51,7 +51,10 @@ class Daemon {
   void wake();
 
  private:
-  enum class SlotUse { kFree, kAttached, kDraining };
+  // kOrphaned: held by a process that attached to an earlier daemon of this
+  // board (one that was killed): the NIC keeps serving it; we detach and
+  // wipe it once nobody holds it.
+  enum class SlotUse { kFree, kAttached, kDraining, kOrphaned };
   struct SlotRec {
     SlotUse use = SlotUse::kFree;
     UniqueFd conn;        // the owner's connection; closes when it dies
@@ -94,6 +97,11 @@ class Daemon {
   Result<uint32_t> attach(int conn, pid_t pid, uid_t uid, abi::AttachReply& reply);
   void detach(uint32_t slot);
   void reclaim_drained();
+  void adopt_slots();
+  void slot_gone(uint32_t slot);
+  void on_slot_gone(uint32_t src, const abi::MailVmmc& m);
+  void revoke(const ExportRec& e, uint32_t node, uint32_t slot, const std::string& why);
+  Result<abi::CtrlResponse> ctrl_detach(uint32_t slot);
   bool slot_in_use_elsewhere(uint32_t slot) const;
   Result<void> wipe(uint32_t slot);
   void follow_reboots();

@@ -234,6 +234,7 @@ void Daemon::handle_mail(uint32_t src, const abi::MailVmmc& m) {
   if (m.magic != abi::kMailMagic) return;
   if (m.type == abi::kMailImportRequest) return on_import_request(src, m);
   if (m.type == abi::kMailImportReply) return on_import_reply(src, m);
+  if (m.type == abi::kMailSlotGone) return on_slot_gone(src, m);
   if (m.type != abi::kMailUnimport) return;
   auto it = std::find_if(exports_.begin(), exports_.end(), [&](const ExportRec& e) { return e.handle == m.handle; });
   if (it == exports_.end()) return;
@@ -242,14 +243,25 @@ void Daemon::handle_mail(uint32_t src, const abi::MailVmmc& m) {
   who->second.erase(m.request_id);
   if (!who->second.empty()) return;  // the same process still holds another import of it
   it->importers.erase(who);
+  revoke(*it, src, m.importer_slot, "its last import went");
+}
+
+void Daemon::on_slot_gone(uint32_t src, const abi::MailVmmc& m) {
+  for (ExportRec& e : exports_)
+    if (e.importers.erase({src, m.importer_slot}))
+      revoke(e, src, m.importer_slot, "its process, of an earlier daemon, is gone");
+}
+
+// The NIC forgets the grant of (node, slot) on export e.
+void Daemon::revoke(const ExportRec& e, uint32_t node, uint32_t slot, const std::string& why) {
   abi::CtrlCommand cmd{};
   cmd.opcode = abi::kCtrlRevoke;
-  cmd.vmmc.handle = m.handle;
-  cmd.vmmc.node = src;
-  cmd.vmmc.peer_slot = m.importer_slot;
+  cmd.vmmc.handle = e.handle;
+  cmd.vmmc.node = node;
+  cmd.vmmc.peer_slot = slot;
   (void)ctrl_call(cmd);
-  log("'" + it->name + "': grant of node " + std::to_string(src) + " slot " + std::to_string(m.importer_slot) +
-      " revoked (its last import went)");
+  log("'" + e.name + "': grant of node " + std::to_string(node) + " slot " + std::to_string(slot) + " revoked (" +
+      why + ")");
 }
 
 void Daemon::on_import_request(uint32_t src, const abi::MailVmmc& m) {

@@ -47,6 +47,8 @@ std::optional<uint64_t> parse_uint(const std::string& s, uint64_t max) {
   return v;
 }
 
+}  // namespace
+
 Result<sockaddr_in> parse_addr(const std::string& s) {
   size_t colon = s.rfind(':');
   if (colon == std::string::npos) return fail("'" + s + "': expected IP:PORT");
@@ -58,7 +60,6 @@ Result<sockaddr_in> parse_addr(const std::string& s) {
   if (::inet_pton(AF_INET, s.substr(0, colon).c_str(), &a.sin_addr) != 1) return fail("'" + s + "': bad IPv4 address");
   return a;
 }
-}  // namespace
 
 Result<BridgePeer> parse_bridge_peer(const std::string& spec) {
   size_t eq = spec.find('='), dash = spec.find('-', eq == std::string::npos ? 0 : eq);

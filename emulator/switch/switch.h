@@ -7,6 +7,8 @@
 // to be rung by the NICs, when there is nothing to move.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -39,6 +41,8 @@ struct Options {
 
 // "IP:PORT=FIRST-LAST"
 Result<BridgePeer> parse_bridge_peer(const std::string& spec);
+// "IP:PORT" (IPv4), as --bridge-listen takes it.
+Result<sockaddr_in> parse_addr(const std::string& s);
 
 struct LinkStats {
   uint64_t forwarded = 0, dropped = 0, corrupted = 0, duplicated = 0, reordered = 0, delayed = 0;

@@ -375,11 +375,38 @@ VIP_RETURN polled(NicState* nic, VIP_RETURN rc) {
   return rc;
 }
 
+// The NIC stopped serving our slot (it was reflashed and rebooted, or cut
+// the slot off): whatever it held for us is gone and nothing posted will
+// complete. As for a broken connection, every VI goes to the error state and
+// every posted descriptor completes flushed (on its CQ too); the NIC's error
+// callback gets VIP_ERROR_CATASTROPHIC once.
+void nic_lost(NicState& nic) {
+  nic.lost = true;
+  for (Vi* vi : nic.by_index) {
+    if (!vi) continue;
+    for (bool recv : {false, true}) {
+      WorkQueue& q = recv ? vi->recv : vi->send;
+      for (VIP_DESCRIPTOR* d : q.posted) {
+        if (load_status(d) & VIP_STATUS_DONE) continue;
+        uint32_t st = VIP_STATUS_DONE | VIP_STATUS_DESC_FLUSHED_ERROR | (recv ? VIP_STATUS_OP_RECEIVE : 0);
+        __atomic_store_n(&d->CS.Status, st, __ATOMIC_RELEASE);
+        if (q.cq) push_cq(nic, *q.cq, vi, recv);
+      }
+    }
+    if (vi->state != VIP_STATE_IDLE) vi->state = VIP_STATE_ERROR;
+  }
+  VIP_ERROR_DESCRIPTOR e{};
+  e.ResourceCode = VIP_RESOURCE_NIC;
+  e.ErrorCode = VIP_ERROR_CATASTROPHIC;
+  report_async_error(nic, e);
+}
+
 void progress(NicState& nic) {
   abi::CqEntry c;
   while (nic.core->poll(c)) handle_completion(nic, c);
   abi::EqEntry ev;
   while (nic.core->poll_event(ev)) handle_event(nic, ev);
+  if (!nic.lost && nic.core->state() != abi::SlotState::kActive) nic_lost(nic);
 }
 
 int free_vi_index(const NicState& nic) {

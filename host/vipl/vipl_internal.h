@@ -165,6 +165,7 @@ struct NicState {
   std::thread notifier;
   bool stopping = false;
   uint32_t notifies_pending = 0;
+  bool lost = false;                     // the NIC stopped serving our slot (datapath.cpp: nic_lost)
   ~NicState();
 };
 

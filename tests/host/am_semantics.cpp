@@ -1832,6 +1832,76 @@ TEST_F(AmTest, BlockingRequestWaitsForCreditFromChildProcess) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "child receiver failed";
 }
 
+// A peer that takes requests and never polls, until it is SIGKILLed: its
+// endpoint's name goes to name_fd; it then blocks reading go_fd.
+int child_silent(int name_fd, int go_fd, int depth) {
+  while (AM_Terminate() == AM_OK) {
+  }  // what the parent had is not ours
+  if (AM_Init() != AM_OK) return 10;
+  eb_t eb;
+  ep_t ep;
+  en_t name;
+  if (AM_AllocateBundle(AM_SEQ, &eb) != AM_OK || AM_AllocateEndpoint(eb, &ep, &name) != AM_OK) return 11;
+  if (AM_SetTag(ep, AM_ALL) != AM_OK || AM_SetExpectedResources(ep, 1, depth) != AM_OK) return 12;
+  if (write(name_fd, &name, sizeof name) != ssize_t(sizeof name)) return 14;
+  char go;
+  return read(go_fd, &go, 1) == 1 ? 0 : 15;
+}
+
+// Issue 20: a peer process SIGKILLed with requests of ours outstanding (they
+// reached it; it never answered). Each comes back to handler 0 as
+// EUNREACHABLE (SEMANTICS.md, "Returned messages: when": udp after its
+// retransmission timeout, 10 s; vipl when the connection breaks; native when
+// the destination slot's process is gone), with its credit, so a request
+// after them goes, and comes back too.
+TEST_F(AmTest, RequestsOutstandingToAKilledProcessComeBackUnreachable) {
+  // Native: the destination NIC gave its verdict (the messages are in the
+  // dead process's ring), and nothing tells the sender afterwards that no
+  // reply will come: its credits stay taken and the next request blocks.
+  // Not fixed yet (issue 20 item 6): it wants a liveness probe or a NIC
+  // that returns what a detached endpoint's ring still held.
+  if (std::strcmp(transport_under_test(), "native") == 0)
+    GTEST_SKIP() << "native: requests a killed process had received never come back (open, issue 20)";
+  const int k = 2;
+  int name_pipe[2], go_pipe[2];
+  ASSERT_EQ(pipe(name_pipe), 0);
+  ASSERT_EQ(pipe(go_pipe), 0);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(name_pipe[0]);
+    close(go_pipe[1]);
+    _exit(child_silent(name_pipe[1], go_pipe[0], k));
+  }
+  close(name_pipe[1]);
+  close(go_pipe[0]);
+  en_t child{};
+  ASSERT_EQ(read(name_pipe[0], &child, sizeof child), ssize_t(sizeof child));
+  close(name_pipe[0]);
+  eb_t eb;
+  ep_t a;
+  en_t na;
+  ASSERT_EQ(AM_AllocateBundle(AM_SEQ, &eb), AM_OK);
+  ASSERT_EQ(AM_AllocateEndpoint(eb, &a, &na), AM_OK);
+  ASSERT_EQ(AM_SetExpectedResources(a, 1, k), AM_OK);
+  ASSERT_NO_FATAL_FAILURE(install_handlers(a));
+  ASSERT_EQ(AM_Map(a, 0, child, 0x42), AM_OK);
+  for (int i = 0; i < k; i++) ASSERT_EQ(AM_Request1(a, 0, kReqS + 1, i), AM_OK);
+  poll_for(300, {eb});
+  EXPECT_EQ(g_reps.size(), 0u);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  close(go_pipe[1]);
+  POLL_UNTIL(g_rets.size() == size_t(k), eb);
+  for (const Ret& r : g_rets) EXPECT_EQ(r.status, EUNREACHABLE);
+  ASSERT_EQ(AM_Request1(a, 0, kReqS + 1, 9), AM_OK);
+  POLL_UNTIL(g_rets.size() == size_t(k + 1), eb);
+  EXPECT_EQ(g_rets.back().status, EUNREACHABLE);
+  EXPECT_EQ(g_reps.size(), 0u);
+}
+
 // ===========================================================================
 // Where handlers run
 

@@ -456,6 +456,15 @@ TEST(Runtime, ClusterNameRejectsPathCharacters) {
   }
 }
 
+TEST(Runtime, ClusterNameStartsWithALetterOrDigit) {
+  for (const std::string& bad : std::vector<std::string>{"-", "-n", "--json", "_x"}) {
+    auto r = ulnic::board::check_cluster_name(bad);
+    ASSERT_FALSE(r.has_value()) << "accepted: " << bad;
+    EXPECT_TRUE(Contains(r.error().message, "must start with a letter or digit"));
+  }
+  EXPECT_TRUE(ulnic::board::check_cluster_name("9-_").has_value());
+}
+
 TEST(Runtime, ClusterNameErrorQuotesTheName) {
   auto r = ulnic::board::check_cluster_name("x/y");
   ASSERT_FALSE(r.has_value());

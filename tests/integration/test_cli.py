@@ -8,6 +8,7 @@ ULNIC_FIRMWARE_DIR (the built firmware images) in the environment.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -262,6 +263,188 @@ class Failures(unittest.TestCase):
         self.assertEqual(status("tidy", 1)[1]["state"], "running")
         run("node", "stop", "-c", "tidy", "-n", "1", check=0)
         self.assertNothingLeft("tidy")
+
+
+def usage_lines():
+    """`ulnic --help` as {command: [its usage tokens]}: the commands and
+    options the CLI says it has (the usage lines, indented less than the
+    descriptions; a command's continuation lines start with '[' or '-'; a
+    description beside a short usage line starts after a run of blanks)."""
+    text = run("--help", check=0).stdout
+    commands, cur = {}, None
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        body = re.split(r"\s{2,}", line.strip())[0]
+        if not body or indent >= 20 or line.startswith(("usage:", "CLUSTER", "MIB", "Exit", "Runtime")):
+            continue
+        if indent == 2:
+            words = body.split()
+            cur = " ".join(words[:2]) if words[0] in ("node", "cluster") else words[0]
+            commands[cur] = words[2:] if words[0] in ("node", "cluster") else words[1:]
+        elif cur and body[0] in "[-":
+            commands[cur] += body.split()
+    return commands
+
+
+def options_of(tokens):
+    """{option: metavariable or None} from usage tokens like '[--slots', 'K]'."""
+    out = {}
+    for i, t in enumerate(tokens):
+        t = t.strip("[]")
+        if not t.startswith("-") or t in ("--", "-") or "..." in t:
+            continue
+        nxt = tokens[i + 1].strip("[],.") if i + 1 < len(tokens) else ""
+        out[t] = nxt if nxt and (nxt.isupper() or "|" in nxt or "=" in nxt) and not tokens[i + 1].startswith("[") else None
+    return out
+
+
+NUMERIC = {"N", "NODE", "K", "MIB", "US", "S", "M", "F", "T"}
+HOSTILE_NUMBERS = ["-1", "x", "", " 1", "1 ", "+1", "0x10", "1e3", "99999999999999999999999", "18446744073709551616",
+                   "4294967297", "1\n"]
+
+
+class BadInput(unittest.TestCase):
+    """Every command and option of `ulnic --help`, given wrong, missing, extra
+    and hostile arguments: one line on stderr, exit 2, nothing started, no
+    runtime file written. Needs no board: nothing here may start one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rundir = RuntimeDir.make()
+        cls.commands = usage_lines()
+        cls.tried = 0
+
+    @classmethod
+    def tearDownClass(cls):
+        for c in os.listdir(cls.rundir):  # only if a test failed: stop what it started
+            if os.path.isdir(os.path.join(cls.rundir, c)):
+                run("cluster", "down", "-c", c)
+        shutil.rmtree(cls.rundir, ignore_errors=True)
+
+    def refused(self, *args, code=2):
+        p = run(*args, timeout=30)
+        what = f"ulnic {args!r}"
+        self.assertEqual(p.returncode, code, f"{what} -> {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+        self.assertEqual(p.stderr.count("\n"), 1, f"{what}: not one line on stderr:\n{p.stderr}")
+        self.assertTrue(p.stderr.startswith("ulnic"), f"{what}: {p.stderr}")
+        self.assertLess(len(p.stderr), 400, f"{what}: {p.stderr}")
+        if code == 2:
+            self.assertEqual(p.stdout, "", f"{what} printed to stdout")
+        type(self).tried += 1
+        return p
+
+    def assertNothingStarted(self):
+        left = [os.path.join(r, f) for r, ds, fs in os.walk(self.rundir) for f in fs + ds]
+        self.assertEqual(left, [], "bad input left runtime files behind")
+        self.assertEqual(pids_mentioning(self.rundir), [])
+
+    def test_the_help_names_every_command(self):
+        self.assertEqual(set(self.commands), {"node start", "node flash", "node status", "node log", "node gdb",
+                                              "node stop", "node list", "cluster up", "cluster status",
+                                              "cluster down", "fwtest", "run", "fmrun", "demo", "help"})
+        for cmd in self.commands:
+            # A command's --help is its own entry of `ulnic --help`.
+            p = run(*cmd.split(), "--help", check=0)
+            self.assertEqual(p.returncode, 0, f"ulnic {cmd} --help: {p.stderr}")
+            self.assertTrue(p.stdout.startswith("  " + cmd + " "), f"ulnic {cmd} --help:\n{p.stdout}")
+
+    def test_unknown_missing_and_hostile_commands(self):
+        for args in [(), ("frobnicate",), ("node",), ("cluster",), ("node", "frob"), ("cluster", "frob"),
+                     ("node", "gdb-pipe-x"), ("", ""), ("node\n",), ("x" * 100000,), ("demo", "now"), ("demo", "-c", "x"),
+                     ("--bogus",), ("node", "--json", "status")]:
+            self.refused(*args)
+        self.assertNothingStarted()
+
+    def test_every_option_of_every_command(self):
+        everything = set()
+        for cmd, tokens in self.commands.items():
+            everything |= set(options_of(tokens))
+        for cmd, tokens in self.commands.items():
+            words = cmd.split()
+            opts = options_of(tokens)
+            # A prefix that makes the rest of the line valid where it needs more.
+            need = {"node flash": [FW], "fwtest": [FW], "cluster up": ["-n", "1"]}.get(cmd, [])
+            if cmd in ("run", "fmrun"):
+                need = ["-n", "1"]
+            tail = ["/bin/true"] if cmd in ("run", "fmrun") else []
+            for opt, meta in opts.items():
+                if meta is not None and cmd != "demo":
+                    # Missing value: the option last (run/fmrun: before PROG there is none).
+                    if cmd not in ("run", "fmrun"):
+                        self.refused(*words, *need, opt)
+                    if meta in NUMERIC or opt in ("-n", "--nodes", "--depth"):
+                        for v in HOSTILE_NUMBERS:
+                            self.refused(*words, *[x for x in need if opt != "-n"], opt, v, *tail)
+                if meta is None and cmd not in ("run", "fmrun"):
+                    # A flag given a value.
+                    self.refused(*words, *need, opt + "=1")
+            if cmd in ("run", "fmrun"):
+                continue
+            if cmd == "demo":
+                continue
+            # Options of other commands that this one does not take.
+            for opt in sorted(everything - set(opts) - {"-n", "--nodes", "--transport", "--depth", "--hosts"}):
+                self.refused(*words, *need, opt, "1")
+            # An option nobody has, a huge one, one with a newline.
+            for opt in ("--bogus", "--" + "x" * 100000, "--json\n", "-x"):
+                self.refused(*words, *need, opt)
+            # Extra arguments, and missing ones.
+            extra = {"node flash": [FW, FW], "fwtest": [FW, FW], "node gdb": [FW, FW]}.get(cmd, ["extra"])
+            self.refused(*words, *[x for x in need if x != FW], *extra)
+            if FW in need:
+                self.refused(*words)
+            # Cluster and node names.
+            for c in ("../etc", "a b", "a\nb", "x" * 32, "", "-", "é"):
+                self.refused(*words, *need, "-c", c) if "-c" in opts else None
+            if "-n" in opts and cmd != "cluster up":
+                for n in ("64", "-1", "4294967296", "node1"):
+                    self.refused(*words, *need, "-n", n)
+        self.assertGreater(self.tried, 500)
+        self.assertNothingStarted()
+
+    def test_ranges_and_specs(self):
+        for args in [("node", "start", "--slots", "0"), ("node", "start", "--slots", "9"),
+                     ("node", "start", "--slot-size", "3"), ("node", "start", "--slot-size", "2048"),
+                     ("node", "start", "--slot-size", "0"), ("node", "start", "--heartbeat-us", "999"),
+                     ("fwtest", FW, "--timeout", "0"), ("cluster", "up", "-n", "0"), ("cluster", "up", "-n", "65"),
+                     ("cluster", "up"), ("cluster", "up", "-n", "2", "--first", "63"),
+                     ("cluster", "up", "-n", "2", "--first", "2", "--total", "4"),
+                     ("cluster", "up", "-n", "2", "--total", "65"),
+                     ("cluster", "up", "-n", "1", "--test-drop", "1"), ("cluster", "up", "-n", "1", "--test-drop", "nan"),
+                     ("cluster", "up", "-n", "1", "--test-drop", "-0.1"), ("cluster", "up", "-n", "1", "--test-drop", "0.5x"),
+                     ("cluster", "up", "-n", "1", "--faults", "drop=2"), ("cluster", "up", "-n", "1", "--faults", "junk"),
+                     ("cluster", "up", "-n", "1", "--faults", "drop=0.1\nseed=1x"),
+                     ("cluster", "up", "-n", "1", "--bridge-listen", "nowhere"),
+                     ("cluster", "up", "-n", "1", "--bridge-listen", "1.2.3.4:99999"),
+                     ("cluster", "up", "-n", "2", "--first", "2", "--total", "4", "--bridge-peer", "1.2.3.4:5=3"),
+                     ("cluster", "up", "-n", "2", "--first", "2", "--total", "4", "--bridge-peer", "a b:5=0-1"),
+                     ("cluster", "up", "-n", "1", "--pcap", "/nonexistent dir/x.pcap"),
+                     ("cluster", "up", "-n", "1", "--pcap", self.rundir + "/"),
+                     ("cluster", "up", "-n", "2", "--names", "a"), ("cluster", "up", "-n", "2", "--names", "a,a"),
+                     ("cluster", "up", "-n", "2", "--names", "a,b c"), ("cluster", "up", "-n", "2", "--names", "a,\n"),
+                     ("cluster", "up", "-n", "1", "--names", "x" * 300),
+                     ("run", "-n", "0", "/bin/true"), ("run", "-n", "2"), ("run", "/bin/true"),
+                     ("run", "-n", "2", "--transport", "carrier\npigeon", "/bin/true"),
+                     ("run", "-n", "2", "--transport", "vipl", "--hosts", "a,b", "/bin/true"),
+                     ("run", "-n", "2", "-c", "a/b", "/bin/true"), ("run", "-n", "2", "--bogus", "/bin/true"),
+                     ("fmrun", "-n", "0", "/bin/true"), ("fmrun", "-n", "2"), ("fmrun", "/bin/true"),
+                     ("fmrun", "-n", "2", "-c", "", "/bin/true"), ("fmrun", "-n", "2", "--bogus", "/bin/true")]:
+            self.refused(*args)
+        self.assertNothingStarted()
+
+    def test_absent_clusters_nodes_and_files_fail_in_one_line_exit_1(self):
+        # Well-formed but naming what is not there: the command ran and failed.
+        for args in [("node", "status", "-c", "nosuch"), ("node", "status", "-c", "nosuch", "-n", "63"),
+                     ("node", "stop", "-c", "nosuch"), ("node", "log", "-c", "nosuch"), ("node", "log", "-f", "-c", "nosuch"),
+                     ("node", "gdb", "-c", "nosuch"), ("node", "flash", "-c", "nosuch", FW),
+                     ("node", "flash", "-c", "nosuch", "/no such\nfile.elf"), ("cluster", "status", "-c", "nosuch"),
+                     ("cluster", "down", "-c", "nosuch"), ("node", "start", "-c", "nf", "--firmware", "/no such\nfile.elf"),
+                     ("node", "start", "-c", "nf", "--firmware", "/dev/null"), ("node", "start", "-c", "nf", "--firmware", "/"),
+                     ("cluster", "up", "-n", "2", "-c", "nf", "--firmware", "/no such file.elf"),
+                     ("fwtest", "/no such\nfile.elf"), ("run", "-n", "2", "--transport", "native", "-c", "nosuch", "/bin/true"),
+                     ("fmrun", "-n", "2", "-c", "nosuch", "/bin/true")]:
+            self.refused(*args, code=1)
+        self.assertNothingStarted()
 
 
 if __name__ == "__main__":

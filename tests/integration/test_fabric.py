@@ -355,21 +355,30 @@ class TwoMachines(unittest.TestCase):
         for n in cls.ns:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
-    def test_100000_puts_cross_a_faulty_udp_bridge_exactly_once(self):
-        info = os.path.join(self.work, "bridge.info")
+    def serve(self, name):
+        """A put_worker server on machine B (node 1), once it has written its info file."""
+        info = os.path.join(self.work, name + ".info")
         server = self.run_in(1, PUT, "serve", "--info", info, background=True)
         self.addCleanup(stop, server)
         for _ in range(200):
             if os.path.exists(info):
                 break
             time.sleep(0.05)
-        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "100000", "--max-size", "2000",
-                        "--batch", "16", "--seed", "8")
+        return server, info
+
+    def puts_cross(self, name, ops, seed):
+        """`ops` puts from node 0 into a new server on node 1, every byte checked."""
+        server, info = self.serve(name)
+        p = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", str(ops), "--max-size", "2000",
+                        "--batch", "16", "--seed", str(seed))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("100000 puts, 0 failed", p.stdout)
+        self.assertIn(f"{ops} puts, 0 failed", p.stdout)
         out, err = server.communicate(timeout=120)
         self.assertEqual(server.returncode, 0, out + err)
-        self.assertIn("100000 puts checked, 0 bad bytes", out)
+        self.assertIn(f"{ops} puts checked, 0 bad bytes", out)
+
+    def test_100000_puts_cross_a_faulty_udp_bridge_exactly_once(self):
+        self.puts_cross("bridge", 100000, 8)
         time.sleep(1.2)
         with open(os.path.join(self.rundirs[0], "two", "fabric", "switch.json")) as f:
             stats = json.load(f)
@@ -386,6 +395,41 @@ class TwoMachines(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("verified", p.stdout)
         self.assertEqual(server.returncode, 0, out + err)
+
+    def link_state(self, me, peer):
+        p = self.run_in(me, ULNIC, "node", "status", "-c", "two", "-n", str(me), "--json")
+        s = json.loads(p.stdout)
+        return s["links"][peer]["state"], s["counters"]
+
+    # "zz": last (unittest runs methods alphabetically): it cuts the bridge.
+    def test_zz_a_cut_bridge_fails_puts_as_unreachable_and_they_go_again_once_it_is_back(self):
+        server, info = self.serve("cut")
+        sender = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "100000000", "--batch", "16",
+                             "--stop-on-error", background=True)
+        self.addCleanup(stop, sender)
+        deadline = time.monotonic() + 60
+        while self.link_state(0, 1)[1]["puts_done"] < 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertIsNone(sender.poll(), "the puts ended before the cut")
+        unreachable_before = self.link_state(0, 1)[1]["link_unreachable"]
+        # Cut: machine A's end of the wire goes down (UDP datagrams vanish).
+        ip = ["ip", "-n", self.ns[0], "link", "set", self.veth[0]]
+        subprocess.run([*ip, "down"], check=True)
+        self.addCleanup(subprocess.run, [*ip, "up"])
+        cut = time.monotonic()
+        out, err = sender.communicate(timeout=60)
+        waited = time.monotonic() - cut
+        # The link's 5 s deadline, then the pending puts fail as unreachable.
+        self.assertNotEqual(sender.returncode, 0, out + err)
+        self.assertIn(f"status {UNREACHABLE}", err)
+        self.assertLess(waited, 20, "pending puts must error out within the link's deadline")
+        self.assertGreater(self.link_state(0, 1)[1]["link_unreachable"], unreachable_before)
+        stop(server)
+        # Restored: the same nodes, the same processes' successors, the link
+        # comes back by itself and puts go, exactly once, byte for byte.
+        subprocess.run([*ip, "up"], check=True)
+        self.puts_cross("back", 2000, 9)
+        self.assertEqual(self.link_state(0, 1)[0], 1)  # up
 
 
 class SixteenNodes(unittest.TestCase):

@@ -109,6 +109,9 @@ enum MailType : uint32_t {
   kMailImportRequest = 1,   // importer daemon -> exporter daemon
   kMailImportReply = 2,     // exporter daemon -> importer daemon
   kMailUnimport = 3,        // importer daemon -> exporter daemon (no reply)
+  kMailSlotGone = 4,        // importer daemon -> every daemon (no reply): the process of
+                            // importer_slot, which an earlier daemon of the node attached,
+                            // is gone: revoke every grant that slot holds
 };
 constexpr uint32_t kNameBytes = 64;
 struct MailVmmc {
