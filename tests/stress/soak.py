@@ -254,20 +254,15 @@ class Soak:
         return out
 
     def sampler(self):
-        pids = {}
         while not self.stop.wait(10):
             for label, pid in self.processes().items():
-                if pids.get(label) != pid:  # a restarted node: a new process, a new series
-                    pids[label] = pid
-                    label_key = f"{label} (pid {pid})"
-                else:
-                    label_key = f"{label} (pid {pid})"
                 try:
                     with open(f"/proc/{pid}/status") as fh:
                         kb = int(re.search(r"VmRSS:\s+(\d+)", fh.read())[1])
                 except (OSError, TypeError):
                     continue
-                self.memory.setdefault(label_key, []).append(kb)
+                # By pid: a restarted node's new process starts a series of its own.
+                self.memory.setdefault(f"{label} (pid {pid})", []).append(kb)
 
     # ---- the run
 
