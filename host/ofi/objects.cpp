@@ -426,9 +426,12 @@ ssize_t cq_readerr(fid_cq* fcq, fi_cq_err_entry* buf, uint64_t flags) {
   if (cq->errors.empty()) return -FI_EAGAIN;
   Completion c = std::move(cq->errors.front());
   cq->errors.pop_front();
-  // API 1.5+: the application may give its own err_data buffer (err_data_size > 0).
-  void* user_data = buf->err_data;
-  size_t user_size = buf->err_data_size;
+  // API 1.5+: the application may give its own err_data buffer (err_data_size
+  // > 0). An entry it read before and passes again as it was still points at
+  // ours, which the assignment below frees: that is no buffer of its own.
+  const bool ours = !cq->last_err.empty() && buf->err_data == cq->last_err.data();
+  void* user_data = ours ? nullptr : buf->err_data;
+  size_t user_size = ours ? 0 : buf->err_data_size;
   buf->op_context = c.e.op_context;
   buf->flags = c.e.flags;
   buf->len = c.e.len;

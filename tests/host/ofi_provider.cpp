@@ -432,6 +432,48 @@ void expect_truncated(Pair& p, size_t n, size_t cap) {
   EXPECT_EQ(e.op_context, &sctx);
 }
 
+// err_data: the provider's text when the application gives no buffer
+// (err_data_size 0), a copy into its own when it gives one (API 1.5), and an
+// entry read before and passed again as it was -- err_data still pointing at
+// the provider's text -- is no buffer of the application's (the provider
+// freed that text while copying into it, found by ASan).
+TEST(OfiCq, ErrDataInTheProvidersTextOrTheApplicationsBuffer) {
+  Pair p;
+  // A receive of 10 bytes for a message of n: an error entry whose text
+  // names n (longer texts for larger n).
+  auto truncated_receive = [&](size_t n) {
+    Bytes out(n, 1), in(10);
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_send(p.a.ep, out.data(), out.size(), nullptr, p.a_to_b, nullptr), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), -FI_EAVAIL);
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+  };
+  auto text_for = [](size_t n) {
+    return "ulnic: a message of " + std::to_string(n) + " bytes truncated to the receive buffer's 10";
+  };
+  fi_cq_err_entry err{};
+  for (size_t n : {10, 100, 1000}) {  // the same entry each time, as it was read
+    truncated_receive(n + 1);
+    ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_ETRUNC);
+    ASSERT_NE(err.err_data, nullptr);
+    EXPECT_EQ(std::string(static_cast<const char*>(err.err_data)), text_for(n + 1));
+    EXPECT_EQ(err.err_data_size, text_for(n + 1).size() + 1);
+  }
+  char mine[12];
+  std::memset(mine, 'x', sizeof mine);
+  truncated_receive(50);
+  err = fi_cq_err_entry{};
+  err.err_data = mine;
+  err.err_data_size = 8;
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.err_data, mine);
+  EXPECT_EQ(err.err_data_size, 8u);
+  EXPECT_EQ(std::string(mine), text_for(50).substr(0, 7));
+  EXPECT_EQ(mine[8], 'x') << "written past the application's buffer";
+}
+
 TEST(OfiMsg, TruncatedReceivesGiveEtruncErrorEntries) {
   Pair p;
   expect_truncated(p, 100, 10);           // eager
