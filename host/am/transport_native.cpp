@@ -413,8 +413,13 @@ bool native_wait(Bundle& eb, int timeout_ms) {
   reap();
   if (any_ready(eb)) return true;
   auto until = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 1ll << 40 : timeout_ms);
-  while (Clock::now() < until) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+  for (;;) {
+    // Read once: a thread preempted between a look at the clock and this
+    // one found a negative `left` here, which Nic::wait_ready takes for "no
+    // timeout" -- an AM_PAR bundle's 10 ms slice became a sleep until the
+    // next arrival, holding the bundle from the thread that would send it.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) break;
     // Arrivals wake us, our sends' completions do not (unless one failed:
     // a returned message), nor do refusals' resends (wait_slice ends first).
     if (!nic->wait_ready(wait_slice(std::min(left, std::chrono::milliseconds(1000))), std::chrono::microseconds(0),
