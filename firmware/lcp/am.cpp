@@ -132,7 +132,9 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
     return abi::kCqAmBadEndpoint;
   Slot& s = g.t->slots[h.dst_slot];
   Endpoint& ep = g.eps[h.dst_slot][p.dst_ep];
-  if (s.state != abi::SlotState::kActive || !ep.used) return abi::kCqAmBadEndpoint;
+  // No process there (gone, or never): unreachable, as for a VMMC send.
+  if (s.state != abi::SlotState::kActive) return abi::kCqRemoteBadSlot;
+  if (!ep.used) return abi::kCqAmBadEndpoint;
   Owed* owed = nullptr;
   if (p.flags & abi::kAmRequest) {
     if (!tag_ok(ep.tag, p.tag)) return abi::kCqAmBadTag;
@@ -168,7 +170,7 @@ bool same_segment(const Endpoint& ep, const Assembly& a) {
 
 // Writes [off, off+len) of the operation's bytes where they belong.
 uint8_t place(Assembly& a, uint64_t off, const uint8_t* bytes, uint32_t len) {
-  if (!slot_live(*g.t, a.slot, a.generation)) return abi::kCqAmBadEndpoint;
+  if (!slot_live(*g.t, a.slot, a.generation)) return abi::kCqRemoteBadSlot;  // its process went
   const Slot& s = g.t->slots[a.slot];
   const Endpoint& ep = g.eps[a.slot][a.ep];
   if (!ep.used) return abi::kCqAmBadEndpoint;
@@ -313,7 +315,8 @@ abi::CqStatus am_count_request(const Slot& s, const abi::SqEntry& e, uint64_t sr
 }
 
 void am_send_done(uint32_t slot, uint64_t ticket, uint32_t dst_node, uint32_t dst_slot, abi::CqStatus status) {
-  if (status < abi::kCqAmBadEndpoint || status > abi::kCqAmBadLength || slot >= abi::kMaxSlots) return;
+  const bool refused = (status >= abi::kCqAmBadEndpoint && status <= abi::kCqAmBadLength) || status == abi::kCqRemoteBadSlot;
+  if (!refused || slot >= abi::kMaxSlots) return;
   const uint32_t src_ep = (ticket >> 8) & 0xff, dst_ep = ticket & 0xff;
   const Endpoint& ep = g.eps[slot][src_ep];
   if (!ep.used || ep.serial != uint32_t(ticket >> 16)) return;  // closed since: its counts went with it
@@ -324,7 +327,10 @@ uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload)
   core::cost::op<abi::kCostOpAmRecv>();
   Assembly* a = find(src, h.op_id);
   if (!a) {
-    if (!(h.flags & abi::kWireFirst)) return abi::kCqAmBadEndpoint;  // refused at its first packet
+    if (!(h.flags & abi::kWireFirst)) {  // refused at its first packet, or its process went since
+      const bool gone = h.dst_slot < abi::kMaxSlots && g.t->slots[h.dst_slot].state != abi::SlotState::kActive;
+      return gone ? abi::kCqRemoteBadSlot : abi::kCqAmBadEndpoint;
+    }
     uint8_t st = begin(src, h, payload);
     if (st != abi::kCqOk) {
       core::status::count(ulnic::abi::kCtrAmRefused);

@@ -42,6 +42,7 @@ enum class Kind : uint8_t {
   kReturn = 4,     // the request was refused: status says why
   kPieceAck = 5,   // unreliable transports: pieces of a multi-packet message received (bitmap)
   kReplyRefused = 6,  // the requester refused a reply: status, back to the replier's handler 0
+  kProbe = 7,      // Transport::probes: is the peer's endpoint still there? (ignored on arrival)
 };
 enum class Category : uint8_t { kShort = 0, kMedium = 1, kLong = 2 };
 
@@ -87,6 +88,11 @@ struct Transport {
   int max_depth;           // credits per peer pair it can carry
   bool places_long;        // send() writes Long payloads into the destination's
                            // segment itself and sets PacketHeader::placed
+  bool probes;             // reliable, but a dead peer shows only to a message sent
+                           // to it (native: requests a killed process had received
+                           // are answered by nobody): the core sends a kProbe to a
+                           // peer whose requests have been out kProbeAfter, and a
+                           // probe returned EUNREACHABLE or EBADENDPOINT returns them
   // Process-wide start/stop (AM_Init / last AM_Terminate): 0 or AM_ERR_*.
   int (*start)();
   void (*stop)();
@@ -160,6 +166,7 @@ struct Peer {
   uint32_t next_seq = 1;
   uint32_t last_request_in = 0;   // the newest request serial seen from the peer
   uint32_t last_reply_in = 0;     // the newest reply serial seen from the peer
+  Clock::time_point next_probe{};  // Transport::probes: not before then
 };
 
 // A returned message found where no handler may run (inside a handler):

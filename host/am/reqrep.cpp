@@ -37,6 +37,10 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kFirstRetry{20};   // a LAN round trip is well under this
 constexpr milliseconds kMaxBackoff{1000};
+// Transport::probes: a peer is asked after its oldest request has been out
+// this long, and again as often while requests stay out (SEMANTICS.md).
+constexpr milliseconds kProbeAfter{1000};
+constexpr milliseconds kProbeEvery{1000};
 
 milliseconds give_up_after() {
   static const milliseconds v = [] {
@@ -274,7 +278,7 @@ bool parse(const uint8_t* data, size_t len, Packet& p) {
   p.h = reinterpret_cast<const PacketHeader*>(data);
   const PacketHeader& h = *p.h;
   if (h.magic != kMagic || h.nargs > kMaxArgs || uint8_t(h.category) > 2) return false;
-  if (h.kind < Kind::kRequest || h.kind > Kind::kReplyRefused) return false;
+  if (h.kind < Kind::kRequest || h.kind > Kind::kProbe) return false;
   size_t head = sizeof h + 4 * size_t(h.nargs);
   if (len < head) return false;
   p.args = reinterpret_cast<const int32_t*>(data + sizeof h);
@@ -535,8 +539,42 @@ void retry(Endpoint& ep, const en_t& dest, Transfer& x, Clock::time_point now) {
 
 // Retransmits what is due; requests past their deadline are returned with
 // EUNREACHABLE (collected in `gone` so the caller decides when handlers run).
+// The oldest request still out to `peer` (nullptr: none).
+const OutInstance* oldest_out(const Peer& peer) {
+  const OutInstance* oldest = nullptr;
+  for (const OutInstance& o : peer.out)
+    if (o.busy && (!oldest || o.sent_at < oldest->sent_at)) oldest = &o;
+  return oldest;
+}
+
+// When `peer` is to be probed next (max: not while no request is out).
+Clock::time_point probe_due(const Peer& peer) {
+  const OutInstance* o = oldest_out(peer);
+  return o ? std::max(o->sent_at + kProbeAfter, peer.next_probe) : Clock::time_point::max();
+}
+
+// Transport::probes: a kProbe to every peer whose requests have been out
+// kProbeAfter (its tag: that of the request, which the NIC checks). A live
+// endpoint takes it and ignores it; a dead one's NIC returns it, and
+// send_failed returns the requests with it.
+void probe(Endpoint& ep) {
+  const Clock::time_point now = Clock::now();
+  for (auto& [name, peer] : ep.peers) {
+    if (probe_due(*peer) > now) continue;
+    PacketHeader h = header_of(oldest_out(*peer)->request);
+    h.kind = Kind::kProbe;
+    h.category = Category::kShort;
+    h.placed = 0;
+    peer->next_probe = now + kProbeEvery;
+    send_control(ep, name, h);
+  }
+}
+
 void retransmit(Endpoint& ep, std::vector<std::pair<PacketHeader, en_t>>* gone) {
-  if (tp().reliable) return;
+  if (tp().reliable) {
+    if (tp().probes) probe(ep);
+    return;
+  }
   Clock::time_point now = Clock::now();
   for (auto& [name, peer] : ep.peers) {
     for (OutInstance& o : peer->out) {
@@ -699,6 +737,7 @@ void deliver(Endpoint& ep, const en_t& source, const uint8_t* data, size_t len) 
     case Kind::kReturn: return on_answer(ep, source, p);
     case Kind::kPieceAck: return on_piece_ack(ep, source, *p.h);
     case Kind::kReplyRefused: return on_reply_refused(ep, source, *p.h);
+    case Kind::kProbe: return;  // arriving was its answer
   }
 }
 
@@ -727,7 +766,11 @@ void retransmit_due(Endpoint& ep) { retransmit(ep, nullptr); }
 
 Clock::time_point next_deadline(const Endpoint& ep) {
   Clock::time_point due = Clock::time_point::max();
-  if (tp().reliable) return due;
+  if (tp().reliable) {
+    if (tp().probes)
+      for (auto& [name, peer] : ep.peers) due = std::min(due, probe_due(*peer));
+    return due;
+  }
   for (auto& [name, peer] : ep.peers) {
     for (const OutInstance& o : peer->out)
       if (o.busy && o.request.active) due = std::min(due, std::min(o.request.next_try, o.request.give_up));
@@ -750,6 +793,10 @@ void peer_unreachable(Endpoint& ep, const en_t& name) {
 }
 
 void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int status) {
+  if (sent.kind == Kind::kProbe) {  // no endpoint there any more: nothing will answer
+    if (status == EUNREACHABLE || status == EBADENDPOINT) peer_unreachable(ep, dest);
+    return;
+  }
   if (sent.kind != Kind::kRequest) {
     if (sent.kind == Kind::kReply) run_returned(ep, sent, dest, status, false);
     return;  // an ack or a return that did not arrive: the requester retries or gives up

@@ -152,7 +152,8 @@ void complete(const abi::CqEntry& c) {
   // written there; post it again later. (Other statuses are verdicts; the
   // firmware holds a send at the head of the queue until it has an
   // operation for it, so those shortages never show here.)
-  if (c.status == abi::kCqAmCongestion) {
+  // A probe refused so found its endpoint alive: it is not sent again.
+  if (c.status == abi::kCqAmCongestion && f.header.kind != Kind::kProbe) {
     if (f.backoff.count() == 0) f.give_up = now + congestion_patience();
     if (now < f.give_up) {
       f.backoff = std::min(std::max(f.backoff * 2, std::chrono::microseconds(kFirstResend)), kMaxResendGap);
@@ -342,9 +343,10 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   // requests count, answers (reply, ack, return) take the count back. A
   // notice that refuses a reply answers nothing and expects nothing: a
   // one-way request, checked against the tag the reply carried (the
-  // replier's own). A medium in pieces says so, for the NIC's count.
+  // replier's own); so is a probe (Transport::probes), with the tag of the
+  // requests it asks about. A medium in pieces says so, for the NIC's count.
   if (h->kind == Kind::kRequest) pre.flags = abi::kAmRequest;
-  else if (h->kind == Kind::kReplyRefused) pre.flags = abi::kAmRequest | abi::kAmNoReply;
+  else if (h->kind == Kind::kReplyRefused || h->kind == Kind::kProbe) pre.flags = abi::kAmRequest | abi::kAmNoReply;
   if (h->piece) pre.flags |= abi::kAmPiece;
   else pre.pieces = uint8_t(message_pieces(*h));
   std::memcpy(p, &pre, sizeof pre);
@@ -474,7 +476,7 @@ void native_polled(bool found) {
 
 const Transport kNative = {
     "native", AMX_TRANSPORT_NATIVE, /*reliable=*/true, uint32_t(abi::kAmMaxMessage), /*window=*/1,
-    AMUDP_MAX_NETWORKDEPTH, /*places_long=*/true,
+    AMUDP_MAX_NETWORKDEPTH, /*places_long=*/true, /*probes=*/true,
     native_start, native_stop, native_open, native_close, native_send, native_poll, native_wait,
     native_endpoint_changed, native_polled,
 };

@@ -147,7 +147,7 @@ bool udp_wait(Bundle& eb, int timeout_ms) {
 
 const Transport kUdp = {
     "udp", AMX_TRANSPORT_UDP, /*reliable=*/false, kMaxDatagram, kWindow, AMUDP_MAX_NETWORKDEPTH,
-    /*places_long=*/false,
+    /*places_long=*/false, /*probes=*/false,
     udp_start, udp_stop, udp_open, udp_close, udp_send, udp_poll, udp_wait, /*endpoint_changed=*/nullptr,
     /*polled=*/nullptr,  // the kernel does the transport: nothing to hand over
 };

@@ -711,6 +711,7 @@ void vipl_polled(bool found) {
 const Transport kVipl = {
     "vipl", AMX_TRANSPORT_VIPL, /*reliable=*/true,
     uint32_t(sizeof(PacketHeader) + 4 * kMaxArgs + AMUDP_MAX_MEDIUM), /*window=*/1, kMaxDepth, /*places_long=*/true,
+    /*probes=*/false,  // a broken connection returns them (vipl_poll)
     vipl_start, vipl_stop, vipl_open, vipl_close, vipl_send, vipl_poll, vipl_wait, vipl_endpoint_changed,
     vipl_polled,
 };

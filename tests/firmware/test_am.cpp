@@ -570,11 +570,12 @@ FW_TEST(no_such_endpoint_is_refused_and_writes_nothing) {
   CHECK_EQ(g_b.run(close_entry(2)).status, abi::kCqOk);
   refused(r, prefix(2, 64, kTag), abi::kCqAmBadEndpoint);
   EXPECT(closed.untouched());
-  // A slot nobody attached; a slot index that cannot be.
+  // A slot nobody attached (no process: unreachable, as for VMMC); a slot
+  // index that cannot be.
   abi::AmPrefix p = prefix(0, 64, kTag);
   uint32_t len = build(g_a, p, 3);
   abi::CqEntry c = g_a.run(send_entry(g_a, len, 2));
-  EXPECT_EQ(c.status, abi::kCqAmBadEndpoint);
+  EXPECT_EQ(c.status, abi::kCqRemoteBadSlot);
   c = g_a.run(send_entry(g_a, len, abi::kMaxSlots));
   EXPECT_EQ(c.status, abi::kCqBadOpcode);
   EXPECT(r.untouched());
@@ -991,15 +992,15 @@ FW_TEST(detach_of_the_receiving_slot_mid_way) {
   EXPECT(seg_mark < kSegLen);  // part of it had landed
   c.status = 0xffff;
   for (int i = 0; i < 1000 && !g_a.reap(c); ++i) lcp::slots_service(g_t);
-  EXPECT_EQ(c.status, abi::kCqAmBadEndpoint);
+  EXPECT_EQ(c.status, abi::kCqRemoteBadSlot);  // its process went: unreachable
   EXPECT_EQ(c.user_data, e.user_data);
   EXPECT_EQ(r.entry(1)->seq, 0u);  // never published (its message bytes had been placed)
   uint8_t snapshot[abi::kAmEntryBytes];
   memcpy(snapshot, r.entry(1), sizeof snapshot);
   // Later sends: refused, nothing written.
   for (uint8_t ep = 0; ep < 2; ++ep) {
-    EXPECT_EQ(send(g_a, g_b, prefix(ep, 64, kTag), 0xa1).status, abi::kCqAmBadEndpoint);
-    EXPECT_EQ(send(g_a, g_b, prefix(ep, 64, kTag, 0, 0, 100, 0), 0xa1).status, abi::kCqAmBadEndpoint);
+    EXPECT_EQ(send(g_a, g_b, prefix(ep, 64, kTag), 0xa1).status, abi::kCqRemoteBadSlot);
+    EXPECT_EQ(send(g_a, g_b, prefix(ep, 64, kTag, 0, 0, 100, 0), 0xa1).status, abi::kCqRemoteBadSlot);
   }
   EXPECT(memcmp(snapshot, r.entry(1), sizeof snapshot) == 0);
   EXPECT(r1.untouched());

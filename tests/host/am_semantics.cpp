@@ -1852,16 +1852,11 @@ int child_silent(int name_fd, int go_fd, int depth) {
 // reached it; it never answered). Each comes back to handler 0 as
 // EUNREACHABLE (SEMANTICS.md, "Returned messages: when": udp after its
 // retransmission timeout, 10 s; vipl when the connection breaks; native when
-// the destination slot's process is gone), with its credit, so a request
-// after them goes, and comes back too.
+// the destination slot's process is gone: its NIC had taken them, so
+// nothing answers, and the probe the sender sends after a second finds the
+// endpoint gone), with its credit, so a request after them goes, and comes
+// back too.
 TEST_F(AmTest, RequestsOutstandingToAKilledProcessComeBackUnreachable) {
-  // Native: the destination NIC gave its verdict (the messages are in the
-  // dead process's ring), and nothing tells the sender afterwards that no
-  // reply will come: its credits stay taken and the next request blocks.
-  // Not fixed yet (issue 20 item 6): it wants a liveness probe or a NIC
-  // that returns what a detached endpoint's ring still held.
-  if (std::strcmp(transport_under_test(), "native") == 0)
-    GTEST_SKIP() << "native: requests a killed process had received never come back (open, issue 20)";
   const int k = 2;
   int name_pipe[2], go_pipe[2];
   ASSERT_EQ(pipe(name_pipe), 0);

@@ -14,7 +14,8 @@
 //     the segment. Then it writes the message into the ring entry and the
 //     payload straight into the segment, and publishes the entry after the
 //     last byte. A refusal writes nothing and comes back to the sender as
-//     the operation's CQ status (kCqAm*), which the library turns into a
+//     the operation's CQ status (kCqAm*, or kCqRemoteBadSlot when the
+//     destination slot has no process), which the library turns into a
 //     returned message.
 //   * Replies are checked too (AM-2: a request gets at most one reply): an
 //     endpoint takes a reply only from an endpoint it has sent more requests
