@@ -169,8 +169,8 @@ struct Peer {
   Clock::time_point next_probe{};  // Transport::probes: not before then
 };
 
-// A returned message found where no handler may run (inside a handler):
-// handler 0 gets it at the endpoint's next poll.
+// A returned message found where no handler may run (inside a handler, or
+// AM_WaitSema): handler 0 gets it at the endpoint's next poll.
 struct Deferred {
   PacketHeader header;
   en_t to;
@@ -274,13 +274,15 @@ uint32_t message_pieces(const PacketHeader& h);
 int poll_endpoint(Endpoint& ep);
 // poll_endpoint() for every endpoint of the bundle (AM_Poll, request calls).
 int poll_bundle(Bundle& eb);
-// Retransmits what is due without running handlers (AM_WaitSema).
+// Retransmits what is due without running handlers (AM_WaitSema): requests
+// given up on go to the endpoint's `deferred`.
 void retransmit_due(Endpoint& ep);
 // The earliest retransmission deadline of the endpoint (Clock::time_point::max() if none).
 Clock::time_point next_deadline(const Endpoint& ep);
 // Transports (from poll): the peer is gone for good (its connection broke):
-// requests outstanding to it come back to handler 0 with EUNREACHABLE.
-void peer_unreachable(Endpoint& ep, const en_t& peer);
+// requests outstanding to it come back to handler 0 with EUNREACHABLE --
+// now, or (`defer`) at the endpoint's next poll.
+void peer_unreachable(Endpoint& ep, const en_t& peer, bool defer = false);
 // Transports (from poll or send): a message the transport sent came back
 // refused with `status` (EBAD..., ECONGESTION, EUNREACHABLE): a request
 // gives its credit back and goes to handler 0, as does a reply.

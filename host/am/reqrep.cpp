@@ -537,8 +537,6 @@ void retry(Endpoint& ep, const en_t& dest, Transfer& x, Clock::time_point now) {
   x.next_try = now + x.backoff;
 }
 
-// Retransmits what is due; requests past their deadline are returned with
-// EUNREACHABLE (collected in `gone` so the caller decides when handlers run).
 // The oldest request still out to `peer` (nullptr: none).
 const OutInstance* oldest_out(const Peer& peer) {
   const OutInstance* oldest = nullptr;
@@ -570,6 +568,8 @@ void probe(Endpoint& ep) {
   }
 }
 
+// Retransmits what is due; requests past their deadline are returned with
+// EUNREACHABLE (collected in `gone` so the caller decides when handlers run).
 void retransmit(Endpoint& ep, std::vector<std::pair<PacketHeader, en_t>>* gone) {
   if (tp().reliable) {
     if (tp().probes) probe(ep);
@@ -762,7 +762,14 @@ int poll_bundle(Bundle& eb) {
   return n;
 }
 
-void retransmit_due(Endpoint& ep) { retransmit(ep, nullptr); }
+// From AM_WaitSema, which runs no handler: requests given up on meanwhile
+// wait for the next poll, and end the wait (they were skipped before, and
+// the wait spun on their passed deadline until a poll came).
+void retransmit_due(Endpoint& ep) {
+  std::vector<std::pair<PacketHeader, en_t>> gone;
+  retransmit(ep, &gone);
+  for (auto& [h, to] : gone) ep.deferred.push_back(Deferred{h, to, EUNREACHABLE, true});
+}
 
 Clock::time_point next_deadline(const Endpoint& ep) {
   Clock::time_point due = Clock::time_point::max();
@@ -780,7 +787,7 @@ Clock::time_point next_deadline(const Endpoint& ep) {
   return due;
 }
 
-void peer_unreachable(Endpoint& ep, const en_t& name) {
+void peer_unreachable(Endpoint& ep, const en_t& name, bool defer) {
   auto it = ep.peers.find(name);
   if (it == ep.peers.end()) return;
   Peer& peer = *it->second;
@@ -788,13 +795,16 @@ void peer_unreachable(Endpoint& ep, const en_t& name) {
     if (!o.busy) continue;
     PacketHeader sent = header_of(o.request);
     release(peer, o);
-    run_returned(ep, sent, name, EUNREACHABLE, true);
+    if (defer) ep.deferred.push_back(Deferred{sent, name, EUNREACHABLE, true});
+    else run_returned(ep, sent, name, EUNREACHABLE, true);
   }
 }
 
 void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int status) {
-  if (sent.kind == Kind::kProbe) {  // no endpoint there any more: nothing will answer
-    if (status == EUNREACHABLE || status == EBADENDPOINT) peer_unreachable(ep, dest);
+  // No endpoint there any more: nothing will answer. Handler 0 runs at the
+  // next poll (a probe's verdict may be reaped in AM_WaitSema, which runs none).
+  if (sent.kind == Kind::kProbe) {
+    if (status == EUNREACHABLE || status == EBADENDPOINT) peer_unreachable(ep, dest, /*defer=*/true);
     return;
   }
   if (sent.kind != Kind::kRequest) {

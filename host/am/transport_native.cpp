@@ -164,6 +164,11 @@ void complete(const abi::CqEntry& c) {
   InFlight done = f;
   in_flight.erase(it);
   give_span(state(*done.ep), done.offset, done.bytes);
+  // A probe tells only what the destination NIC said: no process there, or
+  // no such endpoint. A probe that timed out (a slow or unreachable NIC)
+  // proves nothing the requests' own verdicts will not; the next one asks again.
+  if (done.header.kind == Kind::kProbe && c.status != abi::kCqRemoteBadSlot && c.status != abi::kCqAmBadEndpoint)
+    return;
   if (c.status != abi::kCqOk) send_failed(*done.ep, done.dest, done.header, am_status(abi::CqStatus(c.status)));
 }
 
@@ -405,9 +410,11 @@ int native_poll(Endpoint& ep, int budget) {
   return n;
 }
 
+// A message in a ring, or a returned message waiting for the next poll (a
+// probe's verdict reaped meanwhile: Transport::probes).
 bool any_ready(Bundle& eb) {
   for (Endpoint* ep : eb.endpoints)
-    if (ready_entry(state(*ep))) return true;
+    if (ready_entry(state(*ep)) || !ep->deferred.empty()) return true;
   return false;
 }
 
