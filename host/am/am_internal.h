@@ -91,8 +91,9 @@ struct Transport {
   bool probes;             // reliable, but a dead peer shows only to a message sent
                            // to it (native: requests a killed process had received
                            // are answered by nobody): the core sends a kProbe to a
-                           // peer whose requests have been out kProbeAfter, and a
-                           // probe returned EUNREACHABLE or EBADENDPOINT returns them
+                           // peer whose requests have been out kProbeAfter; the
+                           // transport hands send_failed() a probe only when the
+                           // destination said nobody is there, and that returns them
   // Process-wide start/stop (AM_Init / last AM_Terminate): 0 or AM_ERR_*.
   int (*start)();
   void (*stop)();

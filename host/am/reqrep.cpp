@@ -545,10 +545,9 @@ const OutInstance* oldest_out(const Peer& peer) {
   return oldest;
 }
 
-// When `peer` is to be probed next (max: not while no request is out).
-Clock::time_point probe_due(const Peer& peer) {
-  const OutInstance* o = oldest_out(peer);
-  return o ? std::max(o->sent_at + kProbeAfter, peer.next_probe) : Clock::time_point::max();
+// When `peer` is to be probed next, given its oldest request out (max: none).
+Clock::time_point probe_due(const Peer& peer, const OutInstance* oldest) {
+  return oldest ? std::max(oldest->sent_at + kProbeAfter, peer.next_probe) : Clock::time_point::max();
 }
 
 // Transport::probes: a kProbe to every peer whose requests have been out
@@ -558,8 +557,9 @@ Clock::time_point probe_due(const Peer& peer) {
 void probe(Endpoint& ep) {
   const Clock::time_point now = Clock::now();
   for (auto& [name, peer] : ep.peers) {
-    if (probe_due(*peer) > now) continue;
-    PacketHeader h = header_of(oldest_out(*peer)->request);
+    const OutInstance* oldest = oldest_out(*peer);
+    if (probe_due(*peer, oldest) > now) continue;
+    PacketHeader h = header_of(oldest->request);
     h.kind = Kind::kProbe;
     h.category = Category::kShort;
     h.placed = 0;
@@ -775,7 +775,7 @@ Clock::time_point next_deadline(const Endpoint& ep) {
   Clock::time_point due = Clock::time_point::max();
   if (tp().reliable) {
     if (tp().probes)
-      for (auto& [name, peer] : ep.peers) due = std::min(due, probe_due(*peer));
+      for (auto& [name, peer] : ep.peers) due = std::min(due, probe_due(*peer, oldest_out(*peer)));
     return due;
   }
   for (auto& [name, peer] : ep.peers) {
@@ -801,12 +801,10 @@ void peer_unreachable(Endpoint& ep, const en_t& name, bool defer) {
 }
 
 void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int status) {
-  // No endpoint there any more: nothing will answer. Handler 0 runs at the
-  // next poll (a probe's verdict may be reaped in AM_WaitSema, which runs none).
-  if (sent.kind == Kind::kProbe) {
-    if (status == EUNREACHABLE || status == EBADENDPOINT) peer_unreachable(ep, dest, /*defer=*/true);
-    return;
-  }
+  // A probe the transport returns found no endpoint there (Transport::probes):
+  // nothing will answer. Handler 0 runs at the next poll (a probe's verdict
+  // may be reaped in AM_WaitSema, which runs none).
+  if (sent.kind == Kind::kProbe) return peer_unreachable(ep, dest, /*defer=*/true);
   if (sent.kind != Kind::kRequest) {
     if (sent.kind == Kind::kReply) run_returned(ep, sent, dest, status, false);
     return;  // an ack or a return that did not arrive: the requester retries or gives up
