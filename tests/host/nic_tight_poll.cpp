@@ -19,13 +19,21 @@
 // checks count attempts and want one that blocked. A poll that must not
 // block is checked every time.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ulnic/nic.h"
@@ -425,6 +433,116 @@ TEST_F(NicSharedWait, WaitInOneThreadAndWaitReadyInAnotherBothReturn) {
   }
   EXPECT_GE(prompt_rounds, 1) << "in no round did both threads return within " << ms(kPrompt)
                               << " ms of the completion";
+}
+
+// ---- the scheduler slice a waiting thread asks for (Nic::kWaitSlice)
+
+// The kernel's sched_attr (VER1), as the library declares it too.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime, sched_deadline, sched_period;
+  uint32_t sched_util_min, sched_util_max;
+};
+
+SchedAttr attr_of_this_thread() {
+  SchedAttr a{};
+  EXPECT_EQ(::syscall(SYS_sched_getattr, 0, &a, sizeof a, 0), 0) << "sched_getattr: " << std::strerror(errno);
+  return a;
+}
+
+// Runs `body` in a thread of its own (a thread asks once, the first time it
+// sleeps) and returns what it returned.
+template <class F>
+auto in_new_thread(F&& body) {
+  decltype(body()) out{};
+  std::thread t([&] { out = body(); });
+  t.join();
+  return out;
+}
+
+// Whether this kernel keeps a slice a SCHED_OTHER thread asks for (EEVDF's
+// custom slices, Linux >= 6.12): older kernels accept and ignore it.
+bool kernel_keeps_slices() {
+  return in_new_thread([] {
+    SchedAttr a{};
+    a.size = sizeof a;
+    a.sched_policy = SCHED_OTHER;
+    a.sched_runtime = 200'000;
+    if (::syscall(SYS_sched_setattr, 0, &a, 0) != 0) return false;
+    return attr_of_this_thread().sched_runtime == 200'000;
+  });
+}
+
+// A thread's attributes before and after its first sleep on the Nic (a
+// wait_ready with nothing in flight: it times out asleep). The thread starts
+// with the kernel's default slice (a new thread inherits its creator's, and
+// the test's main thread may have slept on a Nic before); `prepare` runs
+// next, in the thread.
+template <class P>
+std::pair<SchedAttr, SchedAttr> around_first_sleep(Nic& nic, P&& prepare) {
+  return in_new_thread([&] {
+    SchedAttr fresh{};
+    fresh.size = sizeof fresh;
+    fresh.sched_policy = SCHED_OTHER;
+    fresh.sched_nice = attr_of_this_thread().sched_nice;
+    EXPECT_EQ(::syscall(SYS_sched_setattr, 0, &fresh, 0), 0);  // sched_runtime 0: the default slice
+    prepare();
+    const SchedAttr before = attr_of_this_thread();
+    auto r = nic.wait_ready(20ms);
+    EXPECT_FALSE(r) << "a completion nobody posted";
+    return std::make_pair(before, attr_of_this_thread());
+  });
+}
+
+class NicWaitSlice : public NicTightPoll {
+ protected:
+  void TearDown() override { ::unsetenv("ULNIC_WAIT_SLICE_US"); }
+};
+
+TEST_F(NicWaitSlice, AThreadAsleepOnItsNicAsksForTheShortSliceAndKeepsItsNice) {
+  const bool keeps = kernel_keeps_slices();
+  auto [before, after] = around_first_sleep(*nic_, [] { EXPECT_EQ(::setpriority(PRIO_PROCESS, 0, 3), 0); });
+  EXPECT_EQ(after.sched_policy, uint32_t(SCHED_OTHER));
+  EXPECT_EQ(after.sched_nice, 3) << "the request reset the thread's nice value";
+  if (!keeps) GTEST_SKIP() << "this kernel has no per-thread slices (before Linux 6.12): policy and nice checked";
+  EXPECT_GT(before.sched_runtime, uint64_t(std::chrono::nanoseconds(Nic::kWaitSlice).count()))
+      << "the kernel's default slice is no longer than kWaitSlice: the test proves nothing";
+  EXPECT_EQ(after.sched_runtime, uint64_t(std::chrono::nanoseconds(Nic::kWaitSlice).count()));
+}
+
+TEST_F(NicWaitSlice, TheEnvironmentSetsTheSliceOrTurnsTheRequestOff) {
+  if (!kernel_keeps_slices()) GTEST_SKIP() << "this kernel has no per-thread slices (before Linux 6.12)";
+  ::setenv("ULNIC_WAIT_SLICE_US", "250", 1);
+  EXPECT_EQ(around_first_sleep(*nic_, [] {}).second.sched_runtime, 250'000u);
+  ::setenv("ULNIC_WAIT_SLICE_US", "0", 1);
+  auto off = around_first_sleep(*nic_, [] {});
+  EXPECT_EQ(off.second.sched_runtime, off.first.sched_runtime) << "ULNIC_WAIT_SLICE_US=0 changed the slice";
+  ::setenv("ULNIC_WAIT_SLICE_US", "lots", 1);  // not a number: the scheduler is left alone
+  auto junk = around_first_sleep(*nic_, [] {});
+  EXPECT_EQ(junk.second.sched_runtime, junk.first.sched_runtime);
+}
+
+TEST_F(NicWaitSlice, OtherPoliciesAndShorterSlicesAreLeftAlone) {
+  auto batch = around_first_sleep(*nic_, [] {
+    sched_param p{};
+    EXPECT_EQ(::sched_setscheduler(0, SCHED_BATCH, &p), 0);
+  });
+  EXPECT_EQ(batch.second.sched_policy, uint32_t(SCHED_BATCH));
+  EXPECT_EQ(batch.second.sched_runtime, batch.first.sched_runtime);
+  if (!kernel_keeps_slices()) GTEST_SKIP() << "this kernel has no per-thread slices (before Linux 6.12)";
+  ::setenv("ULNIC_WAIT_SLICE_US", "300", 1);
+  auto shorter = around_first_sleep(*nic_, [] {  // the application's own slice, shorter than asked for
+    SchedAttr a{};
+    a.size = sizeof a;
+    a.sched_policy = SCHED_OTHER;
+    a.sched_runtime = 150'000;
+    EXPECT_EQ(::syscall(SYS_sched_setattr, 0, &a, 0), 0);
+  });
+  EXPECT_EQ(shorter.second.sched_runtime, 150'000u) << "the library lengthened a slice the thread had chosen";
 }
 
 }  // namespace

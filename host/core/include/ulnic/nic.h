@@ -191,6 +191,18 @@ class Nic {
   static constexpr std::chrono::microseconds kTightSpin{0};
   static constexpr std::chrono::microseconds kTightGap{50};
   static constexpr std::chrono::milliseconds kTightBlock{10};
+  // The scheduler slice a thread asks for the first time it sleeps on its
+  // NIC (Linux >= 6.12, EEVDF; older kernels ignore the request): woken by
+  // its NIC, a thread with a shorter slice than the NIC's vCPU thread runs at
+  // once instead of after that thread's slice. On two cores a NIC that has
+  // just rung its process often shares that process's CPU; with the default
+  // slice the process waited out the NIC's spin window before it ran (a NOP
+  // to a sleeping NIC, blocking wait: median ~100-230 us, ~30 us with it;
+  // docs/design.md, "Two cores, four parties"). $ULNIC_WAIT_SLICE_US
+  // overrides it (0: leave the scheduler alone); a thread with a policy
+  // other than SCHED_OTHER, or whose slice is already as short, is left
+  // alone.
+  static constexpr std::chrono::microseconds kWaitSlice{100};
   void poll_found(bool something, std::chrono::nanoseconds max_block = kTightBlock,
                   uint32_t wait_for = abi::kWaitAll);
   // Empty polls that blocked (statistics).
