@@ -2,8 +2,10 @@
 // application's hints. A hint it cannot honour is refused with -FI_ENODATA
 // and a line in libfabric's log (FI_LOG_LEVEL=info or warn shows it) that
 // says which.
+#include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -273,6 +275,34 @@ fi_provider g_prov = {
 
 }  // namespace ulnic::ofi
 
+namespace ulnic::ofi {
+namespace {
+// libfabric links libinfinipath (its psm provider), whose constructor takes
+// SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM for a handler that
+// writes a backtrace file into the working directory and calls exit(): from
+// inside the signal, so a crash in malloc deadlocks on malloc's lock rather
+// than dying (a crashed test hung until its timeout), and a crash anywhere
+// leaves no core and a stray *.btr file. A process that loads this provider
+// gets the default action back for each of those signals whose handler is
+// libinfinipath's; a handler of the application's own is left alone.
+void restore_signals_psm_took() {
+  for (int sig : {SIGILL, SIGABRT, SIGBUS, SIGSEGV, SIGINT, SIGTERM}) {
+    struct sigaction a {};
+    if (::sigaction(sig, nullptr, &a) != 0) continue;
+    void* h = (a.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(a.sa_sigaction)
+                                         : reinterpret_cast<void*>(a.sa_handler);
+    if (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN) continue;
+    Dl_info where{};
+    if (!::dladdr(h, &where) || !where.dli_fname || !std::strstr(where.dli_fname, "libinfinipath")) continue;
+    ::signal(sig, SIG_DFL);
+  }
+}
+}  // namespace
+}  // namespace ulnic::ofi
+
 extern "C" {
-FI_EXT_INI { return &ulnic::ofi::g_prov; }
+FI_EXT_INI {
+  ulnic::ofi::restore_signals_psm_took();
+  return &ulnic::ofi::g_prov;
+}
 }

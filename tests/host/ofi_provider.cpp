@@ -13,12 +13,24 @@
 #include <rdma/fi_tagged.h>
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "vipl_cluster.h"
 
@@ -1081,9 +1093,66 @@ TEST(OfiPrograms, FiPingpongDgramAllSizesVerified) { pingpong({}, {}); }
 TEST(OfiPrograms, FiPingpongRdmAllSizesVerified) { pingpong({"-e", "rdm"}, {}); }
 TEST(OfiPrograms, FiPingpongTaggedAllSizesVerified) { pingpong({"-e", "rdm", "-m", "tagged"}, {}); }
 
+// The child of OfiSignals: its own SIGTERM handler, then the provider
+// loaded (fi_getinfo), then abort(). Exit codes say what was wrong.
+void on_term(int) {}
+int signal_child() {
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);  // dying of SIGABRT is the point; no core file for it
+  ::signal(SIGTERM, on_term);
+  fi_info* h = hints();
+  fi_info* info = nullptr;
+  (void)getinfo(h, &info);  // loads the provider whatever it finds
+  fi_freeinfo(h);
+  if (info) fi_freeinfo(info);
+  struct sigaction a {};
+  ::sigaction(SIGTERM, nullptr, &a);
+  if (a.sa_handler != on_term) return 3;  // the application's handler was taken away
+  ::sigaction(SIGABRT, nullptr, &a);
+  if (a.sa_handler != SIG_DFL) return 4;  // someone else's handler is still there
+  std::abort();
+}
+
+// A process that loaded the provider and crashes dies of its signal (the
+// default action), not in libinfinipath's handler, which exit()s from the
+// signal (or deadlocks on malloc's lock) and leaves a *.btr file behind.
+TEST(OfiSignals, ACrashAfterLoadingTheProviderDiesOfItsSignal) {
+  const std::string dir = ::testing::TempDir() + "ulnic-ofi-signals-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << std::strerror(errno);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::chdir(dir.c_str()) != 0) ::_exit(2);  // where a *.btr file would land
+    ::execl("/proc/self/exe", "ofi_provider", "--signal-child", static_cast<char*>(nullptr));
+    ::_exit(2);
+  }
+  int status = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "the crashed child was still alive after 60 s (a handler that deadlocked)";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)
+      << "child " << (WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
+                                        : "died of signal " + std::to_string(WTERMSIG(status)))
+      << " (3: its own SIGTERM handler was replaced; 4: SIGABRT still had a handler)";
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path().filename());
+  EXPECT_TRUE(left.empty()) << "the crash left " << left.size() << " file(s), e.g. " << (left.empty() ? "" : left[0]);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--signal-child") {
+    ::setenv("FI_PROVIDER_PATH", ULNIC_TEST_LIBDIR, 1);
+    return signal_child();
+  }
   ::testing::InitGoogleTest(&argc, argv);
   // Before libfabric's first call: it reads its environment once.
   ::setenv("FI_PROVIDER_PATH", ULNIC_TEST_LIBDIR, 1);
