@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <type_traits>
+#include <vector>
 
 #include "ulnic/nic.h"
 
@@ -15,18 +17,16 @@ namespace {
 
 std::atomic<bool> g_armed{false};
 
-// The open Nics (read_all). Made on first use and never destroyed: a Nic
-// that a static object owns (a program's global endpoint) closes during
-// exit, after the statics of this file may already be gone (ASan found
-// ~Nic erasing itself from a destroyed vector at exit).
-struct Registry {
-  std::mutex mu;
-  std::vector<const Nic*> nics;
-};
-Registry& registry() {
-  static Registry* r = new Registry;
-  return *r;
-}
+// The open Nics (read_all). The list lives while a Nic is open: a Nic that a
+// static object owns (a program's global endpoint) closes during exit,
+// after a static list of this file might be gone (ASan found ~Nic erasing
+// itself from a destroyed vector at exit), and a list never freed leaks
+// whenever a library that contains this file is unloaded (the libfabric
+// provider: LSan, after libfabric dlcloses it at exit). The mutex is
+// constant-initialized and trivially destructible: usable during exit.
+std::mutex g_nics_mu;
+static_assert(std::is_trivially_destructible_v<std::mutex>);
+std::vector<const Nic*>* g_nics = nullptr;  // guarded by g_nics_mu; null while none is open
 
 constexpr int64_t kNsPerTick = 100;  // mtime runs at 10 MHz (hal/clint.h)
 
@@ -37,22 +37,26 @@ bool armed() { return g_armed.load(std::memory_order_relaxed); }
 bool take_arming() { return g_armed.exchange(false, std::memory_order_relaxed); }
 
 void register_nic(const Nic* nic) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  r.nics.push_back(nic);
+  std::lock_guard lock(g_nics_mu);
+  if (!g_nics) g_nics = new std::vector<const Nic*>;
+  g_nics->push_back(nic);
 }
 
 void unregister_nic(const Nic* nic) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  std::erase(r.nics, nic);
+  std::lock_guard lock(g_nics_mu);
+  if (!g_nics) return;
+  std::erase(*g_nics, nic);
+  if (g_nics->empty()) {
+    delete g_nics;
+    g_nics = nullptr;
+  }
 }
 
 std::vector<Stamps> read_all() {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
+  std::lock_guard lock(g_nics_mu);
   std::vector<Stamps> out;
-  for (const Nic* n : r.nics) out.push_back(Stamps{n->node(), n->slot(), n->trace_stamps()});
+  if (g_nics)
+    for (const Nic* n : *g_nics) out.push_back(Stamps{n->node(), n->slot(), n->trace_stamps()});
   return out;
 }
 

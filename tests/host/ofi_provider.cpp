@@ -179,7 +179,7 @@ ssize_t read_one(fid_cq* cq, void* entry, std::initializer_list<fid_cq*> others,
 bool check_pattern(const uint8_t* p, size_t n, uint32_t seed) {
   std::vector<uint8_t> want(n);
   pattern(want.data(), n, seed);
-  return std::memcmp(p, want.data(), n) == 0;
+  return n == 0 || std::memcmp(p, want.data(), n) == 0;  // an empty vector's data() may be null
 }
 
 // Two sides on the two nodes, each in the other's AV.

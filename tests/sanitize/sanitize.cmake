@@ -19,7 +19,8 @@ find_package(Python3 COMPONENTS Interpreter REQUIRED)
 # cost (each group here takes 2 to 45 s; what the pass adds: README).
 # ASan+UBSan: every host unit test, the daemon, CLI, switch and fabric
 # server paths, and each API end to end (VMMC, VIPL with and without a
-# faulty switch, AM over UDP, VIPL and native, FM and its layers).
+# faulty switch, AM over UDP, VIPL and native, FM and its layers) and the
+# libfabric provider (without libfabric's own programs: host/ofi/ofi.cmake).
 # integration.fabric (15 min of loss runs) and integration.slots are left
 # to the plain build: the units and the other groups run their code.
 # host.vipl_regcache too: it tests registration against glibc malloc's own
@@ -29,7 +30,7 @@ set(ULNIC_SANITIZE_ASAN_TESTS
   host.units host.NodeLifecycle
   host.vipl_conformance host.vipl_data host.vipl_names
   host.am_semantics_udp host.am_semantics_vipl host.am_semantics_native
-  host.fm_core host.fm_layers host.nic_tight_poll
+  host.fm_core host.fm_layers host.nic_tight_poll host.ofi_provider
   integration.cli integration.vmmc integration.vipl integration.am_spmd
   integration.am_exercises integration.am_compat integration.tight_poll)
 # TSan: the groups whose processes run threads: the rings' threads
