@@ -145,7 +145,7 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::n
                   std::to_string(uint32_t(fault())) + ")");
     // Re-check the slot state once a second.
     std::chrono::nanoseconds t = std::chrono::seconds(1);
-    if (timeout.count() >= 0) {
+    if (timeout != std::chrono::nanoseconds::max()) {
       auto left = timeout - std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
       if (left.count() <= 0) return fail("timed out waiting for the NIC");
       t = std::min(left, t);
@@ -277,7 +277,7 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
   const int64_t since = pace_since_ns_.load(std::memory_order_relaxed);
   const int64_t nap = stream_nap_ns(in_flight(), reap_gap_ns_.load(std::memory_order_relaxed), since, now_ns(),
                                     std::max<int64_t>(std::chrono::nanoseconds(spin).count(), kNapSpinFloorNs),
-                                    timeout.count() >= 0 ? std::chrono::nanoseconds(timeout).count() : -1);
+                                    timeout == kNoTimeout ? -1 : std::max<int64_t>(0, limit(timeout).count()));
   if (nap > 0) {
     // With Linux's default 50 us timer slack a nap of 50 us would last up
     // to 100 (and the NIC could run out of queued work): this one ends on
@@ -290,7 +290,7 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
     if (slack > 1000) ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(slack), 0, 0, 0);
   }
   if (nap == 0 || !poll(out)) {
-    if (auto r = block_until([&] { return completion_ready(); }, timeout, spin, abi::kWaitCompletions); !r)
+    if (auto r = block_until([&] { return completion_ready(); }, limit(timeout), spin, abi::kWaitCompletions); !r)
       return std::unexpected(r.error());
     if (!poll(out)) return fail("completion vanished");
   }
@@ -334,8 +334,8 @@ Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::mic
   // A completion another thread reaps meanwhile (under its library's lock)
   // may be the one this thread sleeps for: that counts as ready too.
   const uint32_t seen = reaped_.load();
-  return block_until([&] { return completion_ready() || eq_.published() || reaped_.load() != seen; }, timeout,
-                     spin, wait_for);
+  return block_until([&] { return completion_ready() || eq_.published() || reaped_.load() != seen; },
+                     limit(timeout), spin, wait_for);
 }
 
 bool Nic::post(const abi::SqEntry& e, const void* payload, size_t bytes) {
@@ -399,7 +399,7 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
       stash_size_.store(stashed_.size());
       continue;
     }
-    if (timeout.count() >= 0 && Clock::now() - start > timeout) return fail("run: send queue full");
+    if (timeout != kNoTimeout && Clock::now() - start > timeout) return fail("run: send queue full");
     std::this_thread::yield();
   }
   for (;;) {
@@ -412,9 +412,10 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
       stashed_.push_back(c);
       stash_size_.store(stashed_.size());
     }
-    auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-    if (timeout.count() >= 0 && left.count() <= 0) return fail("timed out waiting for the NIC");
-    if (auto r = block_until([&] { return cq_.published(); }, timeout.count() >= 0 ? left : timeout,
+    auto left = timeout == kNoTimeout ? timeout
+                                      : timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    if (left.count() <= 0) return fail("timed out waiting for the NIC");
+    if (auto r = block_until([&] { return cq_.published(); }, limit(left),
                              std::chrono::microseconds(20), abi::kWaitCompletions);
         !r)
       return std::unexpected(r.error());

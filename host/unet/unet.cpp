@@ -34,9 +34,9 @@ int from_cq(uint16_t status) {
   }
 }
 
-// Milliseconds left until `deadline` (rounded up), -1 for none, 0 when past.
+// Milliseconds left until `deadline` (rounded up), Nic::kNoTimeout for none, 0 when past.
 std::chrono::milliseconds left(int timeout_ms, Clock::time_point deadline) {
-  if (timeout_ms < 0) return std::chrono::milliseconds(-1);
+  if (timeout_ms < 0) return Nic::kNoTimeout;
   auto l = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   return l.count() > 0 ? l : std::chrono::milliseconds(0);
 }

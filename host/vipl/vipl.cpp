@@ -681,10 +681,10 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE* V
       if (VIP_RETURN rc = cq_done(*cq, ViHandle, RecvQueue); rc != VIP_NOT_DONE) return rc;
       Clock::time_point now = Clock::now();
       if (now >= deadline) return VIP_TIMEOUT;
-      milliseconds left = forever ? milliseconds(-1)
+      milliseconds left = forever ? ulnic::Nic::kNoTimeout
                                   : std::chrono::ceil<milliseconds>(deadline - now);
       // The notify thread may take the wake-up: look again soon.
-      if (cq->nic->notifier.joinable() && (left.count() < 0 || left > milliseconds(10))) left = milliseconds(10);
+      if (cq->nic->notifier.joinable() && left > milliseconds(10)) left = milliseconds(10);
       // Sleeps until the NIC writes a completion into the slot (or the time
       // is up); the data path turns completions into CQ entries.
       if (auto r = cq->nic->core->wait_ready(left); !r && cq->nic->core->state() != abi::SlotState::kActive) {

@@ -358,7 +358,7 @@ int Endpoint::wait(int timeout_ms) {
   for (;;) {
     reap();
     if (int n = run_handlers(); n > 0) return n;
-    auto left = std::chrono::milliseconds(-1);
+    auto left = Nic::kNoTimeout;
     if (timeout_ms >= 0) {
       // Rounded up: a wait cut short by rounding would look like a failure.
       left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

@@ -30,6 +30,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -145,6 +146,54 @@ class NicTightPoll : public ::testing::Test {
 
   std::unique_ptr<Nic> nic_;
 };
+
+// ---- timeouts: Nic::kNoTimeout is the only "no limit"
+
+// A wait whose timeout is already past (a caller that computed the time left
+// after losing its CPU) looks once and times out; it used to sleep until the
+// next completion. Each call runs aside: one that sleeps is woken by a NOP
+// after kGenerous, and fails the test.
+TEST_F(NicTightPoll, ATimeoutAlreadyPastLooksOnceAndTimesOut) {
+  auto returns_at_once = [&](const char* what, auto call) {
+    auto f = std::async(std::launch::async, call);
+    if (f.wait_for(kGenerous) != std::future_status::ready) {
+      ASSERT_TRUE(nic_->post(nop(900)));  // wakes it: the test ends rather than hangs
+      f.wait();
+      ADD_FAILURE() << what << " slept past " << ms(kGenerous) << " ms";
+      return;
+    }
+    EXPECT_FALSE(f.get()) << what << " returned something nobody posted";
+  };
+  returns_at_once("wait_ready(-5 ms)", [&] { return bool(nic_->wait_ready(-5ms)); });
+  returns_at_once("wait_ready(0 ms)", [&] { return bool(nic_->wait_ready(0ms)); });
+  returns_at_once("wait(-5 ms)", [&] { return bool(nic_->wait(-5ms)); });
+  returns_at_once("wait(-1 ms)", [&] { return bool(nic_->wait(-1ms)); });
+  returns_at_once("run(NOP, -5 ms)", [&] { return bool(nic_->run(nop(901), -5ms)); });
+  // The run's NOP was posted before its wait timed out: its completion is
+  // still due (the next tests want an empty ring).
+  while (nic_->in_flight() > 0) {
+    auto w = nic_->wait(5000ms);
+    ASSERT_TRUE(w) << w.error().message;
+  }
+  expect_nothing_left();
+}
+
+// A completion already there is taken whatever the timeout; kNoTimeout
+// waits as long as it takes.
+TEST_F(NicTightPoll, AZeroTimeoutStillTakesWhatIsThereAndNoTimeoutWaits) {
+  nop_ready(910);
+  auto w = nic_->wait(0ms);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(w->user_data, 910u);
+  auto f = std::async(std::launch::async, [&] { return nic_->wait(Nic::kNoTimeout); });
+  std::this_thread::sleep_for(kHeadStart);
+  ASSERT_TRUE(nic_->post(nop(911)));
+  ASSERT_EQ(f.wait_for(kGenerous), std::future_status::ready) << "wait(kNoTimeout) missed its completion";
+  auto got = f.get();
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->user_data, 911u);
+  expect_nothing_left();
+}
 
 TEST_F(NicTightPoll, TheFirstEmptyPollNeverBlocks) {
   static_assert(Nic::kTightPolls == 2, "these tests spell out the second poll");

@@ -142,7 +142,13 @@ class Nic {
   // polling, stream_nap_ns): the NIC has queued work meanwhile, and a process that
   // is not asleep on the eventfd costs it no doorbell (a device write under
   // QEMU's global lock).
-  Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
+  // Timeouts: kNoTimeout waits without a limit; any other value is a limit,
+  // and one of zero or less (a deadline already past, as a caller that
+  // computes time left may find) looks once and times out. (A negative
+  // value meant "no limit" once: a caller preempted between reading the
+  // clock and computing its time left slept until the next arrival.)
+  static constexpr std::chrono::milliseconds kNoTimeout = std::chrono::milliseconds::max();
+  Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = kNoTimeout,
                             std::chrono::microseconds spin = std::chrono::microseconds(0));
   uint32_t in_flight() const {
     return posted_.load(std::memory_order_relaxed) - reaped_.load(std::memory_order_relaxed);
@@ -158,7 +164,7 @@ class Nic {
   // the NIC wakes it for -- a library waiting for arrivals only (AM, FM)
   // passes kWaitEvents and is not woken by its own sends' completions
   // (those with an error status still wake it).
-  Result<void> wait_ready(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1),
+  Result<void> wait_ready(std::chrono::milliseconds timeout = kNoTimeout,
                           std::chrono::microseconds spin = std::chrono::microseconds(0),
                           uint32_t wait_for = abi::kWaitAll);
 
@@ -241,12 +247,16 @@ class Nic {
  private:
   Nic() = default;
   Result<void> attach(const std::string& socket);
-  // `timeout` < 0: no limit. Sub-millisecond timeouts hold (poll_found's
-  // bound may be a library's resend due in 50 us).
+  // `timeout` nanoseconds::max(): no limit (kNoTimeout, through limit());
+  // <= 0: look once. Sub-millisecond timeouts hold (poll_found's bound may
+  // be a library's resend due in 50 us).
   // `wait_for`: what the NIC rings us for while we sleep (abi::WaitFor; the
   // union over the sleeping threads goes into SlotHostWords.wait_for).
   Result<void> block_until(const std::function<bool()>& ready, std::chrono::nanoseconds timeout,
                            std::chrono::microseconds spin, uint32_t wait_for);
+  static std::chrono::nanoseconds limit(std::chrono::milliseconds timeout) {
+    return timeout == kNoTimeout ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds(timeout);
+  }
   void sleep_once(std::chrono::nanoseconds t);
   void took_one();  // a completion or an event was taken from its ring
   bool poll_ring(abi::CqEntry& out);  // the next completion in the ring itself
