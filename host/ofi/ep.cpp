@@ -91,14 +91,24 @@ void post_ctl(Ep& ep, const Addr& dst, const WireHdr& h) {
   if (!ep.ctl_backlog.empty() || !post_msg(ep, dst, h, nullptr, 0, 0)) ep.ctl_backlog.emplace_back(dst, h);
 }
 
+// Every operation's end: it counts on its counter (FI_RECV, FI_SEND, FI_READ,
+// FI_WRITE by its flags; counters count every end, whether or not it makes
+// a CQ entry) and goes into its CQ if it asked for a completion or failed.
+void report(Ep& ep, Completion c, bool wanted) {
+  const uint64_t f = c.e.flags;
+  Cntr* n = (f & FI_RECV) ? ep.recv_cntr : (f & FI_SEND) ? ep.send_cntr : (f & FI_READ) ? ep.read_cntr
+          : (f & FI_WRITE) ? ep.write_cntr : nullptr;
+  if (n) ++(c.err ? n->errors : n->value);
+  if (wanted || c.err) cq_push((f & FI_RECV) ? ep.rx_cq : ep.tx_cq, std::move(c));
+}
+
 void complete_send(Ep& ep, const Send& s, int err, int prov_errno) {
-  if (!s.completion && !err) return;
   Completion c;
   c.e.op_context = s.context;
   c.e.flags = FI_SEND | (s.tagged ? FI_TAGGED : FI_MSG);
   c.err = err;
   c.prov_errno = prov_errno;
-  cq_push(ep.tx_cq, std::move(c));
+  report(ep, std::move(c), s.completion);
 }
 
 void deregister(Domain& d, MemRegion& r) {
@@ -287,8 +297,7 @@ Completion recv_completion(const Ep& ep, const Recv& r, const Message& m, uint64
 }
 
 void complete_recv(Ep& ep, const Recv& r, const Message& m, uint64_t n) {
-  Completion c = recv_completion(ep, r, m, n);
-  if (r.completion || c.err) cq_push(ep.rx_cq, std::move(c));
+  report(ep, recv_completion(ep, r, m, n), r.completion);
 }
 
 // A rendezvous receive's CTS. False if it must wait for a send buffer; a
@@ -317,7 +326,7 @@ bool send_cts(Ep& ep, uint64_t id) {
         c.err = FI_EIO;
         c.prov_errno = kErrRegister;
         c.err_text = prov_strerror(kErrRegister);
-        cq_push(ep.rx_cq, std::move(c));
+        report(ep, std::move(c), true);
         ep.rndv.erase(it);
         return true;
       }
@@ -440,7 +449,7 @@ void on_fin(Ep& ep, const Message& from, const WireHdr& h) {
     c.err = FI_EIO;
     c.prov_errno = kErrRemoteFailed;
     c.err_text = prov_strerror(kErrRemoteFailed);
-    cq_push(ep.rx_cq, std::move(c));
+    report(ep, std::move(c), true);
   } else {
     complete_recv(ep, rv.r, rv.m, rv.n);
   }
@@ -716,7 +725,7 @@ ssize_t ep_cancel(fid* f, void* context) {
       c.err = FI_ECANCELED;
       c.prov_errno = kErrCanceled;
       posted->erase(it);
-      cq_push(ep.rx_cq, std::move(c));
+      report(ep, std::move(c), true);
       return 0;
     }
   }
@@ -747,14 +756,13 @@ ssize_t ep_tx_left(fid_ep* e) {
 
 void complete_rma(Ep& ep, RmaOp& op, int err, int prov_errno) {
   release(*ep.dom, op.reg, op.bounce);
-  if (!op.completion && !err) return;
   Completion c;
   c.e.op_context = op.context;
   c.e.flags = FI_RMA | (op.read ? FI_READ : FI_WRITE);
   c.err = err;
   c.prov_errno = prov_errno;
   if (err) c.err_text = prov_strerror(prov_errno);
-  cq_push(ep.tx_cq, std::move(c));
+  report(ep, std::move(c), op.completion);
 }
 
 void end_rma(Ep& ep, uint64_t id, int err, int prov_errno) {
@@ -961,6 +969,8 @@ void free_ep(Ep* ep) {
   if (ep->ring) d.nic->free(ep->ring);
   if (ep->bufs) d.nic->free(ep->bufs);
   d.ep_at[ep->index] = nullptr;
+  for (Cntr* c : {ep->send_cntr, ep->recv_cntr, ep->write_cntr, ep->read_cntr})
+    if (c) --c->binds;
   delete ep;
 }
 
@@ -1019,10 +1029,30 @@ int ep_bind(fid* f, fid* b, uint64_t flags) {
       ep.av = av;
       return 0;
     }
+    case FI_CLASS_CNTR: {
+      auto* c = reinterpret_cast<Cntr*>(b);
+      if (c->dom != ep.dom) return -FI_EINVAL;
+      if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+        // The NIC writes a target's memory without its provider (and no
+        // FI_RMA_EVENT is offered): nothing could count those.
+        ULNIC_INFO(FI_LOG_EP_CTRL, "counters of remote RMA (FI_REMOTE_READ/WRITE) are not supported\n");
+        return -FI_ENOSYS;
+      }
+      if (flags & ~uint64_t(FI_SEND | FI_RECV | FI_READ | FI_WRITE)) return -FI_EBADFLAGS;
+      if (!flags) return -FI_EINVAL;
+      for (auto [bit, slot] : {std::pair{FI_SEND, &ep.send_cntr}, std::pair{FI_RECV, &ep.recv_cntr},
+                               std::pair{FI_WRITE, &ep.write_cntr}, std::pair{FI_READ, &ep.read_cntr}}) {
+        if (!(flags & bit)) continue;
+        if (*slot) --(*slot)->binds;
+        *slot = c;
+        ++c->binds;
+      }
+      return 0;
+    }
     case FI_CLASS_EQ:
       return 0;  // nothing to report on it (RDM/DGRAM: no connection events)
     default:
-      ULNIC_INFO(FI_LOG_EP_CTRL, "only CQs, AVs and EQs bind to an endpoint (no counters, EQs or SRX yet)\n");
+      ULNIC_INFO(FI_LOG_EP_CTRL, "only CQs, counters, AVs and EQs bind to an endpoint (no SRX)\n");
       return -FI_ENOSYS;
   }
 }
@@ -1193,6 +1223,9 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
   switch (post.wire) {
     case kEager:
       if (!post.op) {
+        // An inject (or a send without FI_COMPLETION): no record and no CQ
+        // entry, but its counter counts it.
+        if (ep.send_cntr) ++(ok ? ep.send_cntr->value : ep.send_cntr->errors);
         if (!ok) ULNIC_WARN(FI_LOG_EP_DATA, "an injected message was lost: %s\n", prov_strerror(c.status));
         return;
       }
@@ -1221,7 +1254,7 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
         cc.err = FI_EIO;
         cc.prov_errno = c.status;
         cc.err_text = prov_strerror(c.status);
-        cq_push(ep.rx_cq, std::move(cc));
+        report(ep, std::move(cc), true);
         ep.rndv.erase(it);
       }
       return;

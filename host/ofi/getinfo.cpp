@@ -190,6 +190,7 @@ fi_info* make_info(uint32_t version, const fi_info* h, fi_ep_type type, const st
   d->mr_key_size = 4;
   d->cq_data_size = kCqDataSize;
   d->cq_cnt = 64;
+  d->cntr_cnt = 64;
   d->ep_cnt = kMaxEndpoints;
   d->tx_ctx_cnt = kMaxEndpoints;
   d->rx_ctx_cnt = kMaxEndpoints;

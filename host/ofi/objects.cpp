@@ -126,7 +126,7 @@ fi_ops_fabric fabric_ops = {sizeof(fi_ops_fabric), domain_open, no_pep, eq_open,
 
 int domain_close(fid* f) {
   auto* d = as<Domain>(f);
-  if (!d->eps.empty() || !d->cqs.empty() || !d->mrs.empty()) return -FI_EBUSY;
+  if (!d->eps.empty() || !d->cqs.empty() || !d->cntrs.empty() || !d->mrs.empty()) return -FI_EBUSY;
   delete d;
   return 0;
 }
@@ -134,16 +134,13 @@ fi_ops domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind, no_control, no_op
 
 int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context);
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
-int no_cntr(fid_domain*, fi_cntr_attr*, fid_cntr**, void*) {
-  ULNIC_INFO(FI_LOG_DOMAIN, "counters are not supported\n");
-  return -FI_ENOSYS;
-}
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context);
 int no_sep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
 int no_poll(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
 int no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
 int no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 fi_ops_domain domain_ops = {
-    sizeof(fi_ops_domain), av_open, cq_open, ep_open, no_sep, no_cntr, no_poll, no_stx, no_srx, nullptr,
+    sizeof(fi_ops_domain), av_open, cq_open, ep_open, no_sep, cntr_open, no_poll, no_stx, no_srx, nullptr,
     nullptr, nullptr};
 
 int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset, uint64_t requested_key,
@@ -531,6 +528,92 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** fcq, void* context) {
     d->cqs.push_back(cq);
   }
   *fcq = &cq->fid;
+  return 0;
+}
+
+// ---------------------------------------------------------------- counters
+
+int cntr_close(fid* f) {
+  auto* c = as<Cntr>(f);
+  Domain& d = *c->dom;
+  std::lock_guard lk(d.mu);
+  if (c->binds) return -FI_EBUSY;
+  d.cntrs.erase(std::remove(d.cntrs.begin(), d.cntrs.end(), c), d.cntrs.end());
+  delete c;
+  return 0;
+}
+fi_ops cntr_fi_ops = {sizeof(fi_ops), cntr_close, no_bind, no_control, no_ops_open, nullptr, nullptr};
+
+// Reads drive progress (the domain's progress is manual), as CQ reads do.
+uint64_t cntr_read(fid_cntr* f) {
+  auto* c = as<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  (void)progress(*c->dom);
+  return c->value;
+}
+uint64_t cntr_readerr(fid_cntr* f) {
+  auto* c = as<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  (void)progress(*c->dom);
+  return c->errors;
+}
+template <uint64_t Cntr::*field, bool add>
+int cntr_change(fid_cntr* f, uint64_t v) {
+  auto* c = as<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  c->*field = add ? c->*field + v : v;
+  return 0;
+}
+
+// Until the value reaches `threshold` (0), the error count changes
+// (-FI_EAVAIL) or `timeout` ms pass (-FI_ETIMEDOUT; < 0: no limit). Blocks
+// on the NIC between looks, as fi_cq_sread does, never spinning. A counter
+// opened with FI_WAIT_NONE may be waited on too (the man page makes that
+// the application's error; this provider blocks the same way).
+int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
+  auto* c = as<Cntr>(f);
+  Domain& d = *c->dom;
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(timeout);
+  std::unique_lock lk(d.mu);
+  const uint64_t errors = c->errors;
+  for (;;) {
+    (void)progress(d);
+    if (c->value >= threshold) return 0;
+    if (c->errors != errors) return -FI_EAVAIL;
+    milliseconds slice = d.retry.empty() ? milliseconds(100) : milliseconds(1);  // refused messages go again soon
+    if (timeout >= 0) {
+      auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return -FI_ETIMEDOUT;
+      slice = std::min(slice, left);
+    }
+    lk.unlock();
+    (void)d.nic->wait_ready(slice);
+    lk.lock();
+  }
+}
+fi_ops_cntr cntr_ops = {sizeof(fi_ops_cntr), cntr_read, cntr_readerr, cntr_change<&Cntr::value, true>,
+                        cntr_change<&Cntr::value, false>, cntr_wait, cntr_change<&Cntr::errors, true>,
+                        cntr_change<&Cntr::errors, false>};
+
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** fc, void* context) {
+  auto* d = as<Domain>(domain);
+  if (attr) {
+    if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
+    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC && attr->wait_obj != FI_WAIT_YIELD) {
+      ULNIC_INFO(FI_LOG_CNTR, "counter wait objects other than FI_WAIT_NONE/UNSPEC/YIELD are not supported\n");
+      return -FI_ENOSYS;
+    }
+    if (attr->flags) return -FI_EINVAL;
+  }
+  auto* c = new Cntr{};
+  init_fid(c->fid.fid, FI_CLASS_CNTR, context, &cntr_fi_ops);
+  c->fid.ops = &cntr_ops;
+  c->dom = d;
+  {
+    std::lock_guard lk(d->mu);
+    d->cntrs.push_back(c);
+  }
+  *fc = &c->fid;
   return 0;
 }
 

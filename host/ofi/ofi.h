@@ -150,6 +150,16 @@ struct Cq {
   size_t entry_size() const;
 };
 
+// A completion counter (fi_cntr): every operation of the kinds it is bound
+// for (FI_SEND, FI_RECV, FI_WRITE, FI_READ) counts once when it ends,
+// whether or not it makes a CQ entry. Under the domain's lock.
+struct Cntr {
+  fid_cntr fid;
+  Domain* dom;
+  uint64_t value = 0, errors = 0;
+  int binds = 0;  // endpoint bindings: a bound counter does not close
+};
+
 struct Mr {
   fid_mr fid;
   Domain* dom;
@@ -280,6 +290,7 @@ struct Ep {
   Cq* tx_cq = nullptr;
   Cq* rx_cq = nullptr;
   bool tx_selective = false, rx_selective = false;
+  Cntr *send_cntr = nullptr, *recv_cntr = nullptr, *write_cntr = nullptr, *read_cntr = nullptr;
   Av* av = nullptr;
   uint8_t* ring = nullptr;
   MemRegion ring_mr;
@@ -313,6 +324,7 @@ struct Domain {
   std::unique_ptr<Nic> nic;
   std::vector<Ep*> eps;
   std::vector<Cq*> cqs;
+  std::vector<Cntr*> cntrs;
   std::map<uint64_t, Post> posts;      // NIC descriptors in flight, by user_data
   // Posts refused for congestion (user_data, when to post again: steady
   // clock ns), in the order refused. A receiver that does not poll would

@@ -95,6 +95,8 @@ struct Side {
   fid_av* av = nullptr;
   fid_cq* cq = nullptr;
   fid_ep* ep = nullptr;
+  fid_cntr* tx_cntr = nullptr;  // Options::counters: FI_SEND | FI_WRITE | FI_READ
+  fid_cntr* rx_cntr = nullptr;  // ... FI_RECV
   std::vector<uint8_t> name;
 
   Side() = default;
@@ -103,6 +105,10 @@ struct Side {
     if (ep) {
       EXPECT_EQ(fi_close(&ep->fid), 0);
     }
+    for (fid_cntr* c : {tx_cntr, rx_cntr})
+      if (c) {
+        EXPECT_EQ(fi_close(&c->fid), 0);
+      }
     if (cq) {
       EXPECT_EQ(fi_close(&cq->fid), 0);
     }
@@ -125,6 +131,7 @@ struct Options {
   fi_wait_obj wait = FI_WAIT_NONE;
   fi_ep_type type = FI_EP_RDM;
   bool rma = false;  // ask for FI_RMA (with FI_MR_VIRT_ADDR | FI_MR_PROV_KEY, which it needs)
+  bool counters = false;  // bind Side::tx_cntr and rx_cntr (FI_WAIT_UNSPEC)
 };
 
 void open_side(Side& s, int node, const Options& o = {}) {
@@ -147,6 +154,15 @@ void open_side(Side& s, int node, const Options& o = {}) {
   ASSERT_EQ(fi_endpoint(s.domain, s.info, &s.ep, nullptr), 0);
   ASSERT_EQ(fi_ep_bind(s.ep, &s.av->fid, 0), 0);
   ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  if (o.counters) {
+    fi_cntr_attr ta{};
+    ta.events = FI_CNTR_EVENTS_COMP;
+    ta.wait_obj = FI_WAIT_UNSPEC;
+    ASSERT_EQ(fi_cntr_open(s.domain, &ta, &s.tx_cntr, nullptr), 0);
+    ASSERT_EQ(fi_cntr_open(s.domain, &ta, &s.rx_cntr, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.tx_cntr->fid, FI_SEND | FI_WRITE | FI_READ), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.rx_cntr->fid, FI_RECV), 0);
+  }
   ASSERT_EQ(fi_enable(s.ep), 0);
   size_t len = 0;
   ASSERT_EQ(fi_getname(&s.ep->fid, nullptr, &len), -FI_ETOOSMALL);
@@ -1111,6 +1127,115 @@ int signal_child() {
   ::sigaction(SIGABRT, nullptr, &a);
   if (a.sa_handler != SIG_DFL) return 4;  // someone else's handler is still there
   std::abort();
+}
+
+// Counters: every operation of a bound kind counts once when it ends, with
+// or without a CQ entry (an inject has none); failures count apart;
+// fi_cntr_wait returns at its threshold, on a new error (-FI_EAVAIL) or at
+// its timeout; add/set change the values; the refusals.
+TEST(OfiCntr, EachBoundKindCountsEveryEndAndErrorsApart) {
+  Options o;
+  o.rma = true;
+  o.counters = true;
+  Pair p(o);
+  fi_cq_tagged_entry e{};
+  fi_cq_err_entry err{};
+  int ctx = 0;
+  // Sends (eager: the sender's completion needs only the receiving NIC) and
+  // one inject: five ends on a's transmit counter, four CQ entries.
+  constexpr int kSends = 4;
+  Bytes in(kSends * 256 + 256), out(256);
+  pattern(out.data(), out.size(), 5);
+  for (int i = 0; i <= kSends; ++i) ASSERT_EQ(fi_recv(p.b.ep, in.data() + i * 256, 256, nullptr, FI_ADDR_UNSPEC, &ctx), 0);
+  for (int i = 0; i < kSends; ++i) ASSERT_EQ(fi_send(p.a.ep, out.data(), 256, nullptr, p.a_to_b, &ctx), 0);
+  ASSERT_EQ(fi_inject(p.a.ep, out.data(), 256, p.a_to_b), 0);
+  ASSERT_EQ(fi_cntr_wait(p.a.tx_cntr, kSends + 1, 20000), 0);
+  EXPECT_EQ(fi_cntr_read(p.a.tx_cntr), uint64_t(kSends + 1));
+  EXPECT_EQ(fi_cntr_readerr(p.a.tx_cntr), 0u);
+  for (int i = 0; i < kSends; ++i) EXPECT_EQ(read_one(p.a.cq, &e, {}), 1);
+  EXPECT_EQ(fi_cq_read(p.a.cq, &e, 1), -FI_EAGAIN) << "the inject made a CQ entry";
+  // The receiver's counter, driven by its own wait (manual progress).
+  ASSERT_EQ(fi_cntr_wait(p.b.rx_cntr, kSends + 1, 20000), 0);
+  EXPECT_EQ(fi_cntr_read(p.b.rx_cntr), uint64_t(kSends + 1));
+  for (int i = 0; i <= kSends; ++i) {
+    EXPECT_EQ(read_one(p.b.cq, &e, {}), 1);
+    EXPECT_TRUE(check_pattern(in.data() + i * 256, 256, 5)) << "message " << i;
+  }
+  EXPECT_EQ(fi_cntr_read(p.b.tx_cntr), 0u) << "the receiver's transmit counter moved";
+  // A write and a read count on the same transmit counter (the read is
+  // served by b's provider: b's counter reads drive its progress).
+  fid_mr *open_b = nullptr, *closed_b = nullptr;
+  Bytes target(8192, 0), closed(8192, 0x33), local(4096, 0);
+  ASSERT_EQ(fi_mr_reg(p.b.domain, target.data(), target.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &open_b,
+                      nullptr), 0);
+  ASSERT_EQ(fi_mr_reg(p.b.domain, closed.data(), closed.size(), FI_SEND | FI_RECV, 0, 0, 0, &closed_b, nullptr), 0);
+  const uint64_t base = reinterpret_cast<uint64_t>(target.data());
+  ASSERT_EQ(fi_write(p.a.ep, out.data(), 256, nullptr, p.a_to_b, base + 64, fi_mr_key(open_b), &ctx), 0);
+  ASSERT_EQ(fi_read(p.a.ep, local.data(), 256, nullptr, p.a_to_b, base + 64, fi_mr_key(open_b), &ctx), 0);
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (fi_cntr_read(p.a.tx_cntr) < uint64_t(kSends + 3) && std::chrono::steady_clock::now() < until)
+    (void)fi_cntr_read(p.b.rx_cntr);
+  ASSERT_EQ(fi_cntr_read(p.a.tx_cntr), uint64_t(kSends + 3));
+  EXPECT_TRUE(check_pattern(local.data(), 256, 5)) << "the read";
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+  // A write the target's NIC refuses (no FI_REMOTE_WRITE): an error, which
+  // ends a wait for a value that will not come.
+  ASSERT_EQ(fi_write(p.a.ep, out.data(), 64, nullptr, p.a_to_b, reinterpret_cast<uint64_t>(closed.data()),
+                     fi_mr_key(closed_b), &ctx), 0);
+  EXPECT_EQ(fi_cntr_wait(p.a.tx_cntr, kSends + 4, 20000), -FI_EAVAIL);
+  EXPECT_EQ(fi_cntr_readerr(p.a.tx_cntr), 1u);
+  EXPECT_EQ(fi_cntr_read(p.a.tx_cntr), uint64_t(kSends + 3));
+  EXPECT_EQ(read_one(p.a.cq, &e, {}), -FI_EAVAIL);
+  EXPECT_EQ(fi_cq_readerr(p.a.cq, &err, 0), 1);
+  EXPECT_EQ(closed[0], 0x33);
+  // A canceled receive is an error of the receive counter.
+  int cctx = 0;
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), 256, nullptr, FI_ADDR_UNSPEC, &cctx), 0);
+  ASSERT_EQ(fi_cancel(&p.b.ep->fid, &cctx), 0);
+  EXPECT_EQ(fi_cntr_readerr(p.b.rx_cntr), 1u);
+  EXPECT_EQ(read_one(p.b.cq, &e, {}), -FI_EAVAIL);
+  EXPECT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.err, FI_ECANCELED);
+  // Nothing more to come: the wait times out, having waited.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(fi_cntr_wait(p.a.tx_cntr, 1000, 50), -FI_ETIMEDOUT);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+  // add, set, adderr, seterr.
+  EXPECT_EQ(fi_cntr_add(p.a.tx_cntr, 10), 0);
+  EXPECT_EQ(fi_cntr_read(p.a.tx_cntr), uint64_t(kSends + 13));
+  EXPECT_EQ(fi_cntr_set(p.a.tx_cntr, 3), 0);
+  EXPECT_EQ(fi_cntr_read(p.a.tx_cntr), 3u);
+  EXPECT_EQ(fi_cntr_wait(p.a.tx_cntr, 3, 0), 0) << "a threshold already reached";
+  EXPECT_EQ(fi_cntr_adderr(p.a.tx_cntr, 2), 0);
+  EXPECT_EQ(fi_cntr_readerr(p.a.tx_cntr), 3u);
+  EXPECT_EQ(fi_cntr_seterr(p.a.tx_cntr, 0), 0);
+  EXPECT_EQ(fi_cntr_readerr(p.a.tx_cntr), 0u);
+  // Refusals: a bound counter does not close; binding an enabled endpoint,
+  // remote-RMA counters, another domain's counter; attributes it lacks.
+  EXPECT_EQ(fi_close(&p.a.tx_cntr->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_ep_bind(p.a.ep, &p.a.rx_cntr->fid, FI_RECV), -FI_EOPBADSTATE);
+  fid_ep* spare = nullptr;
+  ASSERT_EQ(fi_endpoint(p.a.domain, p.a.info, &spare, nullptr), 0);
+  EXPECT_EQ(fi_ep_bind(spare, &p.a.rx_cntr->fid, FI_REMOTE_WRITE), -FI_ENOSYS);
+  EXPECT_EQ(fi_ep_bind(spare, &p.a.rx_cntr->fid, FI_REMOTE_READ | FI_RECV), -FI_ENOSYS);
+  EXPECT_EQ(fi_ep_bind(spare, &p.b.rx_cntr->fid, FI_RECV), -FI_EINVAL);
+  EXPECT_EQ(fi_ep_bind(spare, &p.a.rx_cntr->fid, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_ep_bind(spare, &p.a.rx_cntr->fid, FI_RECV), 0);
+  EXPECT_EQ(fi_close(&spare->fid), 0);  // its binding goes with it
+  fid_cntr* c = nullptr;
+  fi_cntr_attr bad{};
+  bad.events = fi_cntr_events(1);
+  EXPECT_EQ(fi_cntr_open(p.a.domain, &bad, &c, nullptr), -FI_ENOSYS);
+  bad = fi_cntr_attr{};
+  bad.wait_obj = FI_WAIT_FD;
+  EXPECT_EQ(fi_cntr_open(p.a.domain, &bad, &c, nullptr), -FI_ENOSYS);
+  bad = fi_cntr_attr{};
+  bad.flags = 1;
+  EXPECT_EQ(fi_cntr_open(p.a.domain, &bad, &c, nullptr), -FI_EINVAL);
+  ASSERT_EQ(fi_cntr_open(p.a.domain, nullptr, &c, nullptr), 0);  // defaults
+  EXPECT_EQ(fi_close(&c->fid), 0);
+  EXPECT_EQ(fi_close(&open_b->fid), 0);
+  EXPECT_EQ(fi_close(&closed_b->fid), 0);
 }
 
 // A process that loaded the provider and crashes dies of its signal (the
