@@ -2,7 +2,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 
 #include "ulnic/nic.h"
 #include "ulnic/trace.h"
+#include "ulnic/util/sched_attr.h"
 
 namespace ulnic {
 
@@ -158,19 +158,6 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::n
 }
 
 namespace {
-// sched_setattr/sched_getattr have no glibc wrappers; the kernel's struct
-// (VER1, 56 bytes: what both calls take on every kernel since 4.13).
-struct SchedAttr {
-  uint32_t size;
-  uint32_t sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime, sched_deadline, sched_period;
-  uint32_t sched_util_min, sched_util_max;
-};
-constexpr uint64_t kSchedFlagResetOnFork = 0x01;
-
 // Nic::kWaitSlice, once per thread: asked the first time the thread sleeps.
 void ask_for_wait_slice() {
   thread_local bool asked = false;
@@ -184,18 +171,17 @@ void ask_for_wait_slice() {
     return (*end || us <= 0) ? int64_t(0) : int64_t(std::min<long long>(us, 100'000)) * 1000;
   }();
   if (slice_ns == 0) return;
-  SchedAttr a{};
-  if (::syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return;
+  SchedAttr a;
+  if (!get_sched_attr(a)) return;
   // SCHED_OTHER only, and never longer: sched_runtime is the thread's slice
   // (the kernel's default one where nobody chose; 0 before Linux 6.12).
   if (a.sched_policy != SCHED_OTHER || (a.sched_runtime != 0 && a.sched_runtime <= uint64_t(slice_ns))) return;
-  SchedAttr want{};
-  want.size = sizeof want;
+  SchedAttr want;
   want.sched_policy = SCHED_OTHER;
   want.sched_flags = a.sched_flags & kSchedFlagResetOnFork;
   want.sched_nice = a.sched_nice;
   want.sched_runtime = uint64_t(slice_ns);
-  (void)::syscall(SYS_sched_setattr, 0, &want, 0);
+  (void)set_sched_attr(want);
 }
 }  // namespace
 

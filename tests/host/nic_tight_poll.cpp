@@ -21,7 +21,6 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -38,6 +37,7 @@
 #include <vector>
 
 #include "ulnic/nic.h"
+#include "ulnic/util/sched_attr.h"
 #include "vipl_cluster.h"
 
 namespace {
@@ -486,20 +486,11 @@ TEST_F(NicSharedWait, WaitInOneThreadAndWaitReadyInAnotherBothReturn) {
 
 // ---- the scheduler slice a waiting thread asks for (Nic::kWaitSlice)
 
-// The kernel's sched_attr (VER1), as the library declares it too.
-struct SchedAttr {
-  uint32_t size;
-  uint32_t sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime, sched_deadline, sched_period;
-  uint32_t sched_util_min, sched_util_max;
-};
+using ulnic::SchedAttr;
 
 SchedAttr attr_of_this_thread() {
-  SchedAttr a{};
-  EXPECT_EQ(::syscall(SYS_sched_getattr, 0, &a, sizeof a, 0), 0) << "sched_getattr: " << std::strerror(errno);
+  SchedAttr a;
+  EXPECT_TRUE(ulnic::get_sched_attr(a)) << "sched_getattr: " << std::strerror(errno);
   return a;
 }
 
@@ -517,11 +508,9 @@ auto in_new_thread(F&& body) {
 // custom slices, Linux >= 6.12): older kernels accept and ignore it.
 bool kernel_keeps_slices() {
   return in_new_thread([] {
-    SchedAttr a{};
-    a.size = sizeof a;
-    a.sched_policy = SCHED_OTHER;
+    SchedAttr a;
     a.sched_runtime = 200'000;
-    if (::syscall(SYS_sched_setattr, 0, &a, 0) != 0) return false;
+    if (!ulnic::set_sched_attr(a)) return false;
     return attr_of_this_thread().sched_runtime == 200'000;
   });
 }
@@ -534,11 +523,9 @@ bool kernel_keeps_slices() {
 template <class P>
 std::pair<SchedAttr, SchedAttr> around_first_sleep(Nic& nic, P&& prepare) {
   return in_new_thread([&] {
-    SchedAttr fresh{};
-    fresh.size = sizeof fresh;
-    fresh.sched_policy = SCHED_OTHER;
+    SchedAttr fresh;
     fresh.sched_nice = attr_of_this_thread().sched_nice;
-    EXPECT_EQ(::syscall(SYS_sched_setattr, 0, &fresh, 0), 0);  // sched_runtime 0: the default slice
+    EXPECT_TRUE(ulnic::set_sched_attr(fresh));  // sched_runtime 0: the default slice
     prepare();
     const SchedAttr before = attr_of_this_thread();
     auto r = nic.wait_ready(20ms);
@@ -585,11 +572,9 @@ TEST_F(NicWaitSlice, OtherPoliciesAndShorterSlicesAreLeftAlone) {
   if (!kernel_keeps_slices()) GTEST_SKIP() << "this kernel has no per-thread slices (before Linux 6.12)";
   ::setenv("ULNIC_WAIT_SLICE_US", "300", 1);
   auto shorter = around_first_sleep(*nic_, [] {  // the application's own slice, shorter than asked for
-    SchedAttr a{};
-    a.size = sizeof a;
-    a.sched_policy = SCHED_OTHER;
+    SchedAttr a;
     a.sched_runtime = 150'000;
-    EXPECT_EQ(::syscall(SYS_sched_setattr, 0, &a, 0), 0);
+    EXPECT_TRUE(ulnic::set_sched_attr(a));
   });
   EXPECT_EQ(shorter.second.sched_runtime, 150'000u) << "the library lengthened a slice the thread had chosen";
 }
