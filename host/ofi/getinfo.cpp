@@ -264,19 +264,6 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   return 0;
 }
 
-fi_provider g_prov = {
-    .version = kProvVersion,
-    .fi_version = kApiVersion,
-    .context = {},
-    .name = "ulnic",
-    .getinfo = getinfo,
-    .fabric = fabric_open,
-    .cleanup = [] {},
-};
-
-}  // namespace ulnic::ofi
-
-namespace ulnic::ofi {
 namespace {
 // libfabric links libinfinipath (its psm provider), whose constructor takes
 // SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM for a handler that
@@ -299,6 +286,17 @@ void restore_signals_psm_took() {
   }
 }
 }  // namespace
+
+fi_provider g_prov = {
+    .version = kProvVersion,
+    .fi_version = kApiVersion,
+    .context = {},
+    .name = "ulnic",
+    .getinfo = getinfo,
+    .fabric = fabric_open,
+    .cleanup = [] {},
+};
+
 }  // namespace ulnic::ofi
 
 extern "C" {
