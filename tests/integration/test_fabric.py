@@ -423,6 +423,15 @@ class TwoMachines(unittest.TestCase):
         self.assertNotEqual(sender.returncode, 0, out + err)
         self.assertIn(f"status {UNREACHABLE}", err)
         self.assertLess(waited, 20, "pending puts must error out within the link's deadline")
+        # The link declares the peer unreachable at its own 5 s deadline,
+        # counted from its last progress; a put may fail a moment earlier on
+        # its own deadline (remote.cpp: a link that takes nothing, a verdict
+        # that does not come), and the counter is published at the next
+        # status refresh (100 ms). So: within the deadline again, not at once.
+        deadline = time.monotonic() + 10
+        while (self.link_state(0, 1)[1]["link_unreachable"] <= unreachable_before
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
         self.assertGreater(self.link_state(0, 1)[1]["link_unreachable"], unreachable_before)
         stop(server)
         # Restored: the same nodes, the same processes' successors, the link
