@@ -5,7 +5,9 @@
 local p = Proto("ulnic", "ulnic fabric packet")
 
 local types = { [1] = "DATA", [2] = "ACK" }
-local ops = { [0] = "none", [1] = "PUT", [2] = "RESULT" }
+local ops = { [0] = "none", [1] = "PUT", [2] = "RESULT", [3] = "SEND", [4] = "MAIL", [5] = "VI_SEND",
+              [6] = "VI_WRITE", [7] = "VI_READ_REQ", [8] = "VI_READ_RESP", [9] = "VI_CONN", [10] = "AM",
+              [11] = "UNET", [12] = "OK_THROUGH" }
 
 local f = p.fields
 f.magic = ProtoField.uint32("ulnic.magic", "Magic", base.HEX)

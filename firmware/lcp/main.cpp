@@ -112,8 +112,7 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
   lcp::am_init(g_slots);
   lcp::unet_init(g_slots);
   lcp::mail_init(g_board);
-  link::Upcalls up{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid};
-  link::init(g_board, cfg, up, hal::clint::now());
+  link::init(g_board, cfg, lcp::remote_upcalls(), hal::clint::now());
   if (link::enabled())
     core::log("link: node %u of %u on the fabric%s\n", link::self(), link::nodes(),
               cfg.switch_port == abi::kNoSwitch ? "" : " (through the switch)");

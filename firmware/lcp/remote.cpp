@@ -17,6 +17,12 @@ namespace lcp {
 namespace {
 
 static_assert(kMaxPendingPerPeer >= 2 * (kMaxPuts + kMaxViOps), "a peer's operations fit in its verdict queue");
+static_assert(abi::kMaxNodes == 64, "a bit per peer in a uint64_t");
+static_assert(kMaxPuts < 0xff, "operation indices fit a uint8_t beside kNoOp");
+constexpr uint8_t kNoOp = 0xff;
+
+// Is sequence number a at or before b (mod 2^32)?
+bool seq_at_or_before(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
 
 struct PutOp {
   bool used;
@@ -34,7 +40,8 @@ struct PutOp {
   uint32_t dst_node, dst_key;
   uint64_t dst_addr;
   uint64_t trace_seen;    // traced (kSqTrace): when the NIC took its descriptor (0: not)
-  bool awaiting;          // every packet went: its verdict is due (wait)
+  bool awaiting;          // every packet went: its verdict is due (wait), and it is
+  uint8_t due_prev, due_next;  // in its peer's list of those, oldest first (DueList)
   VerdictWait wait;
   uint64_t am_ticket;     // an AM request that counts toward its reply (am_count_request), or 0
   bool local;             // a VMMC send into an export of this very NIC
@@ -48,9 +55,20 @@ struct PutOp {
   link::Segments segs;
 };
 
+// A verdict owed to a peer: a refusal (kWireOpResult: op_id, status) or
+// the operations that finished well (kWireOpOkThrough: op_id holds the seq).
 struct Pending {
   uint64_t op_id;
   uint8_t status;
+  uint8_t op;
+};
+
+// What a peer is owed for the operations that finished well since the last
+// kWireOpOkThrough went: the seq of the newest one's last packet, and (for
+// the cost plugin) which protocol's receiving side owes it.
+struct OkOwed {
+  uint32_t seq;
+  uint8_t cost_op;
 };
 
 // One peer's verdicts, in the order they were decided.
@@ -67,6 +85,13 @@ struct Refusal {
   uint8_t status;
 };
 
+// Sender: a peer's operations whose verdicts are due, in the order their
+// last packets went (so by seq, and a slot's in posting order): a
+// kWireOpOkThrough completes a prefix of the list.
+struct DueList {
+  uint8_t head, tail;  // kNoOp: empty
+};
+
 struct State {
   SlotTable* t;
   PutOp ops[kMaxPuts];
@@ -76,6 +101,9 @@ struct State {
   uint32_t verdicts_waiting;            // over every peer
   Refusal refusals[kMaxPuts];
   uint64_t next_verdict_check;        // mtime (remote_timers)
+  OkOwed ok[abi::kMaxNodes];          // receiver: by peer ...
+  uint64_t ok_owed;                   // ... a bit for each peer owed one
+  DueList due[abi::kMaxNodes];        // sender: by peer
 };
 State g;
 
@@ -86,8 +114,28 @@ PutOp* find(uint64_t op_id) {
   return op.used && op.op_id == op_id ? &op : nullptr;
 }
 
+// Every packet of `op` went: its verdict is due.
+void await_verdict(PutOp& op) {
+  const uint8_t i = uint8_t(&op - g.ops);
+  DueList& l = g.due[op.dst_node];
+  op.awaiting = true;
+  op.due_prev = l.tail;
+  op.due_next = kNoOp;
+  if (l.tail != kNoOp) g.ops[l.tail].due_next = i;
+  else l.head = i;
+  l.tail = i;
+}
+
 void release(PutOp& op) {
   op.used = false;
+  if (op.awaiting) {
+    DueList& l = g.due[op.dst_node];
+    if (op.due_prev != kNoOp) g.ops[op.due_prev].due_next = op.due_next;
+    else l.head = op.due_next;
+    if (op.due_next != kNoOp) g.ops[op.due_next].due_prev = op.due_prev;
+    else l.tail = op.due_prev;
+    op.awaiting = false;
+  }
   op.segs.h.op_id = 0;  // the link sends what it may still hold of it as fillers
   --g.ops_used;
 }
@@ -101,13 +149,55 @@ void finish(PutOp& op, abi::CqStatus status) {
   release(op);
 }
 
-bool send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
+bool send_result(uint32_t dst, const Pending& p) {
   core::cost::Phase<abi::kPhaseVerdict> cost;
   abi::WireHeader h{};
-  h.op = abi::kWireOpResult;
-  h.op_id = op_id;
-  h.status = status;
+  h.op = p.op;
+  if (p.op == abi::kWireOpOkThrough) {
+    h.dst_addr = p.op_id;
+  } else {
+    h.op_id = p.op_id;
+    h.status = p.status;
+  }
   return link::send(dst, h, 0, 0, ~0u, 0) != 0;
+}
+
+// A verdict for `dst`: now, or in order behind those that wait for room on
+// the link. Operations that finished well, owed while the last verdict
+// waiting is of that kind too, raise it: it is sent later and says more.
+void send_or_queue(uint32_t dst, const Pending& p) {
+  Verdicts& v = g.verdicts[dst];
+  if (v.count == 0 && send_result(dst, p)) return;
+  if (p.op == abi::kWireOpOkThrough && v.count) {
+    Pending& tail = v.q[(v.head + v.count - 1) % kMaxPendingPerPeer];
+    if (tail.op == abi::kWireOpOkThrough) {
+      tail.op_id = p.op_id;
+      return;
+    }
+  }
+  if (v.count == kMaxPendingPerPeer) {  // the peer broke the protocol: see kMaxPendingPerPeer
+    core::status::count(ulnic::abi::kCtrVerdictsDropped);
+    return;
+  }
+  v.q[(v.head + v.count++) % kMaxPendingPerPeer] = p;
+  ++g.verdicts_waiting;
+}
+
+// The OK verdict owed to `peer` goes (the receiving protocol's cost).
+void send_ok(uint32_t peer) {
+  core::cost::Phase<abi::kPhaseVerdict> cost;
+  const OkOwed& o = g.ok[peer];
+  if (o.cost_op == abi::kCostOpVmmcRecv) core::cost::op<abi::kCostOpVmmcRecv>();
+  else if (o.cost_op == abi::kCostOpAmRecv) core::cost::op<abi::kCostOpAmRecv>();
+  else if (o.cost_op == abi::kCostOpViRecv) core::cost::op<abi::kCostOpViRecv>();
+  send_or_queue(peer, Pending{o.seq, abi::kCqOk, abi::kWireOpOkThrough});
+}
+
+// Sender: `src` says every operation whose last packet had a seq <= `seq`
+// and that it did not refuse finished well: a prefix of its due list.
+void ok_through(uint32_t src, uint32_t seq) {
+  const DueList& l = g.due[src];
+  while (l.head != kNoOp && seq_at_or_before(g.ops[l.head].wait.last_seq, seq)) finish(g.ops[l.head], abi::kCqOk);
 }
 
 
@@ -242,14 +332,18 @@ uint32_t link_room(uint32_t dst, uint64_t& stalled_since) {
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status) {
   core::cost::Phase<abi::kPhaseVerdict> cost;
   if (dst >= abi::kMaxNodes) return;
-  Verdicts& v = g.verdicts[dst];
-  if (v.count == 0 && send_result(dst, op_id, status)) return;
-  if (v.count == kMaxPendingPerPeer) {  // the peer broke the protocol: see kMaxPendingPerPeer
-    core::status::count(ulnic::abi::kCtrVerdictsDropped);
-    return;
-  }
-  v.q[(v.head + v.count++) % kMaxPendingPerPeer] = Pending{op_id, status};
-  ++g.verdicts_waiting;
+  send_or_queue(dst, Pending{op_id, status, abi::kWireOpResult});
+}
+
+void remote_verdict_ok(uint32_t src, uint32_t seq, uint8_t cost_op) {
+  if (src >= abi::kMaxNodes) return;
+  g.ok[src] = OkOwed{seq, cost_op};
+  g.ok_owed |= 1ull << src;
+}
+
+void remote_rx_done() {
+  for (uint64_t m = g.ok_owed; m; m &= m - 1) send_ok(uint32_t(__builtin_ctzll(m)));
+  g.ok_owed = 0;
 }
 
 bool remote_can_start(const abi::SqEntry& e) {
@@ -260,13 +354,14 @@ bool remote_can_start(const abi::SqEntry& e) {
   return false;
 }
 
-bool remote_results_pending() { return g.verdicts_waiting != 0; }
+bool remote_results_pending() { return g.verdicts_waiting != 0 || g.ok_owed != 0; }
 
 uint32_t remote_results_waiting(uint32_t peer) { return peer < abi::kMaxNodes ? g.verdicts[peer].count : 0; }
 
 void remote_init(SlotTable& t) {
   memset(&g, 0, sizeof g);
   g.t = &t;
+  for (DueList& l : g.due) l = DueList{kNoOp, kNoOp};
 }
 
 abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
@@ -424,7 +519,7 @@ bool put_feed(SlotTable& t, Slot& s) {
   const uint64_t now = hal::clint::now();
   op.sent = link::send_segments(dst, op.segs, op.sent, room, now);
   if (op.sent < op.sqe.length) return false;
-  op.awaiting = true;
+  await_verdict(op);
   verdict_wait_start(dst, op.wait);
   // Stamped with the time the last packets went into the ring (a later
   // clock read would count whatever delays this vCPU after publishing).
@@ -464,12 +559,14 @@ bool remote_timers(uint64_t now) {
 bool remote_poll(SlotTable& t) {
   (void)t;
   bool worked = false;
+  // OK verdicts owed by deliveries outside a receive pass (none in the
+  // firmware's own loop, where the pass's end sends them: remote_rx_done).
+  if (g.ok_owed) remote_rx_done(), worked = true;
   // A full link to one peer holds only that peer's verdicts.
   for (uint32_t peer = 0; g.verdicts_waiting && peer < abi::kMaxNodes; ++peer) {
     Verdicts& v = g.verdicts[peer];
     while (v.count) {
-      const Pending& p = v.q[v.head];
-      if (!send_result(peer, p.op_id, p.status)) break;
+      if (!send_result(peer, v.q[v.head])) break;
       v.head = (v.head + 1) % kMaxPendingPerPeer;
       --v.count;
       --g.verdicts_waiting;
@@ -501,7 +598,12 @@ void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
         last_packet(src, h, verdict == abi::kCqOk);
       }
       // An abort's sender let go of the operation already: no verdict.
-      if (!(h.flags & abi::kWireAbort)) remote_send_result(src, h.op_id, verdict);
+      if (h.flags & abi::kWireAbort) return;
+      if (verdict != abi::kCqOk) return remote_send_result(src, h.op_id, verdict);
+      remote_verdict_ok(src, h.seq,
+                        h.op == abi::kWireOpSend ? abi::kCostOpVmmcRecv
+                        : h.op == abi::kWireOpAm ? abi::kCostOpAmRecv
+                                                 : abi::kCostOpOther);
     }
   } else if (h.op == abi::kWireOpResult && (h.op_id & kViOpFlag)) {
     core::cost::op<abi::kCostOpVerdict>();
@@ -510,6 +612,10 @@ void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
     core::cost::op<abi::kCostOpVerdict>();
     PutOp* op = find(h.op_id);
     if (op && op->dst_node == src) finish(*op, abi::CqStatus(h.status));
+  } else if (h.op == abi::kWireOpOkThrough) {
+    core::cost::op<abi::kCostOpVerdict>();
+    ok_through(src, uint32_t(h.dst_addr));
+    vi_ok_through(src, uint32_t(h.dst_addr));
   } else if (h.op == abi::kWireOpMail) {
     mail_deliver(src, h, payload);
   } else if (h.op >= abi::kWireOpViSend && h.op <= abi::kWireOpViConn) {
@@ -541,6 +647,7 @@ void remote_peer_lost(uint32_t peer) {
   if (peer < abi::kMaxNodes) {
     g.verdicts_waiting -= g.verdicts[peer].count;
     g.verdicts[peer].count = 0;
+    g.ok_owed &= ~(1ull << peer);
   }
   vmmc_peer_lost(peer);
   vi_peer_lost(peer);
@@ -564,6 +671,10 @@ void remote_slot_detached(uint32_t slot) {
     }
     release(op);  // its process is gone: no completion
   }
+}
+
+link::Upcalls remote_upcalls() {
+  return link::Upcalls{remote_deliver, remote_peer_lost, remote_payload_valid, remote_rx_done};
 }
 
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {

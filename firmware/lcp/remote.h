@@ -8,6 +8,12 @@
 // Receiver: every arriving packet is checked against the target slot's
 // registration (key, RemoteWrite, bounds) before a byte is written; refused
 // packets are counted and turn the verdict into an error.
+// Verdicts: a refusal is a packet of its own (kWireOpResult, at once); the
+// operations that finished well share one (kWireOpOkThrough: "all your
+// operations up to seq S that I did not refuse"), sent when the receive pass
+// that placed them ends -- per burst of arrivals, not per operation. The
+// link delivers in order, so a refusal always reaches the sender before the
+// kWireOpOkThrough that covers its operation.
 #pragma once
 
 #include "lcp/slots.h"
@@ -88,10 +94,20 @@ bool put_feed(SlotTable& t, Slot& s);
 constexpr uint32_t kLinkGone = ~0u;
 uint32_t link_room(uint32_t dst, uint64_t& stalled_since);
 // Sends a receiver's verdict on operation `op_id` back to `dst` (now, or in
-// order once the link has room).
+// order once the link has room): a refusal, or kCqOk where the sender must
+// hear of that one operation alone (none does today: see remote_verdict_ok).
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);
-// Verdicts wait for room on the link: a message that must not overtake
-// them (a VI disconnect after the verdict on its last send) waits too.
+// The operation whose last packet from `src` had sequence number `seq`
+// finished well: owed to `src` in the kWireOpOkThrough that goes when this
+// receive pass ends (remote_rx_done). `cost_op`: the receiving protocol's
+// abi::CostOp, which the cost plugin charges for sending it.
+void remote_verdict_ok(uint32_t src, uint32_t seq, uint8_t cost_op);
+// A receive pass ended (link upcall rx_done): the OK verdicts owed go, one
+// packet per peer.
+void remote_rx_done();
+// Verdicts wait for room on the link (or for the receive pass to end): a
+// message that must not overtake them (a VI disconnect after the verdict on
+// its last send) waits too.
 bool remote_results_pending();
 // Verdicts waiting for room on the link to `peer` (tests, diagnostics).
 uint32_t remote_results_waiting(uint32_t peer);
@@ -102,7 +118,8 @@ bool remote_poll(SlotTable& t);
 // receiver holding part of one is told to drop it.
 void remote_slot_detached(uint32_t slot);
 
-// Link upcalls.
+// Link upcalls (remote_upcalls: all of them, for link::init).
+link::Upcalls remote_upcalls();
 void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
 void remote_peer_lost(uint32_t peer);
 bool remote_payload_valid(uint32_t slot, uint64_t generation);

@@ -170,8 +170,16 @@ struct State {
   uint64_t next_keepalive;    // mtime
   uint32_t reads;             // RDMA reads in ops (complete_in_order)
   uint64_t next_verdict_check;  // mtime
+  uint64_t ok_due[kMaxViOps / 64];  // sends and writes whose verdict is due: a bit each (vi_ok_through)
 };
+static_assert(kMaxViOps % 64 == 0);
 State g;
+
+void set_ok_due(const ViOp& op, bool due) {
+  const uint32_t i = uint32_t(&op - g.ops);
+  if (due) g.ok_due[i / 64] |= 1ull << (i % 64);
+  else g.ok_due[i / 64] &= ~(1ull << (i % 64));
+}
 
 template <class T>
 void put(T& field, T v) {
@@ -343,6 +351,13 @@ void send_verdict(uint32_t src, uint64_t op_id, uint8_t status) {
   remote_send_result(src, op_id, status);
 }
 
+// The receiver's verdict on the operation whose last packet is `h`: one
+// that finished well shares the next kWireOpOkThrough (remote.h).
+void answer(uint32_t src, const abi::WireHeader& h, uint8_t verdict) {
+  if (verdict == abi::kCqOk && src != self()) return remote_verdict_ok(src, h.seq, abi::kCostOpViRecv);
+  send_verdict(src, h.op_id, verdict);
+}
+
 bool reachable(uint32_t node) { return node == self() || (link::enabled() && node < link::nodes()); }
 
 // ----------------------------------------------------------- VI state
@@ -373,6 +388,7 @@ uint32_t op_bits(const ViOp& op) {
 
 void release_op(ViOp& op) {
   op.used = false;
+  set_ok_due(op, false);
   if (op.kind == kKindRead) --g.reads;
 }
 
@@ -409,6 +425,7 @@ void flush_sends(uint32_t slot, uint32_t vi) {
 // be overtaken, and nothing is looked up.
 void complete_in_order(ViOp& op, uint32_t status) {
   op.awaiting = false;
+  set_ok_due(op, false);
   if (g.reads == 0) return finish_op(op, status);
   op.answered = true;
   op.answer = status;
@@ -883,7 +900,7 @@ void deliver_send(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::Wi
     complete_desc(slot, vi, v.rx_ref, abi::kOpViPostRecv, st, true, v.rx_error & ~abi::kViStLengthError ? 0 : len,
                   imm, h.dst_key);
   }
-  send_verdict(src, h.op_id, verdict);
+  answer(src, h, verdict);
   if (verdict != abi::kCqOk) receiver_error(slot, vi, verdict);
 }
 
@@ -908,7 +925,7 @@ void deliver_write(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::W
   if (!(h.flags & abi::kWireLast)) return;
   uint8_t verdict = v.in_verdict;
   v.in_op = 0;
-  send_verdict(src, h.op_id, verdict);
+  answer(src, h, verdict);
   if (verdict != abi::kCqOk) receiver_error(slot, vi, verdict);
 }
 
@@ -1066,6 +1083,7 @@ bool sent_all(ViOp& op) {
   if (op.dst_node != self() && !op.awaiting) {
     op.awaiting = true;
     verdict_wait_start(op.dst_node, op.wait);
+    if (op.kind != kKindRead) set_ok_due(op, true);  // a read ends with its response
   }
   return true;
 }
@@ -1291,6 +1309,31 @@ void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) 
   if (h.op == abi::kWireOpViSend) return deliver_send(src, *v, h.dst_slot, h.vi, h, payload);
   if (h.op == abi::kWireOpViWrite) return deliver_write(src, *v, h.dst_slot, h.vi, h, payload);
   if (h.op == abi::kWireOpViReadReq) return deliver_read_request(src, *v, h.dst_slot, h.vi, h);
+}
+
+namespace {
+[[gnu::noinline]] void ok_through(uint32_t src, uint32_t seq) {
+  // Posting order (op_id >> 8) among those due: each VI's descriptors
+  // complete in the order they were posted (complete_in_order).
+  uint8_t due[kMaxViOps];
+  uint32_t n = 0;
+  for (uint32_t w = 0; w < kMaxViOps / 64; ++w)
+    for (uint64_t m = g.ok_due[w]; m; m &= m - 1) {
+      const uint32_t i = w * 64 + uint32_t(__builtin_ctzll(m));
+      const ViOp& op = g.ops[i];
+      if (op.dst_node != src || op.answered || int32_t(op.wait.last_seq - seq) > 0) continue;
+      uint32_t k = n++;
+      for (; k && g.ops[due[k - 1]].op_id >> 8 > op.op_id >> 8; --k) due[k] = due[k - 1];
+      due[k] = uint8_t(i);
+    }
+  for (uint32_t k = 0; k < n; ++k)
+    if (g.ops[due[k]].used) sender_verdict(g.ops[due[k]], abi::kCqOk);
+}
+}  // namespace
+
+void vi_ok_through(uint32_t src, uint32_t seq) {
+  static_assert(kMaxViOps == 128);
+  if (g.ok_due[0] | g.ok_due[1]) ok_through(src, seq);  // (no VI operation due: the common case for the others)
 }
 
 void vi_result(uint32_t src, const abi::WireHeader& h) {

@@ -8,7 +8,8 @@
 // The sending NIC moves a descriptor's data segments in packets of at most
 // one MTU that never span a segment; the receiving NIC scatters them into the
 // receive descriptor it took at the message's first packet. Every operation
-// ends with the receiver's verdict (kWireOpResult), so a send completes once
+// ends with the receiver's verdict (a refusal: kWireOpResult; success: the
+// kWireOpOkThrough that covers it, remote.h), so a send completes once
 // its bytes are placed, at every reliability level; what a level changes is
 // what an error at the receiver does (abi/slot.h kCqRemote*, host/vipl/SEMANTICS.md).
 #pragma once
@@ -42,6 +43,9 @@ bool vi_poll(SlotTable& t, uint64_t now);
 // Link upcalls (through remote.cpp).
 void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
 void vi_result(uint32_t src, const abi::WireHeader& h);
+// `src` says every send and RDMA write of ours to it whose last packet had
+// a seq <= `seq` (and that it did not refuse) finished well (remote.h).
+void vi_ok_through(uint32_t src, uint32_t seq);
 // Direct placement (link::place_next): having delivered middle packet `h` of
 // a VI send or RDMA write from `src`, where that operation's next bytes go --
 // the rest of the receive segment they fall in, or of the RDMA target's

@@ -687,6 +687,7 @@ bool poll_rx(uint64_t now) {
     }
   }
   g.rx_next = (g.rx_next + 1) % (g.ports ? g.ports : 1);
+  if (worked && g.up.rx_done) g.up.rx_done();
   return worked;
 }
 

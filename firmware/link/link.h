@@ -61,6 +61,9 @@ struct Upcalls {
   void (*peer_lost)(uint32_t peer);
   // May the payload of this packet still be read from host memory?
   bool (*payload_valid)(uint32_t owner, uint64_t owner_generation);
+  // A receive pass that delivered packets is over (what the deliveries owe
+  // their senders may now go as one packet); may be null.
+  void (*rx_done)();
 };
 
 struct Stats {

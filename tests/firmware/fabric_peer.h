@@ -45,8 +45,17 @@ struct FabricPeer {
   uint32_t next_seq = 1;  // node 1's next sequence number
   uint32_t heard = 0;     // our data packets it took in order
   bool acks = false;      // its data packets acknowledge `heard` (else they carry the ack they are given)
+  bool hold = false;      // send() leaves its packets in the ring for a later link::poll_rx
+  uint32_t ok_throughs = 0;  // our kWireOpOkThrough packets it took
   Heard log[kKept];       // the last kKept of them, by sequence number
   uint32_t logged = 0;    // how many it took in all
+  // Node 1's last packets (kWireLast): the op id and seq of the last kKept.
+  struct LastSent {
+    uint64_t op_id;
+    uint32_t seq;
+  };
+  LastSent lasts[kKept] = {};
+  uint32_t lasts_sent = 0;
 
   abi::RingControl* ring(uint32_t src, uint32_t dst) const {
     return reinterpret_cast<abi::RingControl*>(fabric +
@@ -100,9 +109,10 @@ struct FabricPeer {
   }
 
   // Node 1 sends h (h.payload_len bytes of `payload`) with its next sequence
-  // number (or `seq`); our link then takes what arrived.
+  // number (or `seq`); our link then takes what arrived (unless `hold`).
   void send(abi::WireHeader h, const void* payload, uint32_t seq = 0) {
     h.seq = seq ? seq : next_seq++;
+    if (h.flags & abi::kWireLast) lasts[lasts_sent++ % kKept] = LastSent{h.op_id, h.seq};
     if (acks) h.ack = heard;
     abi::Packet* p = to_us.reserve();
     if (!p) return fail(__FILE__, __LINE__, "ring toward node 0 full");
@@ -110,7 +120,7 @@ struct FabricPeer {
     p->h = h;
     to_us.push();
     to_us.publish();
-    link::poll_rx(hal::clint::now());
+    if (!hold) link::poll_rx(hal::clint::now());
   }
 
   // Takes everything our link sent node 1 (ACKs, data, retransmissions):
@@ -122,6 +132,7 @@ struct FabricPeer {
       last = p->h;
       if (last.type == abi::kPktData && last.seq == heard + 1) {
         ++heard;
+        if (last.op == abi::kWireOpOkThrough) ++ok_throughs;
         Heard& e = log[logged++ % kKept];
         e.h = last;
         memcpy(e.payload, p->payload, last.payload_len < kKeptPayload ? last.payload_len : kKeptPayload);
@@ -160,9 +171,21 @@ struct FabricPeer {
     return nullptr;
   }
   // Our verdict on node 1's operation op_id has come back: its status; 0xffff if none.
+  // A refusal is a kWireOpResult naming it; success, a kWireOpOkThrough
+  // covering the seq of its last packet (newest first: a refusal comes
+  // before the kWireOpOkThrough that covers its seq).
   uint16_t verdict(uint64_t op_id) {
-    const Heard* e = find(abi::kWireOpResult, op_id);
-    return e ? e->h.status : 0xffff;
+    if (const Heard* e = find(abi::kWireOpResult, op_id)) return e->h.status;
+    uint32_t seq = 0;
+    for (uint32_t i = 1; i <= kKept && i <= lasts_sent && !seq; ++i)
+      if (lasts[(lasts_sent - i) % kKept].op_id == op_id) seq = lasts[(lasts_sent - i) % kKept].seq;
+    if (!seq) return 0xffff;
+    const uint32_t kept = logged < kKept ? logged : kKept;
+    for (uint32_t i = 1; i <= kept; ++i) {
+      const Heard& e = log[(logged - i) % kKept];
+      if (e.h.op == abi::kWireOpOkThrough && int32_t(seq - uint32_t(e.h.dst_addr)) <= 0) return abi::kCqOk;
+    }
+    return 0xffff;
   }
 
   // Our link's view of node 1.

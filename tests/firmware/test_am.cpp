@@ -1185,7 +1185,7 @@ void published_empty(const Ring& r, uint64_t n) {
 }  // namespace
 
 FW_TEST(remote_the_link_comes_up_with_node_1) {
-  CHECK(g_peer.up(g_board, link::Upcalls{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid}));
+  CHECK(g_peer.up(g_board, lcp::remote_upcalls()));
   g_peer.acks = true;
   CHECK(g_peer.meet());
   g_b.drain();
@@ -1530,4 +1530,139 @@ FW_TEST(remote_an_operation_whose_verdict_never_comes_fails_and_the_slot_goes_on
   EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts + 1);
   EXPECT(!g_a.reap(c));
   g_a.drain();
+}
+
+// OK verdicts are cumulative (remote.h, kWireOpOkThrough): one packet from
+// node 1 completes every operation of ours whose last packet it covers, in
+// the order they went; a refusal (kWireOpResult) before it fails its own
+// operation only; one that covers nothing of ours, or an old one, completes
+// nothing.
+FW_TEST(remote_one_ok_through_completes_the_operations_it_covers_in_order) {
+  core::boot_config::Config cfg{};
+  lcp::LoopState loop{};
+  lcp::loop_init(loop, cfg, hal::clint::now());
+  loop.slots = &g_t;
+  auto passes = [&] {
+    for (int i = 0; i < 4; ++i) lcp::loop_pass(loop, hal::clint::now());
+  };
+  g_a.drain();
+  peer_acks();
+  // Three puts, one packet each; node 1 hears each one's last packet.
+  abi::SqEntry e[3];
+  uint64_t op[3];
+  uint32_t seq[3];
+  for (int i = 0; i < 3; ++i) {
+    e[i] = put_to_peer(100 + 100 * uint32_t(i));
+    g_a.submit(e[i]);
+    passes();
+    op[i] = peer_heard_put();
+    CHECK(op[i] != 0 && (i == 0 || op[i] != op[i - 1]));
+    const fwtest::FabricPeer::Heard* h = g_peer.find(abi::kWireOpPut, op[i]);
+    CHECK(h != nullptr);
+    seq[i] = h->h.seq;
+  }
+  abi::CqEntry c{};
+  EXPECT(!g_a.reap(c));
+  auto ok_through = [&](uint32_t s) {
+    abi::WireHeader v = g_peer.header();
+    v.op = abi::kWireOpOkThrough;
+    v.dst_addr = s;
+    g_peer.send(v, nullptr);
+    passes();
+  };
+  // Through the first: the first alone.
+  ok_through(seq[0]);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, e[0].user_data);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 100u);
+  EXPECT(!g_a.reap(c));
+  // The same again (or older): nothing more.
+  ok_through(seq[0]);
+  ok_through(seq[0] - 1);
+  EXPECT(!g_a.reap(c));
+  // The second refused, then OK through the third: each its own verdict, in order.
+  abi::WireHeader r = g_peer.header();
+  r.op = abi::kWireOpResult;
+  r.op_id = op[1];
+  r.status = abi::kCqRemoteProtection;
+  g_peer.send(r, nullptr);
+  passes();
+  ok_through(seq[2]);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, e[1].user_data);
+  EXPECT_EQ(c.status, abi::kCqRemoteProtection);
+  EXPECT_EQ(c.result, 0u);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, e[2].user_data);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  EXPECT_EQ(c.result, 300u);
+  EXPECT(!g_a.reap(c));
+  // Far ahead of anything we sent, with nothing due: nothing happens; the
+  // next put still waits for its own verdict, and takes it.
+  ok_through(seq[2] + 1000);
+  abi::SqEntry next = put_to_peer(64);
+  g_a.submit(next);
+  passes();
+  EXPECT(!g_a.reap(c));
+  const uint64_t op4 = peer_heard_put();
+  CHECK(op4 != 0 && op4 != op[2]);
+  ok_through(g_peer.find(abi::kWireOpPut, op4)->h.seq);
+  CHECK(g_a.reap(c));
+  EXPECT_EQ(c.user_data, next.user_data);
+  EXPECT_EQ(c.status, abi::kCqOk);
+  g_a.drain();
+}
+
+// The receiver's side: the messages one receive pass takes owe their
+// senders one kWireOpOkThrough between them, covering the last.
+FW_TEST(remote_the_messages_of_one_receive_pass_share_one_ok_verdict) {
+  Ring r = new_ring(g_b, 4, 8, kTag);
+  g_peer.drain();
+  const uint32_t oks = g_peer.ok_throughs;
+  abi::AmPrefix p[3];
+  PeerAm op[3];
+  g_peer.hold = true;
+  for (uint32_t i = 0; i < 3; ++i) {
+    p[i] = prefix(4, 16 + 8 * i, kTag, kReq, uint8_t(i));
+    op[i] = peer_am(g_b, p[i], uint8_t(0x50 + i));
+    CHECK_EQ(op[i].packets(), 1u);
+    op[i].send(0);
+  }
+  g_peer.hold = false;
+  EXPECT(!lcp::remote_results_pending());
+  link::poll_rx(hal::clint::now());
+  g_peer.drain();
+  EXPECT_EQ(g_peer.ok_throughs - oks, 1u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(g_peer.verdict(op[i].op_id), abi::kCqOk);
+    EXPECT(holds_from(r, i, p[i], uint8_t(0x50 + i), kPeer, kPeerSlot));
+  }
+  // A refused one among them: its own verdict, first; the others' OK after it.
+  const uint32_t oks2 = g_peer.ok_throughs;
+  g_peer.hold = true;
+  // (Each built and sent in turn: they are built in one source buffer.)
+  PeerAm ok1 = peer_am(g_b, p[0], 0x60);
+  ok1.send(0);
+  abi::AmPrefix bad = prefix(4, 16, kTag + 1, kReq, 0);  // a tag the endpoint does not have
+  PeerAm refused = peer_am(g_b, bad, 0x61);
+  refused.send(0);
+  PeerAm ok2 = peer_am(g_b, p[1], 0x62);
+  ok2.send(0);
+  g_peer.hold = false;
+  link::poll_rx(hal::clint::now());
+  g_peer.drain();
+  EXPECT_EQ(g_peer.ok_throughs - oks2, 1u);
+  EXPECT_EQ(g_peer.verdict(ok1.op_id), abi::kCqOk);
+  EXPECT(g_peer.verdict(refused.op_id) != abi::kCqOk && g_peer.verdict(refused.op_id) != 0xffff);
+  EXPECT_EQ(g_peer.verdict(ok2.op_id), abi::kCqOk);
+  // The refusal went before the OK that covers its seq (the sender reads them in that order).
+  const fwtest::FabricPeer::Heard* rv = g_peer.find(abi::kWireOpResult, refused.op_id);
+  const fwtest::FabricPeer::Heard* okv = g_peer.find(abi::kWireOpOkThrough, 0);
+  CHECK(rv != nullptr && okv != nullptr);
+  EXPECT(int32_t(rv->h.seq - okv->h.seq) < 0);
+  abi::EqEntry ev{};
+  while (g_b.event(ev)) {
+  }
+  g_b.drain();
 }

@@ -82,7 +82,7 @@ const abi::LinkStatus& status_of_peer() { return g_peer.status(); }
 
 FW_TEST(the_link_comes_up_on_the_fabric_and_learns_the_peer) {
   core::board::discover(g_board);
-  CHECK(g_peer.up(g_board, link::Upcalls{deliver, peer_lost, payload_valid}));
+  CHECK(g_peer.up(g_board, link::Upcalls{deliver, peer_lost, payload_valid, nullptr}));
   // The peer's first packet does not know our incarnation yet.
   abi::WireHeader h = data(0x10, 0, abi::kWireFirst);
   EXPECT_EQ(h.dst_incarnation, 0u);

@@ -185,7 +185,7 @@ FW_TEST(setup_an_endpoint_and_its_channel) {
 }
 
 FW_TEST(the_link_comes_up_with_node_1) {
-  CHECK(g_peer.up(g_board, link::Upcalls{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid}));
+  CHECK(g_peer.up(g_board, lcp::remote_upcalls()));
   g_peer.acks = true;
   CHECK(g_peer.meet());
 }

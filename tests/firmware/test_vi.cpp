@@ -2138,7 +2138,7 @@ void deregistered_after_3(const PeerVi& op, uint64_t buf_off, uint32_t key) {
 }  // namespace
 
 FW_TEST(remote_the_link_comes_up_with_node_1) {
-  CHECK(g_peer.up(g_board, link::Upcalls{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid}));
+  CHECK(g_peer.up(g_board, lcp::remote_upcalls()));
   g_peer.acks = true;
   CHECK(g_peer.meet());
   // A new process on b's slot (the last test detached it).

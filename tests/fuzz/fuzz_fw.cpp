@@ -274,8 +274,7 @@ void reset(uint8_t mode) {
   lcp::am_init(w.slots);
   lcp::unet_init(w.slots);
   lcp::mail_init(w.board);
-  link::init(w.board, w.cfg, link::Upcalls{lcp::remote_deliver, lcp::remote_peer_lost, lcp::remote_payload_valid},
-             fw_host::g_mtime);
+  link::init(w.board, w.cfg, lcp::remote_upcalls(), fw_host::g_mtime);
   FUZZ_CHECK(link::enabled());
   w.loop = {};
   lcp::loop_init(w.loop, w.cfg, fw_host::g_mtime);

@@ -229,12 +229,18 @@ class SwitchFaults(Cluster):
         time.sleep(1.2)  # flushed every second
         lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "emulator", "switch", "ulnic.lua")
         p = subprocess.run([tshark, "-n", "-X", f"lua_script:{lua}", "-r", self.pcap, "-T", "fields",
-                            "-e", "ulnic.type", "-e", "ulnic.src", "-e", "ulnic.dst", "-e", "ulnic.seq"],
+                            "-e", "ulnic.type", "-e", "ulnic.src", "-e", "ulnic.dst", "-e", "ulnic.seq",
+                            "-e", "ulnic.op", "-e", "ulnic.status"],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = [r.split("\t") for r in p.stdout.splitlines() if r.strip()]
         self.assertGreater(len(rows), 100)
         self.assertTrue(any(r[0] == "1" and r[1] == "0" and r[2] == "1" for r in rows), rows[:5])
+        # The puts' verdicts: every one finished well, so they came back as kWireOpOkThrough (op 12), never
+        # as a kWireOpResult (op 2) with status 0 (docs/wire.md).
+        data_back = [r for r in rows if r[0] == "1" and r[1] == "1" and r[2] == "0"]
+        self.assertTrue(any(r[4] in ("12", "OK_THROUGH") for r in data_back), data_back[:5])
+        self.assertFalse([r for r in data_back if r[4] in ("2", "RESULT") and r[5] == "0"], data_back[:5])
 
 
 class PeerLoss(Cluster):

@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
   };
   const uint8_t ops[] = {abi::kWireOpNone,  abi::kWireOpPut,     abi::kWireOpResult,   abi::kWireOpSend,
                          abi::kWireOpMail,  abi::kWireOpViSend,  abi::kWireOpViWrite,  abi::kWireOpViReadReq,
-                         abi::kWireOpViReadResp, abi::kWireOpViConn, abi::kWireOpAm};
+                         abi::kWireOpViReadResp, abi::kWireOpViConn, abi::kWireOpAm, abi::kWireOpUnet,
+                         abi::kWireOpOkThrough};
   enum Kind { kGarbage, kLinkNoise, kInOrder, kAck, kKinds };
   const char* names[kKinds] = {"garbage", "link_noise", "in_order", "ack"};
   uint64_t sent[kKinds] = {}, wild = 0;

@@ -63,7 +63,8 @@ constexpr uint32_t kWireMagic = fourcc('U', 'W', 'I', '1');
 enum WireOp : uint8_t {
   kWireOpNone = 0,       // sequence filler (a retransmission whose source is gone)
   kWireOpPut = 1,        // write payload at (dst_slot, dst_key, dst_addr)
-  kWireOpResult = 2,     // receiver -> sender: put op_id finished with `status`
+  kWireOpResult = 2,     // receiver -> sender: operation op_id finished with `status` (a
+                         // refusal; operations that finish well are kWireOpOkThrough's)
   kWireOpSend = 3,       // VMMC: write payload at offset dst_addr of export dst_key
   kWireOpMail = 4,       // daemon mail: payload is MailMessage.data for the daemon
   // VIs (firmware/lcp/vi.h): `status` = the sending VI's index.
@@ -77,10 +78,15 @@ enum WireOp : uint8_t {
                          // bytes (AmPrefix first), op_length = their total
   kWireOpUnet = 11,      // a U-Net message (abi/unet.h): dst_key = its tag, dst_slot = the
                          // endpoint its channel names, dst_addr = offset in the message
+  kWireOpOkThrough = 12, // receiver -> sender: every operation (put, VMMC send, AM, U-Net,
+                         // VI send or RDMA write) whose last packet had a seq <= dst_addr
+                         // (mod 2^32) and was not refused by a kWireOpResult sent before
+                         // this packet finished well. One per batch of arrivals, not one
+                         // per operation: the OK verdicts of a burst ride together.
 };
 
 enum WireFlags : uint8_t {
-  kWireLast = 1u << 0,   // last packet of an operation: the receiver answers with a result
+  kWireLast = 1u << 0,   // last packet of an operation: the receiver answers with a verdict
   kWireNotify = 1u << 1, // kWireOpSend, last packet: notify the export's owner
   kWireFirst = 1u << 2,  // kWireOpSend, kWireOpViSend: first packet of the send
   kWireImmediate = 1u << 3,  // kWireOpViSend: dst_key carries immediate data
