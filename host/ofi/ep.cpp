@@ -91,14 +91,20 @@ void post_ctl(Ep& ep, const Addr& dst, const WireHdr& h) {
   if (!ep.ctl_backlog.empty() || !post_msg(ep, dst, h, nullptr, 0, 0)) ep.ctl_backlog.emplace_back(dst, h);
 }
 
+// One operation's end on counter `n` (if one is bound): counters count every
+// end, whether or not it makes a CQ entry.
+void count(Cntr* n, bool failed) {
+  if (n) ++(failed ? n->errors : n->value);
+}
+
 // Every operation's end: it counts on its counter (FI_RECV, FI_SEND, FI_READ,
-// FI_WRITE by its flags; counters count every end, whether or not it makes
-// a CQ entry) and goes into its CQ if it asked for a completion or failed.
+// FI_WRITE by its flags) and goes into its CQ if it asked for a completion
+// or failed.
 void report(Ep& ep, Completion c, bool wanted) {
   const uint64_t f = c.e.flags;
-  Cntr* n = (f & FI_RECV) ? ep.recv_cntr : (f & FI_SEND) ? ep.send_cntr : (f & FI_READ) ? ep.read_cntr
-          : (f & FI_WRITE) ? ep.write_cntr : nullptr;
-  if (n) ++(c.err ? n->errors : n->value);
+  count((f & FI_RECV) ? ep.recv_cntr : (f & FI_SEND) ? ep.send_cntr : (f & FI_READ) ? ep.read_cntr
+        : (f & FI_WRITE) ? ep.write_cntr : nullptr,
+        c.err != 0);
   if (wanted || c.err) cq_push((f & FI_RECV) ? ep.rx_cq : ep.tx_cq, std::move(c));
 }
 
@@ -1225,7 +1231,7 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
       if (!post.op) {
         // An inject (or a send without FI_COMPLETION): no record and no CQ
         // entry, but its counter counts it.
-        if (ep.send_cntr) ++(ok ? ep.send_cntr->value : ep.send_cntr->errors);
+        count(ep.send_cntr, !ok);
         if (!ok) ULNIC_WARN(FI_LOG_EP_DATA, "an injected message was lost: %s\n", prov_strerror(c.status));
         return;
       }

@@ -451,6 +451,17 @@ ssize_t cq_readerr(fid_cq* fcq, fi_cq_err_entry* buf, uint64_t flags) {
   return 1;
 }
 
+// How long a blocking call may sleep on the NIC before it looks again:
+// 100 ms (fi_cq_signal is seen within that), 1 ms while refused messages
+// wait for progress to send them again, and never past the caller's
+// deadline (`timeout` ms from its start; < 0: none). Zero: that has passed.
+milliseconds wait_slice(const Domain& d, std::chrono::steady_clock::time_point deadline, int timeout) {
+  const milliseconds slice = d.retry.empty() ? milliseconds(100) : milliseconds(1);
+  if (timeout < 0) return slice;
+  const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+  return left.count() <= 0 ? milliseconds(0) : std::min(slice, left);
+}
+
 // Blocks on the NIC (its eventfd: Nic::wait_ready) between looks, never
 // spinning: every completion or arrival for the slot wakes it.
 ssize_t cq_sreadfrom(fid_cq* fcq, void* buf, size_t count, fi_addr_t* src, const void* cond, int timeout) {
@@ -467,13 +478,8 @@ ssize_t cq_sreadfrom(fid_cq* fcq, void* buf, size_t count, fi_addr_t* src, const
       cq->signaled = false;
       return -FI_EAGAIN;
     }
-    // Refused messages are resent by progress: look again soon.
-    milliseconds slice = d.retry.empty() ? milliseconds(100) : milliseconds(1);
-    if (timeout >= 0) {
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return -FI_EAGAIN;
-      slice = std::min(slice, left + milliseconds(1));
-    }
+    const milliseconds slice = wait_slice(d, deadline, timeout);
+    if (slice.count() == 0) return -FI_EAGAIN;
     lk.unlock();
     (void)d.nic->wait_ready(slice);
   }
@@ -580,12 +586,8 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
     (void)progress(d);
     if (c->value >= threshold) return 0;
     if (c->errors != errors) return -FI_EAVAIL;
-    milliseconds slice = d.retry.empty() ? milliseconds(100) : milliseconds(1);  // refused messages go again soon
-    if (timeout >= 0) {
-      auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return -FI_ETIMEDOUT;
-      slice = std::min(slice, left);
-    }
+    const milliseconds slice = wait_slice(d, deadline, timeout);
+    if (slice.count() == 0) return -FI_ETIMEDOUT;
     lk.unlock();
     (void)d.nic->wait_ready(slice);
     lk.lock();
