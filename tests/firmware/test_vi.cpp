@@ -2346,3 +2346,49 @@ FW_TEST(remote_a_send_whose_verdict_never_comes_fails_and_breaks_the_vi) {
   while (g_b.event(ev_sink())) {
   }
 }
+
+// OK verdicts are cumulative (remote.h, kWireOpOkThrough): one packet from
+// node 1 completes b's sends whose last packets it covers, in posting
+// order, and none after them.
+FW_TEST(remote_one_ok_through_completes_the_sends_it_covers_in_order) {
+  CHECK(connect_remote(41, kRel, 41, "remote-ok-through"));
+  Seg s[3] = {g_b.seg(0x100, 200), g_b.seg(0x400, 300), g_b.seg(0x800, 100)};
+  uint64_t d[3];
+  for (uint32_t i = 0; i < 3; ++i) {
+    d[i] = g_b.desc(0, s[i].len, 0, &s[i], 1);
+    post_send(g_b, 41, d[i]);
+  }
+  remote_pump();
+  // Node 1 heard the three sends (one packet each): their seqs, oldest first.
+  g_peer.drain();
+  uint32_t seq[3], found = 0;
+  const uint32_t kept = g_peer.logged < fwtest::FabricPeer::kKept ? g_peer.logged : fwtest::FabricPeer::kKept;
+  for (uint32_t i = kept; i >= 1 && found < 3; --i) {
+    const abi::WireHeader& h = g_peer.log[(g_peer.logged - i) % fwtest::FabricPeer::kKept].h;
+    if (h.op == abi::kWireOpViSend && (h.flags & abi::kWireLast) && h.vi == 41 && found < 3) seq[found++] = h.seq;
+  }
+  CHECK_EQ(found, 3u);
+  auto ok_through = [](uint32_t through) {
+    abi::WireHeader v = g_peer.header();
+    v.op = abi::kWireOpOkThrough;
+    v.dst_addr = through;
+    g_peer.send(v, nullptr);
+    remote_pump();
+    g_b.collect();
+  };
+  ok_through(seq[1]);
+  EXPECT_POST_DONE(g_b, abi::kOpViPostSend, 41, d[0]);
+  EXPECT_POST_DONE(g_b, abi::kOpViPostSend, 41, d[1]);
+  EXPECT_EQ(g_b.status(d[0]), kDone | abi::kViStOpSend);
+  EXPECT_EQ(g_b.status(d[1]), kDone | abi::kViStOpSend);
+  EXPECT_EQ(g_b.position(d[2]), -1);
+  ok_through(seq[2]);
+  EXPECT_POST_DONE(g_b, abi::kOpViPostSend, 41, d[2]);
+  EXPECT_EQ(g_b.status(d[2]), kDone | abi::kViStOpSend);
+  simple(g_b, abi::kOpViDisconnect, 41);
+  simple(g_b, abi::kOpViDestroy, 41);
+  remote_pump();
+  g_b.ngot = 0;
+  while (g_b.event(ev_sink())) {
+  }
+}
