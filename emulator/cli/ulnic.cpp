@@ -249,7 +249,8 @@ const char* counter_name(uint32_t i) {
       "vi_ops",          "vi_recvs",        "vi_refused",      "vi_connects",
       "am_messages",     "am_refused",      "op_waits",        "verdicts_dropped",
       "spin_window_us",  "link_placed",     "verdict_timeouts",
-      "unet_messages",   "unet_drops",      "unet_bad_tag"};
+      "unet_messages",   "unet_drops",      "unet_bad_tag",
+      "link_held",       "link_sacked"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }
@@ -313,10 +314,11 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
   for (size_t k = 0; k < n.links.size(); ++k) {
     const abi::LinkStatus& l = n.links[k];
     std::printf("%s{\"peer\": %zu, \"state\": %u, \"next_seq\": %u, \"acked\": %u, \"expected\": %u, "
-                "\"tx_data\": %llu, \"rx_data\": %llu, \"retransmits\": %llu, \"duplicates\": %llu}",
+                "\"tx_data\": %llu, \"rx_data\": %llu, \"retransmits\": %llu, \"duplicates\": %llu, "
+                "\"rto_us\": %u, \"srtt_us\": %u, \"timeouts\": %u}",
                 k ? ", " : "", k, l.state, l.next_seq, l.acked, l.expected, static_cast<unsigned long long>(l.tx_data),
                 static_cast<unsigned long long>(l.rx_data), static_cast<unsigned long long>(l.retransmits),
-                static_cast<unsigned long long>(l.duplicates));
+                static_cast<unsigned long long>(l.duplicates), l.rto_us, l.srtt_us, l.timeouts);
   }
   std::printf("],\n \"counters\": {");
   for (uint32_t i = 0; i < abi::kCounterCount; ++i)
@@ -385,12 +387,14 @@ void print_status(const std::string& cluster, const board::NodeInfo& n) {
   for (size_t k = 0; k < n.links.size(); ++k) {
     const abi::LinkStatus& l = n.links[k];
     if (k == s.node_id || (l.state == 0 && !l.tx_data && !l.rx_data)) continue;
-    if (!header) std::printf("  links      peer  state            tx      rx  retransmits  dup/ooo dropped\n");
+    if (!header)
+      std::printf("  links      peer  state            tx      rx  retransmits  dup/ooo/held  timeouts  srtt us  rto us\n");
     header = true;
     static const char* const states[] = {"idle", "up", "UNREACHABLE"};
-    std::printf("             %4zu  %-11s %7llu %7llu %12llu %16llu\n", k, l.state < 3 ? states[l.state] : "?",
-                static_cast<unsigned long long>(l.tx_data), static_cast<unsigned long long>(l.rx_data),
-                static_cast<unsigned long long>(l.retransmits), static_cast<unsigned long long>(l.duplicates));
+    std::printf("             %4zu  %-11s %7llu %7llu %12llu %13llu %9u %8u %7u\n", k,
+                l.state < 3 ? states[l.state] : "?", static_cast<unsigned long long>(l.tx_data),
+                static_cast<unsigned long long>(l.rx_data), static_cast<unsigned long long>(l.retransmits),
+                static_cast<unsigned long long>(l.duplicates), l.timeouts, l.srtt_us, l.rto_us);
   }
   std::printf("  counters  ");
   for (uint32_t i = 0; i < abi::kCounterCount; ++i)

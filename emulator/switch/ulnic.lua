@@ -24,6 +24,7 @@ f.status = ProtoField.uint8("ulnic.status", "Status", base.DEC)
 f.dst_slot = ProtoField.uint16("ulnic.dst_slot", "Destination slot", base.DEC)
 f.dst_key = ProtoField.uint32("ulnic.dst_key", "Destination key", base.HEX)
 f.dst_addr = ProtoField.uint64("ulnic.dst_addr", "Destination address", base.HEX)
+f.sack = ProtoField.uint64("ulnic.sack", "Selective ACK (bit i: the receiver holds seq ack + 2 + i)", base.HEX)
 f.op_id = ProtoField.uint64("ulnic.op_id", "Operation id", base.HEX)
 f.src_inc = ProtoField.uint32("ulnic.src_incarnation", "Source incarnation", base.HEX)
 f.dst_inc = ProtoField.uint32("ulnic.dst_incarnation", "Destination incarnation", base.HEX)
@@ -47,7 +48,8 @@ function p.dissector(buf, pinfo, tree)
   t:add_le(f.status, buf(25, 1))
   t:add_le(f.dst_slot, buf(26, 2))
   t:add_le(f.dst_key, buf(28, 4))
-  t:add_le(f.dst_addr, buf(32, 8))
+  local is_ack = buf(4, 1):le_uint() == 2
+  t:add_le(is_ack and f.sack or f.dst_addr, buf(32, 8))
   t:add_le(f.op_id, buf(40, 8))
   t:add_le(f.src_inc, buf(48, 4))
   t:add_le(f.dst_inc, buf(52, 4))
@@ -56,8 +58,12 @@ function p.dissector(buf, pinfo, tree)
   local typ = types[buf(4, 1):le_uint()] or "?"
   pinfo.cols.src = "nic" .. buf(8, 2):le_uint()
   pinfo.cols.dst = "nic" .. buf(10, 2):le_uint()
-  pinfo.cols.info = string.format("%s seq=%u ack=%u len=%u %s", typ, buf(12, 4):le_uint(), buf(16, 4):le_uint(),
-    buf(6, 2):le_uint(), ops[buf(24, 1):le_uint()] or "")
+  if is_ack then
+    pinfo.cols.info = string.format("ACK ack=%u sack=0x%x", buf(16, 4):le_uint(), buf(32, 8):le_uint64():tonumber())
+  else
+    pinfo.cols.info = string.format("%s seq=%u ack=%u len=%u %s", typ, buf(12, 4):le_uint(), buf(16, 4):le_uint(),
+      buf(6, 2):le_uint(), ops[buf(24, 1):le_uint()] or "")
+  end
   return buf:len()
 end
 

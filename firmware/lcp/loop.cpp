@@ -25,6 +25,8 @@ void publish_link_counters() {
   core::status::put(b.counters[abi::kCtrLinkUnreachable], l.unreachable);
   core::status::put(b.counters[abi::kCtrLinkRestarts], l.restarts);
   core::status::put(b.counters[abi::kCtrLinkPlaced], l.placed);
+  core::status::put(b.counters[abi::kCtrLinkHeld], l.held);
+  core::status::put(b.counters[abi::kCtrLinkSacked], l.sacked);
   link::publish_link_status();
 }
 }  // namespace

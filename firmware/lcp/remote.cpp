@@ -21,9 +21,6 @@ static_assert(abi::kMaxNodes == 64, "a bit per peer in a uint64_t");
 static_assert(kMaxPuts < 0xff, "operation indices fit a uint8_t beside kNoOp");
 constexpr uint8_t kNoOp = 0xff;
 
-// Is sequence number a at or before b (mod 2^32)?
-bool seq_at_or_before(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
-
 struct PutOp {
   bool used;
   uint32_t slot;
@@ -197,7 +194,7 @@ void send_ok(uint32_t peer) {
 // and that it did not refuse finished well: a prefix of its due list.
 void ok_through(uint32_t src, uint32_t seq) {
   const DueList& l = g.due[src];
-  while (l.head != kNoOp && seq_at_or_before(g.ops[l.head].wait.last_seq, seq)) finish(g.ops[l.head], abi::kCqOk);
+  while (l.head != kNoOp && link::seq_at_or_before(g.ops[l.head].wait.last_seq, seq)) finish(g.ops[l.head], abi::kCqOk);
 }
 
 

@@ -1321,7 +1321,7 @@ namespace {
     for (uint64_t m = g.ok_due[w]; m; m &= m - 1) {
       const uint32_t i = w * 64 + uint32_t(__builtin_ctzll(m));
       const ViOp& op = g.ops[i];
-      if (op.dst_node != src || op.answered || int32_t(op.wait.last_seq - seq) > 0) continue;
+      if (op.dst_node != src || op.answered || !link::seq_at_or_before(op.wait.last_seq, seq)) continue;
       uint32_t k = n++;
       for (; k && g.ops[due[k - 1]].op_id >> 8 > op.op_id >> 8; --k) due[k] = due[k - 1];
       due[k] = uint8_t(i);

@@ -39,6 +39,8 @@ struct TxEntry {
   uint64_t generation;
   uint64_t sent_at;      // mtime of the first transmission (RTT samples)
   bool retransmitted;    // Karn: no RTT sample from a packet sent twice
+  bool sacked;           // the peer holds it (selective ACK): never sent again but after timeouts
+  uint32_t xmit;         // the peer's transmission count at its latest transmission
 };
 
 // A header as the eight little-endian words it is stored as: a burst keeps
@@ -63,11 +65,23 @@ struct Placed {
   uint64_t base, hi;      // its payload goes to base + dst_addr, and must end by hi
 };
 
+// Which packets a resend pass (resend_next .. next_seq) sends again.
+enum class Resend : uint8_t {
+  kLost,      // those a packet sent after them overtook (selective ACKs: RACK's rule)
+  kUnsacked,  // all but those the peer holds (a timeout, or duplicate ACKs without selective ACKs)
+  kAll,       // all (timeouts in a row: the peer's selective ACKs are not trusted)
+};
+
 struct Peer {
   // Transmit side.
   uint32_t next_seq;       // next sequence number to assign
   uint32_t acked;          // cumulative: every seq <= acked was received
-  uint32_t resend_next;    // go-back-N cursor (== next_seq: nothing to resend)
+  uint32_t resend_next;    // resend cursor (== next_seq: nothing to resend)
+  Resend resend;           // ... and which packets it sends
+  uint8_t timeouts;        // retransmission timeouts since the last progress
+  uint32_t timeouts_total;
+  uint32_t xmits;          // transmissions of data packets so far (TxEntry::xmit)
+  uint32_t delivered_xmit; // the newest transmission known to have arrived (ACKed or held)
   uint64_t rto_ticks;      // current retransmission timeout
   uint64_t rto_deadline;   // 0: no timer
   uint64_t last_progress;  // mtime of the last ACK progress
@@ -75,6 +89,8 @@ struct Peer {
   // Receive side.
   uint32_t their_session;  // the peer's incarnation (0: not heard from yet)
   uint32_t expected;       // next in-order seq
+  uint8_t held[kLossyWindow];  // by seq % kLossyWindow: 1 + the State::held slot of a packet ahead of a gap
+  uint32_t held_count;
   uint32_t unacked_rx;     // packets since our last ACK
   bool ack_owed;
   uint64_t ack_deadline;
@@ -102,6 +118,11 @@ struct State {
   uint32_t drop_per_65536;
   uint32_t drop_rng;
   Peer peers[abi::kMaxPorts];
+  // Packets from beyond a gap on a lossy link, held until the gap fills
+  // (selective repeat), for all peers together; a full pool drops them.
+  abi::Packet held[kHeldPackets];
+  uint8_t held_free[kHeldPackets];  // the free slots, a stack
+  uint32_t held_free_count;
   abi::RingProducer<abi::Packet> tx[abi::kMaxPorts];  // by destination port
   abi::RingConsumer<abi::Packet> rx[abi::kMaxPorts];  // by source port
   uint32_t rx_next;                                   // round-robin start
@@ -116,8 +137,6 @@ uint32_t random32() {
   return x;
 }
 
-
-bool seq_before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 
 // Nothing loses packets on the direct fabric (only an injected drop does):
 // a missing ACK there means a peer that is not running just now (its vCPU
@@ -149,6 +168,8 @@ uint32_t tx_port(uint32_t dst) { return g.switch_port == abi::kNoSwitch ? dst : 
 // Both directions start over: at boot, and when the peer rebooted (its new
 // incarnation has a fresh receive side, and nothing we had in flight counts).
 void reset_peer(Peer& p, uint32_t their_session, uint64_t now) {
+  for (uint8_t slot : p.held)
+    if (slot) g.held_free[g.held_free_count++] = uint8_t(slot - 1);
   memset(&p, 0, sizeof p);
   p.next_seq = p.resend_next = 1;
   p.expected = 1;
@@ -256,6 +277,15 @@ void packet_of(const TxEntry& e, bool first, abi::WireHeader& h, uint64_t& paylo
   h.seq = e.seq;
 }
 
+// A standalone ACK's selective part (its dst_addr): bit i set if we hold the
+// packet with seq ack + 2 + i (ack + 1 is the gap).
+uint64_t held_bits(const Peer& p) {
+  uint64_t bits = 0;
+  for (uint32_t i = 0; p.held_count && i + 1 < kLossyWindow; ++i)
+    if (p.held[(p.expected + 1 + i) % kLossyWindow]) bits |= 1ull << i;
+  return bits;
+}
+
 // Writes one packet into the ring toward `dst` without publishing it (`e`:
 // a data packet of the window; none: an ACK); false if the ring is full.
 bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
@@ -267,6 +297,7 @@ bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
   abi::WireHeader h{};
   uint64_t payload = 0;
   if (e) packet_of(*e, first, h, payload);
+  else h.dst_addr = held_bits(g.peers[dst]);
   address(h, dst, type);
   fill(pkt, h, reinterpret_cast<const void*>(payload));
   tx_ring(tx_port(dst)).push();
@@ -311,9 +342,11 @@ void declare_unreachable(uint32_t peer, uint64_t now) {
 
 // Jacobson/Karels: srtt += (r - srtt)/8, rttvar += (|r - srtt| - rttvar)/4,
 // RTO = srtt + 4 rttvar, clamped. A fixed timeout retransmitted needlessly
-// whenever a full window took longer than it to drain.
+// whenever a full window took longer than it to drain. A packet the peer
+// held beyond a gap is sampled when the selective ACK says so: the
+// cumulative ACK covers it only once the gap is filled, a round trip later.
 void sample_rtt(Peer& p, const TxEntry& e, uint64_t now) {
-  if (e.retransmitted || int64_t(now - e.sent_at) <= 0) return;
+  if (e.retransmitted || e.sacked || int64_t(now - e.sent_at) <= 0) return;
   uint64_t r = now - e.sent_at;
   if (p.srtt == 0) {
     p.srtt = r;
@@ -331,10 +364,13 @@ void sample_rtt(Peer& p, const TxEntry& e, uint64_t now) {
 void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   core::cost::Phase<ulnic::abi::kPhaseAck> cost;
   if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
-  sample_rtt(p, p.win[ack % kWindow], now);
+  const TxEntry& newest = p.win[ack % kWindow];
+  sample_rtt(p, newest, now);
+  if (seq_before(p.delivered_xmit, newest.xmit)) p.delivered_xmit = newest.xmit;
   p.acked = ack;
   p.unreachable = false;
   p.dup_acks = 0;
+  p.timeouts = 0;
   if (seq_before(p.resend_next, ack + 1)) p.resend_next = ack + 1;
   p.last_progress = now;
   p.rto_ticks = p.rto_base;  // progress ends any backoff
@@ -380,6 +416,73 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   return true;
 }
 
+// A standalone ACK from the peer said which of our packets beyond its gap it
+// holds (`bits`, as held_bits() builds them for `ack`). Those are never sent
+// again but after timeouts; one that was sent before a packet the peer has
+// since received, and is not held, was lost (no reordering on our fabric
+// but what a faulty switch injects): a resend pass sends those, and only
+// those, now -- unless a pass is under way, which sends them anyway.
+void take_sack(Peer& p, uint32_t ack, uint64_t bits, uint64_t now) {
+  for (uint32_t i = 0; bits; ++i, bits >>= 1) {
+    uint32_t seq = ack + 2 + i;
+    if (!(bits & 1) || !seq_before(p.acked, seq) || !seq_before(seq, p.next_seq)) continue;
+    TxEntry& e = p.win[seq % kWindow];
+    if (e.seq != seq || e.sacked) continue;
+    sample_rtt(p, e, now);
+    e.sacked = true;
+    ++g.stats.sacked;
+    if (seq_before(p.delivered_xmit, e.xmit)) p.delivered_xmit = e.xmit;
+  }
+  if (p.resend_next != p.next_seq) return;
+  for (uint32_t seq = p.acked + 1; seq_before(seq, p.next_seq); ++seq) {
+    const TxEntry& e = p.win[seq % kWindow];
+    if (!e.sacked && seq_before(e.xmit, p.delivered_xmit)) {
+      p.resend_next = seq;
+      p.resend = Resend::kLost;
+      return;
+    }
+  }
+}
+
+// Should a resend pass send this packet again?
+bool resend_wanted(const Peer& p, const TxEntry& e) {
+  switch (p.resend) {
+    case Resend::kLost: return !e.sacked && seq_before(e.xmit, p.delivered_xmit);
+    case Resend::kUnsacked: return !e.sacked;
+    default: return true;
+  }
+}
+
+// A data packet from beyond a gap, on a lossy link: kept (header and payload)
+// for delivery once the gap fills, if it is within a lossy window of it and
+// a slot is free; else dropped, and the sender sends it again.
+void hold(Peer& p, const abi::WireHeader& h, const uint8_t* payload) {
+  uint8_t& slot = p.held[h.seq % kLossyWindow];
+  if (h.seq - p.expected >= kLossyWindow || slot || !g.held_free_count) return;
+  uint8_t k = g.held_free[--g.held_free_count];
+  abi::Packet& pkt = g.held[k];
+  copy_header(&pkt.h, h);
+  if (h.payload_len) core::copy_bytes(pkt.payload, payload, h.payload_len);
+  slot = uint8_t(k + 1);
+  ++p.held_count;
+  ++g.stats.held;
+}
+
+// The packets held beyond a gap that just filled, in order, as if they
+// arrived now; a gap after them is reported at once.
+void deliver_held(uint32_t src, Peer& p, uint64_t now) {
+  for (uint8_t* slot; p.held_count && *(slot = &p.held[p.expected % kLossyWindow]);) {
+    uint8_t k = uint8_t(*slot - 1);
+    *slot = 0;
+    --p.held_count;
+    accept(p, now);
+    const abi::Packet& pkt = g.held[k];
+    if (pkt.h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, pkt.h, pkt.payload);
+    g.held_free[g.held_free_count++] = k;  // the payload was the upcall's until it returned
+  }
+  if (p.held_count) p.ack_deadline = now;
+}
+
 // Any packet but the next of a placed stream. `h` is the caller's copy of
 // the header (the ring is shared memory: read once); `payload` is in the ring.
 void receive(uint32_t from_port, const abi::WireHeader& h, const uint8_t* payload, uint64_t now) {
@@ -416,17 +519,25 @@ void receive(uint32_t from_port, const abi::WireHeader& h, const uint8_t* payloa
   if (h.dst_incarnation == g.incarnation) take_ack(p, h.ack, now);
   if (h.type == abi::kPktAck) {
     ++g.stats.rx_acks;
+    // A receiver that holds packets beyond the gap says which (selective
+    // ACK); then only the lost ones go again.
+    if (h.dst_incarnation != g.incarnation) return;
+    if (h.dst_addr) {
+      take_sack(p, h.ack, h.dst_addr, now);
+      return;
+    }
     // Fast retransmit: the receiver acks at once when something arrives out
     // of order, so repeated ACKs that do not advance while data is
     // outstanding mean a loss; go back now rather than at the timeout.
     // Once per loss (NewReno's "recover" point): the duplicate ACKs that
     // our own go-back-N provokes must not trigger it again.
     bool outstanding = seq_before(p.acked + 1, p.next_seq);
-    if (h.dst_incarnation == g.incarnation && h.ack == p.acked && outstanding && p.resend_next == p.next_seq &&
-        !seq_before(p.acked, p.recover) && ++p.dup_acks >= kFastRetransmitAcks) {
+    if (h.ack == p.acked && outstanding && p.resend_next == p.next_seq && !seq_before(p.acked, p.recover) &&
+        ++p.dup_acks >= kFastRetransmitAcks) {
       p.dup_acks = 0;
       p.recover = p.next_seq - 1;
       p.resend_next = p.acked + 1;
+      p.resend = Resend::kUnsacked;
     }
     return;
   }
@@ -439,12 +550,14 @@ void receive(uint32_t from_port, const abi::WireHeader& h, const uint8_t* payloa
       ++g.stats.duplicates;  // the delayed ACK will do: an old packet says nothing new
     } else {
       ++g.stats.out_of_order;
+      if (!g.lossless) hold(p, h, payload);
       p.ack_deadline = now;  // a gap: tell the sender at once (fast retransmit)
     }
     return;
   }
   accept(p, now);
   if (h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, h, payload);
+  if (p.held_count) deliver_held(src, p, now);
 }
 
 }  // namespace
@@ -477,6 +590,7 @@ void init(const core::board::Board& board, const core::boot_config::Config& cfg,
     if (!g.tx[p].attach(out, reinterpret_cast<abi::Packet*>(out + 1), g.capacity)) ++g.stats.bad_packets;
     if (!g.rx[p].attach(in, reinterpret_cast<abi::Packet*>(in + 1), g.capacity)) ++g.stats.bad_packets;
   }
+  for (uint32_t k = 0; k < kHeldPackets; ++k) g.held_free[g.held_free_count++] = uint8_t(k);
   for (uint32_t n = 0; n < g.nodes; ++n) reset_peer(g.peers[n], 0, now);
   __atomic_store_n(&port(g.self).rx_asleep, 0u, __ATOMIC_RELAXED);
   g.enabled = true;
@@ -498,6 +612,9 @@ void publish_link_status() {
     l.rx_data = p.rx_data;
     l.retransmits = p.retransmits;
     l.duplicates = p.duplicates;
+    l.rto_us = uint32_t(hal::clint::ticks_to_us(p.rto_ticks));
+    l.srtt_us = uint32_t(hal::clint::ticks_to_us(p.srtt));
+    l.timeouts = p.timeouts_total;
     // Word by word: the tools read while we write (single writer per word).
     const uint64_t* src = reinterpret_cast<const uint64_t*>(&l);
     auto* dst = reinterpret_cast<uint64_t*>(&out[n]);
@@ -554,6 +671,8 @@ uint64_t recoveries(uint32_t dst) {
   e.generation = generation;
   e.sent_at = now;
   e.retransmitted = false;
+  e.sacked = false;
+  e.xmit = ++p.xmits;
   p.next_seq = p.resend_next = seq + 1;
   ++g.stats.tx_data;
   ++p.tx_data;
@@ -601,6 +720,8 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
     e.seg_offset = sent;
     e.sent_at = now;
     e.retransmitted = false;
+    e.sacked = false;
+    e.xmit = ++p.xmits;
     fill(tx.reserve_unchecked(), w.h, reinterpret_cast<const void*>(op.src + sent));
     tx.push();
     // The peer may start on a burst before it ends (one index store a few
@@ -627,7 +748,8 @@ void place_next(uint32_t src, const abi::WireHeader& h, uint8_t first_flag, uint
   if (!g.enabled || src >= g.nodes || src == g.self || g.checksums || g.drop_per_65536 || !epoch) return;
   Peer& p = g.peers[src];
   uint64_t next = h.dst_addr + h.payload_len;
-  if (h.dst_incarnation != g.incarnation || h.src_incarnation != p.their_session || next < h.dst_addr || next > hi)
+  if (h.dst_incarnation != g.incarnation || h.src_incarnation != p.their_session || next < h.dst_addr || next > hi ||
+      p.held_count)  // (packets held from a lossy spell wait for a packet that takes the usual way)
     return;
   Placed& s = p.placed;
   s.next.h = h;
@@ -704,17 +826,32 @@ bool poll_timers(uint64_t now) {
       worked = true;
     }
     if (outstanding && p.rto_deadline && now >= p.rto_deadline) {
-      p.resend_next = p.acked + 1;  // go back N
-      p.rto_ticks = p.rto_ticks * 2 < hal::clint::us_to_ticks(kRtoMaxUs) ? p.rto_ticks * 2
-                                                                         : hal::clint::us_to_ticks(kRtoMaxUs);
+      // Everything not held goes again; after timeouts in a row, everything
+      // (the peer's selective ACKs may have been wrong).
+      p.resend_next = p.acked + 1;
+      if (p.timeouts < 0xff) ++p.timeouts;
+      ++p.timeouts_total;
+      p.resend = p.timeouts < kTimeoutsBeforeAll ? Resend::kUnsacked : Resend::kAll;
+      // Back off, but on a lossy link only once timeouts come in a row:
+      // there a resend and its ACK both get through only half the time
+      // (30% loss each way), and doubling at every timeout made the
+      // expected wait for one lost packet grow to the cap.
+      if (g.lossless || p.timeouts > kLossyTimeoutsBeforeBackoff)
+        p.rto_ticks = p.rto_ticks * 2 < hal::clint::us_to_ticks(kRtoMaxUs) ? p.rto_ticks * 2
+                                                                           : hal::clint::us_to_ticks(kRtoMaxUs);
       p.rto_deadline = now + p.rto_ticks;
     }
     bool resent = false;
     while (seq_before(p.resend_next, p.next_seq)) {
       core::cost::Phase<ulnic::abi::kPhaseTransmit> cost;  // a retransmission
       TxEntry& e = p.win[p.resend_next % kWindow];
+      if (!resend_wanted(p, e)) {
+        ++p.resend_next;
+        continue;
+      }
       if (!put_packet(n, abi::kPktData, &e, false)) break;
       e.retransmitted = true;
+      e.xmit = ++p.xmits;
       ++p.resend_next;
       ++g.stats.retransmits;
       ++p.retransmits;

@@ -31,6 +31,14 @@ constexpr uint32_t kWindow = 128;
 // the window again after every loss, and at 30% loss each way a window of
 // 128 never got through (the 100 000-put bridge test stalled).
 constexpr uint32_t kLossyWindow = 32;
+// ... and there the receiver holds packets that arrive beyond a gap (up to a
+// window ahead) until the gap fills, and its standalone ACKs say which it
+// holds (selective repeat: the sender sends again only what was lost, not
+// the rest of the window). Packets held, for all peers together: two full
+// lossy windows (266 KiB); beyond that a packet from beyond a gap is dropped
+// and sent again like any lost one.
+constexpr uint32_t kHeldPackets = 64;
+static_assert(kLossyWindow - 1 <= 64, "a standalone ACK's dst_addr names every packet a window holds");
 constexpr uint64_t kAckDelayUs = 30;         // a standalone ACK waits this long for a ride
 // ... or until this many packets arrived: a quarter window, so the sender
 // does not run dry (one ACK, a packet for each side to handle, per 128 KiB).
@@ -50,7 +58,19 @@ constexpr uint64_t kRtoMaxUs = 200'000;      // backoff cap
 // retransmission round trip succeeds about half the time; with the backoff
 // capped at kRtoMaxUs, 5 s is ~30 rounds (a live peer is lost with p ~ 1e-9).
 constexpr uint64_t kUnreachableUs = 5'000'000;
-constexpr uint32_t kFastRetransmitAcks = 2;      // duplicate ACKs that trigger go-back-N early
+constexpr uint32_t kFastRetransmitAcks = 2;      // duplicate ACKs (without selective ACKs) that resend early
+// A timeout resends what the peer does not hold; this many in a row without
+// progress resend everything (a peer's selective ACKs are not trusted to
+// hold the link up: one that named a packet it does not hold would stall it).
+constexpr uint32_t kTimeoutsBeforeAll = 3;
+// On a lossy link the timeout doubles only after this many in a row (see
+// poll_timers); on the direct fabric, where only a descheduled peer is late,
+// at every one.
+constexpr uint32_t kLossyTimeoutsBeforeBackoff = 4;
+
+// Sequence numbers (and the counts that wrap like them) in order: a before b.
+inline bool seq_before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+inline bool seq_at_or_before(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
 
 // Upcalls into the protocol layer.
 struct Upcalls {
@@ -73,6 +93,8 @@ struct Stats {
   uint64_t unreachable;     // peers declared unreachable
   uint64_t restarts;        // peer incarnations that changed
   uint64_t placed;          // data packets placed by the link itself (place_next)
+  uint64_t held;            // data packets from beyond a gap held until it filled (selective repeat)
+  uint64_t sacked;          // our data packets a peer said it holds (spared a retransmission)
 };
 
 // Brings the link up on the fabric the boot config describes (no-op without one).

@@ -183,7 +183,7 @@ struct FabricPeer {
     const uint32_t kept = logged < kKept ? logged : kKept;
     for (uint32_t i = 1; i <= kept; ++i) {
       const Heard& e = log[(logged - i) % kKept];
-      if (e.h.op == abi::kWireOpOkThrough && int32_t(seq - uint32_t(e.h.dst_addr)) <= 0) return abi::kCqOk;
+      if (e.h.op == abi::kWireOpOkThrough && link::seq_at_or_before(seq, uint32_t(e.h.dst_addr))) return abi::kCqOk;
     }
     return 0xffff;
   }

@@ -1656,7 +1656,7 @@ FW_TEST(remote_the_messages_of_one_receive_pass_share_one_ok_verdict) {
   const fwtest::FabricPeer::Heard* rv = g_peer.find(abi::kWireOpResult, refused.op_id);
   const fwtest::FabricPeer::Heard* okv = g_peer.find(abi::kWireOpOkThrough, 0);
   CHECK(rv != nullptr && okv != nullptr);
-  EXPECT(int32_t(rv->h.seq - okv->h.seq) < 0);
+  EXPECT(link::seq_before(rv->h.seq, okv->h.seq));
   abi::EqEntry ev{};
   while (g_b.event(ev)) {
   }

@@ -62,7 +62,8 @@ constexpr uint32_t kResults = 16;                   // values the NIC handed out
 
 enum Kind : uint8_t {
   kSqEntries = 0,  // arg: bit 0 slot, bits 1-2 entries - 1, bit 3 key fixup; then 64 bytes each
-  kPacket = 1,     // arg: bit 0 fixup, bit 1 key fixup, bit 2 an ACK; then u16 length, header, payload
+  kPacket = 1,     // arg: bit 0 fixup, bit 1 key fixup, bit 2 an ACK, bit 3 from beyond a gap; then u16 length,
+                   // header, payload
   kCtrlRaw = 2,    // arg: bit 0 key fixup; then 128 bytes: any control command
   kAttach = 3,     // arg: bit 0 slot, bit 1 detach instead: the daemon's commands
   kTime = 4,       // arg: the clock moves 2^arg ticks
@@ -123,6 +124,7 @@ struct World {
   abi::RingConsumer<abi::Packet> from_nic;
   uint32_t nic_incarnation;  // learnt from the NIC's packets
   uint32_t next_seq;         // node 1's next data sequence number
+  bool ahead;                // a packet with next_seq + 1 went (held by a switched NIC: the next in order skips it)
   uint32_t heard;            // the NIC's data packets node 1 took in order
   // Keys, handles, VI numbers... from completions and control responses.
   uint32_t results[kResults];
@@ -296,6 +298,7 @@ void reset(uint8_t mode) {
   w.from_nic.attach(out, reinterpret_cast<abi::Packet*>(out + 1), kRingCapacity);
   w.nic_incarnation = 0;
   w.next_seq = 1;
+  w.ahead = false;
   w.heard = 0;
   w.num_results = 0;
   if (!(mode & 2)) {
@@ -337,7 +340,15 @@ void packet(Input& in, uint8_t arg) {
     h.payload_len = uint16_t(len);
     h.src = kPeer;
     h.dst = 0;
-    h.seq = (arg & 4) ? 0 : w.next_seq++;
+    if (arg & 4) {
+      h.seq = 0;
+    } else if (arg & 8) {
+      h.seq = w.next_seq + 1;  // beyond a gap: a switched NIC holds it until the gap fills
+      w.ahead = w.switched;
+    } else {
+      h.seq = w.next_seq++;
+      if (w.ahead) ++w.next_seq, w.ahead = false;  // the packet after it was held and is now delivered
+    }
     h.ack = w.heard;
     h.src_incarnation = kPeerIncarnation;
     h.dst_incarnation = w.nic_incarnation;

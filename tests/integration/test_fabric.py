@@ -194,6 +194,10 @@ class SwitchFaults(Cluster):
         bad = self.counter(0, "link_bad_packets") + self.counter(1, "link_bad_packets")
         self.assertGreaterEqual(bad, total["corrupted"] * 9 // 10)
         self.assertGreater(self.counter(1, "link_duplicates") + self.counter(1, "link_out_of_order"), 0)
+        # Selective repeat: node 1 held packets that came beyond a gap, and
+        # node 0 learnt from its ACKs not to send those again.
+        self.assertGreater(self.counter(1, "link_held"), 0)
+        self.assertGreater(self.counter(0, "link_sacked"), 0)
         self.assertEqual(self.counter(0, "puts_done") - done_before, 3000)
 
     def test_100000_puts_of_mixed_sizes_arrive_exactly_once(self):
@@ -230,7 +234,7 @@ class SwitchFaults(Cluster):
         lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "emulator", "switch", "ulnic.lua")
         p = subprocess.run([tshark, "-n", "-X", f"lua_script:{lua}", "-r", self.pcap, "-T", "fields",
                             "-e", "ulnic.type", "-e", "ulnic.src", "-e", "ulnic.dst", "-e", "ulnic.seq",
-                            "-e", "ulnic.op", "-e", "ulnic.status"],
+                            "-e", "ulnic.op", "-e", "ulnic.status", "-e", "ulnic.sack"],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = [r.split("\t") for r in p.stdout.splitlines() if r.strip()]

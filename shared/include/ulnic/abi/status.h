@@ -47,7 +47,7 @@ enum Counter : uint32_t {
   kCtrLinkRxData,          // data packets delivered in order
   kCtrLinkRetransmits,     // data packets sent again
   kCtrLinkDuplicates,      // data packets received twice (dropped)
-  kCtrLinkOutOfOrder,      // data packets ahead of a gap (dropped)
+  kCtrLinkOutOfOrder,      // data packets ahead of a gap (held on a lossy link: kCtrLinkHeld; else dropped)
   kCtrLinkBadPackets,      // bad magic/length/checksum/addressing (dropped)
   kCtrLinkUnreachable,     // peers declared unreachable
   kCtrLinkRestarts,        // peers seen rebooting
@@ -74,6 +74,8 @@ enum Counter : uint32_t {
   kCtrUnetMessages,        // U-Net messages published into a receive queue
   kCtrUnetDrops,           // U-Net messages dropped: receive queue full, free queue empty, too long
   kCtrUnetBadTag,          // U-Net messages dropped: no channel takes their tag from their sender
+  kCtrLinkHeld,            // data packets from beyond a gap held until it filled (selective repeat)
+  kCtrLinkSacked,          // our data packets a peer said it held (not sent again)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;
@@ -137,12 +139,13 @@ struct LinkStatus {
   uint32_t next_seq;           // next sequence number we will send
   uint32_t acked;              // cumulative ACK from the peer
   uint32_t expected;           // next in-order sequence we expect
-  uint32_t pad;
+  uint32_t rto_us;             // the retransmission timeout now (backoff included)
   uint64_t tx_data;            // first transmissions
   uint64_t rx_data;            // in-order deliveries
   uint64_t retransmits;
-  uint64_t duplicates;         // duplicates and out-of-order arrivals dropped
-  uint64_t pad1;
+  uint64_t duplicates;         // duplicates and out-of-order arrivals (dropped, or held until the gap fills)
+  uint32_t srtt_us;            // smoothed round trip (0: no sample yet)
+  uint32_t timeouts;           // retransmission timeouts that fired
 };
 ULNIC_ABI_CHECK_SIZE(LinkStatus, 64);
 static_assert(kLinkStatusOffset >= kStatusOffset + kStatusSize &&
