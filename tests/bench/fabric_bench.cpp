@@ -73,7 +73,8 @@ std::string node_status_retried(uint32_t node) {
 // The link and put counters of the sending (self) and the receiving (peer) NIC.
 const char* const kLinkKeys[] = {"link_tx_data", "link_rx_data", "link_retransmits", "link_duplicates",
                                  "link_out_of_order", "link_bad_packets", "link_unreachable", "link_restarts",
-                                 "puts_done", "puts_refused", "wfi", "slot_wakeups", "slot_dormant"};
+                                 "puts_done", "puts_refused", "wfi", "slot_wakeups", "slot_dormant", "link_held",
+                                 "link_sacked"};
 
 struct CounterProbe {
   bool enabled = true;

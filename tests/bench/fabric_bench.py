@@ -18,7 +18,10 @@ the sweep, the switch's counters) and OUT/*.png (matplotlib; if this Python
 lacks it, the plots are drawn by /usr/bin/python3, Debian's python3-matplotlib).
 
   tests/bench/fabric_bench.py [--build DIR] [--out DIR] [--drops 0,0.05,0.1,0.2,0.3] [--seed S]
-                              [--goodput-puts N] [--iters N] [--quick]
+                              [--goodput-puts N] [--iters N] [--quick] [--sweep-only] [--firmware ELF]
+
+--firmware boots every cluster with another firmware image (to compare two
+builds of the firmware in one sitting); --sweep-only runs the drop sweep alone.
   tests/bench/fabric_bench.py --plot-only OUT/fabric_bench.json   (redraw the PNGs)
 """
 import argparse
@@ -169,7 +172,8 @@ def sweep_row(drop, r):
            "window_median_bps": gp["window_bytes_per_s"]["median"], "window_max_bps": gp["window_bytes_per_s"]["max"],
            "put_us_inflight": gp["put_us_inflight"], "latency_us": lat,
            "latency_failed": r["latency"][0]["failed"] if r["latency"] else 0,
-           "tx": snd.get("link_tx_data"), "retx": snd.get("link_retransmits"), "verified": r["verified"]}
+           "tx": snd.get("link_tx_data"), "retx": snd.get("link_retransmits"), "sacked": snd.get("link_sacked"),
+           "verified": r["verified"]}
     sw = r.get("switch")
     if sw and sw.get("links"):
         fwd = sum(l.get("forwarded", 0) for l in sw["links"])
@@ -286,6 +290,8 @@ def main():
     ap.add_argument("--goodput-puts", type=int, default=2000, help="puts per goodput measurement")
     ap.add_argument("--goodput-seconds", type=float, default=20, help="time cap per goodput measurement")
     ap.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
+    ap.add_argument("--sweep-only", action="store_true", help="only the drop sweep (no direct/switch runs)")
+    ap.add_argument("--firmware", metavar="ELF", help="boot every cluster with this firmware image")
     ap.add_argument("--plot-only", metavar="JSON", help="redraw the PNGs from a fabric_bench.json and exit")
     args = ap.parse_args()
 
@@ -301,17 +307,20 @@ def main():
     r = Runner(build, runtime, work, timeout=300)
     data = {**header("fabric_bench.py"),
             "params": {"drops": drops, "seed": args.seed, "iters": iters, "goodput_puts": gputs,
-                       "goodput_seconds": args.goodput_seconds, "quick": args.quick},
+                       "goodput_seconds": args.goodput_seconds, "quick": args.quick, "firmware": args.firmware},
             "runs": {}, "sweep": []}
     common = ["--iters", str(iters), "--warmup", str(max(10, iters // 10)), "--goodput-size", "16K",
               "--goodput-puts", str(gputs), "--goodput-seconds", str(args.goodput_seconds)]
     rc = 0
     try:
-        data["runs"]["direct"] = r.run("direct", [], common + ["--lat-seconds", "3", "--bw-seconds", "1"])
-        data["runs"]["switch"] = r.run("switch", ["--switch"], common + ["--lat-seconds", "3", "--bw-seconds", "1"])
+        fw = ["--firmware", os.path.abspath(args.firmware)] if args.firmware else []
+        if not args.sweep_only:
+            data["runs"]["direct"] = r.run("direct", fw, common + ["--lat-seconds", "3", "--bw-seconds", "1"])
+            data["runs"]["switch"] = r.run("switch", fw + ["--switch"],
+                                           common + ["--lat-seconds", "3", "--bw-seconds", "1"])
         for drop in drops:
             name = f"drop={drop:g}"
-            res = r.run(name, ["--switch", "--faults", f"drop={drop:g},seed={args.seed}"],
+            res = r.run(name, fw + ["--switch", "--faults", f"drop={drop:g},seed={args.seed}"],
                         ["--no-floors", "--lat-sizes", "16K", "--iters", str(min(iters, 300)), "--warmup", "10",
                          "--lat-seconds", "6", "--bw-sizes", "none", "--goodput-size", "16K",
                          "--goodput-puts", str(gputs), "--goodput-seconds", str(args.goodput_seconds)])
