@@ -27,9 +27,10 @@ namespace abi = ulnic::abi;
 // absorbs the moments a busy 2-core host takes one NIC's core away, so the
 // other keeps working meanwhile.
 constexpr uint32_t kWindow = 128;
-// ... through a switch or with injected loss: go-back-N sends the rest of
-// the window again after every loss, and at 30% loss each way a window of
-// 128 never got through (the 100 000-put bridge test stalled).
+// ... through a switch or with injected loss (with go-back-N, which the
+// link used there before selective repeat, a window of 128 never got
+// through at 30% loss each way; the window also bounds what a receiver
+// holds for one peer, below).
 constexpr uint32_t kLossyWindow = 32;
 // ... and there the receiver holds packets that arrive beyond a gap (up to a
 // window ahead) until the gap fills, and its standalone ACKs say which it

@@ -338,3 +338,29 @@ FW_TEST(selective_acks_make_the_sender_resend_only_what_was_lost) {
   EXPECT_EQ(take_data_from_us().n, 0u);
   link::set_rx_drop(0, 1);
 }
+
+FW_TEST(packets_held_for_a_peer_that_restarts_are_forgotten) {
+  link::set_rx_drop(1, 1);
+  const uint32_t gap = g_peer.next_seq, before = g_delivered;
+  const uint64_t held = link::stats().held, restarts = link::stats().restarts;
+  send(data(0xa1, kLen), 12, gap + 1);
+  send(data(0xa1, 2 * kLen), 12, gap + 2);
+  CHECK_EQ(link::stats().held, held + 2);
+  // Node 1 restarts: its new incarnation's packets start again at seq 1.
+  // What the old one left held is never delivered, whatever seq the new
+  // one reaches.
+  abi::WireHeader h = data(0xa2, 0, abi::kWireFirst);
+  h.src_incarnation = fwtest::FabricPeer::kIncarnation + 1;
+  h.dst_incarnation = 0;
+  for (uint32_t seq = 1; seq <= gap + 3; ++seq) {
+    h.dst_addr = (seq % 8) * kLen;
+    send(h, 13, seq);
+  }
+  EXPECT_EQ(link::stats().restarts, restarts + 1);
+  EXPECT_EQ(g_delivered, before + gap + 3);
+  for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(g_seqs[(g_delivered - 1 - i) % 64], gap + 3 - i);
+  EXPECT(landed(0, 8 * kLen, 13));
+  EXPECT_EQ(link::stats().held, held + 2);
+  EXPECT_EQ(status_of_peer().expected, gap + 4);
+  link::set_rx_drop(0, 1);
+}
