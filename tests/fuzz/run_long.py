@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1_000_000)
     ap.add_argument("--max-time", type=int, default=3600, help="seconds per target at most")
     ap.add_argument("targets", nargs="*")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()  # (the usage line puts TARGETs after the options)
     names = a.targets or targets()
     print("%-16s %12s %7s %8s %8s  %s" % ("target", "executions", "cov", "ft", "seconds", "found"), flush=True)
     bad = False
