@@ -3,7 +3,7 @@
 a node killed and restarted every few minutes, for as long as asked.
 
   tests/stress/soak.py --build build [--minutes 60] [--kill-every 180]
-                       [--faults drop=0.01,dup=0.005,reorder=0.01] [--out DIR]
+                       [--faults drop=0.01,dup=0.005,reorder=0.01] [--out DIR] [--firmware ELF]
 
 Brings up a private cluster (`ulnic cluster up -n 4 --switch --faults SPEC`)
 and keeps eight jobs going, each restarted as soon as it ends, every one of
@@ -27,7 +27,9 @@ the switch); at the end it prints per job the runs, the messages and bytes
 checked and the failures, per node the link counters (retransmissions,
 duplicates, restarts), and each process's memory first, last and largest.
 Exit 0 only with no loss and no process whose memory grew more than 25%
-between its second sample and its last (a leak).
+between its second sample and its last (a leak). After a loss, the
+cluster's logs (daemons, QEMU consoles, switch) are kept in OUT/logs.
+--firmware boots (and restarts) every node with another firmware image.
 
 The suite runs a 2-minute form (ctest stress.soak_short: --minutes 2
 --kill-every 50); the 1-hour form is for the issue notes.
@@ -69,6 +71,7 @@ class Soak:
         self.rundir = tempfile.mkdtemp(prefix="ulnic-soak-", dir="/tmp")
         self.work = tempfile.mkdtemp(prefix="ulnic-soak-work-", dir="/tmp")
         self.env = dict(os.environ, ULNIC_RUNTIME_DIR=self.rundir, ULNIC_CLUSTER=CLUSTER)
+        self.firmware = ["--firmware", os.path.abspath(args.firmware)] if args.firmware else []
         for k in [k for k in self.env if k.startswith(("ULNIC_AM_", "ULNIC_FM_", "ULNIC_NODE"))]:
             del self.env[k]
         self.lock = threading.Lock()
@@ -222,7 +225,7 @@ class Soak:
                 self.down[n] = (t_stop, None)
             p = self.ulnic("node", "stop", "-c", CLUSTER, "-n", str(n))
             time.sleep(2)
-            q = self.ulnic("node", "start", "-c", CLUSTER, "-n", str(n), "--slot-size", "16")
+            q = self.ulnic("node", "start", "-c", CLUSTER, "-n", str(n), "--slot-size", "16", *self.firmware)
             with self.lock:
                 self.outages.append((n, t_stop, time.time()))
                 del self.down[n]
@@ -270,7 +273,7 @@ class Soak:
         faults = self.args.faults + f",seed={self.args.seed}"
         names = ",".join(f"node{n}" for n in range(NODES))
         p = self.ulnic("cluster", "up", "-n", str(NODES), "-c", CLUSTER, "--slot-size", "16", "--switch",
-                       "--faults", faults, "--names", names, timeout=300)
+                       "--faults", faults, "--names", names, *self.firmware, timeout=300)
         if p.returncode != 0:
             print(f"soak: cluster up failed:\n{p.stdout}{p.stderr}", file=sys.stderr)
             return 1
@@ -298,10 +301,21 @@ class Soak:
                 t.join(JOB_LIMIT * 3)
             for n in range(NODES):
                 self.fold_link(n)
+            if self.losses and self.args.out:
+                self.keep_logs(os.path.join(self.args.out, "logs"))
             self.ulnic("cluster", "down", "-c", CLUSTER)
             shutil.rmtree(self.rundir, ignore_errors=True)
             shutil.rmtree(self.work, ignore_errors=True)
         return self.report()
+
+    def keep_logs(self, dest):
+        for top, _, files in os.walk(self.rundir):
+            for name in files:
+                if name.endswith(".log"):
+                    src = os.path.join(top, name)
+                    to = os.path.join(dest, os.path.relpath(src, self.rundir))
+                    os.makedirs(os.path.dirname(to), exist_ok=True)
+                    shutil.copyfile(src, to)
 
     def report(self):
         secs = time.time() - self.t_start
@@ -346,6 +360,7 @@ def main():
     ap.add_argument("--faults", default="drop=0.01,dup=0.005,reorder=0.01")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--firmware", metavar="ELF", help="boot every node with this firmware image")
     args = ap.parse_args()
     return Soak(args).run()
 
