@@ -1,7 +1,9 @@
 // The reliable link (DESIGN §6, VMMC-2 style) over the fabric's SPSC packet
 // rings: per-peer sequence numbers, cumulative acknowledgements piggybacked
-// on data (or sent alone after a short delay), go-back-N retransmission from
-// host memory with exponential backoff, duplicate suppression, in-order
+// on data (or sent alone after a short delay), retransmission from host
+// memory with backoff (selective repeat where packets can be lost: packets
+// beyond a gap are held and selectively acknowledged; go-back-N on the
+// direct fabric), duplicate suppression, in-order
 // exactly-once delivery, and a deadline after which a silent peer is declared
 // unreachable. Incarnation numbers (random per boot) tell a restarted peer
 // from the old one, so sequence state starts over cleanly after a restart.
