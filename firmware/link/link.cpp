@@ -361,12 +361,19 @@ void sample_rtt(Peer& p, const TxEntry& e, uint64_t now) {
   p.rto_base = rto < lo ? lo : rto > hi ? hi : rto;
 }
 
+// Packet `e` is known to have arrived (ACKed or held): every packet sent
+// before it that is neither now counts as lost (RACK's rule, by transmission).
+void note_delivered(Peer& p, const TxEntry& e) {
+  if (seq_before(p.delivered_xmit, e.xmit)) p.delivered_xmit = e.xmit;
+}
+bool lost(const Peer& p, const TxEntry& e) { return !e.sacked && seq_before(e.xmit, p.delivered_xmit); }
+
 void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   core::cost::Phase<ulnic::abi::kPhaseAck> cost;
   if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
   const TxEntry& newest = p.win[ack % kWindow];
   sample_rtt(p, newest, now);
-  if (seq_before(p.delivered_xmit, newest.xmit)) p.delivered_xmit = newest.xmit;
+  note_delivered(p, newest);
   p.acked = ack;
   p.unreachable = false;
   p.dup_acks = 0;
@@ -431,12 +438,12 @@ void take_sack(Peer& p, uint32_t ack, uint64_t bits, uint64_t now) {
     sample_rtt(p, e, now);
     e.sacked = true;
     ++g.stats.sacked;
-    if (seq_before(p.delivered_xmit, e.xmit)) p.delivered_xmit = e.xmit;
+    note_delivered(p, e);
   }
   if (p.resend_next != p.next_seq) return;
   for (uint32_t seq = p.acked + 1; seq_before(seq, p.next_seq); ++seq) {
     const TxEntry& e = p.win[seq % kWindow];
-    if (!e.sacked && seq_before(e.xmit, p.delivered_xmit)) {
+    if (lost(p, e)) {
       p.resend_next = seq;
       p.resend = Resend::kLost;
       return;
@@ -447,7 +454,7 @@ void take_sack(Peer& p, uint32_t ack, uint64_t bits, uint64_t now) {
 // Should a resend pass send this packet again?
 bool resend_wanted(const Peer& p, const TxEntry& e) {
   switch (p.resend) {
-    case Resend::kLost: return !e.sacked && seq_before(e.xmit, p.delivered_xmit);
+    case Resend::kLost: return lost(p, e);
     case Resend::kUnsacked: return !e.sacked;
     default: return true;
   }
