@@ -72,7 +72,11 @@ abi::BootConfig make_boot_config(const StartOptions& o, uint64_t flash_seq, cons
   c.abi_version = ULNIC_ABI_VERSION;
   c.size = sizeof c;
   c.node_id = o.board.node;
-  c.num_nodes = o.num_nodes;
+  // `node start` alone does not know the cluster's size; the fabric does
+  // (a port per node, and one for a switch). A restarted node that took
+  // itself for the only one refused every VMMC import from a higher node and
+  // told only node 0 that its old processes were gone.
+  c.num_nodes = o.num_nodes ? o.num_nodes : !g ? 1 : g->ports - (g->switch_port != abi::kNoSwitch ? 1 : 0);
   c.flags = o.boot_flags;
   c.flash_seq = flash_seq;
   c.slot_size = o.board.slot_size;

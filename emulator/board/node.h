@@ -20,7 +20,7 @@ struct StartOptions {
   std::string cluster = "default";
   BoardSpec board;
   std::string firmware;                 // ELF to flash at start
-  uint32_t num_nodes = 1;               // for the boot config
+  uint32_t num_nodes = 0;               // for the boot config; 0: the cluster fabric's nodes
   uint32_t heartbeat_us = 100'000;
   uint32_t boot_flags = 0;
   FabricSpec fabric_spec;               // geometry if this start creates the fabric

@@ -633,7 +633,6 @@ int cmd_cluster_up(Args a) {
   o.cluster = a.cluster;
   o.firmware = firmware;
   o.heartbeat_us = a.heartbeat_us;
-  o.num_nodes = n;
   o.fabric_spec.ports = a.with_switch ? total + 1 : total;
   o.num_nodes = total;
   o.fabric_spec.with_switch = a.with_switch;

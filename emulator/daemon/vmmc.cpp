@@ -317,7 +317,13 @@ void Daemon::on_import_reply(uint32_t src, const abi::MailVmmc& m) {
   cmd.vmmc.handle = m.handle;
   cmd.vmmc.length = m.length;
   auto r = ctrl_call(cmd);
-  if (!r || r->status != abi::kCtrlOk) return owner_reply(p.slot, reply_for(q, abi::kVmmcBadRequest, "refused by the NIC"));
+  if (!r || r->status != abi::kCtrlOk) {
+    std::string why = !r ? r.error().message : "NIC status " + std::to_string(r->status);
+    log("import of '" + p.name + "' from node " + std::to_string(src) + " into slot " + std::to_string(p.slot) +
+        " (request " + std::to_string(p.id) + ", handle " + std::to_string(m.handle) + ", length " +
+        std::to_string(m.length) + ") refused: " + why);
+    return owner_reply(p.slot, reply_for(q, abi::kVmmcBadRequest, "refused by the NIC (" + why + ")"));
+  }
   s.imports[p.index] = {true, src, m.handle, p.id};
   abi::OwnerReply ok = reply_for(q, abi::kVmmcOk);
   ok.proxy = abi::proxy_base(p.index);

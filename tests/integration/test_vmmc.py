@@ -428,6 +428,18 @@ class Vmmc(unittest.TestCase):
         self.ok(tx("import", 2, "reborn"))
         self.ok(tx("send", 1, 0, 9000, 4))
         self.ok(rx2("verify", "reborn", 0, 9000, 4))
+        # The restarted node knows the whole cluster, though `node start` was
+        # not told its size: it imports from node 1 as well as from node 0
+        # (it once took itself for a 1-node cluster and refused every import
+        # from a higher node: "bad request", for good, in the soak).
+        rx1 = self.worker(1)
+        self.ok(rx1("export", "upward", 65536))
+        tx2 = self.worker(2)
+        self.ok(tx2("import", 1, "upward"))
+        self.ok(tx2("send", 0, 0, 9000, 5))
+        self.ok(rx1("verify", "upward", 0, 9000, 5))
+        status = json.loads(ulnic("node", "status", "-c", CLUSTER, "-n", "2", "--json", check=0).stdout)
+        self.assertEqual(len(status["links"]), 3, status["links"])
 
     def test_an_importer_that_exits_gives_its_grant_back(self):
         rx = self.worker(1)
