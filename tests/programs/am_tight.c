@@ -145,6 +145,7 @@ static void sender(int n, int m) {
     request_args(i, a);
     reply_index = i;
     done = 0;
+    prog_at("AM_Request4's reply: request, of", i, n);
     if (AM_Request4(ep, 1, H_REQ, a[0], a[1], a[2], a[3]) != AM_OK) prog_fail("AM_Request4 %d", i);
     while (!done) check_poll(AM_Poll(eb));
     prog_check_handlers("requests");
@@ -155,6 +156,7 @@ static void sender(int n, int m) {
     prog_fill(src, size, xfer_seq(j));
     reply_index = j;
     done = 0;
+    prog_at("AM_RequestXfer2's ack: xfer, bytes", j, (long)size);
     if (AM_RequestXfer2(ep, 1, xfer_offset(j), H_XFER, src, (int)size, j, m) != AM_OK)
       prog_fail("AM_RequestXfer2 %d (%u bytes)", j, size);
     while (!done) check_poll(AM_Poll(eb));
@@ -166,7 +168,10 @@ static void sender(int n, int m) {
 }
 
 static void receiver(int n, int m) {
-  while (seen < n + m) check_poll(AM_Poll(eb));
+  while (seen < n + m) {
+    prog_at("requests and xfers: seen, of", seen, n + m);
+    check_poll(AM_Poll(eb));
+  }
   prog_check_handlers("receiving");
   printf("am_tight rank 1 on %s: %d requests and %d xfers verified (%lu bytes)\n", AMX_TransportName(), requests_seen,
          xfers_seen, bytes_verified);
@@ -196,11 +201,13 @@ int main(int argc, char **argv) {
       AM_SetHandler(ep, H_REP, on_reply) != AM_OK || AM_SetHandler(ep, H_XFER, on_xfer) != AM_OK ||
       AM_SetHandler(ep, H_XFER_ACK, on_xfer_ack) != AM_OK)
     prog_fail("AM_SetHandler");
+  prog_at("the first barrier", 0, 0);
   if (AMUDP_SPMDBarrier() != AM_OK) prog_fail("barrier"); /* the handlers are set everywhere */
 
   if (my_rank == 0) sender(n, m);
   else receiver(n, m);
   fflush(stdout);
+  prog_at("the last barrier", 0, 0);
   if (AMUDP_SPMDBarrier() != AM_OK) prog_fail("last barrier");
   AMUDP_SPMDExit(0);
   return 0;

@@ -57,10 +57,45 @@ static inline void prog_check_handlers(const char *where) {
   if (prog_errors) prog_fail("%s: %d handler errors, first: %s", where, prog_errors, prog_first_error);
 }
 
+/* Where the program waits, for the watchdog's message: a label and two
+ * numbers (say, the message it waits for and how many it has), set before
+ * each wait with prog_at(). Plain stores: cheap enough for a tight loop. */
+static const char *volatile prog_where = "starting";
+static volatile long prog_where_a = -1, prog_where_b = -1;
+
+static inline void prog_at(const char *where, long a, long b) {
+  prog_where = where;
+  prog_where_a = a;
+  prog_where_b = b;
+}
+
+/* Appends s, or the decimal n, to buf at *len: async-signal-safe. */
+static inline void prog_put(char *buf, size_t cap, size_t *len, const char *s) {
+  while (*s && *len + 1 < cap) buf[(*len)++] = *s++;
+}
+static inline void prog_put_long(char *buf, size_t cap, size_t *len, long n) {
+  char digits[24];
+  int k = 0;
+  unsigned long u = n < 0 ? 0ul - (unsigned long)n : (unsigned long)n;
+  if (n < 0) prog_put(buf, cap, len, "-");
+  do digits[k++] = (char)('0' + u % 10); while ((u /= 10) && k < (int)sizeof digits);
+  while (k > 0 && *len + 1 < cap) buf[(*len)++] = digits[--k];
+}
+
 static inline void prog_on_alarm(int sig) {
-  static const char msg[] = "FAIL: the watchdog fired: the run hung\n";
+  char msg[256];
+  size_t len = 0;
   (void)sig;
-  (void)!write(1, msg, sizeof msg - 1);
+  prog_put(msg, sizeof msg, &len, "FAIL: the watchdog fired: the run hung (");
+  prog_put(msg, sizeof msg, &len, prog_name);
+  prog_put(msg, sizeof msg, &len, ", ");
+  prog_put(msg, sizeof msg, &len, prog_where);
+  prog_put(msg, sizeof msg, &len, " ");
+  prog_put_long(msg, sizeof msg, &len, prog_where_a);
+  prog_put(msg, sizeof msg, &len, " ");
+  prog_put_long(msg, sizeof msg, &len, prog_where_b);
+  prog_put(msg, sizeof msg, &len, ")\n");
+  (void)!write(1, msg, len);
   _exit(3);
 }
 
