@@ -15,8 +15,10 @@
  * Each rank prints one line:
  *   am_tight rank 0 on T: N round trips, M xfers acked (B bytes), X us per round trip
  *   am_tight rank 1 on T: N requests and M xfers verified (B bytes)
- * and the job ends with AMUDP_SPMDExit(0). A mismatch prints "FAIL ..." and
- * ends the job with 1; the watchdog (S = 90 s) ends a hung rank with 3. */
+ * and the job ends with AMUDP_SPMDExit(0). A mismatch, or a message that
+ * comes back undeliverable, ends the wait at once, prints "FAIL ..." and
+ * ends the job with 1; the watchdog (S = 90 s) ends a hung rank with 3 and
+ * says what it waited for. */
 #define _POSIX_C_SOURCE 200809L
 #include <amudp_spmd.h>
 #include <limits.h>
@@ -147,7 +149,7 @@ static void sender(int n, int m) {
     done = 0;
     prog_at("AM_Request4's reply: request, of", i, n);
     if (AM_Request4(ep, 1, H_REQ, a[0], a[1], a[2], a[3]) != AM_OK) prog_fail("AM_Request4 %d", i);
-    while (!done) check_poll(AM_Poll(eb));
+    while (!done && !prog_errors) check_poll(AM_Poll(eb));
     prog_check_handlers("requests");
   }
   rtt_us = (prog_now() - t0) * 1e6 / (n > 0 ? n : 1);
@@ -159,7 +161,7 @@ static void sender(int n, int m) {
     prog_at("AM_RequestXfer2's ack: xfer, bytes", j, (long)size);
     if (AM_RequestXfer2(ep, 1, xfer_offset(j), H_XFER, src, (int)size, j, m) != AM_OK)
       prog_fail("AM_RequestXfer2 %d (%u bytes)", j, size);
-    while (!done) check_poll(AM_Poll(eb));
+    while (!done && !prog_errors) check_poll(AM_Poll(eb));
     prog_check_handlers("xfers");
   }
   printf("am_tight rank 0 on %s: %d round trips, %d xfers acked (%d bytes), %.1f us per round trip\n",
@@ -168,7 +170,7 @@ static void sender(int n, int m) {
 }
 
 static void receiver(int n, int m) {
-  while (seen < n + m) {
+  while (seen < n + m && !prog_errors) {
     prog_at("requests and xfers: seen, of", seen, n + m);
     check_poll(AM_Poll(eb));
   }
