@@ -601,6 +601,16 @@ void init(const core::board::Board& board, const core::boot_config::Config& cfg,
   for (uint32_t n = 0; n < g.nodes; ++n) reset_peer(g.peers[n], 0, now);
   __atomic_store_n(&port(g.self).rx_asleep, 0u, __ATOMIC_RELAXED);
   g.enabled = true;
+  // This boot announces itself to every peer: a standalone ACK that
+  // acknowledges nothing and carries the new incarnation, so a peer that
+  // knew an earlier boot of ours forgets it now. Until it heard from us it
+  // went on addressing the old boot, and its first message to a process
+  // started here after the restart was refused and failed (a peer's
+  // restart fails what was in flight to it): the soak's AM jobs that hung
+  // on their first request. Best effort: if it is lost, that refusal's
+  // answer still teaches the peer, as before.
+  for (uint32_t n = 0; n < g.nodes; ++n)
+    if (n != g.self) (void)transmit(n, abi::kPktAck, nullptr);
 }
 
 void publish_link_status() {

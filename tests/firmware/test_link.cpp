@@ -87,6 +87,15 @@ const abi::LinkStatus& status_of_peer() { return g_peer.status(); }
 FW_TEST(the_link_comes_up_on_the_fabric_and_learns_the_peer) {
   core::board::discover(g_board);
   CHECK(g_peer.up(g_board, link::Upcalls{deliver, peer_lost, payload_valid, nullptr}));
+  // At boot the link announces itself: an ACK that acknowledges nothing and
+  // carries our incarnation (a peer that knew an earlier boot forgets it now,
+  // not when its first packet to this one is refused).
+  const abi::Packet* hello = g_peer.from_us.peek();
+  CHECK(hello != nullptr);
+  EXPECT_EQ(hello->h.type, abi::kPktAck);
+  EXPECT_EQ(hello->h.ack, 0u);
+  EXPECT_EQ(hello->h.dst_incarnation, 0u);
+  EXPECT(hello->h.src_incarnation != 0);
   // The peer's first packet does not know our incarnation yet.
   abi::WireHeader h = data(0x10, 0, abi::kWireFirst);
   EXPECT_EQ(h.dst_incarnation, 0u);

@@ -467,6 +467,34 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
         self.wait_log(1, rf"slot {rx.slot} \(of an earlier daemon\) let go")
         self.assertEverySlotReclaimed()
 
+    # ------------------------------------------------------------ restart
+
+    # "zzz": last of all: it restarts node 1.
+    def test_zzz_the_first_message_to_a_restarted_node_gets_through(self):
+        # Node 0 knew node 1's earlier boot and hears nothing from the new one
+        # before a job's first request goes there. That request once went to
+        # the old boot, was refused, and failed with everything in flight to
+        # the restarted peer: an AM job that spins for its first reply hung
+        # (the soak, about once an hour). The new boot announces itself.
+        restarts = self.counters(0)["counters"]["link_restarts"]
+        for args in (["node", "stop"], ["node", "start", "--slot-size", str(self.slot_size_mib)]):
+            p = subprocess.run([ULNIC, *args, "-c", self.cluster, "-n", "1"], capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        # Node 0 learns of the new boot from its announcement, with no traffic.
+        deadline = time.monotonic() + 30
+        while self.counters(0)["counters"]["link_restarts"] == restarts and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.counters(0)["counters"]["link_restarts"], restarts + 1)
+        p = subprocess.run([ULNIC, "run", "-n", "2", "--transport", "native", "-c", self.cluster, AM_TIGHT,
+                            "--requests", "200", "--xfers", "1", "--timeout", "60"], capture_output=True, text=True,
+                           timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("200 requests and 1 xfers verified", p.stdout)
+        # ... and not again when the job began.
+        self.assertEqual(self.counters(0)["counters"]["link_restarts"], restarts + 1)
+        self.assertEverySlotReclaimed()
+
 
 class RuntimeDirFull(unittest.TestCase):
     """The runtime directory's filesystem full, or too small, at cluster
