@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -145,6 +146,23 @@ std::string find_in_path(const std::string& name) {
     if (::stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(full.c_str(), X_OK) == 0) return full;
   }
   return "";
+}
+
+bool write_pid_file(const std::string& path, pid_t pid) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << pid << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+pid_t read_pid_file(const std::string& path) {
+  std::ifstream in(path);
+  long pid = 0;
+  in >> pid;
+  return pid > 0 ? pid_t(pid) : 0;
 }
 
 std::string tail_file(const std::string& path, size_t max_lines) {

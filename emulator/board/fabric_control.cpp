@@ -70,7 +70,7 @@ Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t nod
   std::string dir = fabric_dir(cluster);
   std::string pidfile = fabric::Paths::pid_file(dir);
   std::string sock = fabric::Paths::nic_socket(dir, node);
-  pid_t pid = read_pid(pidfile);
+  pid_t pid = read_pid_file(pidfile);
   if (is_our_fabricd(pid, dir)) return check_node_fits(cluster, node);
   if (pid || fs::exists(dir)) {
     std::vector<uint32_t> nodes = list_nodes(cluster);
@@ -96,7 +96,7 @@ Result<abi::FabricHeader> ensure_fabric(const std::string& cluster, uint32_t nod
   if (!spawned) return fail("cannot start the fabric server: " + spawned.error().message);
   for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;
        std::this_thread::sleep_for(10ms)) {
-    if (fs::exists(pidfile) && fs::exists(sock)) return check_node_fits(cluster, node);
+    if (read_pid_file(pidfile) == *spawned && fs::exists(sock)) return check_node_fits(cluster, node);
     if (!process_alive(*spawned)) break;
   }
   return fail("the fabric server did not come up:\n" + tail_file(fabric::Paths::log_file(dir), 10));
@@ -113,7 +113,7 @@ Result<void> start_switch(const std::string& cluster, const std::string& faults,
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   auto pid = spawn_daemon(argv, dir + "/switch.log");
   if (!pid) return fail("cannot start ulnic-switch: " + pid.error().message);
-  std::ofstream(dir + "/switch.pid") << *pid << "\n";
+  write_pid_file(dir + "/switch.pid", *pid);
   // Up once it published its peer id in its port area (or dead).
   for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;
        std::this_thread::sleep_for(10ms)) {
@@ -129,9 +129,9 @@ Result<void> start_switch(const std::string& cluster, const std::string& faults,
 void stop_fabric(const std::string& cluster) {
   ClusterLock lock(cluster);
   std::string dir = fabric_dir(cluster);
-  pid_t sw = read_pid(dir + "/switch.pid");
+  pid_t sw = read_pid_file(dir + "/switch.pid");
   if (sw && process_cmdline(sw).find(dir) != std::string::npos) terminate_process(sw, 2s);
-  pid_t pid = read_pid(fabric::Paths::pid_file(dir));
+  pid_t pid = read_pid_file(fabric::Paths::pid_file(dir));
   if (is_our_fabricd(pid, dir)) terminate_process(pid, 2s);
   remove_tree(dir);
 }

@@ -46,13 +46,6 @@ class NodeLock {
 
 }  // namespace
 
-pid_t read_pid(const std::string& path) {
-  std::ifstream in(path);
-  long pid = 0;
-  in >> pid;
-  return pid > 0 ? pid_t(pid) : 0;
-}
-
 namespace {
 
 std::string node_name(const std::string& cluster, uint32_t node) {
@@ -134,7 +127,7 @@ Result<void> start_daemon(const std::string& cluster, uint32_t node) {
                           p.dir + "/ulnicd.log");
   if (!pid) return fail("cannot start ulnicd: " + pid.error().message);
   for (auto deadline = Clock::now() + 15s; Clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
-    if (fs::exists(daemon_pid_file(p))) return {};
+    if (read_pid_file(daemon_pid_file(p)) == *pid) return {};
     if (!process_alive(*pid)) break;
   }
   terminate_process(*pid, 1s);
@@ -142,19 +135,19 @@ Result<void> start_daemon(const std::string& cluster, uint32_t node) {
 }
 
 void stop_daemon(const NodePaths& p) {
-  pid_t pid = read_pid(daemon_pid_file(p));
+  pid_t pid = read_pid_file(daemon_pid_file(p));
   if (pid && process_cmdline(pid).find("ulnicd") != std::string::npos) terminate_process(pid, 3s);
 }
 
 pid_t live_daemon(const NodePaths& p) {
-  pid_t pid = read_pid(daemon_pid_file(p));
+  pid_t pid = read_pid_file(daemon_pid_file(p));
   return pid && process_alive(pid) && process_cmdline(pid).find("ulnicd") != std::string::npos ? pid : 0;
 }
 
 }  // namespace
 
 pid_t live_qemu(const NodePaths& p) {
-  pid_t pid = read_pid(p.pid);
+  pid_t pid = read_pid_file(p.pid);
   if (pid && process_alive(pid) && process_cmdline(pid).find(p.sram) != std::string::npos) return pid;
   return 0;
 }
@@ -229,7 +222,7 @@ Result<StartResult> start_node(const StartOptions& o) {
     return fail(node_name(o.cluster, o.board.node) + " is already running (QEMU pid " + std::to_string(pid) +
                 "); stop it first: ulnic node stop -c " + o.cluster + " -n " + std::to_string(o.board.node));
   if (fs::exists(p.dir)) {
-    pid_t old = read_pid(p.pid);
+    pid_t old = read_pid_file(p.pid);
     stop_daemon(p);  // a daemon may outlive its crashed QEMU briefly
     remove_tree(p.dir);
     res.notes.push_back("removed stale runtime files of " + node_name(o.cluster, o.board.node) +

@@ -69,7 +69,6 @@ Result<std::vector<std::string>> stop_node(const std::string& cluster, uint32_t 
 // The QEMU recorded in the node's pid file if it is alive and really that
 // node's (its command line names the node's SRAM file), else 0.
 pid_t live_qemu(const NodePaths& p);
-pid_t read_pid(const std::string& pid_file);
 // Nodes that have a runtime directory in the cluster.
 std::vector<uint32_t> list_nodes(const std::string& cluster);
 

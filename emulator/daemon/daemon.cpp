@@ -66,7 +66,7 @@ Result<void> Daemon::init(const Options& opts) {
   slot_size_ = st.slots[0].bar_size;
   num_slots_ = st.num_slots;
   vectors_ = st.fabric_vectors;
-  qemu_pid_ = board::read_pid(paths_.pid);
+  qemu_pid_ = read_pid_file(paths_.pid);
   if (vectors_ < abi::kNicVectors)
     return fail("the fabric device has " + std::to_string(vectors_) + " vectors; slots need " +
                 std::to_string(abi::kNicVectors));
@@ -88,7 +88,7 @@ Result<void> Daemon::init(const Options& opts) {
   if (auto r = ctrl_call(ping); !r) return fail("the firmware does not answer its control queue: " + r.error().message);
   if (auto r = init_mail(); !r) return fail("daemon mail: " + r.error().message);
   adopt_slots();
-  std::ofstream(pid_path(paths_)) << ::getpid() << "\n";
+  if (!write_pid_file(pid_path(paths_), ::getpid())) return fail("cannot write " + pid_path(paths_));
   log("serving " + std::to_string(num_slots_) + " slots of " + std::to_string(slot_size_ >> 20) +
       " MiB; fabric peer id " + std::to_string(peer_id_));
   return {};

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "ulnic/abi/fabric.h"
+#include "ulnic/util/process.h"
 #include "ulnic/abi/sram.h"
 #include "ulnic/util/unix_socket.h"
 
@@ -66,7 +67,7 @@ Result<void> Server::init(const Options& opts) {
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return fail_errno("pipe", errno);
   wake_rd_.reset(pipe_fds[0]);
   wake_wr_.reset(pipe_fds[1]);
-  std::ofstream(Paths::pid_file(opts.dir)) << ::getpid() << "\n";
+  if (!write_pid_file(Paths::pid_file(opts.dir), ::getpid())) return fail("cannot write " + Paths::pid_file(opts.dir));
   return {};
 }
 

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "board/node.h"
 #include "board/runtime.h"
@@ -42,6 +44,32 @@ class NodeLifecycle : public ::testing::Test {
   }
   std::string cluster_;
 };
+
+// `ulnic node start` returns once the pid file of the daemon it started
+// holds that daemon's pid; a reader must never see the file empty (a CI run
+// saw "ulnicd restarted" and then daemon_pid 0: the file was created, not yet
+// written). A writer rewrites the file while a reader checks every read.
+TEST(PidFile, AReaderNeverSeesAnEmptyOrPartialPid) {
+  std::string path = fs::temp_directory_path().string() + "/ulnic-pidfile-" + std::to_string(::getpid());
+  ASSERT_TRUE(ulnic::write_pid_file(path, 1234567));
+  std::atomic<bool> done{false};
+  std::atomic<long> reads{0}, bad{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      pid_t pid = ulnic::read_pid_file(path);
+      if (pid != 1234567 && pid != 7654321) bad.fetch_add(1);
+      reads.fetch_add(1);
+    }
+  });
+  for (int i = 0; i < 20000; ++i) ASSERT_TRUE(ulnic::write_pid_file(path, i % 2 ? 1234567 : 7654321));
+  done = true;
+  reader.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(bad.load(), 0) << "of " << reads.load() << " reads";
+  EXPECT_EQ(ulnic::read_pid_file(path + ".missing"), 0);
+  fs::remove(path);
+  EXPECT_FALSE(ulnic::write_pid_file("/nonexistent-dir/x.pid", 1));
+}
 
 TEST_F(NodeLifecycle, StartBootsTheFirmwareAndStopRemovesEverything) {
   auto r = board::start_node(options());

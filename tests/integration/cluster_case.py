@@ -16,6 +16,15 @@ ULNIC = os.path.abspath(os.environ.get("ULNIC_BIN", "build/bin/ulnic"))
 FIRMWARE_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "")
 
 
+def process_alive(pid):
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class PrivateCluster:
     cluster = None
     nodes = 2

@@ -16,6 +16,8 @@ import tempfile
 import time
 import unittest
 
+from cluster_case import process_alive
+
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 FW_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "build/firmware")
 FW = os.path.join(FW_DIR, "ulnic-fw.elf")
@@ -48,14 +50,6 @@ def pids_mentioning(text):
         except OSError:
             pass
     return out
-
-
-def process_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class RuntimeDir:

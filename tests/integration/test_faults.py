@@ -26,7 +26,7 @@ import time
 import unittest
 
 import test_vmmc
-from cluster_case import FIRMWARE_DIR, PrivateCluster, ULNIC
+from cluster_case import FIRMWARE_DIR, PrivateCluster, ULNIC, process_alive
 
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
 VIPL_TIGHT = os.path.join(BIN, "vipl_tight")
@@ -398,8 +398,7 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
             old = self.counters(1)
             self.assertGreater(old["daemon_pid"], 0)
             os.kill(old["daemon_pid"], signal.SIGKILL)
-            while os.path.exists(f"/proc/{old['daemon_pid']}/cmdline") and \
-                    open(f"/proc/{old['daemon_pid']}/stat").read().split()[2] != "Z":
+            while process_alive(old["daemon_pid"]):
                 time.sleep(0.05)
             self.assertEqual(self.counters(1)["daemon_pid"], 0)
             human = subprocess.run([ULNIC, "node", "status", "-c", self.cluster, "-n", "1"], capture_output=True,
@@ -426,7 +425,7 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
                                timeout=120)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertIn("ulnicd restarted", p.stdout)
-            self.assertGreater(self.counters(1)["daemon_pid"], 0)
+            self.assertGreater(self.counters(1)["daemon_pid"], 0, self.daemon_log(1)[-3000:])
             self.wait_log(1, rf"slot {rx.slot} is held by a process of an earlier daemon")
             self.assertTrue(self.advancing(1, "vi_ops"))
             self.assertTrue(self.advancing(1, "copy_bytes"))

@@ -21,6 +21,8 @@ import tempfile
 import time
 import unittest
 
+from cluster_case import process_alive
+
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 FW_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "build/firmware")
 FW = os.path.join(FW_DIR, "ulnic-fw.elf")
@@ -41,14 +43,6 @@ REPLY = struct.Struct("<IIIIQQ96s")           # magic, status, slot, node_id, ge
 
 def attach_request(version=ABI_VERSION, magic=ATTACH_MAGIC):
     return REQUEST.pack(magic, version, 0, 0)
-
-
-def process_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def cpu_ticks(pid):

@@ -32,6 +32,12 @@ bool terminate_process(pid_t pid, std::chrono::milliseconds grace);
 
 // Full path of an executable found in PATH, or "".
 std::string find_in_path(const std::string& name);
+// Writes "<pid>\n" to `path` atomically (a temporary file renamed over it):
+// whoever sees the file sees the whole pid, never an empty file. False if
+// it could not be written.
+bool write_pid_file(const std::string& path, pid_t pid);
+// The pid in such a file, 0 if it is missing or unreadable.
+pid_t read_pid_file(const std::string& path);
 // Last `max_lines` lines of a text file ("" if unreadable).
 std::string tail_file(const std::string& path, size_t max_lines);
 
