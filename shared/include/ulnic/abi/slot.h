@@ -262,6 +262,9 @@ enum CqStatus : uint16_t {
   kCqUnetBadChannel = 32,    // no such channel of this slot (the daemon sets them up)
   kCqUnetNoEndpoint = 33,    // the slot is not a U-Net endpoint (kOpUnetEndpoint)
 };
+// The highest status the NIC writes (a reader may treat anything above it as
+// garbage; the fuzzer checks every CQ entry against it). Keep it the last one.
+constexpr uint16_t kCqLastStatus = kCqUnetNoEndpoint;
 
 struct CqEntry {
   uint64_t user_data;
