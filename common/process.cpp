@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,9 +33,29 @@ std::vector<char*> c_argv(const std::vector<std::string>& argv) {
   ::_exit(127);
 }
 
+// In the child: its priority and its session's (spawn_daemon's `nice`).
+// Only async-signal-safe calls: the parent may have threads.
+void set_child_priority(int nice) {
+  (void)::setpriority(PRIO_PROCESS, 0, nice);
+  char text[16];
+  int n = 0, v = nice < 0 ? -nice : nice;
+  char digits[12];
+  int d = 0;
+  do digits[d++] = char('0' + v % 10), v /= 10;
+  while (v);
+  if (nice < 0) text[n++] = '-';
+  while (d) text[n++] = digits[--d];
+  text[n++] = '\n';
+  int fd = ::open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no autogroups: the process's own priority is what counts
+  ssize_t ignored = ::write(fd, text, size_t(n));
+  (void)ignored;
+  ::close(fd);
+}
+
 }  // namespace
 
-Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path) {
+Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice) {
   if (argv.empty()) return fail("spawn: empty command");
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return fail_errno("pipe", errno);
@@ -58,6 +79,7 @@ Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::stri
     ::dup2(null, 0);
     ::dup2(log, 1);
     ::dup2(log, 2);
+    if (nice) set_child_priority(nice);
     ::execvp(args[0], args.data());
     child_fail(wr.get(), errno);
   }

@@ -111,7 +111,7 @@ Result<void> start_switch(const std::string& cluster, const std::string& faults,
   if (!faults.empty()) argv.insert(argv.end(), {"--faults", faults});
   if (!pcap.empty()) argv.insert(argv.end(), {"--pcap", pcap});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  auto pid = spawn_daemon(argv, dir + "/switch.log");
+  auto pid = spawn_daemon(argv, dir + "/switch.log", nic_nice());  // on the data path, like the NICs
   if (!pid) return fail("cannot start ulnic-switch: " + pid.error().message);
   write_pid_file(dir + "/switch.pid", *pid);
   // Up once it published its peer id in its port area (or dead).

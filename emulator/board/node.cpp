@@ -192,6 +192,14 @@ std::vector<uint32_t> list_nodes(const std::string& cluster) {
   return nodes;
 }
 
+int nic_nice() {
+  const char* v = std::getenv("ULNIC_NIC_NICE");
+  if (!v || !*v) return -10;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return *end || n < -20 || n > 19 ? -10 : int(n);
+}
+
 Result<StartResult> start_node(const StartOptions& o) {
   if (auto r = check_cluster_name(o.cluster); !r) return std::unexpected(r.error());
   if (auto r = validate(o.board); !r) return std::unexpected(r.error());
@@ -259,9 +267,9 @@ Result<StartResult> start_node(const StartOptions& o) {
   std::error_code ec;
   fs::copy_file(o.firmware, p.firmware, fs::copy_options::overwrite_existing, ec);
 
-  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log);
+  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, nic_nice());
   if (!pid) return cleanup_on_error(pid.error());
-  std::ofstream(p.pid) << *pid << "\n";
+  write_pid_file(p.pid, *pid);
   res.pid = *pid;
   auto st = wait_for_boot(p, *pid, 1, o.boot_timeout);
   if (!st) return cleanup_on_error(Error{node_name(o.cluster, o.board.node) + ": " + st.error().message});

@@ -57,6 +57,19 @@ struct NodeInfo {
   abi::CostBlock cost{};                // instruction counts (magic 0: no --cost)
 };
 
+// The emulated NICs' priority on the host, as a nice value ($ULNIC_NIC_NICE,
+// default -10): QEMU and the switch, the processes of the data path. A NIC
+// is hardware; a host busy with its own processes must not starve it. Under
+// two CPU burners and eight AM ranks spinning on AM_Poll, Linux's autogroups
+// (one per session: each QEMU has its own) left the QEMU threads runnable
+// but unscheduled for 5-12 s at a time: a NIC slept through its 100 ms timer
+// for up to 9 s, its peers declared it unreachable after 5 s without an ACK,
+// and the jobs' messages came back EUNREACHABLE (measured, issue 20). At
+// -10 the same load ran 10 jobs of 10. Spinning is bounded by the firmware
+// (it sleeps in WFI after its spin window), so an idle NIC costs nothing
+// at any priority.
+int nic_nice();
+
 // On a node whose QEMU runs but whose ulnicd does not (it was killed), starts
 // only the daemon (StartResult::daemon_restarted).
 Result<StartResult> start_node(const StartOptions& opts);

@@ -1,5 +1,6 @@
 #include "lcp/loop.h"
 
+#include "core/log.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "hal/cpu.h"
@@ -145,9 +146,16 @@ bool loop_idle(LoopState& s, uint64_t now) {
   core::status::count(abi::kCtrWfi);
   // A deadline already past, or an MSI that arrived since the last claim,
   // leaves an interrupt pending and WFI returns at once: no lost wake-up.
+  const uint64_t slept_at = hal::clint::now();
   hal::wait_for_interrupt();
   HAL_CSR_CLEAR(mie, hal::kMieMTIE);  // the timer stays set; only the wake-up is masked
   const uint64_t woke = hal::clint::now();
+  // Woken a second or more past the timer: the host did not run this NIC
+  // (its peers may have given up on it meanwhile; board/node.h, nic_nice).
+  if (int64_t(woke - s.timer_at) > int64_t(hal::clint::us_to_ticks(kOversleptUs)))
+    core::log("loop: woke %lu ms after its timer (slept %lu ms): the host did not run this NIC\n",
+              (unsigned long)(hal::clint::ticks_to_us(woke - s.timer_at) / 1000),
+              (unsigned long)(hal::clint::ticks_to_us(woke - slept_at) / 1000));
   if (woke >= s.timer_at) core::status::count(abi::kCtrTimerWakeups);
   link::woke();
   if (s.slots) slots_woke(*s.slots);

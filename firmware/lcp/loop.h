@@ -61,6 +61,9 @@ constexpr uint64_t kStallUs = 10;
 // doorbell (a device write that takes QEMU's global lock, tens of
 // microseconds) and the stream a wake-up.
 constexpr uint64_t kStreamSpinUs = 500;
+// A wake-up this late past the NIC's own timer is logged: the host left the
+// NIC's vCPU unscheduled (board/node.h, nic_nice).
+constexpr uint64_t kOversleptUs = 1'000'000;
 
 // The gaps between outside work seen in one epoch (kGapEpochUs).
 struct GapEpoch {

@@ -5,6 +5,7 @@
 
 #include "core/copy.h"
 #include "core/cost.h"
+#include "core/log.h"
 #include "core/status.h"
 #include "hal/clint.h"
 #include "hal/cpu.h"
@@ -324,6 +325,13 @@ bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
 // retransmission), but no retransmission reads host memory any more.
 void declare_unreachable(uint32_t peer, uint64_t now) {
   Peer& p = g.peers[peer];
+  // Rare and final for what was in flight: say what the link looked like.
+  core::log("link: peer %u unreachable: acked %u, next %u, resend from %u, expecting %u from it, %u timeouts in a row, "
+            "rto %lu us, srtt %lu us, %u ring slots free toward it, it %s\n",
+            peer, p.acked, p.next_seq, p.resend_next, p.expected, unsigned(p.timeouts),
+            (unsigned long)hal::clint::ticks_to_us(p.rto_ticks), (unsigned long)hal::clint::ticks_to_us(p.srtt),
+            tx_ring(tx_port(peer)).free_space(g.capacity),
+            __atomic_load_n(&port(tx_port(peer)).rx_asleep, __ATOMIC_RELAXED) ? "sleeps" : "is awake");
   // Packets that carry host memory become sequence fillers (their operation
   // has failed; the memory may be reused). Packets without payload -- the
   // verdicts we owe the peer -- stay as they are: dropping one would leave an

@@ -46,3 +46,14 @@ class PrivateCluster:
     def tearDownClass(cls):
         subprocess.run([ULNIC, "cluster", "down", "-c", cls.cluster], capture_output=True, timeout=120)
         shutil.rmtree(cls.rundir, ignore_errors=True)
+
+    @classmethod
+    def node_status(cls):
+        """Every node's `ulnic node status` (links and counters), for a failure
+        message: what the NICs saw says why a job's message came back."""
+        out = []
+        for n in range(cls.nodes):
+            p = subprocess.run([ULNIC, "node", "status", "-c", cls.cluster, "-n", str(n)], capture_output=True,
+                               text=True, timeout=60)
+            out.append(p.stdout + p.stderr)
+        return "\n".join(out)

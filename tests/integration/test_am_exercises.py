@@ -51,7 +51,8 @@ class OnNics(PrivateCluster, unittest.TestCase):
     def twice(self, transport):
         for attempt in range(2):
             rc, out = run_job(transport, cluster=self.cluster)
-            self.assertEqual(rc, 0, f"job {attempt}:\n{out}")
+            if rc != 0:
+                self.fail(f"job {attempt} exited {rc}:\n{out}\nthe NICs:\n{self.node_status()}")
             for r in range(RANKS):
                 self.assertIn(f"rank {r} of {RANKS} on {transport} node {r % 4}\n", out, out)
                 self.assertIn(f"exercises ok rank {r}\n", out, out)

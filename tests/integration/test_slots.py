@@ -10,6 +10,7 @@ ULNIC_PROGRAMS in the environment (ctest sets them).
 import json
 import os
 import random
+import resource
 import re
 import select
 import shutil
@@ -326,6 +327,22 @@ class Abuse(NodeCase):
     """Bad descriptors complete with the right errors; cross-slot copies work."""
 
     cluster = "abuse"
+
+    def test_the_nics_qemu_runs_at_the_nic_priority(self):
+        # board/node.h, nic_nice: QEMU and every thread of it at nice -10, and
+        # its session's autogroup too where the kernel has them; a user who
+        # may not raise priorities gets the default (best effort).
+        with open(f"/proc/{self.qemu_pid}/stat") as f:
+            nice_now = int(f.read().rsplit(")", 1)[1].split()[16])
+        privileged = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 30
+        want = -10 if privileged else 0
+        for tid in os.listdir(f"/proc/{self.qemu_pid}/task"):
+            with open(f"/proc/{self.qemu_pid}/task/{tid}/stat") as f:
+                self.assertEqual(int(f.read().rsplit(")", 1)[1].split()[16]), want, f"thread {tid}")
+        self.assertEqual(nice_now, want)
+        if os.path.exists(f"/proc/{self.qemu_pid}/autogroup"):
+            with open(f"/proc/{self.qemu_pid}/autogroup") as f:
+                self.assertRegex(f.read(), rf" nice {want}\n" if privileged else r" nice ")
 
     def test_bad_descriptors_get_error_completions(self):
         self.wait_all_free()

@@ -15,8 +15,13 @@ namespace ulnic {
 // Starts argv[0] (searched in PATH) as a daemon: own session, stdin from
 // /dev/null, stdout+stderr appended to `log_path`, reparented to init (double
 // fork) so it outlives the caller and never lingers as its zombie. Returns
-// its pid once exec succeeded; an exec failure is an error here.
-Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path);
+// its pid once exec succeeded; an exec failure is an error here. A `nice`
+// other than 0 is the daemon's priority, as a nice value: its own (every
+// thread it starts inherits it) and its session's autogroup's (with
+// autogroups, Linux shares the CPUs between sessions first, so only that
+// one counts). Best effort: without the privilege to raise a priority the
+// daemon runs at the default.
+Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice = 0);
 
 // Starts argv as a child of the caller sharing its stdout/stderr; reap it
 // with wait_child(). Exec failure shows as exit status 127.
