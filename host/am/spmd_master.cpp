@@ -278,7 +278,9 @@ class Master {
   void on_collective(int rank, const proto::Frame& f);
   void start_job();
   void send_to(int rank, uint32_t type, const std::vector<uint8_t>& body);
-  void reap();
+  // Reaps the workers that ended; the first failure (or a last clean exit)
+  // ends the job. failures_only: a clean exit is recorded, nothing more.
+  void reap(bool failures_only = false);
   void reap_helpers();
   void check_deadlines();
   void end(int code, bool graceful, const std::string& msg);
@@ -573,6 +575,11 @@ void Master::on_frame(int rank, const proto::Frame& f) {
     case proto::kExit: {
       uint32_t code = 0;
       if (!proto::decode_u32(f.body, code)) break;
+      // A failing exit often follows another worker's death (its messages
+      // to the dead one came back): a worker already gone is the job's
+      // cause, and its status the job's.
+      if (code != 0) reap(/*failures_only=*/true);
+      if (result_) return;
       // Everyone (the sender too: that is its acknowledgement) exits with it.
       result_ = int(int32_t(code)), graceful_ = true;
       for (size_t r = 0; r < workers_.size(); ++r) send_to(int(r), proto::kExit, f.body);
@@ -652,8 +659,9 @@ void Master::send_to(int rank, uint32_t type, const std::vector<uint8_t>& body) 
   if (!proto::send_frame(w.fd, type, body)) w.eof = true, w.eof_at = Clock::now();
 }
 
-void Master::reap() {
+void Master::reap(bool failures_only) {
   reap_helpers();
+  std::vector<size_t> ended;
   for (size_t r = 0; r < workers_.size(); ++r) {
     Worker& w = workers_[r];
     if (w.reaped || w.pid <= 0 || !w.child) continue;
@@ -662,12 +670,21 @@ void Master::reap() {
     if (p == 0) continue;
     // p < 0: someone else reaped it (a master-mode program's SIGCHLD handler).
     w.reaped = true, w.status = p < 0 ? (1 << 8) : st;
+    ended.push_back(r);
+  }
+  // Of the workers found ended in one look, one killed by a signal is named
+  // first: the others most likely failed because it died (their messages to
+  // it came back), a moment later but within the same 50 ms tick.
+  std::stable_partition(ended.begin(), ended.end(), [&](size_t r) { return WIFSIGNALED(workers_[r].status); });
+  for (size_t r : ended) {
+    Worker& w = workers_[r];
     if (result_) continue;
     read_worker(int(r));  // its last words: an EXIT sent just before it went
     if (result_) continue;
     bool others = false;
     for (const auto& o : workers_) others |= !o.reaped;
     int code = exit_code_of(w.status);
+    if (failures_only && code == 0) continue;
     std::string when = !w.hello ? " before it joined the job" : WIFSIGNALED(w.status) ? "" : " without AMUDP_SPMDExit";
     std::string msg = who(int(r)) + " " + describe_end(w.status) + when;
     if (others) msg += "; stopping the other workers";
