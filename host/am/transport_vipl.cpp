@@ -91,6 +91,10 @@ struct Nic {
   VIP_NIC_ATTRIBUTES attrs{};
   VIP_PROTECTION_HANDLE ptag = nullptr;
   uint16_t node = 0;
+  // Fault injection for tests: $ULNIC_AM_VIPL_ACCEPT_DELAY_MS, how long the
+  // listener sleeps between accepting a connection and greeting the peer
+  // (and handing the VI over): a listener thread descheduled that long.
+  useconds_t accept_delay_us = 0;
 };
 Nic nic;
 
@@ -399,6 +403,7 @@ void listen_loop(Endpoint* ep) {
       else VipConnectReject(conn);
       continue;
     }
+    if (nic.accept_delay_us) usleep(nic.accept_delay_us);
     ViHeader vh;
     fill_header(s, *ep, vh, true);
     post_message(*c, vh, nullptr, 0, nullptr, 0);
@@ -482,7 +487,8 @@ bool pull_medium(ViplEndpoint& s, Conn& c, const ViHeader& vh, std::vector<uint8
 }
 
 // One receive completion on `vi`: greeting, AM packet, or a broken VI.
-void receive(Endpoint& ep, VIP_VI_HANDLE vi) {
+// False if it could not be served yet (stashed for a later poll).
+bool receive(Endpoint& ep, VIP_VI_HANDLE vi) {
   ViplEndpoint& s = state(ep);
   auto it = s.by_vi.find(vi);
   if (it == s.by_vi.end()) {
@@ -492,19 +498,19 @@ void receive(Endpoint& ep, VIP_VI_HANDLE vi) {
       // A VI the listener has accepted but not handed over yet (the peer
       // was quick): look again at the next poll.
       s.stash.push_back(vi);
-      return;
+      return false;
     }
   }
   Conn& c = *it->second;
   VIP_DESCRIPTOR* d;
-  if (VipRecvDone(vi, &d) != VIP_SUCCESS) return;
+  if (VipRecvDone(vi, &d) != VIP_SUCCESS) return true;
   if (d->CS.Status & VIP_STATUS_ERROR_MASK) {  // flushed: the connection is gone
     if (!c.broken) {
       c.broken = true;
       forget(s, c);
       if (c.named) peer_unreachable(ep, c.peer);
     }
-    return;
+    return true;
   }
   const uint8_t* b = c.buffer(d);
   uint32_t len = d->CS.Length;
@@ -525,12 +531,13 @@ void receive(Endpoint& ep, VIP_VI_HANDLE vi) {
       // buffer must be back on the queue for the credits to hold.
       std::vector<uint8_t> msg(b + sizeof vh, b + len);
       post_recv(c, d);
-      if (vh.medium_addr && !pull_medium(s, c, vh, msg)) return;
+      if (vh.medium_addr && !pull_medium(s, c, vh, msg)) return true;
       deliver(ep, c.peer, msg.data(), msg.size());
-      return;
+      return true;
     }
   }
   post_recv(c, d);
+  return true;
 }
 
 // ---- the ops
@@ -547,6 +554,8 @@ int vipl_start() {
   // core); the asynchronous report would only repeat it on stderr.
   VipErrorCallback(nic.handle, nullptr, [](VIP_PVOID, VIP_ERROR_DESCRIPTOR*) {});
   std::memcpy(&nic.node, nic.attrs.LocalNicAddress, 2);
+  if (const char* d = std::getenv("ULNIC_AM_VIPL_ACCEPT_DELAY_MS"); d && *d)
+    nic.accept_delay_us = useconds_t(std::clamp(std::strtol(d, nullptr, 10), 0l, 10000l) * 1000);
   if (VipCreatePtag(nic.handle, &nic.ptag) != VIP_SUCCESS) {
     VipCloseNic(nic.handle);
     return AM_ERR_RESOURCE;
@@ -597,6 +606,22 @@ void vipl_close(Endpoint& ep) {
   ep.transport_state = nullptr;
 }
 
+// Until the peer's first packet has said where its segment is (a Long is
+// placed there), taking what arrives meanwhile. Its listener posts the
+// greeting right after accepting the connection, but may be descheduled
+// for a while: the wait is bounded by time, not by polls (it was 5000
+// polls, which a poll that kept finding our own listener's VI not yet
+// handed over ran through in milliseconds: the Long went unplaced and came
+// back EBADSEGOFF). False if the VI broke or no greeting came in time.
+bool await_greeting(Endpoint& ep, Conn& c) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+  while (!c.greeted && !c.broken) {
+    if (Clock::now() >= deadline) return false;
+    if (lib().transport->poll(ep, kPollBudget) == 0) usleep(100);
+  }
+  return !c.broken;
+}
+
 int vipl_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const void* payload,
               size_t payload_len) {
   QuietPolls quiet;
@@ -607,10 +632,7 @@ int vipl_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, const
   if (!c || c->broken) return EUNREACHABLE;
   auto* h = static_cast<PacketHeader*>(head);
   if (h->category == Category::kLong && payload_len) {
-    // The peer's segment must be known: its greeting comes right after the
-    // connection; take what arrives meanwhile.
-    for (int i = 0; !c->greeted && !c->broken && i < 5000; i++)
-      if (lib().transport->poll(ep, kPollBudget) == 0) usleep(1000);
+    if (!await_greeting(ep, *c)) return EUNREACHABLE;
     if (c->seg_gen && c->seg_addr && uint64_t(h->offset) + payload_len <= c->seg_len) {
       if (!rdma_write(s, *c, h->offset, payload, payload_len)) return EUNREACHABLE;
       h->placed = c->seg_gen;
@@ -641,15 +663,12 @@ int vipl_poll(Endpoint& ep, int budget) {
   for (size_t waiting = s.stash.size(); n < budget && waiting; waiting--) {
     VIP_VI_HANDLE vi = s.stash.front();
     s.stash.erase(s.stash.begin());
-    receive(ep, vi);
-    n++;
+    if (receive(ep, vi)) n++;
   }
   VIP_VI_HANDLE vi;
   VIP_BOOLEAN is_recv;
-  while (n < budget && VipCQDone(s.cq, &vi, &is_recv) == VIP_SUCCESS) {
-    receive(ep, vi);
-    n++;
-  }
+  while (n < budget && VipCQDone(s.cq, &vi, &is_recv) == VIP_SUCCESS)
+    if (receive(ep, vi)) n++;
   return n;
 }
 

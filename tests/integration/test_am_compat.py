@@ -21,7 +21,9 @@ every byte and return code checked by the programs themselves.
     AM_ERR_NOT_SENT once the peer's requests, replies and refusals
     outnumbered the 2k+2 receives of a VI (now 3k+2, as AMVIA reserves);
     amudp_allam T was stuck on every transport (the thread in AM_WaitSema
-    kept the bundle).
+    kept the bundle). Over VIPL, allam with every listener slowed by
+    $ULNIC_AM_VIPL_ACCEPT_DELAY_MS: a first Long waits for the peer's
+    greeting (it gave up after a few ms and came back EBADSEGOFF).
 Needs ULNIC_BIN and ULNIC_PROGRAMS in the environment.
 """
 import os
@@ -173,9 +175,9 @@ class OnNics(PrivateCluster, unittest.TestCase, Checks):
     cluster = "am-compat"
     ranks = 4
 
-    def job(self, transport, *args, n=None):
+    def job(self, transport, *args, n=None, **env):
         return run([ULNIC, "run", "-n", str(n or self.ranks), "--transport", transport, "-c", self.cluster, *args],
-                   env=job_env(ULNIC_RUNTIME_DIR=self.rundir), timeout=300)
+                   env=job_env(ULNIC_RUNTIME_DIR=self.rundir, **env), timeout=300)
 
     def test_forms_replies_never_fail(self):
         for t in ("vipl", "native"):
@@ -187,6 +189,16 @@ class OnNics(PrivateCluster, unittest.TestCase, Checks):
             for mode in "PBT":
                 with self.subTest(transport=t, mode=mode):
                     self.assert_ok(self.job(t, ALLAM, "3", mode), "allam", self.ranks)
+
+    def test_first_long_waits_for_a_slow_greeting(self):
+        # Every rank's listener sleeps 300 ms between accepting a connection
+        # and greeting the peer (handing the VI over with it): each rank's
+        # first Long waits for its partner's greeting while its own listener
+        # still holds the VI its predecessor already sends on. The wait was
+        # 5000 polls, each finding that VI and so never sleeping: a few ms,
+        # then the Long went unplaced and came back EBADSEGOFF (CI, about 1
+        # run in 60 of the T case above, with no delay).
+        self.assert_ok(self.job("vipl", ALLAM, "1", "P", ULNIC_AM_VIPL_ACCEPT_DELAY_MS="300"), "allam", self.ranks)
 
     def test_refused_replies_never_fail(self):
         for t in ("vipl", "native"):
