@@ -45,7 +45,10 @@ floor (spin-poll: the NIC alone sleeps, against the one-way floor; blocking
 wait: the NIC and the host sleep, against the round trip); small messages at
 depth 16 >= 3x AM over UDP's msgs/s; >= 64 KiB >= 80% of VMMC's one-way rate
 at the same size; FM's N1/2 <= 1 KiB; VMMC one-way at 1 MiB >= 90% of the NIC
-copy floor. Rows marked info have no target.
+copy floor. Rows marked info have no target. Last, the link's counters over
+the whole run (summary.json "link"): the direct fabric drops nothing (a full
+ring holds the sender back), so every retransmission is spurious, a timeout
+that fired while a NIC was descheduled; target under 1% of data packets.
 
 Writes OUT/summary.json (every figure with each round's value and where it
 came from: program, arguments, section, row; the runs, their exit status and
@@ -463,6 +466,26 @@ def machine_line(m):
             f"hypervisor {m.get('hypervisor')}, {m.get('kernel')}")
 
 
+LINK_KEYS = ("link_tx_data", "link_retransmits", "link_duplicates", "link_held", "link_sacked")
+
+
+def link_totals(status):
+    """The link counters summed over the nodes: the whole run's, as the cluster was booted for it."""
+    nodes = [n for n in status or [] if isinstance(n, dict) and isinstance(n.get("counters"), dict)]
+    if not nodes:
+        return None
+    return {k: sum(int(n["counters"].get(k, 0)) for n in nodes) for k in LINK_KEYS}
+
+
+def link_line(link):
+    if not link:
+        return "link: no counters (the cluster's status at the end could not be read)"
+    sent, retx = link["link_tx_data"], link["link_retransmits"]
+    share = f"{100.0 * retx / sent:.3f}%" if sent else "-"
+    return (f"link over the whole run (both nodes, direct fabric, nothing dropped): {retx:,} retransmissions of "
+            f"{sent:,} data packets sent ({share}; target < 1%), {link['link_duplicates']:,} duplicates received")
+
+
 def summary(data):
     rows, figs = data["table"], data["figures"]
     val = lambda k: figs.get(k, {}).get("value")  # noqa: E731
@@ -519,6 +542,7 @@ def summary(data):
         lines.append(fl(f"memcpy {size_name(s)}", f"floor.memcpy.{s}", "MB/s", "vmmc_bench floors"))
         lines.append(fl(f"NIC copy {size_name(s)}", f"floor.nic_copy.{s}", "MB/s", "vmmc_bench floors"))
         lines.append(fl(f"VMMC one-way {size_name(s)}", f"bw.vmmc.{s}", "MB/s", "vmmc_bench section 2"))
+    lines += ["", link_line(data.get("link"))]
     if data.get("machine"):
         lines += ["", machine_line(data["machine"])]
     return "\n".join(lines)
@@ -620,6 +644,7 @@ def main():
         with open(floors) as f:
             data["machine"] = json.load(f).get("machine")
     evaluate(data)
+    data["link"] = link_totals(data.get("cluster_status_at_end"))
     finish(data, t0)
     data["failed"] = m.failed
     data["completed_and_verified"] = rc == 0 and not m.failed
