@@ -433,6 +433,17 @@ class TwoMachines(unittest.TestCase):
         self.assertNotEqual(sender.returncode, 0, out + err)
         self.assertIn(f"status {UNREACHABLE}", err)
         self.assertLess(waited, 20, "pending puts must error out within the link's deadline")
+        # The link counts the peer unreachable when packets to it stay
+        # unacknowledged past its deadline. If the cut came when every packet
+        # had been acknowledged and only verdicts were owed, the puts failed
+        # on the verdict deadline (remote.h) and the link had nothing out
+        # (CI, once). One more put gives it something, and fails alike.
+        again = self.run_in(0, PUT, "put", "--info", info, "--dst-node", "1", "--ops", "1", "--batch", "1",
+                            "--stop-on-error", background=True)
+        self.addCleanup(stop, again)
+        out, err = again.communicate(timeout=60)
+        self.assertNotEqual(again.returncode, 0, out + err)
+        self.assertIn(f"status {UNREACHABLE}", err)
         # The link declares the peer unreachable at its own 5 s deadline,
         # counted from its last progress; a put may fail a moment earlier on
         # its own deadline (remote.cpp: a link that takes nothing, a verdict
