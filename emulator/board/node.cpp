@@ -123,8 +123,10 @@ std::string daemon_pid_file(const NodePaths& p) { return p.dir + "/ulnicd.pid"; 
 // ulnicd runs as long as the board; it is started once the firmware runs.
 Result<void> start_daemon(const std::string& cluster, uint32_t node) {
   NodePaths p = node_paths(cluster, node);
-  auto pid = spawn_daemon({tool_path("ulnicd"), "--cluster", cluster, "--node", std::to_string(node)},
-                          p.dir + "/ulnicd.log");
+  const NicPriority prio = nic_priority();
+  std::vector<std::string> argv = {tool_path("ulnicd"), "--cluster", cluster, "--node", std::to_string(node)};
+  if (prio.adaptive) argv.insert(argv.end(), {"--boost-nice", std::to_string(prio.nice)});
+  auto pid = spawn_daemon(argv, p.dir + "/ulnicd.log", prio.adaptive ? prio.nice : 0);
   if (!pid) return fail("cannot start ulnicd: " + pid.error().message);
   for (auto deadline = Clock::now() + 15s; Clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
     if (read_pid_file(daemon_pid_file(p)) == *pid) return {};
@@ -192,13 +194,16 @@ std::vector<uint32_t> list_nodes(const std::string& cluster) {
   return nodes;
 }
 
-int nic_nice() {
+NicPriority nic_priority() {
   const char* v = std::getenv("ULNIC_NIC_NICE");
-  if (!v || !*v) return -10;
+  if (!v || !*v) return {};
   char* end = nullptr;
   long n = std::strtol(v, &end, 10);
-  return *end || n < -20 || n > 19 ? -10 : int(n);
+  if (*end || n < -20 || n > 19) return {};
+  return {false, int(n)};
 }
+
+int nic_nice() { return nic_priority().nice; }
 
 Result<StartResult> start_node(const StartOptions& o) {
   if (auto r = check_cluster_name(o.cluster); !r) return std::unexpected(r.error());
@@ -267,7 +272,7 @@ Result<StartResult> start_node(const StartOptions& o) {
   std::error_code ec;
   fs::copy_file(o.firmware, p.firmware, fs::copy_options::overwrite_existing, ec);
 
-  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, nic_nice());
+  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, nic_priority().adaptive ? 0 : nic_nice());
   if (!pid) return cleanup_on_error(pid.error());
   write_pid_file(p.pid, *pid);
   res.pid = *pid;

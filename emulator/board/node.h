@@ -57,17 +57,30 @@ struct NodeInfo {
   abi::CostBlock cost{};                // instruction counts (magic 0: no --cost)
 };
 
-// The emulated NICs' priority on the host, as a nice value ($ULNIC_NIC_NICE,
-// default -10): QEMU and the switch, the processes of the data path. A NIC
-// is hardware; a host busy with its own processes must not starve it. Under
-// two CPU burners and eight AM ranks spinning on AM_Poll, Linux's autogroups
+// The emulated NICs' priority on the host ($ULNIC_NIC_NICE). A NIC is
+// hardware; a host busy with its own processes must not starve it. Under two
+// CPU burners and eight AM ranks spinning on AM_Poll, Linux's autogroups
 // (one per session: each QEMU has its own) left the QEMU threads runnable
 // but unscheduled for 5-12 s at a time: a NIC slept through its 100 ms timer
 // for up to 9 s, its peers declared it unreachable after 5 s without an ACK,
 // and the jobs' messages came back EUNREACHABLE (measured, issue 20). At
-// -10 the same load ran 10 jobs of 10. Spinning is bounded by the firmware
-// (it sleeps in WFI after its spin window), so an idle NIC costs nothing
-// at any priority.
+// nice -10 the same load ran 10 jobs of 10; but a NIC that outranks the
+// host's processes all the time keeps the process it just woke off that CPU
+// while it spins, and small messages took 263-321 us one way against 26-67
+// at the ordinary priority. So by default ($ULNIC_NIC_NICE unset) QEMU runs
+// at the ordinary priority and its node daemon raises it to `boost` (-10)
+// only while the host starves it (daemon/priority_guard.h); the daemon
+// itself, which must see the starvation in time, and the switch run at
+// `boost`. $ULNIC_NIC_NICE=N fixes QEMU, the switch and nothing else at N.
+// Spinning is bounded by the firmware (it sleeps in WFI after its spin
+// window), so an idle NIC costs nothing at any priority.
+struct NicPriority {
+  bool adaptive = true;  // the daemon boosts QEMU to `nice` while starved
+  int nice = -10;        // the boost, or the fixed priority
+};
+NicPriority nic_priority();
+// The priority of the processes that always run raised: the switch, and the
+// daemon when adaptive (nic_priority().nice).
 int nic_nice();
 
 // On a node whose QEMU runs but whose ulnicd does not (it was killed), starts

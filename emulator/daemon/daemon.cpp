@@ -67,6 +67,7 @@ Result<void> Daemon::init(const Options& opts) {
   num_slots_ = st.num_slots;
   vectors_ = st.fabric_vectors;
   qemu_pid_ = read_pid_file(paths_.pid);
+  if (opts.guard && qemu_pid_) guard_.start(qemu_pid_, opts.boost_nice, [this](const std::string& l) { log(l); });
   if (vectors_ < abi::kNicVectors)
     return fail("the fabric device has " + std::to_string(vectors_) + " vectors; slots need " +
                 std::to_string(abi::kNicVectors));

@@ -19,6 +19,7 @@
 #include "board/runtime.h"
 #include "board/node.h"
 #include "board/sram.h"
+#include "daemon/priority_guard.h"
 #include "ulnic/abi/attach.h"
 #include "ulnic/abi/ctrl.h"
 #include "ulnic/abi/vmmc.h"
@@ -34,6 +35,11 @@ struct Options {
   uint32_t cq_capacity = 8192;  // room for every VI descriptor a process keeps posted
   uint32_t eq_capacity = 256;
   std::chrono::milliseconds ctrl_timeout{5000};
+  // --boost-nice N: keep QEMU at the ordinary priority and raise it to N
+  // while the host starves it (priority_guard.h). Without it, nobody moves
+  // QEMU's priority (ULNIC_NIC_NICE set: a fixed one).
+  bool guard = false;
+  int boost_nice = 0;
 };
 
 std::string socket_path(const board::NodePaths& p);
@@ -138,6 +144,7 @@ class Daemon {
   uint32_t num_slots_ = 0;
   uint32_t vectors_ = 0;
   pid_t qemu_pid_ = 0;
+  PriorityGuard guard_;
   UniqueFd listen_, fabric_, wake_rd_, wake_wr_;
   int64_t peer_id_ = -1;
   std::vector<UniqueFd> nic_vectors_;  // write 1 to ring NIC vector v

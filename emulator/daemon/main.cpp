@@ -1,5 +1,5 @@
 // ulnicd: the node daemon (see daemon.h).
-//   ulnicd --cluster C --node K
+//   ulnicd --cluster C --node K [--boost-nice N]
 #include <signal.h>
 
 #include <cstdio>
@@ -23,8 +23,9 @@ int main(int argc, char** argv) {
     std::string v = i + 1 < argc ? argv[i + 1] : "";
     if (a == "--cluster") opts.cluster = v, ++i;
     else if (a == "--node") opts.node = uint32_t(std::stoul(v)), ++i;
+    else if (a == "--boost-nice") opts.guard = true, opts.boost_nice = std::stoi(v), ++i;
     else {
-      std::fprintf(stderr, "usage: ulnicd --cluster C --node K\n");
+      std::fprintf(stderr, "usage: ulnicd --cluster C --node K [--boost-nice N]\n");
       return 2;
     }
   }

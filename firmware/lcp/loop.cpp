@@ -151,7 +151,7 @@ bool loop_idle(LoopState& s, uint64_t now) {
   HAL_CSR_CLEAR(mie, hal::kMieMTIE);  // the timer stays set; only the wake-up is masked
   const uint64_t woke = hal::clint::now();
   // Woken a second or more past the timer: the host did not run this NIC
-  // (its peers may have given up on it meanwhile; board/node.h, nic_nice).
+  // (its peers may have given up on it meanwhile; board/node.h, nic_priority).
   if (int64_t(woke - s.timer_at) > int64_t(hal::clint::us_to_ticks(kOversleptUs)))
     core::log("loop: woke %lu ms after its timer (slept %lu ms): the host did not run this NIC\n",
               (unsigned long)(hal::clint::ticks_to_us(woke - s.timer_at) / 1000),

@@ -62,7 +62,7 @@ constexpr uint64_t kStallUs = 10;
 // microseconds) and the stream a wake-up.
 constexpr uint64_t kStreamSpinUs = 500;
 // A wake-up this late past the NIC's own timer is logged: the host left the
-// NIC's vCPU unscheduled (board/node.h, nic_nice).
+// NIC's vCPU unscheduled (board/node.h, nic_priority).
 constexpr uint64_t kOversleptUs = 1'000'000;
 
 // The gaps between outside work seen in one epoch (kGapEpochUs).

@@ -90,6 +90,17 @@ class Cluster:
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}{p.stderr}")
 
+    def boosts(self):
+        """The node daemons' priority boosts so far (daemon/priority_guard.h): their log lines, each node's."""
+        lines = []
+        for k in range(self.nodes):
+            try:
+                with open(os.path.join(self.runtime, self.name, f"node{k}", "ulnicd.log")) as f:
+                    lines += [l.rstrip() for l in f if "the host starves the NIC" in l]
+            except OSError:
+                pass
+        return lines
+
     def status(self):
         p = subprocess.run([self.ulnic, "cluster", "status", "-c", self.name, "--json"], env=self.env(0),
                            capture_output=True, text=True, timeout=60)
@@ -161,6 +172,11 @@ def on_private_cluster(build, name, slot_mib, extra, prog, run):
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
     finally:
+        boosts = nodes.boosts()
+        # A boost means the host starved a NIC meanwhile: the figures were
+        # taken on a loaded machine (and partly at another priority).
+        print(f"{prog}: the NICs' priority was raised {len(boosts)} time(s) during the run"
+              + "".join("\n  " + l for l in boosts), flush=True)
         nodes.down()
         left = remove_runtime(runtime)
         if left:
