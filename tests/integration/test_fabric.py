@@ -232,7 +232,11 @@ class SwitchFaults(Cluster):
         self.finish(server)
         time.sleep(1.2)  # flushed every second
         lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "emulator", "switch", "ulnic.lua")
-        p = subprocess.run([tshark, "-n", "-X", f"lua_script:{lua}", "-r", self.pcap, "-T", "fields",
+        # The first 20,000 packets (-c): the capture holds the whole class's
+        # traffic (~300,000 packets, 42 MB after the 100,000 puts), which
+        # tshark's Lua dissector took 9 s of CPU to read alone and over 120 s
+        # under two CPU burners beside the soak (stress.py, 2026-11-29).
+        p = subprocess.run([tshark, "-n", "-X", f"lua_script:{lua}", "-r", self.pcap, "-c", "20000", "-T", "fields",
                             "-e", "ulnic.type", "-e", "ulnic.src", "-e", "ulnic.dst", "-e", "ulnic.seq",
                             "-e", "ulnic.op", "-e", "ulnic.status", "-e", "ulnic.sack"],
                            capture_output=True, text=True, timeout=120)

@@ -325,7 +325,7 @@ class Concurrency(NodeCase):
 
 
 # A process that outranks the NIC: its own session (so its own autogroup)
-# at nice -15, busy for at most 30 s. Argument: a program to exec, or none to spin.
+# at nice -15, busy for at most 10 s. Argument: a program to exec, or none to spin.
 HOG = """
 import os, sys, time
 os.setpriority(os.PRIO_PROCESS, 0, -15)
@@ -333,7 +333,7 @@ with open("/proc/self/autogroup", "w") as f:
     f.write("-15\\n")
 if len(sys.argv) > 1:
     os.execv(sys.argv[1], sys.argv[1:])
-end = time.monotonic() + 30
+end = time.monotonic() + 10
 while time.monotonic() < end:
     pass
 """
@@ -395,7 +395,7 @@ class Priority(NodeCase):
             self.assertTrue(wait_for(lambda: any("copy_worker" in l or "attached to slot" in l
                                                  for l in self.log_lines()), 30), self.log_lines())
             hogs = [hog() for _ in range(2)]
-            boosted = wait_for(lambda: self.qemu_nices() == {-10}, 25, interval=0.1)
+            boosted = wait_for(lambda: self.qemu_nices() == {-10}, 9, interval=0.1)
         finally:
             for p in hogs + [copier]:
                 p.kill()
