@@ -53,6 +53,8 @@ ELF, a node that is not running, a cluster with no nodes); node status: 3 QEMU n
 running, 4 firmware not running.
 Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER; /tmp/ulnic-$USER
 where /dev/shm is smaller than 1 GiB).
+QEMU runs at the ordinary priority and its node daemon raises it to nice -10 while the
+host starves it (logged in ulnicd.log); $ULNIC_NIC_NICE=N fixes it at N instead.
 )";
 
 std::string usage();                      // every command (kCommands, below)
@@ -517,7 +519,12 @@ int cmd_gdb(const Args& a) {
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   // gdb speaks to a pipe; the pipe is us, relaying to the node's gdbstub socket.
   std::string pipe = "target remote | '" + self + "' node gdb-pipe -c " + a.cluster + " -n " + std::to_string(a.node);
-  std::vector<std::string> argv = {gdb, "-q", "-ex", "set architecture riscv:rv64", "-ex", pipe};
+  // gdb gives a remote target 2 s to answer each packet; the gdbstub is
+  // served by QEMU's main loop, which a loaded host can leave waiting for a
+  // CPU longer than that (the NIC's priority is raised only while its vCPU
+  // starves, board/node.h), and gdb then gives up with the NIC stopped.
+  std::vector<std::string> argv = {gdb, "-q", "-ex", "set architecture riscv:rv64", "-ex", "set remotetimeout 30",
+                                   "-ex", pipe};
   argv.insert(argv.end(), a.passthrough.begin(), a.passthrough.end());
   argv.push_back(elf);
   std::vector<char*> c;

@@ -123,7 +123,8 @@ void PriorityGuard::run() {
       if (!read_schedstat(pid_, tid, ran, waited)) continue;
       seen[tid] = {ran, waited};
       auto it = last_.find(tid);
-      if (it == last_.end()) continue;
+      // A new thread, or a tid reused by one: no window for it yet.
+      if (it == last_.end() || ran < it->second.first || waited < it->second.second) continue;
       ThreadShare s{std::chrono::nanoseconds(ran - it->second.first),
                     std::chrono::nanoseconds(waited - it->second.second)};
       if (s.waited > worst.waited) worst = s;

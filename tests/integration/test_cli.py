@@ -180,7 +180,7 @@ class RunningNode(unittest.TestCase):
             self.skipTest("gdb-multiarch not installed")
         p = run("node", "gdb", "-c", self.cluster, "--", "-batch", "-ex", "info registers pc", "-ex", "detach",
                 timeout=60)
-        self.assertRegex(p.stdout, r"pc\s+0x8000[0-9a-f]{4}")
+        self.assertRegex(p.stdout, r"pc\s+0x8000[0-9a-f]{4}", p.stderr)
         # Detaching resumed the NIC.
         self.assertTrue(status(self.cluster)[1]["heartbeat_advancing"])
 
