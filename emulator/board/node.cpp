@@ -272,7 +272,8 @@ Result<StartResult> start_node(const StartOptions& o) {
   std::error_code ec;
   fs::copy_file(o.firmware, p.firmware, fs::copy_options::overwrite_existing, ec);
 
-  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, nic_priority().adaptive ? 0 : nic_nice());
+  const NicPriority prio = nic_priority();
+  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, prio.adaptive ? 0 : prio.nice);
   if (!pid) return cleanup_on_error(pid.error());
   write_pid_file(p.pid, *pid);
   res.pid = *pid;

@@ -94,10 +94,11 @@ void PriorityGuard::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool PriorityGuard::set_nice(int nice) {
-  for (const std::string& tid : threads_of(pid_))
+bool PriorityGuard::set_nice(int nice, const std::vector<std::string>& tids, bool autogroup) {
+  for (const std::string& tid : tids)
     if (::setpriority(PRIO_PROCESS, id_t(std::stoul(tid)), nice) != 0 && (errno == EPERM || errno == EACCES))
       return false;
+  if (!autogroup) return true;
   std::string path = "/proc/" + std::to_string(pid_) + "/autogroup";
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return true;  // no autogroups: the threads' nice is what counts
@@ -118,7 +119,8 @@ void PriorityGuard::run() {
     std::vector<ThreadShare> shares;
     ThreadShare worst;
     std::map<std::string, std::pair<uint64_t, uint64_t>> seen;
-    for (const std::string& tid : threads_of(pid_)) {
+    const std::vector<std::string> tids = threads_of(pid_);
+    for (const std::string& tid : tids) {
       uint64_t ran = 0, waited = 0;
       if (!read_schedstat(pid_, tid, ran, waited)) continue;
       seen[tid] = {ran, waited};
@@ -135,7 +137,7 @@ void PriorityGuard::run() {
     last = now;
     switch (policy_.step(now, length, shares)) {
       case GuardPolicy::Action::kBoost:
-        if (!set_nice(boost_nice_)) {
+        if (!set_nice(boost_nice_, tids, true)) {
           log_("the host starves the NIC, but this user may not raise its priority (nice " +
                std::to_string(boost_nice_) + "): not guarding it");
           return;
@@ -146,12 +148,13 @@ void PriorityGuard::run() {
              std::to_string(policy_.boosts()) + ")");
         break;
       case GuardPolicy::Action::kUnboost:
-        set_nice(0);
+        set_nice(0, tids, true);
         log_("boost over: nice 0");
         break;
       case GuardPolicy::Action::kNone:
-        // Threads QEMU starts during a boost get the boost too.
-        if (policy_.boosted()) set_nice(boost_nice_);
+        // Threads QEMU starts during a boost get the boost too (the
+        // autogroup is the session's: set once).
+        if (policy_.boosted()) set_nice(boost_nice_, tids, false);
         break;
     }
   }

@@ -76,8 +76,9 @@ class PriorityGuard {
 
  private:
   void run();
-  // Sets every thread's nice and the autogroup's; false if not permitted.
-  bool set_nice(int nice);
+  // Sets these threads' nice and, if `autogroup`, the session's autogroup's;
+  // false if not permitted.
+  bool set_nice(int nice, const std::vector<std::string>& tids, bool autogroup);
 
   pid_t pid_ = 0;
   int boost_nice_ = 0;
