@@ -1,6 +1,7 @@
 #include "ulnic/util/process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -55,8 +56,14 @@ void set_child_priority(int nice) {
 
 }  // namespace
 
-Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice) {
+Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice, int cpu) {
   if (argv.empty()) return fail("spawn: empty command");
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  if (cpu >= 0) {
+    if (cpu >= CPU_SETSIZE) return fail("spawn " + argv.front() + ": no CPU " + std::to_string(cpu));
+    CPU_SET(cpu, &one);
+  }
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return fail_errno("pipe", errno);
   UniqueFd rd(p[0]), wr(p[1]);
@@ -80,6 +87,7 @@ Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::stri
     ::dup2(log, 1);
     ::dup2(log, 2);
     if (nice) set_child_priority(nice);
+    if (cpu >= 0 && ::sched_setaffinity(0, sizeof one, &one) != 0) child_fail(wr.get(), errno);
     ::execvp(args[0], args.data());
     child_fail(wr.get(), errno);
   }

@@ -1,6 +1,7 @@
 #include "board/node.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -205,6 +206,20 @@ NicPriority nic_priority() {
 
 int nic_nice() { return nic_priority().nice; }
 
+Result<int> nic_cpu(uint32_t node) {
+  const char* v = std::getenv("ULNIC_NIC_AFFINITY");
+  const std::string mode = v ? v : "";
+  if (mode.empty() || mode == "off") return -1;
+  if (mode != "node") return fail("ULNIC_NIC_AFFINITY=" + mode + ": expected node or off");
+  cpu_set_t mine;
+  if (::sched_getaffinity(0, sizeof mine, &mine) != 0) return fail_errno("sched_getaffinity", errno);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+  if (cpus.empty()) return -1;
+  return cpus[node % cpus.size()];
+}
+
 Result<StartResult> start_node(const StartOptions& o) {
   if (auto r = check_cluster_name(o.cluster); !r) return std::unexpected(r.error());
   if (auto r = validate(o.board); !r) return std::unexpected(r.error());
@@ -273,7 +288,9 @@ Result<StartResult> start_node(const StartOptions& o) {
   fs::copy_file(o.firmware, p.firmware, fs::copy_options::overwrite_existing, ec);
 
   const NicPriority prio = nic_priority();
-  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, prio.adaptive ? 0 : prio.nice);
+  auto cpu = nic_cpu(o.board.node);
+  if (!cpu) return cleanup_on_error(cpu.error());
+  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, prio.adaptive ? 0 : prio.nice, *cpu);
   if (!pid) return cleanup_on_error(pid.error());
   write_pid_file(p.pid, *pid);
   res.pid = *pid;

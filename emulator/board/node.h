@@ -83,6 +83,22 @@ NicPriority nic_priority();
 // daemon when adaptive (nic_priority().nice).
 int nic_nice();
 
+// The one host CPU node `node`'s QEMU is pinned to, -1 for none
+// ($ULNIC_NIC_AFFINITY, read when the node starts). Unset or `off`: QEMU's
+// threads go wherever Linux puts them. `node`: the node's QEMU runs on CPU
+// node mod N of the N CPUs the starting process may use, and a process that
+// attaches to the node follows it there (host/core: Nic::attach, unless its
+// own affinity is already narrowed or $ULNIC_AFFINITY=off). A NIC and the
+// processes it wakes then share one CPU: every wake-up is local, and a
+// process that blocks hands the CPU straight to its NIC. On a 2-vCPU VM,
+// where a wake-up onto the other (halted) CPU costs 20-230 us in the
+// hypervisor, small messages of every protocol took 22-27 us one way
+// (RTT/2) with each node on its own CPU against 24-80 us (bimodal) with
+// nothing pinned (measured with hop_bench, docs/platform.md). Not the
+// default: with more nodes than CPUs the scheduler can no longer move load
+// off a CPU that its nodes' processes crowd.
+Result<int> nic_cpu(uint32_t node);
+
 // On a node whose QEMU runs but whose ulnicd does not (it was killed), starts
 // only the daemon (StartResult::daemon_restarted).
 Result<StartResult> start_node(const StartOptions& opts);

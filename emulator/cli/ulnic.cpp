@@ -55,6 +55,9 @@ Runtime files live in $ULNIC_RUNTIME_DIR (default /dev/shm/ulnic-$USER; /tmp/uln
 where /dev/shm is smaller than 1 GiB).
 QEMU runs at the ordinary priority and its node daemon raises it to nice -10 while the
 host starves it (logged in ulnicd.log); $ULNIC_NIC_NICE=N fixes it at N instead.
+$ULNIC_NIC_AFFINITY=node at node start pins node K's QEMU to CPU K mod N (of the N CPUs
+`ulnic` may use); a process that attaches to the node then runs on that CPU too (not its
+children; $ULNIC_AFFINITY=off in the process, or an affinity it chose, keeps its own).
 )";
 
 std::string usage();                      // every command (kCommands, below)

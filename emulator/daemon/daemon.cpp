@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -187,6 +188,18 @@ Result<void> Daemon::wipe(uint32_t slot) {
   return {};
 }
 
+namespace {
+// The one CPU QEMU is pinned to (board/node.h, nic_cpu), -1 if it may run on
+// more (or is gone). Asked at each attach: taskset may have moved it since.
+int32_t pinned_cpu(pid_t qemu) {
+  cpu_set_t s;
+  if (!qemu || ::sched_getaffinity(qemu, sizeof s, &s) != 0 || CPU_COUNT(&s) != 1) return -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &s)) return c;
+  return -1;
+}
+}  // namespace
+
 Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply& reply) {
   reply.status = abi::kAttachNoFreeSlot;
   if (uid != ::getuid() && uid != 0) {
@@ -231,6 +244,7 @@ Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply
   reply.slot = k;
   reply.generation = generation_;
   reply.slot_size = slot_size_;
+  reply.nic_cpu = pinned_cpu(qemu_pid_);
   std::snprintf(reply.message, sizeof reply.message, "slot %u of node %u", k, opts_.node);
   int fds[3] = {slot_fd.get(), nic_vectors_[abi::kVectorSlotBase + k].get(), own_vectors_[k].get()};
   if (auto s = send_with_fds(conn, &reply, sizeof reply, fds, 3); !s) {
@@ -265,6 +279,7 @@ void Daemon::serve_request(UniqueFd conn) {
   abi::AttachReply reply{};
   reply.magic = abi::kAttachMagic;
   reply.node_id = opts_.node;
+  reply.nic_cpu = -1;
   // Garbage, a short request or a hang-up mid-request costs the client its
   // connection, never the daemon.
   auto got = recv_with_fds(conn.get(), &req, sizeof req, junk_fds, 0, 0);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "pin.h"
 #include "ulnic/abi/attach.h"
 #include "ulnic/nic.h"
 #include "ulnic/trace.h"
@@ -59,6 +60,7 @@ std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
 }
+
 }  // namespace
 
 std::string daemon_socket_path(const std::string& cluster, uint32_t node) {
@@ -118,6 +120,7 @@ Result<void> Nic::attach(const std::string& socket) {
     return fail("attach: bad ring capacities");
   free_[layout_.heap_offset] = layout_.heap_size;
   trace::register_nic(this);
+  detail::follow_nic_cpu(reply.nic_cpu);
   return {};
 }
 

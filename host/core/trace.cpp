@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "pin.h"
 #include "ulnic/nic.h"
 
 namespace ulnic::trace {
@@ -74,6 +75,7 @@ int64_t host_ns(const ClockSync& c, uint64_t nic_ticks) { return int64_t(nic_tic
 Result<ClockSync> sync_clock(Nic& nic, int samples) {
   if (nic.in_flight() != 0) return fail("sync_clock: descriptors in flight");
   ClockSync best{0, INT64_MAX};
+  const detail::AwayFromNic away;
   for (int i = 0; i < samples; ++i) {
     abi::SqEntry* e = nic.next_sqe();
     if (!e) return fail("sync_clock: send queue full");

@@ -543,6 +543,7 @@ def summary(data):
         lines.append(fl(f"NIC copy {size_name(s)}", f"floor.nic_copy.{s}", "MB/s", "vmmc_bench floors"))
         lines.append(fl(f"VMMC one-way {size_name(s)}", f"bw.vmmc.{s}", "MB/s", "vmmc_bench section 2"))
     lines += ["", link_line(data.get("link"))]
+    lines += [f"NIC affinity (ULNIC_NIC_AFFINITY): {data['params'].get('nic_affinity', 'off')}"]
     if data.get("machine"):
         lines += ["", machine_line(data["machine"])]
     return "\n".join(lines)
@@ -633,6 +634,8 @@ def main():
     data = {**header(PROG), "params": {"mode": "quick" if args.quick else "default", "quick": args.quick,
                                         "rounds": rounds, "slot_size_mib": args.slot_size, "build": build},
             "figures": {}, "runs": []}
+    # ULNIC_NIC_AFFINITY=node: each node's QEMU and its processes on one CPU (emulator/board/node.h).
+    data["params"]["nic_affinity"] = os.environ.get("ULNIC_NIC_AFFINITY") or "off"
     shutil.rmtree(os.path.join(out, "raw"), ignore_errors=True)
     m = Measure(build, out, args, data)
     try:

@@ -37,10 +37,10 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # shared/include/ulnic/abi/attach.h
 ATTACH_MAGIC = int.from_bytes(b"UATT", "little")
-ABI_VERSION = 4                               # ULNIC_ABI_VERSION (types.h); checked against the NIC below
+ABI_VERSION = 5                               # ULNIC_ABI_VERSION (types.h); checked against the NIC below
 ATTACH_OK, ATTACH_NO_FREE_SLOT, ATTACH_BAD_VERSION, ATTACH_NIC_DOWN, ATTACH_BAD_REQUEST = range(5)
 REQUEST = struct.Struct("<IIII")              # magic, abi_version, flags, reserved
-REPLY = struct.Struct("<IIIIQQ96s")           # magic, status, slot, node_id, generation, slot_size, message
+REPLY = struct.Struct("<IIIIQQiI88s")         # magic, status, slot, node_id, generation, slot_size, nic_cpu, reserved, message
 
 
 def attach_request(version=ABI_VERSION, magic=ATTACH_MAGIC):
@@ -415,6 +415,106 @@ class Priority(NodeCase):
         self.assertEqual(copier.returncode, -signal.SIGKILL, copier_err)
 
 
+def cpus_allowed(pid, tid=None):
+    with open(f"/proc/{pid}/task/{tid}/status" if tid else f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split()[1]
+    raise AssertionError(f"no Cpus_allowed_list for {pid}")
+
+
+class Affinity(NodeCase):
+    """ULNIC_NIC_AFFINITY=node (board/node.h, nic_cpu): the node's QEMU on one
+    CPU, and the processes that attach to it follow it there (Nic::attach)
+    unless they chose their own CPUs or said ULNIC_AFFINITY=off."""
+
+    cluster = "affinity"
+    cpus = sorted(os.sched_getaffinity(0))
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ["ULNIC_NIC_AFFINITY"] = "node"
+        try:
+            super().setUpClass()
+        finally:
+            del os.environ["ULNIC_NIC_AFFINITY"]
+
+    def qemu_cpus(self):
+        return {cpus_allowed(self.qemu_pid, tid) for tid in os.listdir(f"/proc/{self.qemu_pid}/task")}
+
+    def attached_worker(self, env=None, cpus=None):
+        """A copy_worker that has attached (its daemon logged it), still running."""
+        before = len([l for l in self.log_lines() if "attached to slot" in l])
+        p = subprocess.Popen([COPY_WORKER, "--ops", "1000000000", "--quiet"], env=dict(self.env, **(env or {})),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        self.addCleanup(lambda: (p.kill(), p.communicate(timeout=30)))
+        attached = wait_for(lambda: len([l for l in self.log_lines() if "attached to slot" in l]) > before, 30)
+        self.assertTrue(attached, "\n".join(self.log_lines()[-20:]))
+        return p
+
+    def test_qemu_runs_on_the_nodes_cpu_and_says_so_at_attach(self):
+        # Node 0: the first CPU the starter may use; every thread of QEMU.
+        self.assertEqual(self.qemu_cpus(), {str(self.cpus[0])})
+        s = DaemonGarbage.connect(self)
+        try:
+            s.sendall(attach_request())
+            r, fds = DaemonGarbage.read_reply(self, s)
+            for fd in fds:
+                os.close(fd)
+        finally:
+            s.close()
+        self.assertEqual(r["status"], ATTACH_OK, r)
+        self.assertEqual(r["nic_cpu"], self.cpus[0])
+
+    def test_an_attached_process_follows_its_nic(self):
+        if len(self.cpus) < 2:
+            self.skipTest("one CPU: nothing to pin")
+        p = self.attached_worker()
+        self.assertTrue(wait_for(lambda: cpus_allowed(p.pid) == str(self.cpus[0]), 10), cpus_allowed(p.pid))
+
+    def test_a_child_forked_after_the_attach_is_not_pinned(self):
+        if len(self.cpus) < 2:
+            self.skipTest("one CPU: nothing to pin")
+        p = self.start(SLOT_ABUSE, "fork-hold")
+        self.assertEqual(p.wait(60), 0, self.diagnostics(p))
+        child = json.loads(p.out.splitlines()[-1])["child"]
+        self.addCleanup(lambda: os.kill(child, signal.SIGKILL))
+        self.assertEqual(cpus_allowed(child), cpus_allowed(os.getpid()))
+
+    def test_a_process_that_says_off_or_chose_its_cpus_is_left_alone(self):
+        if len(self.cpus) < 2:
+            self.skipTest("one CPU: nothing to pin")
+        every = cpus_allowed(os.getpid())
+        off = self.attached_worker(env={"ULNIC_AFFINITY": "off"})
+        self.assertEqual(cpus_allowed(off.pid), every)
+        chosen = self.attached_worker(cpus={self.cpus[-1]})
+        self.assertEqual(cpus_allowed(chosen.pid), str(self.cpus[-1]))
+        # The NIC still serves both: their copies run (each checks every byte).
+        time.sleep(0.5)
+        self.assertIsNone(off.poll())
+        self.assertIsNone(chosen.poll())
+
+    def test_a_bad_setting_is_refused_and_without_one_nothing_is_pinned(self):
+        env = dict(self.env)
+        env.pop("ULNIC_NIC_AFFINITY", None)
+        bad = subprocess.run([ULNIC, "node", "start", "-c", "affinity-bad", "--firmware", FW, "--slot-size", "16"],
+                             env=dict(env, ULNIC_NIC_AFFINITY="cpu3"), capture_output=True, text=True, timeout=120)
+        self.assertEqual(bad.returncode, 1, bad.stdout + bad.stderr)
+        self.assertIn("ULNIC_NIC_AFFINITY=cpu3: expected node or off", bad.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.rundir, "affinity-bad", "node0")))
+        free = subprocess.run([ULNIC, "node", "start", "-c", "affinity-free", "--firmware", FW, "--slot-size", "16"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        try:
+            self.assertEqual(free.returncode, 0, free.stdout + free.stderr)
+            with open(os.path.join(self.rundir, "affinity-free", "node0", "qemu.pid")) as f:
+                pid = int(f.read())
+            self.assertEqual({cpus_allowed(pid, t) for t in os.listdir(f"/proc/{pid}/task")},
+                             {cpus_allowed(os.getpid())})
+        finally:
+            subprocess.run([ULNIC, "node", "stop", "-c", "affinity-free"], env=env, capture_output=True, timeout=120)
+
+
 class Abuse(NodeCase):
     """Bad descriptors complete with the right errors; cross-slot copies work."""
 
@@ -555,9 +655,9 @@ class DaemonGarbage(NodeCase):
             for fd in fds:
                 os.close(fd)
             return None, []
-        magic, status, slot, node, gen, size, message = REPLY.unpack(data)
+        magic, status, slot, node, gen, size, cpu, _, message = REPLY.unpack(data)
         return {"magic": magic, "status": status, "slot": slot, "generation": gen, "slot_size": size,
-                "message": message.split(b"\0")[0].decode()}, fds
+                "nic_cpu": cpu, "message": message.split(b"\0")[0].decode()}, fds
 
     def daemon_fds(self):
         return len(os.listdir(f"/proc/{self.daemon_pid}/fd"))

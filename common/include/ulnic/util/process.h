@@ -20,8 +20,10 @@ namespace ulnic {
 // thread it starts inherits it) and its session's autogroup's (with
 // autogroups, Linux shares the CPUs between sessions first, so only that
 // one counts). Best effort: without the privilege to raise a priority the
-// daemon runs at the default.
-Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice = 0);
+// daemon runs at the default. A `cpu` of 0 or more pins the daemon (and
+// every thread it starts) to that one CPU.
+Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice = 0,
+                           int cpu = -1);
 
 // Starts argv as a child of the caller sharing its stdout/stderr; reap it
 // with wait_child(). Exec failure shows as exit status 127.

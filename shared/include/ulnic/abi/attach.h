@@ -41,7 +41,9 @@ struct AttachReply {
   uint32_t node_id;
   uint64_t generation;     // the slot header carries the same value
   uint64_t slot_size;
-  char message[96];        // human-readable, NUL-terminated
+  int32_t nic_cpu;         // the one host CPU the NIC's QEMU is pinned to, -1 if not pinned
+  uint32_t reserved;       // 0
+  char message[88];        // human-readable, NUL-terminated
 };
 ULNIC_ABI_CHECK_SIZE(AttachReply, 128);
 
