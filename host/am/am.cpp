@@ -84,6 +84,10 @@ void free_endpoint(Endpoint* ep) {
 }
 
 int free_bundle(Bundle* eb) {
+  // A thread blocked in AM_WaitSema on an AM_PAR bundle looks at `closing`
+  // every slice (10 ms) and leaves; nothing is freed under it.
+  eb->closing.store(true);
+  while (eb->mode == AM_PAR && eb->waiters.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   while (!eb->endpoints.empty()) free_endpoint(eb->endpoints.back());
   auto& bs = lib().bundles;
   bs.erase(std::remove_if(bs.begin(), bs.end(), [eb](auto& b) { return b.get() == eb; }), bs.end());
@@ -413,8 +417,15 @@ int AM_WaitSema(eb_t eb) {
   // (AM_Poll, a request call: BundleLock) takes it first, so a thread
   // blocked here never stops the thread whose message would wake it.
   constexpr int kParSliceMs = 10;
+  // Counted inside until after `hold` lets go (free_bundle waits for it).
+  struct Inside {
+    std::atomic<int>& n;
+    explicit Inside(std::atomic<int>& w) : n(w) { n.fetch_add(1); }
+    ~Inside() { n.fetch_sub(1); }
+  } inside(eb->waiters);
   std::unique_lock<std::recursive_mutex> hold(eb->lock);
   for (;;) {
+    if (eb->closing.load()) RETURN_ERR(AM_ERR_RESOURCE);  // AM_FreeBundle / AM_Terminate in another thread
     // A returned message waiting for handler 0 is work for AM_Poll too.
     if (std::any_of(eb->endpoints.begin(), eb->endpoints.end(), [](Endpoint* ep) { return !ep->deferred.empty(); }))
       break;
@@ -431,7 +442,8 @@ int AM_WaitSema(eb_t eb) {
     for (Endpoint* ep : eb->endpoints) retransmit_due(*ep);
     if (eb->contenders.load() > 0) {
       hold.unlock();
-      while (eb->contenders.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      while (eb->contenders.load() > 0 && !eb->closing.load())
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
       hold.lock();
     }
   }

@@ -195,6 +195,11 @@ struct amx_bundle {
   // Callers waiting for `lock` (BundleLock): AM_WaitSema, which blocks in
   // slices, lets them have it between two slices instead of sitting on it.
   std::atomic<int> contenders{0};
+  // AM_PAR: threads inside AM_WaitSema, and AM_FreeBundle / AM_Terminate
+  // freeing the bundle: they wait for those threads to leave (each returns
+  // AM_ERR_RESOURCE within a slice) before anything is freed.
+  std::atomic<int> waiters{0};
+  std::atomic<bool> closing{false};
 };
 
 struct amx_endpoint {
@@ -235,7 +240,7 @@ struct Token {
 
 // ---- library state (am.cpp)
 struct Library {
-  int init_count = 0;
+  std::atomic<int> init_count{0};  // read by calls in other threads while AM_Terminate runs
   const Transport* transport = nullptr;
   uint32_t udp_interface = 0;     // AMUDP_SetUDPInterface (host order); 0: none
   std::vector<std::unique_ptr<Bundle>> bundles;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -707,6 +709,36 @@ TEST_F(AmTest, BundlesAndEndpoints) {
   EXPECT_EQ(AM_FreeBundle(nullptr), AM_ERR_BAD_ARG);
   EXPECT_EQ(AM_SetTag(e1, 1), AM_OK);  // e1 (other bundle) untouched
   EXPECT_EQ(AM_Poll(seq), AM_OK);
+}
+
+// AM_FreeBundle and AM_Terminate while another thread is blocked in
+// AM_WaitSema on an AM_PAR bundle: the waiter leaves with AM_ERR_RESOURCE
+// (within a slice) before anything of the bundle is freed; under ASan a use
+// after free fails the test.
+TEST_F(AmTest, FreeBundleAndTerminateWhileAnotherThreadWaitsInWaitSema) {
+  for (int terminate = 0; terminate < 2; ++terminate) {
+    SCOPED_TRACE(terminate ? "AM_Terminate" : "AM_FreeBundle");
+    eb_t par = nullptr;
+    ep_t ep = nullptr;
+    en_t name{};
+    ASSERT_EQ(AM_AllocateBundle(AM_PAR, &par), AM_OK);
+    ASSERT_EQ(AM_AllocateEndpoint(par, &ep, &name), AM_OK);
+    ASSERT_EQ(AM_SetEventMask(par, AM_NOTEMPTY), AM_OK);
+    std::atomic<int> rc{-1};
+    std::atomic<bool> entered{false};
+    std::thread waiter([&] {
+      entered = true;
+      rc = AM_WaitSema(par);
+    });
+    while (!entered) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // nothing arrives: it is blocked
+    EXPECT_EQ(rc.load(), -1);
+    EXPECT_EQ(terminate ? AM_Terminate() : AM_FreeBundle(par), AM_OK);
+    waiter.join();
+    EXPECT_EQ(rc.load(), AM_ERR_RESOURCE);
+    EXPECT_EQ(AM_SetTag(ep, 1), terminate ? AM_ERR_NOT_INIT : AM_ERR_BAD_ARG);  // gone with its bundle
+    if (terminate) ASSERT_EQ(AM_Init(), AM_OK);  // for TearDown
+  }
 }
 
 TEST_F(AmTest, MoveEndpointPollingNewBundleServesIt) {
