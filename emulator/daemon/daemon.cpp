@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "fabric/fabric_server.h"
@@ -48,10 +49,17 @@ abi::SlotLayout make_layout(uint64_t slot_size, uint32_t sq_capacity, uint32_t c
   return l;
 }
 
+// Called by the main loop and by the priority guard's thread: localtime
+// (its static buffer; glibc re-reads TZ on each call and frees the old copy)
+// raced there under TSan in a CI run; localtime_r under one lock, one line
+// per write.
 void Daemon::log(const std::string& line) const {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
   char stamp[32];
   std::time_t t = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&t));
+  std::tm tm{};
+  std::strftime(stamp, sizeof stamp, "%H:%M:%S", ::localtime_r(&t, &tm));
   std::fprintf(stderr, "%s ulnicd[%s/%u]: %s\n", stamp, opts_.cluster.c_str(), opts_.node, line.c_str());
 }
 
