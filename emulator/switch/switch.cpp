@@ -23,6 +23,14 @@ namespace ulnic::sw {
 namespace {
 
 constexpr size_t kMaxQueued = 256;         // per downlink: beyond this, uplinks wait (back-pressure)
+// ... unless that downlink has taken nothing for this long (its NIC is dead,
+// rebooting or starved): then packets for it are dropped (the senders'
+// links retransmit or give up), so that one stuck port does not block every
+// uplink with a packet for it at its head, and with it all their other
+// traffic (Myrinet's switches time a blocked packet out the same way). A
+// soak lost a job between two live nodes while a third restarted: their
+// link went 5 s without an ACK behind the dead node's packets.
+constexpr uint64_t kStalledUs = 50'000;
 constexpr uint64_t kIdleSpinUs = 200;      // keep polling this long after the last packet
 constexpr uint32_t kBudget = 32;           // packets per uplink per pass
 
@@ -117,6 +125,7 @@ Result<void> Switch::init(const Options& opts) {
   up_.resize(nodes_);
   down_.resize(nodes_);
   out_.resize(nodes_);
+  took_at_.assign(nodes_, now_us());
   faults_.assign(nodes_, std::vector<LinkFaults>(nodes_));
   stats_.assign(nodes_, std::vector<LinkStats>(nodes_));
   reorder_pending_.assign(nodes_, std::vector<bool>(nodes_, false));
@@ -232,10 +241,16 @@ bool Switch::pump_uplink(uint32_t src, uint64_t now) {
     if (h.payload_len > abi::kMtu || dst >= nodes_) {
       ++bad_packets_;  // not a packet we can forward: counted and dropped
     } else {
-      if (out_[dst].size() >= kMaxQueued) break;  // back-pressure: leave it in the uplink
-      uint32_t len = uint32_t(sizeof h) + h.payload_len;
-      if (pcap_.is_open()) pcap_.write(p, len);
-      enqueue(src, dst, *p, len, now);
+      if (out_[dst].size() >= kMaxQueued && now - took_at_[dst] >= kStalledUs)
+        drain(dst, now);  // its NIC may have made room since the last pass
+      if (out_[dst].size() >= kMaxQueued) {
+        if (now - took_at_[dst] < kStalledUs) break;  // back-pressure: leave it in the uplink
+        ++stats_[src][dst].stalled;                     // a stuck port: drop it
+      } else {
+        uint32_t len = uint32_t(sizeof h) + h.payload_len;
+        if (pcap_.is_open()) pcap_.write(p, len);
+        enqueue(src, dst, *p, len, now);
+      }
     }
     up.pop();
     worked = true;
@@ -262,6 +277,7 @@ bool Switch::drain(uint32_t dst, uint64_t now) {
       ++bridged_out_;
       worked = true;
     }
+    if (worked || q.size() < kMaxQueued) took_at_[dst] = now;
     return worked;
   }
   while (!q.empty() && q.front().release_us <= now) {
@@ -276,6 +292,7 @@ bool Switch::drain(uint32_t dst, uint64_t now) {
     down_[dst].publish();
     ring_nic(dst);
   }
+  if (worked || q.size() < kMaxQueued) took_at_[dst] = now;
   return worked;
 }
 
@@ -339,10 +356,10 @@ void Switch::write_stats() {
   for (uint32_t i = 0; i < nodes_; ++i)
     for (uint32_t j = 0; j < nodes_; ++j) {
       const LinkStats& s = stats_[i][j];
-      if (!s.forwarded && !s.dropped) continue;
+      if (!s.forwarded && !s.dropped && !s.stalled) continue;
       f << (first ? "" : ", ") << "{\"src\": " << i << ", \"dst\": " << j << ", \"forwarded\": " << s.forwarded
         << ", \"dropped\": " << s.dropped << ", \"corrupted\": " << s.corrupted << ", \"duplicated\": "
-        << s.duplicated << ", \"reordered\": " << s.reordered << ", \"delayed\": " << s.delayed << "}";
+        << s.duplicated << ", \"reordered\": " << s.reordered << ", \"delayed\": " << s.delayed << ", \"stalled\": " << s.stalled << "}";
       first = false;
     }
   f << "]}\n";

@@ -46,6 +46,7 @@ Result<sockaddr_in> parse_addr(const std::string& s);
 
 struct LinkStats {
   uint64_t forwarded = 0, dropped = 0, corrupted = 0, duplicated = 0, reordered = 0, delayed = 0;
+  uint64_t stalled = 0;  // dropped because the destination's port took nothing for kStalledUs (switch.cpp)
 };
 
 class Switch {
@@ -82,6 +83,7 @@ class Switch {
   std::vector<abi::RingConsumer<abi::Packet>> up_;   // by source NIC
   std::vector<abi::RingProducer<abi::Packet>> down_; // by destination NIC
   std::vector<std::deque<Held>> out_;                // by destination NIC
+  std::vector<uint64_t> took_at_;                    // by destination NIC: when its ring last took a packet
   std::vector<std::vector<LinkFaults>> faults_;      // [src][dst]
   std::vector<std::vector<LinkStats>> stats_;        // [src][dst]
   std::vector<std::vector<bool>> reorder_pending_;   // [src][dst]: a packet is held for reorder

@@ -285,6 +285,47 @@ class PeerLoss(Cluster):
 
 
 
+class DeadNodeBehindTheSwitch(Cluster):
+    """A node that dies behind the switch stops its own traffic only. The
+    switch holds packets for a full port back in their uplinks (no drops
+    while a NIC is merely slow); a port that took nothing for 50 ms has its
+    packets dropped instead, or the packets for the dead node at the head of
+    an uplink would hold everything behind them, and the live nodes behind
+    that uplink would declare each other unreachable (a soak lost a job so)."""
+    nodes = 3
+    cluster = "deadport"
+    extra = ["--switch"]
+
+    def test_a_dead_node_does_not_cut_the_others_off(self):
+        victim, info = self.serve(1, "victim")
+        env = dict(os.environ, ULNIC_NODE="0")
+        # 16 puts of up to 64 KiB in flight: a full window (128 packets) for node 0's link to resend at
+        # each timeout once node 1 is gone, more than node 1's ring and the switch's queue for it hold.
+        sender = subprocess.Popen([PUT, "put", "--info", info, "--dst-node", "1", "--ops", "10000000",
+                                   "--batch", "16", "--max-size", "65536", "--stop-on-error"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop, sender)
+        deadline = time.time() + 60
+        while self.counter(0, "puts_done") < 200 and time.time() < deadline:
+            time.sleep(0.1)
+        os.kill(status(self.cluster, 1)["pid"], signal.SIGKILL)
+        _, err = sender.communicate(timeout=60)
+        victim.kill()
+        victim.wait()
+        self.assertIn(f"status {UNREACHABLE}", err)
+        # Node 1 stays dead; node 0's packets for it were in the switch and in its uplink.
+        keeper, kinfo = self.serve(2, "keeper")
+        p = self.put(0, kinfo, 2, "--ops", "3000", "--max-size", "9000", timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("3000 puts, 0 failed", p.stdout)
+        self.assertIn("3000 puts checked", self.finish(keeper))
+        time.sleep(1.2)  # the switch rewrites its counters every second
+        with open(os.path.join(self.rundir, self.cluster, "fabric", "switch.json")) as f:
+            links = {(l["src"], l["dst"]): l for l in json.load(f)["links"]}
+        self.assertGreater(links[(0, 1)]["stalled"], 0, links)
+        self.assertEqual(links[(0, 2)]["stalled"], 0, links)
+
+
 class LossyLink(Cluster):
     nodes = 2
     cluster = "lossy"
