@@ -813,8 +813,10 @@ int cmd_demo() {
 
 // ---- ulnic run: an AMUDP SPMD job (host/am/spmd_master.cpp does the work)
 
+const char* g_job_command = "run";  // the job command running (run, fmrun, mpirun): its errors' prefix
+
 [[noreturn]] void run_fail(const std::string& msg, int code = 2) {
-  std::fprintf(stderr, "ulnic run: %s\n", msg.c_str());
+  std::fprintf(stderr, "ulnic %s: %s\n", g_job_command, msg.c_str());
   std::exit(code);
 }
 
@@ -912,6 +914,7 @@ int cmd_run(int argc, char** argv) {
 // N children of this process, each told its rank, the job size and a
 // directory private to this run where the ranks exchange endpoint names.
 int cmd_fmrun(int argc, char** argv) {
+  g_job_command = "fmrun";
   int nproc = 0, nodes = 0;
   const char* env_cluster = std::getenv("ULNIC_CLUSTER");
   std::string cluster = env_cluster ? env_cluster : "";
@@ -972,6 +975,67 @@ int cmd_fmrun(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return rc;
+}
+
+// The directory holding the libfabric provider libulnic-fi.so: next to the
+// tools in a build tree (build/lib), or where `cmake --install` put it
+// (<prefix>/<libdir>/libfabric, beside the installed bin/); "" if neither.
+std::string provider_dir() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path bin = fs::path(board::tool_path("ulnic")).parent_path();
+  for (const fs::path& d : {bin.parent_path() / "lib", bin.parent_path() / ULNIC_INSTALL_LIBDIR / "libfabric",
+                            fs::path(ULNIC_BUILD_LIBDIR)})
+    if (fs::exists(d / "libulnic-fi.so", ec)) return fs::weakly_canonical(d, ec).string();
+  return "";
+}
+
+// An MPI job over the NICs: Open MPI's mpirun with the environment that
+// makes it use the ulnic libfabric provider (host/ofi: the cm PML, the OFI
+// MTL, only the ulnic provider), ranks spread over the cluster's nodes by
+// their local rank (the provider's rule; ULNIC_NODE is dropped so that it
+// applies), more ranks than cores allowed. mpirun replaces this process:
+// its exit status is the job's.
+int cmd_mpirun(int argc, char** argv) {
+  g_job_command = "mpirun";
+  int nproc = 0;
+  const char* env_cluster = std::getenv("ULNIC_CLUSTER");
+  std::string cluster = env_cluster && *env_cluster ? env_cluster : "default";
+  std::vector<std::string> mpi_args;
+  int i = job_options(argc, argv, [&](const std::string& s, auto value) {
+    if (s == "-n" || s == "--nproc") nproc = run_number(s, value(), 1, 4096);
+    else if (s == "-c" || s == "--cluster") cluster = value();
+    else if (s == "--mpi-arg") mpi_args.push_back(value());
+    else return false;
+    return true;
+  });
+  if (i < 0) return print_help("mpirun");
+  if (i >= argc) run_fail("usage: ulnic mpirun -n N [-c CLUSTER] [--mpi-arg ARG]... PROG [ARGS...]");
+  if (nproc == 0) run_fail("-n N (the number of MPI ranks) is required");
+  if (auto ok = board::check_cluster_name(cluster); !ok) run_fail(escaped(ok.error().message));
+  const std::string dir = provider_dir();
+  if (dir.empty())
+    run_fail("libulnic-fi.so (the libfabric provider) was not built: install libfabric-dev "
+             "(toolchain/install-deps.sh) and build again", 1);
+  bool any_up = false;
+  for (uint32_t n : board::list_nodes(cluster)) any_up = any_up || board::live_qemu(board::node_paths(cluster, n));
+  if (!any_up) run_fail("cluster '" + cluster + "' has no nodes up (ulnic cluster up -n M -c " + cluster + ")", 1);
+  ::setenv("ULNIC_CLUSTER", cluster.c_str(), 1);
+  ::unsetenv("ULNIC_NODE");
+  ::setenv("FI_PROVIDER_PATH", dir.c_str(), 1);
+  ::setenv("OMPI_MCA_pml", "cm", 1);
+  ::setenv("OMPI_MCA_mtl", "ofi", 1);
+  ::setenv("OMPI_MCA_mtl_ofi_provider_include", "ulnic", 1);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(nproc)};
+  cmd.insert(cmd.end(), mpi_args.begin(), mpi_args.end());
+  cmd.insert(cmd.end(), argv + i, argv + argc);
+  std::vector<char*> args;
+  for (auto& a : cmd) args.push_back(a.data());
+  args.push_back(nullptr);
+  ::execvp("mpirun", args.data());
+  run_fail(std::string("cannot run mpirun: ") + std::strerror(errno) + " (Debian: openmpi-bin, toolchain/install-deps.sh)",
+           errno == ENOENT ? 127 : 126);
 }
 
 // ---- the commands: help, manual page and dispatch from one table
@@ -1047,6 +1111,13 @@ const Command kCommands[] = {
      "(default: the nodes of CLUSTER that are up); exits with the\n"
      "first failing rank's code, after stopping the others",
      cmd_fmrun},
+    {"mpirun", "-n N [-c CLUSTER] [--mpi-arg ARG]... PROG [ARGS...]",
+     "run an MPI program over the NICs: Open MPI's mpirun -np N\n"
+     "with the ulnic libfabric provider (the cm PML, the OFI MTL,\n"
+     "FI_PROVIDER_PATH set), rank r on the r-th up node of CLUSTER\n"
+     "(mod their number; by local rank); --mpi-arg: one argument\n"
+     "for mpirun itself. Exits with mpirun's code",
+     cmd_mpirun},
     {"demo", "", "start a node, show status and boot log, reflash, stop", 
      [](int argc, char**) {
        if (argc > 2) usage_error("ulnic demo takes no arguments");

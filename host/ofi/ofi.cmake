@@ -29,6 +29,11 @@ elseif(ULNIC_LIBFABRIC_INCLUDE AND ULNIC_LIBFABRIC)
   target_link_options(ulnic_fi PRIVATE -Wl,--version-script=${CMAKE_CURRENT_LIST_DIR}/exports.map
                       -Wl,--no-undefined)
   set(ULNIC_HAVE_LIBFABRIC ON CACHE INTERNAL "libfabric headers found: host/ofi is built")
+  # `cmake --install`: into <prefix>/<libdir>/libfabric, the directory Debian's
+  # libfabric searches for external providers when the prefix is /usr
+  # (elsewhere FI_PROVIDER_PATH names it; `ulnic mpirun` sets it).
+  include(GNUInstallDirs)
+  install(TARGETS ulnic_fi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/libfabric)
 else()
   message(STATUS "libfabric headers not found: the ulnic libfabric provider (host/ofi) is not built "
                  "(Debian: libfabric-dev, toolchain/install-deps.sh)")

@@ -335,7 +335,7 @@ class BadInput(unittest.TestCase):
     def test_the_help_names_every_command(self):
         self.assertEqual(set(self.commands), {"node start", "node flash", "node status", "node log", "node gdb",
                                               "node stop", "node list", "cluster up", "cluster status",
-                                              "cluster down", "fwtest", "run", "fmrun", "demo", "help"})
+                                              "cluster down", "fwtest", "run", "fmrun", "mpirun", "demo", "help"})
         for cmd in self.commands:
             # A command's --help is its own entry of `ulnic --help`.
             p = run(*cmd.split(), "--help", check=0)
@@ -358,21 +358,21 @@ class BadInput(unittest.TestCase):
             opts = options_of(tokens)
             # A prefix that makes the rest of the line valid where it needs more.
             need = {"node flash": [FW], "fwtest": [FW], "cluster up": ["-n", "1"]}.get(cmd, [])
-            if cmd in ("run", "fmrun"):
+            if cmd in ("run", "fmrun", "mpirun"):
                 need = ["-n", "1"]
-            tail = ["/bin/true"] if cmd in ("run", "fmrun") else []
+            tail = ["/bin/true"] if cmd in ("run", "fmrun", "mpirun") else []
             for opt, meta in opts.items():
                 if meta is not None and cmd != "demo":
                     # Missing value: the option last (run/fmrun: before PROG there is none).
-                    if cmd not in ("run", "fmrun"):
+                    if cmd not in ("run", "fmrun", "mpirun"):
                         self.refused(*words, *need, opt)
                     if meta in NUMERIC or opt in ("-n", "--nodes", "--depth"):
                         for v in HOSTILE_NUMBERS:
                             self.refused(*words, *[x for x in need if opt != "-n"], opt, v, *tail)
-                if meta is None and cmd not in ("run", "fmrun"):
+                if meta is None and cmd not in ("run", "fmrun", "mpirun"):
                     # A flag given a value.
                     self.refused(*words, *need, opt + "=1")
-            if cmd in ("run", "fmrun"):
+            if cmd in ("run", "fmrun", "mpirun"):
                 continue
             if cmd == "demo":
                 continue

@@ -180,6 +180,10 @@ class Install(unittest.TestCase):
                   "include/unet.h", "lib/libulnic_unet.a", "lib/pkgconfig/unet.pc", "lib/cmake/unet/unetConfig.cmake"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, f)), f)
         self.assertTrue(os.access(os.path.join(self.prefix, "bin", "ulnic"), os.X_OK))
+        # The libfabric provider, where the build has one: <libdir>/libfabric (libfabric's own search
+        # directory when the prefix is /usr; `ulnic mpirun` finds it there beside bin/).
+        if os.path.exists(os.path.join(BUILD, "lib", "libulnic-fi.so")):
+            self.assertTrue(os.path.isfile(os.path.join(self.prefix, "lib", "libfabric", "libulnic-fi.so")))
         # The installed manual is the installed command's own help.
         with open(os.path.join(self.prefix, "share", "man", "man1", "ulnic.1")) as f:
             self.assertEqual(f.read(), self.run_ok([os.path.join(self.prefix, "bin", "ulnic"), "help", "--roff"]))

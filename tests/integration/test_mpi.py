@@ -97,6 +97,32 @@ class MpiOverUlnic(PrivateCluster, unittest.TestCase):
         self.assertIn("ok: 4 ranks, 2 rounds; one-sided: Put/Get in a window checked", p.stdout)
         self.assertTrue(all(m > 0 for m in moved), moved)
 
+    def test_ulnic_mpirun_sets_the_job_up_itself(self):
+        # Only what a user has: the cluster's name and Open MPI's root permission (tests may run as root);
+        # `ulnic mpirun` sets the provider path, the PML/MTL and oversubscription.
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OMPI_MCA_", "FI_")) and k not in ("ULNIC_NODE", "ULNIC_CLUSTER")}
+        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "ULNIC_NODE": "3"})
+        before = self.counters()
+        p = subprocess.run([ULNIC, "mpirun", "-n", "4", "-c", self.cluster, os.path.join(BIN, "mpi_collectives"),
+                            "--rounds", "1"], env=env, capture_output=True, text=True, timeout=LIMIT)
+        moved = [a["link_tx_data"] - b["link_tx_data"] for a, b in zip(self.counters(), before)]
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("ok: 4 ranks, 1 rounds", p.stdout)
+        # One rank per node (ULNIC_NODE, which would put all four on node 3, is dropped).
+        self.assertTrue(all(m > 0 for m in moved), moved)
+        # mpirun's own exit status comes back; errors are one line, before anything starts.
+        p = subprocess.run([ULNIC, "mpirun", "-n", "2", "-c", self.cluster, "/bin/false"], env=env,
+                           capture_output=True, text=True, timeout=LIMIT)
+        self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
+        for args, code, text in [(["-n", "2", "-c", "nosuch", "/bin/true"], 1, "ulnic mpirun: cluster 'nosuch' has no nodes up"),
+                                 (["-c", self.cluster, "/bin/true"], 2, "ulnic mpirun: -n N"),
+                                 (["-n", "0", "/bin/true"], 2, "ulnic mpirun: -n must be 1..4096"),
+                                 (["-n", "2", "--bogus", "/bin/true"], 2, "ulnic mpirun: unknown option")]:
+            p = subprocess.run([ULNIC, "mpirun", *args], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual((p.returncode, p.stdout), (code, ""), args)
+            self.assertIn(text, p.stderr, args)
+
     def test_a_killed_rank_ends_the_job_and_the_next_job_runs(self):
         prog = os.path.join(BIN, "mpi_collectives")
         job = subprocess.Popen(["mpirun", "-np", "4", prog, "--rounds", "100000"], env=self.env(),
