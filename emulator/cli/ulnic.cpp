@@ -1034,8 +1034,9 @@ int cmd_mpirun(int argc, char** argv) {
   for (auto& a : cmd) args.push_back(a.data());
   args.push_back(nullptr);
   ::execvp("mpirun", args.data());
-  run_fail(std::string("cannot run mpirun: ") + std::strerror(errno) + " (Debian: openmpi-bin, toolchain/install-deps.sh)",
-           errno == ENOENT ? 127 : 126);
+  const int err = errno;
+  run_fail(std::string("cannot run mpirun: ") + std::strerror(err) + " (Debian: openmpi-bin, toolchain/install-deps.sh)",
+           err == ENOENT ? 127 : 126);
 }
 
 // ---- the commands: help, manual page and dispatch from one table

@@ -194,7 +194,7 @@ void take_outputs() {
     FUZZ_CHECK(s.state != abi::SlotState::kActive || s.cq_reserved <= s.layout.cq_capacity);
   }
   while (const abi::CtrlResponse* r = w.ctrl_rsp.peek()) {
-    FUZZ_CHECK(r->status <= abi::kCtrlBadHandle);
+    FUZZ_CHECK(r->status <= abi::kCtrlLastStatus);
     if (g_trace)
       fprintf(stderr, "fw: ctrl opcode %u status %u value %#llx\n", r->opcode, r->status,
               (unsigned long long)r->value);

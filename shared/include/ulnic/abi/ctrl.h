@@ -51,6 +51,9 @@ enum CtrlStatus : uint32_t {
   kCtrlBadHandle = 6,    // no such export / import / channel
   kCtrlInUse = 7,        // kCtrlUnetChannel: the rx tag is taken on this NIC
 };
+// The highest status the NIC answers (the fw fuzzer checks every response
+// against it). Keep it the last one.
+constexpr uint32_t kCtrlLastStatus = kCtrlInUse;
 
 struct CtrlResponse {
   uint64_t seq;
