@@ -140,6 +140,7 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
   }
   Peer p;
   p.sock = std::move(s);
+  p.serial = ++next_serial_;
   peers_.emplace(id, std::move(p));
   const std::vector<UniqueFd>& mine = mailboxes_.at(id);
   // Steps 1-3 of the protocol: version, id, shared memory.
@@ -190,6 +191,7 @@ Result<void> Server::run(const std::atomic<bool>* stop_flag) {
     // Per pollfd: >= 0 peer id; -1-id a listener handing out that fixed id;
     // -1000 the anonymous listener; -2000 the wake pipe.
     std::vector<int64_t> ids;
+    std::vector<uint64_t> serials;  // per pollfd: the peer connection's serial (0: not a peer)
     for (uint32_t k = 0; k < nic_listeners_.size(); ++k) {
       fds.push_back({nic_listeners_[k].get(), POLLIN, 0});
       ids.push_back(-1 - int64_t(k));
@@ -203,6 +205,8 @@ Result<void> Server::run(const std::atomic<bool>* stop_flag) {
     for (auto& [id, p] : peers_) {
       fds.push_back({p.sock.get(), POLLIN, 0});
       ids.push_back(id);
+      serials.resize(fds.size());
+      serials.back() = p.serial;
     }
     // No timeout: an idle fabric server costs nothing. Stop requests arrive
     // through the self-pipe, so one that lands just before poll is not lost.
@@ -223,8 +227,12 @@ Result<void> Server::run(const std::atomic<bool>* stop_flag) {
         (void)accept_peer(fds[i].fd, -1 - ids[i]);
       } else {
         // Clients never send; readable means closed (or junk, which we drop).
+        // Only the connection polled: a reconnecting NIC accepted earlier in
+        // this round replaced it, closing its fd (whose number a new socket
+        // may already have), and TSan saw the stale recv race in a CI run.
+        auto it = peers_.find(ids[i]);
         char junk[64];
-        if (peers_.count(ids[i]) &&
+        if (it != peers_.end() && it->second.serial == serials[i] &&
             (::recv(fds[i].fd, junk, sizeof junk, MSG_DONTWAIT) <= 0 || (fds[i].revents & (POLLHUP | POLLERR))))
           drop_peer(ids[i]);
         drop_stuck();

@@ -72,6 +72,7 @@ class Server {
  private:
   struct Peer {
     UniqueFd sock;
+    uint64_t serial = 0;  // which connection this is (run's poll snapshot must not outlive it)
   };
   // How many of `peer`'s vectors `receiver` is given (0: not announced).
   uint32_t shared_vectors(int64_t receiver, int64_t peer) const;
@@ -91,6 +92,7 @@ class Server {
   std::vector<UniqueFd> daemon_listeners_;  // index = node id
   UniqueFd host_listener_;
   std::map<int64_t, Peer> peers_;                        // connected
+  uint64_t next_serial_ = 0;
   std::map<int64_t, std::vector<UniqueFd>> mailboxes_;   // eventfds per id: ring vector v
   int64_t next_anonymous_ = kAnonymousIdBase;
   std::vector<int64_t> stuck_;
