@@ -60,7 +60,6 @@ std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
 }
-
 }  // namespace
 
 std::string daemon_socket_path(const std::string& cluster, uint32_t node) {
