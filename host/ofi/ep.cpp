@@ -122,11 +122,45 @@ void deregister(Domain& d, MemRegion& r) {
   r = MemRegion{};
 }
 
-// A stand-in for n bytes in the slot heap, registered (`bounce` set).
-Result<MemRegion> bounce_buffer(Domain& d, size_t n, uint32_t access, uint8_t*& bounce) {
-  void* b = d.nic->alloc(n, 64);
+// Kept bounce buffers: at most kIdleMax bytes (and a quarter of the slot)
+// and kIdleMaxCount of them (each holds one of the slot's kMaxRegistrations
+// NIC keys); at least kBounceMin each, so a size class serves neighbouring
+// sizes.
+constexpr size_t kIdleMax = size_t(32) << 20;
+constexpr size_t kIdleMaxCount = 32;
+constexpr size_t kBounceMin = size_t(64) << 10;
+
+size_t bounce_capacity(size_t n) {
+  size_t c = kBounceMin;
+  while (c < n) c <<= 1;
+  return c;
+}
+
+// A stand-in for n bytes in the slot heap, registered (`bounce` set): a kept
+// one of its size class and access -- for remote write, only one whose key
+// went to the same peer, so a peer can reach no buffer that now holds
+// another's data -- or a new one, dropping kept ones while the heap has no
+// room (or the NIC no free key).
+Result<MemRegion> bounce_buffer(Domain& d, size_t n, uint32_t access, uint64_t peer, uint8_t*& bounce) {
+  if (!(access & abi::kAccessRemoteWrite)) peer = 0;
+  const size_t cap = bounce_capacity(n);
+  for (auto it = d.idle.begin(); it != d.idle.end(); ++it)
+    if (it->reg.length == cap && it->reg.access == access && it->peer == peer) {
+      bounce = it->buf;
+      MemRegion r = it->reg;
+      d.idle_bytes -= cap;
+      d.idle.erase(it);
+      ++d.bounce_hits;
+      return r;
+    }
+  ++d.bounce_misses;
+  size_t len = cap;
+  void* b = d.nic->alloc(len, 64);
+  while (!b && drop_idle_bounce(d)) b = d.nic->alloc(len, 64);
+  if (!b) b = d.nic->alloc(len = n, 64);  // not kept afterwards: not a size class
   if (!b) return fail("no room for a bounce buffer of " + std::to_string(n) + " bytes in the slot heap");
-  auto r = d.nic->register_memory(b, n, access);
+  auto r = d.nic->register_memory(b, len, access);
+  while (!r && drop_idle_bounce(d)) r = d.nic->register_memory(b, len, access);
   if (!r) {
     d.nic->free(b);
     return r;
@@ -145,17 +179,34 @@ Result<MemRegion> bounce_buffer(Domain& d, size_t n, uint32_t access, uint8_t*& 
 // still in use has moved (adjacent buffers of an MPI window). A copy at
 // memcpy speed costs less than the registration's NIC round trips anyway.
 // The first error if neither works.
-Result<MemRegion> bounce_or_register(Domain& d, void* buf, size_t n, uint32_t access, uint8_t*& bounce) {
-  auto b = bounce_buffer(d, n, access, bounce);
+Result<MemRegion> bounce_or_register(Domain& d, void* buf, size_t n, uint32_t access, uint64_t peer,
+                                     uint8_t*& bounce) {
+  auto b = bounce_buffer(d, n, access, peer, bounce);
   if (b) return b;
   auto r = d.nic->register_memory(buf, n, access);
   return r ? r : b;
 }
 
-// A rendezvous's registration and bounce buffer, given back.
+// A rendezvous's registration and bounce buffer, given back: deregistered
+// and freed. For operations that failed or were cut short, whose peer may
+// still use the key.
 void release(Domain& d, MemRegion& r, uint8_t*& bounce) {
   deregister(d, r);
   if (bounce) d.nic->free(bounce);
+  bounce = nullptr;
+}
+
+// ... of an operation that ended well (the peer's NIC is done with the key):
+// a bounce buffer of a size class is kept, registered, for the next one of
+// its kind (`peer`: the addr_id its key went to, if remote-writable), the
+// oldest kept ones dropped beyond kIdleMax.
+void recycle(Domain& d, MemRegion& r, uint8_t*& bounce, uint64_t peer) {
+  const size_t limit = std::min(kIdleMax, d.nic->slot_size() / 4);
+  if (!bounce || !r.key || r.length != bounce_capacity(r.length) || r.length > limit) return release(d, r, bounce);
+  d.idle.push_back(Bounce{bounce, r, (r.access & abi::kAccessRemoteWrite) ? peer : 0});
+  d.idle_bytes += r.length;
+  while (d.idle_bytes > limit || d.idle.size() > kIdleMaxCount) (void)drop_idle_bounce(d);
+  r = MemRegion{};
   bounce = nullptr;
 }
 
@@ -207,7 +258,7 @@ bool start_put(Ep& ep, Send& s) {
     key = s.desc->region.key;
   } else {
     if (!s.reg.key) {
-      auto r = bounce_or_register(d, const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal, s.bounce);
+      auto r = bounce_or_register(d, const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal, 0, s.bounce);
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a send buffer: %s\n", r.error().message.c_str());
         WireHdr f = header(ep, kFin);
@@ -322,7 +373,8 @@ bool send_cts(Ep& ep, uint64_t id) {
     if (mr_covers(d, rv.r.desc, rv.r.buf, rv.n)) {
       h.key = rv.r.desc->region.key;
     } else if (!rv.reg.key) {
-      auto r = bounce_or_register(d, rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite, rv.bounce);
+      auto r = bounce_or_register(d, rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite, rv.m.src_id,
+                                  rv.bounce);
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a receive buffer: %s\n", r.error().message.c_str());
         h.flags = kWireFailed;
@@ -448,8 +500,12 @@ void on_fin(Ep& ep, const Message& from, const WireHdr& h) {
     return;
   }
   RndvRecv& rv = it->second;
-  if (rv.bounce && !(h.flags & kWireFailed)) std::memcpy(rv.r.buf, rv.bounce, rv.n);
-  release(*ep.dom, rv.reg, rv.bounce);
+  if (h.flags & kWireFailed) {
+    release(*ep.dom, rv.reg, rv.bounce);
+  } else {
+    if (rv.bounce) std::memcpy(rv.r.buf, rv.bounce, rv.n);
+    recycle(*ep.dom, rv.reg, rv.bounce, rv.m.src_id);
+  }
   if (h.flags & kWireFailed) {
     Completion c = recv_completion(ep, rv.r, rv.m, 0);
     c.err = FI_EIO;
@@ -761,7 +817,8 @@ ssize_t ep_tx_left(fid_ep* e) {
 // FI_RMA only with both.
 
 void complete_rma(Ep& ep, RmaOp& op, int err, int prov_errno) {
-  release(*ep.dom, op.reg, op.bounce);
+  if (err) release(*ep.dom, op.reg, op.bounce);
+  else recycle(*ep.dom, op.reg, op.bounce, op.peer_id);
   Completion c;
   c.e.op_context = op.context;
   c.e.flags = FI_RMA | (op.read ? FI_READ : FI_WRITE);
@@ -810,8 +867,8 @@ ssize_t do_rma(Ep& ep, bool read, void* buf, size_t len, void* desc, fi_addr_t d
   if (!(flags & FI_INJECT) && mr_covers(d, mr, buf, len)) {
     lkey = mr->region.key;
   } else {
-    auto r = (flags & FI_INJECT) ? bounce_buffer(d, len, access, op.bounce)
-                                 : bounce_or_register(d, buf, len, access, op.bounce);
+    auto r = (flags & FI_INJECT) ? bounce_buffer(d, len, access, op.peer_id, op.bounce)
+                                 : bounce_or_register(d, buf, len, access, op.peer_id, op.bounce);
     if (!r) {
       ULNIC_WARN(FI_LOG_EP_DATA, "cannot register an RMA buffer: %s\n", r.error().message.c_str());
       return -FI_ENOMEM;
@@ -834,8 +891,8 @@ ssize_t do_rma(Ep& ep, bool read, void* buf, size_t len, void* desc, fi_addr_t d
   } else {
     posted = post_put(ep, kPostWrite, op.id, *dst, local, lkey, len, uint32_t(key), addr);
   }
-  if (!posted) {
-    release(d, op.reg, op.bounce);
+  if (!posted) {  // the key went nowhere
+    recycle(d, op.reg, op.bounce, op.peer_id);
     return -FI_EAGAIN;
   }
   ep.rma.emplace(op.id, std::move(op));
@@ -1157,6 +1214,16 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
 }
 
 // Under d.mu: control messages and rendezvous steps that waited, then the ring.
+bool drop_idle_bounce(Domain& d) {
+  if (d.idle.empty()) return false;
+  Bounce& b = d.idle.front();
+  d.idle_bytes -= b.reg.length;
+  deregister(d, b.reg);
+  d.nic->free(b.buf);
+  d.idle.pop_front();
+  return true;
+}
+
 bool ep_progress(Ep& ep) {
   bool did = false;
   while (!ep.ctl_backlog.empty()) {
@@ -1220,7 +1287,7 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
       fail_send(ep, s.id, c.status);
       return;
     }
-    release(*ep.dom, s.reg, s.bounce);
+    recycle(*ep.dom, s.reg, s.bounce, 0);
     complete_send(ep, s, 0, 0);
     ep.sends.erase(it);
     return;

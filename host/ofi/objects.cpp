@@ -127,6 +127,13 @@ fi_ops_fabric fabric_ops = {sizeof(fi_ops_fabric), domain_open, no_pep, eq_open,
 int domain_close(fid* f) {
   auto* d = as<Domain>(f);
   if (!d->eps.empty() || !d->cqs.empty() || !d->cntrs.empty() || !d->mrs.empty()) return -FI_EBUSY;
+  {
+    std::lock_guard lk(d->mu);
+    ULNIC_INFO(FI_LOG_DOMAIN, "bounce buffers: %llu taken registered from the cache, %llu registered anew\n",
+               static_cast<unsigned long long>(d->bounce_hits), static_cast<unsigned long long>(d->bounce_misses));
+    while (drop_idle_bounce(*d)) {
+    }
+  }
   delete d;
   return 0;
 }
@@ -336,6 +343,8 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
   if (!buf || !len || len > kMaxMsg) return -FI_EINVAL;
   std::lock_guard lk(d->mu);
   auto r = d->nic->register_memory(const_cast<void*>(buf), len, abi::kAccessLocal | abi::kAccessRemoteWrite);
+  while (!r && drop_idle_bounce(*d))  // kept bounce buffers may hold the key or heap room it needs
+    r = d->nic->register_memory(const_cast<void*>(buf), len, abi::kAccessLocal | abi::kAccessRemoteWrite);
   if (!r) {
     ULNIC_WARN(FI_LOG_MR, "registration failed: %s\n", r.error().message.c_str());
     return -FI_ENOMEM;

@@ -317,6 +317,15 @@ struct Ep {
   Addr self() const;
 };
 
+// A bounce buffer in the slot heap, registered with the NIC and kept for the
+// next operation once its own ended well (a registration cache: registering
+// and deregistering are a NIC round trip each, four per rendezvous).
+struct Bounce {
+  uint8_t* buf = nullptr;
+  MemRegion reg{};    // the whole buffer: reg.length is its capacity, a power of two
+  uint64_t peer = 0;  // remote-writable: the one peer (addr_id) its key went to; 0 if local only
+};
+
 struct Domain {
   fid_domain fid;
   Fabric* fabric;
@@ -333,6 +342,9 @@ struct Domain {
   uint64_t next_user_data = 1;
   uint64_t next_op = 1;
   std::vector<Mr*> mrs;                // live fi_mr_reg registrations (descs are checked against it)
+  std::deque<Bounce> idle;             // bounce buffers kept registered, oldest first
+  size_t idle_bytes = 0;
+  uint64_t bounce_hits = 0, bounce_misses = 0;
   Ep* ep_at[kMaxEndpoints] = {};
 };
 
@@ -346,6 +358,9 @@ bool mr_covers(Domain& d, Mr* mr, const void* p, size_t n);
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
 bool ep_progress(Ep& ep);
 void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c);
+// Drops the oldest kept bounce buffer (deregistered, freed) to make room in
+// the slot heap; false if none is kept.
+bool drop_idle_bounce(Domain& d);
 // getinfo.cpp
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
             fi_info** info);

@@ -980,6 +980,77 @@ TEST(OfiMr, RegisteredBuffersAsDescriptors) {
   EXPECT_EQ(fi_close(&rmr->fid), 0);
 }
 
+// Registers one-page buffers with the domain until the NIC (its per-slot
+// key table) or the slot heap refuses; how many it took. Closes them.
+size_t register_until_refused(fid_domain* domain) {
+  std::vector<Bytes> pages;
+  std::vector<fid_mr*> mrs;
+  for (;;) {
+    pages.emplace_back(4096);
+    fid_mr* mr = nullptr;
+    if (fi_mr_reg(domain, pages.back().data(), 4096, FI_RECV | FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr) != 0) break;
+    mrs.push_back(mr);
+    if (mrs.size() > 4 * 256) break;  // far past abi::kMaxRegistrations: something is wrong
+  }
+  for (fid_mr* mr : mrs) EXPECT_EQ(fi_close(&mr->fid), 0);
+  return mrs.size();
+}
+
+// Rendezvous without descs go through bounce buffers in the slot heap, kept
+// registered from one message to the next (host/ofi/ep.cpp: recycle): many
+// messages of several sizes both ways, from two peers into one receiver,
+// every byte checked; the kept buffers give their NIC keys back when the
+// application registers memory (as many registrations succeed as on a fresh
+// domain), and messages still flow afterwards.
+TEST(OfiMsg, KeptBounceBuffersAreReusedAndGiveWay) {
+  size_t fresh = 0;
+  {
+    Side s;
+    open_side(s, 1);
+    fresh = register_until_refused(s.domain);
+  }
+  ASSERT_GT(fresh, 100u);
+  Pair p;
+  Side c;  // a second peer of b's, on node 0 beside a
+  open_side(c, 0);
+  const fi_addr_t c_to_b = insert(c, p.b);
+  (void)insert(p.b, c);
+  auto send_from = [](fid_ep* ep, fi_addr_t to) {
+    return [ep, to](void* buf, size_t len, void* ctx) { return fi_send(ep, buf, len, nullptr, to, ctx); };
+  };
+  const size_t sizes[] = {kEagerMax + 1, 65536, 100000, 1u << 20, 65536, 3u << 18};
+  for (int round = 0; round < 3; ++round)
+    for (size_t n : sizes) {
+      fi_cq_tagged_entry got{};
+      p.exchange(n, n, send_from(p.a.ep, p.a_to_b), got);
+      EXPECT_EQ(got.len, n);
+      // b -> a, and c -> b: the same sizes from another peer.
+      Bytes out(n), in(n, 0);
+      pattern(out.data(), n, uint32_t(n) + 2);
+      ASSERT_EQ(fi_recv(p.a.ep, in.data(), n, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+      ASSERT_EQ(fi_send(p.b.ep, out.data(), n, nullptr, p.b_to_a, nullptr), 0);
+      fi_cq_tagged_entry e{};
+      ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+      ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+      EXPECT_TRUE(check_pattern(in.data(), n, uint32_t(n) + 2)) << "b -> a, " << n;
+      std::memset(in.data(), 0, n);
+      pattern(out.data(), n, uint32_t(n) + 3);
+      ASSERT_EQ(fi_recv(p.b.ep, in.data(), n, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+      ASSERT_EQ(fi_send(c.ep, out.data(), n, nullptr, c_to_b, nullptr), 0);
+      ASSERT_EQ(read_one(p.b.cq, &e, {c.cq}), 1);
+      ASSERT_EQ(read_one(c.cq, &e, {p.b.cq}), 1);
+      EXPECT_TRUE(check_pattern(in.data(), n, uint32_t(n) + 3)) << "c -> b, " << n;
+    }
+  // b now keeps bounce buffers registered (remote-writable ones for a and
+  // for c, local ones for its sends): they give way to the application's.
+  EXPECT_EQ(register_until_refused(p.b.domain), fresh);
+  for (size_t n : sizes) {
+    fi_cq_tagged_entry got{};
+    p.exchange(n, n, send_from(p.a.ep, p.a_to_b), got);
+    EXPECT_EQ(got.len, n);
+  }
+}
+
 TEST(OfiCq, SreadBlocksWithoutSpinningAndTimesOut) {
   Options o;
   o.wait = FI_WAIT_UNSPEC;
