@@ -42,11 +42,27 @@ void copy_pages(void* dst, const void* src, size_t len) {
 void copy_pages(void* dst, const void* src, size_t len) { std::memcpy(dst, src, len); }
 #endif
 
+// Maps [p, +len) into this process now, whole pages. This VM's hypervisor
+// takes every first touch of a page: ~13 us a fault here, where
+// MADV_POPULATE_WRITE maps the same pages in one call for ~1.3 us a page
+// (~0.4 when the pages exist already, another process having touched them;
+// measured, Linux 6.18 PVM guest: a 1 MiB buffer's first fill 3.3 ms against
+// 0.3). Best effort: a kernel before 5.14 refuses it, and the pages fault in
+// as before.
+void populate(void* p, size_t len) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), start = a & ~(kPage - 1);
+  const uintptr_t end = (a + len + kPage - 1) & ~(kPage - 1);
+  if (len) (void)::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE);
+}
+
 // Gives [start, start+len) private anonymous pages with the same contents.
 // The copy goes through a separate mapping that mremap then moves into place
 // in one step: a temporary on the malloc heap could itself lie in the range.
 bool move_to_private(uintptr_t start, size_t len) {
-  void* tmp = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* tmp = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (tmp == MAP_FAILED) return false;
   copy_pages(tmp, reinterpret_cast<void*>(start), len);
   if (::mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) == MAP_FAILED) {
@@ -197,7 +213,21 @@ void Nic::heap_free(uint64_t offset) {
 
 void* Nic::alloc(size_t bytes, size_t align) {
   uint64_t off = heap_alloc_evicting(bytes, align < 64 ? 64 : align);
-  return off ? base_ + off : nullptr;
+  if (!off) return nullptr;
+  populate_heap(off, bytes);
+  return base_ + off;
+}
+
+// Heap pages this process has not mapped yet, mapped (populate); each page
+// once per attach (the daemon wipes the slot's pages only between attaches).
+void Nic::populate_heap(uint64_t off, size_t bytes) {
+  const uint64_t first = off / kPage, last = (off + bytes - 1) / kPage;
+  if (populated_.size() < size_ / kPage) populated_.resize(size_ / kPage);
+  uint64_t p = first;
+  while (p <= last && populated_[p]) ++p;
+  if (p > last) return;
+  populate(base_ + p * kPage, (last + 1 - p) * kPage);
+  for (; p <= last; ++p) populated_[p] = true;
 }
 
 void Nic::free(void* p) {
@@ -287,8 +317,9 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
       const size_t n = end - start;
       const uint64_t off = heap_alloc_evicting(n, kPage);
       if (!off) return fail("register: the slot heap has no room for " + std::to_string(n) + " bytes");
+      populate_heap(off, n);
       copy_pages(base_ + off, reinterpret_cast<void*>(start), n);
-      void* m = ::mmap(reinterpret_cast<void*>(start), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+      void* m = ::mmap(reinterpret_cast<void*>(start), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
                        slot_fd_.get(), off_t(off));
       if (m == MAP_FAILED) {
         heap_free(off);

@@ -334,6 +334,8 @@ class Nic {
   bool backing_mapped(const Backing& b) const;     // still this slot's pages at those addresses?
   void release_backing(size_t i, bool move_back);  // frees its slot pages (after moving them back)
   uint64_t heap_alloc_evicting(size_t bytes, size_t align);  // heap_alloc, evicting unused backings for room
+  std::vector<bool> populated_;                     // heap pages mapped into this process (populate_heap)
+  void populate_heap(uint64_t offset, size_t bytes);
 };
 
 // The daemon socket for (cluster, node) under the runtime directory
