@@ -108,6 +108,7 @@ class NodeCase(unittest.TestCase):
 
     cluster = "slots"
     rundir_suffix = ""  # appended to ULNIC_RUNTIME_DIR as given to the programs
+    slot_mib = 16
 
     @classmethod
     def setUpClass(cls):
@@ -116,7 +117,7 @@ class NodeCase(unittest.TestCase):
         cls.node_dir = os.path.join(cls.rundir, cls.cluster, "node0")
         cls.socket_path = os.path.join(cls.node_dir, "ulnicd.sock")
         cls.log_path = os.path.join(cls.node_dir, "ulnicd.log")
-        p = cls.ulnic("node", "start", "-c", cls.cluster, "--firmware", FW, "--slot-size", "16")
+        p = cls.ulnic("node", "start", "-c", cls.cluster, "--firmware", FW, "--slot-size", str(cls.slot_mib))
         if p.returncode != 0:
             shutil.rmtree(cls.rundir, ignore_errors=True)
             raise AssertionError(f"node start failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
@@ -322,6 +323,55 @@ class Concurrency(NodeCase):
         self.assertEqual(r["ok_after_failure"], 0, r)
         self.assertEqual(zrc, 0, self.diagnostics(z))
         self.assertIn('"nonzero_bytes": 0', z.out)
+
+
+def data_ranges(path):
+    """[(start, end)] of the file's data (not holes), by SEEK_DATA / SEEK_HOLE."""
+    ranges, pos = [], 0
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while pos < size:
+            try:
+                data = os.lseek(f.fileno(), pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: only holes from here
+                break
+            hole = os.lseek(f.fileno(), data, os.SEEK_HOLE)
+            ranges.append((data, hole))
+            pos = hole
+    return ranges
+
+
+class Wipe(NodeCase):
+    """A slot's next owner sees zeros; the first 16 MiB of what the last one
+    used are zeroed in place (QEMU keeps those pages mapped), the rest of the
+    file is punched out (back to tmpfs)."""
+
+    cluster = "wipe"
+    slot_mib = 64
+    WARM = 16 << 20  # kWarmBytes, emulator/daemon/daemon.cpp
+
+    def test_used_pages_zeroed_in_place_up_to_the_warm_limit_and_punched_beyond(self):
+        self.wait_all_free()
+        for fill_mib in (40, 4):
+            x, xi = self.hold("--fill", str(fill_mib))
+            slot = xi["slot"]
+            path = os.path.join(self.node_dir, f"slot{slot}")
+            used = sum(e - s for s, e in data_ranges(path))
+            self.assertGreaterEqual(used, fill_mib << 20, self.diagnostics(x))
+            x.kill(signal.SIGKILL)
+            x.wait(10)
+            self.assertTrue(wait_for(lambda: self.slot_states()[slot][0] == "free", 10), self.diagnostics(x))
+            kept = sum(e - s for s, e in data_ranges(path))
+            self.assertEqual(kept, min(used, self.WARM), f"{fill_mib} MiB used: {used} bytes of data before, {kept} after")
+            with open(path, "rb") as f:
+                content = f.read()
+            self.assertEqual(len(content), self.slot_mib << 20)
+            self.assertEqual(content.count(0), len(content), f"slot {slot} is not all zeros after its wipe")
+        # The next owner of a wiped slot works as ever: verified copies.
+        p = subprocess.run([COPY_WORKER, "--ops", "200", "--max-size", str(1 << 20), "--quiet"], env=self.env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr + self.diagnostics())
+        self.assertNicHealthy()
 
 
 # A process that outranks the NIC: its own session (so its own autogroup)

@@ -795,17 +795,24 @@ void sleep_forever() {
 
 int hold(int argc, char** argv) {
   bool copies = false, export_region = false;
+  uint64_t fill_mib = 0;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--copies") copies = true;
     else if (a == "--export") export_region = true;
+    else if (a == "--fill" && i + 1 < argc) fill_mib = std::strtoull(argv[++i], nullptr, 0);
     else {
-      std::fprintf(stderr, "usage: slot_abuse hold [--copies | --export]\n");
+      std::fprintf(stderr, "usage: slot_abuse hold [--copies | --export] [--fill MIB]\n");
       return 2;
     }
   }
   auto nic = open_nic("hold");
   Nic& n = *nic;
+  if (fill_mib) {  // that much of the slot heap written (not zero), before anything else
+    auto* p = static_cast<uint8_t*>(n.alloc(fill_mib << 20, 4096));
+    if (!p) die("hold", "slot heap exhausted");
+    std::memset(p, 0xa5, fill_mib << 20);
+  }
   if (export_region) {
     // A zeroed region others may write into; on SIGTERM, report whether it
     // is still all zeros.
