@@ -331,6 +331,14 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
 
 // ---------------------------------------------------------------- receiving
 
+// FI_SOURCE: the sender's fi_addr, if the endpoint asked for it and the AV
+// holds the sender (else what a Completion starts with, FI_ADDR_NOTAVAIL).
+fi_addr_t source(const Ep& ep, uint64_t src_id) {
+  if (!ep.av || !(ep.caps & FI_SOURCE)) return FI_ADDR_NOTAVAIL;
+  auto it = ep.av->by_id.find(src_id);
+  return it != ep.av->by_id.end() ? it->second : FI_ADDR_NOTAVAIL;
+}
+
 Completion recv_completion(const Ep& ep, const Recv& r, const Message& m, uint64_t n) {
   Completion c;
   c.e.op_context = r.context;
@@ -339,10 +347,7 @@ Completion recv_completion(const Ep& ep, const Recv& r, const Message& m, uint64
   c.e.buf = r.buf;
   c.e.data = (m.flags & kWireData) ? m.data : 0;
   c.e.tag = (m.flags & kWireTagged) ? m.tag : 0;
-  if (ep.av && (ep.caps & FI_SOURCE)) {
-    auto it = ep.av->by_id.find(m.src_id);
-    if (it != ep.av->by_id.end()) c.src = it->second;
-  }
+  c.src = source(ep, m.src_id);
   if (m.len > r.len && !r.discard) {
     c.err = FI_ETRUNC;
     c.prov_errno = kErrTruncated;
@@ -520,6 +525,7 @@ void on_fin(Ep& ep, const Message& from, const WireHdr& h) {
 
 void on_read_req(Ep& ep, const Message& from, const WireHdr& h);  // RMA, below
 void on_read_done(Ep& ep, const Message& from, const WireHdr& h);
+void on_write_data(Ep& ep, const Message& from, const WireHdr& h);
 
 // One ring entry (the message after its AmRxEntry), checked.
 void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
@@ -557,6 +563,9 @@ void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
       return;
     case kReadDone:
       on_read_done(ep, m, h);
+      return;
+    case kWriteData:
+      on_write_data(ep, m, h);
       return;
     default:
       return;
@@ -837,8 +846,38 @@ void end_rma(Ep& ep, uint64_t id, int err, int prov_errno) {
   ep.rma.erase(it);
 }
 
+// fi_writedata: the target hears of a write that is complete (every byte
+// placed: the put's completion said so) and of its remote CQ data.
+void notify_write(Ep& ep, const RmaOp& op) {
+  WireHdr h = header(ep, kWriteData);
+  h.flags = kWireData;
+  h.len = op.len;
+  h.tag = op.raddr;
+  h.data = op.data;
+  h.sid = op.id;
+  post_ctl(ep, op.dst, h);
+}
+
+// A write's remote CQ data at its target: an entry in the receive CQ
+// (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA; no receive is taken, the
+// provider asks no FI_RX_CQ_DATA mode). Its sender is any peer that may
+// send us messages: what it says is reported, as a message's data is.
+void on_write_data(Ep& ep, const Message& from, const WireHdr& h) {
+  if (!(ep.caps & FI_RMA) || h.len > kMaxMsg) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a write's remote CQ data that this endpoint cannot have\n");
+    return;
+  }
+  Completion c;
+  c.e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+  c.e.len = h.len;
+  c.e.buf = reinterpret_cast<void*>(h.tag);
+  c.e.data = h.data;
+  c.src = source(ep, from.src_id);
+  cq_push(ep.rx_cq, std::move(c));
+}
+
 ssize_t do_rma(Ep& ep, bool read, void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr, uint64_t key,
-               void* context, uint64_t flags) {
+               void* context, uint64_t flags, uint64_t data = 0) {
   Domain& d = *ep.dom;
   std::lock_guard lk(d.mu);
   if (!ep.enabled) return -FI_EOPBADSTATE;
@@ -851,11 +890,16 @@ ssize_t do_rma(Ep& ep, bool read, void* buf, size_t len, void* desc, fi_addr_t d
   op.id = d.next_op++;
   op.read = read;
   op.peer_id = addr_id(*dst);
+  op.dst = *dst;
+  op.raddr = addr;
+  op.has_data = !read && (flags & FI_REMOTE_CQ_DATA);
+  op.data = data;
   op.buf = static_cast<uint8_t*>(buf);
   op.len = len;
   op.context = context;
   op.completion = !(flags & FI_INJECT) && (!ep.tx_selective || (flags & FI_COMPLETION));
-  if (len == 0) {  // nothing to move
+  if (len == 0) {  // nothing to move (the remote CQ data still goes)
+    if (op.has_data) notify_write(ep, op);
     complete_rma(ep, op, 0, 0);
     return 0;
   }
@@ -976,19 +1020,24 @@ ssize_t rma_writev(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_ad
 }
 ssize_t rma_writemsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) {
   if (!one_rma(m)) return -FI_EINVAL;
-  if (flags & FI_REMOTE_CQ_DATA) return -FI_ENOSYS;
   One o = one(m->msg_iov, m->desc, m->iov_count);
   return do_rma(*as_ep(e), false, o.buf, o.len, o.desc, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->context,
-                flags & (FI_COMPLETION | FI_INJECT));
+                flags & (FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA), m->data);
 }
 ssize_t rma_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) {
   return do_rma(*as_ep(e), false, const_cast<void*>(buf), len, nullptr, dest, addr, key, nullptr, FI_INJECT);
 }
-// Remote CQ data with a write would take a receive at the target: not offered.
-ssize_t rma_writedata(fid_ep*, const void*, size_t, void*, uint64_t, fi_addr_t, uint64_t, uint64_t, void*) {
-  return -FI_ENOSYS;
+ssize_t rma_writedata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest, uint64_t addr,
+                      uint64_t key, void* ctx) {
+  Ep& ep = *as_ep(e);
+  return do_rma(ep, false, const_cast<void*>(buf), len, desc, dest, addr, key, ctx,
+                (ep.tx_op_flags & FI_COMPLETION) | FI_REMOTE_CQ_DATA, data);
 }
-ssize_t rma_injectdata(fid_ep*, const void*, size_t, uint64_t, fi_addr_t, uint64_t, uint64_t) { return -FI_ENOSYS; }
+ssize_t rma_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t addr,
+                       uint64_t key) {
+  return do_rma(*as_ep(e), false, const_cast<void*>(buf), len, nullptr, dest, addr, key, nullptr,
+                FI_INJECT | FI_REMOTE_CQ_DATA, data);
+}
 fi_ops_rma rma_ops = {sizeof(fi_ops_rma), rma_read,  rma_readv,     rma_readmsg,   rma_write,
                       rma_writev,         rma_writemsg, rma_inject, rma_writedata, rma_injectdata};
 
@@ -1264,6 +1313,8 @@ bool ep_progress(Ep& ep) {
 void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
   const bool ok = c.status == abi::kCqOk;
   if (post.kind == kPostWrite) {
+    auto it = ep.rma.find(post.op);
+    if (ok && it != ep.rma.end() && it->second.has_data) notify_write(ep, it->second);
     end_rma(ep, post.op, ok ? 0 : FI_EIO, ok ? 0 : c.status);
     return;
   }

@@ -13,7 +13,9 @@
 //   kFin    the sender's put is complete (or failed): the receive is done;
 //   kReadReq fi_read: put `len` bytes from our (key, data) to the reader's
 //            (rid: its key, tag: its address); sid: the reader's operation;
-//   kReadDone the put of a kReadReq is complete (or refused / failed).
+//   kReadDone the put of a kReadReq is complete (or refused / failed);
+//   kWriteData fi_writedata: our put of `len` bytes at `tag` (the target's
+//            address) is complete; `data` is its remote CQ data.
 // kEager and kRts carry `seq`, the sender endpoint's message number to this
 // receiver endpoint: the NIC refuses a message when the receiving ring is
 // full (the sender resends it later), so messages can arrive out of order,
@@ -73,7 +75,7 @@ inline uint64_t addr_id(uint32_t node, uint32_t slot, uint32_t ep) {
 }
 inline uint64_t addr_id(const Addr& a) { return addr_id(a.node, a.slot, a.ep); }
 
-enum WireKind : uint8_t { kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6 };
+enum WireKind : uint8_t { kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7 };
 enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4 };
 struct WireHdr {
   uint32_t magic;  // kWireMagic
@@ -255,6 +257,10 @@ struct RmaOp {
   uint64_t id = 0;
   bool read = false;
   uint64_t peer_id = 0;      // addr_id of the target
+  Addr dst{};                // ... the target
+  uint64_t raddr = 0;        // ... and the address there
+  bool has_data = false;     // fi_writedata: remote CQ data, sent once the put is done
+  uint64_t data = 0;
   uint8_t* buf = nullptr;    // the application's buffer
   size_t len = 0;
   MemRegion reg{};           // ... registered for the NIC (none with a desc)
