@@ -507,17 +507,14 @@ void on_fin(Ep& ep, const Message& from, const WireHdr& h) {
   RndvRecv& rv = it->second;
   if (h.flags & kWireFailed) {
     release(*ep.dom, rv.reg, rv.bounce);
-  } else {
-    if (rv.bounce) std::memcpy(rv.r.buf, rv.bounce, rv.n);
-    recycle(*ep.dom, rv.reg, rv.bounce, rv.m.src_id);
-  }
-  if (h.flags & kWireFailed) {
     Completion c = recv_completion(ep, rv.r, rv.m, 0);
     c.err = FI_EIO;
     c.prov_errno = kErrRemoteFailed;
     c.err_text = prov_strerror(kErrRemoteFailed);
     report(ep, std::move(c), true);
   } else {
+    if (rv.bounce) std::memcpy(rv.r.buf, rv.bounce, rv.n);
+    recycle(*ep.dom, rv.reg, rv.bounce, rv.m.src_id);
     complete_recv(ep, rv.r, rv.m, rv.n);
   }
   ep.rndv.erase(it);
