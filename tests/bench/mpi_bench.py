@@ -4,7 +4,8 @@ own transports on the same machine, and beside native AM, in one run.
 
 Builds nothing. Brings up a private two-node cluster and runs
 tests/programs/mpi_pingpong (2 ranks: RTT/2 of MPI_Send/MPI_Recv and the
-bandwidth of a window of MPI_Isend, 1 B .. 1 MiB, every byte checked) under
+bandwidth of a window of MPI_Isend after an untimed one, 1 B .. 1 MiB, every
+byte checked outside the timed parts) under
 Debian's mpirun with each transport:
 
   ulnic      the cm PML, OFI MTL, libfabric provider ulnic (rank 0 on node

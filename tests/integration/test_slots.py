@@ -362,7 +362,8 @@ class Wipe(NodeCase):
             x.wait(10)
             self.assertTrue(wait_for(lambda: self.slot_states()[slot][0] == "free", 10), self.diagnostics(x))
             kept = sum(e - s for s, e in data_ranges(path))
-            self.assertEqual(kept, min(used, self.WARM), f"{fill_mib} MiB used: {used} bytes of data before, {kept} after")
+            self.assertEqual(kept, min(used, self.WARM),
+                             f"{fill_mib} MiB used: {used} bytes of data before, {kept} after")
             with open(path, "rb") as f:
                 content = f.read()
             self.assertEqual(len(content), self.slot_mib << 20)

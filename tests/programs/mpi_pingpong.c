@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
      * the ping-pong's first round trips do its median), then timed. */
     for (pass = 0; pass < 2 && rank < 2; pass++) {
       if (rank == 0)
-        for (w = 0; w < window; w++) prog_fill(win + (size_t)w * size, size, base + 100000u + (uint32_t)(pass * window + w));
+        for (w = 0; w < window; w++)
+          prog_fill(win + (size_t)w * size, size, base + 100000u + (uint32_t)(pass * window + w));
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
       for (w = 0; w < window; w++) {
