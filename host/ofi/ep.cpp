@@ -54,7 +54,10 @@ bool post_msg(Ep& ep, const Addr& dst, const WireHdr& h, const void* payload, si
   pre.msg_len = uint32_t(sizeof h + n);
   pre.dst_ep = dst.ep;
   pre.src_ep = ep.index;
-  pre.flags = abi::kAmRequest;
+  // One-way: nothing answers with an AM reply, so it takes none of the
+  // NIC's reply counts (at most 0xffff per peer endpoint: a request that
+  // awaits a reply would be refused as congestion from then on).
+  pre.flags = abi::kAmRequest | abi::kAmNoReply;
   std::memcpy(at, &pre, sizeof pre);
   std::memcpy(at + sizeof pre, &h, sizeof h);
   if (n) std::memcpy(at + sizeof pre + sizeof h, payload, n);

@@ -558,6 +558,39 @@ TEST(OfiMsg, FullRingRefusalsAreResentInOrder) {
   for (int k = 0; k < kMessages; ++k) ASSERT_EQ(in[k], uint32_t(k)) << "message " << k << " out of order";
 }
 
+// The provider's messages are one-way: no AM reply answers them. Sent as
+// requests that await a reply, each took one of the NIC's reply counts for
+// its peer (abi/am.h), 0xffff at most per peer endpoint and kAmPeers peers
+// an endpoint: message 65536 to one peer was refused as congestion and
+// resent forever. Every message is checked, in order.
+TEST(OfiMsg, MoreThan65535MessagesToOnePeer) {
+  Pair p;
+  constexpr uint32_t kMessages = 70000, kWindow = 64;
+  std::vector<uint32_t> in(kWindow);
+  uint32_t sent = 0, received = 0, out = 0;
+  fi_cq_tagged_entry e{};
+  for (uint32_t k = 0; k < kWindow; ++k)
+    ASSERT_EQ(fi_recv(p.b.ep, &in[k], sizeof(uint32_t), nullptr, FI_ADDR_UNSPEC, &in[k]), 0);
+  auto end = std::chrono::steady_clock::now() + 60s;
+  while (received < kMessages && std::chrono::steady_clock::now() < end) {
+    while (sent < kMessages && sent - received < kWindow) {
+      out = sent;
+      ssize_t r = fi_inject(p.a.ep, &out, sizeof out, p.a_to_b);
+      if (r == -FI_EAGAIN) break;
+      ASSERT_EQ(r, 0);
+      ++sent;
+    }
+    (void)fi_cq_read(p.a.cq, &e, 0);
+    while (fi_cq_read(p.b.cq, &e, 1) == 1) {
+      auto* slot = static_cast<uint32_t*>(e.op_context);
+      ASSERT_EQ(*slot, received) << "message " << received;
+      ++received;
+      ASSERT_EQ(fi_recv(p.b.ep, slot, sizeof(uint32_t), nullptr, FI_ADDR_UNSPEC, slot), 0);
+    }
+  }
+  ASSERT_EQ(received, kMessages);
+}
+
 // A send to an endpoint that is gone fails with an error entry whose text
 // says what the NIC said, eager or rendezvous.
 TEST(OfiMsg, SendsToAClosedEndpointFailWithTheNicsReason) {
