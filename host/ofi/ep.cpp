@@ -4,7 +4,11 @@
 // Eager: a message of up to kEagerMax bytes is copied into a registered
 // send buffer and goes as one AM message into the receiver's ring; the
 // receiver copies it into the matching receive buffer (or keeps it as
-// unexpected). Rendezvous, above kEagerMax: RTS; when a receive matches, the
+// unexpected). Up to the domain's eager_max (64 KiB) a message goes the same
+// way in fragments of kEagerMax bytes, one ring entry each, which the
+// receiver puts together before it matches the message: one trip, where a
+// rendezvous takes four, each waiting for a host's turn on a CPU.
+// Rendezvous, above that: RTS; when a receive matches, the
 // receiver registers its buffer (remote write) and answers CTS with the key;
 // the sender's NIC puts the data straight into that buffer (kOpPut, or
 // kOpCopy within a node) and the sender sends FIN once the put completed
@@ -281,6 +285,20 @@ bool start_put(Ep& ep, Send& s) {
                   s.rkey, s.raddr);
 }
 
+// Posts the fragments of eager send `s` that buffers and SQ room allow;
+// true once all are posted.
+bool post_frags(Ep& ep, Send& s) {
+  while (s.frag_next < s.len) {
+    const size_t n = std::min<uint64_t>(kEagerMax, s.len - s.frag_next);
+    WireHdr h = s.frag_hdr;
+    h.rid = s.frag_next;
+    if (!post_msg(ep, s.dst, h, s.buf + s.frag_next, n, s.id)) return false;
+    s.frag_next += n;
+    ++s.frags_out;
+  }
+  return true;
+}
+
 // Common to every send call. `flags`: FI_INJECT (copy now, no completion),
 // FI_COMPLETION, FI_REMOTE_CQ_DATA.
 ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest, bool tagged, uint64_t tag,
@@ -295,9 +313,14 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   if (len && !buf) return -FI_EINVAL;
   const bool inject = flags & FI_INJECT;
   const bool want = !inject && (!ep.tx_selective || (flags & FI_COMPLETION));
-  // No buffer or no SQ room: completions may give some back.
-  if (ep.free_bufs.empty() || d.nic->sq_free() == 0) (void)progress(d);
-  WireHdr h = header(ep, len <= kEagerMax ? kEager : kRts);
+  // No buffer or no SQ room: completions may give some back. A message in
+  // fragments not all posted yet goes first: a message behind it would have
+  // its receiver hold it (and the ones after it) until it is whole.
+  if (ep.free_bufs.empty() || d.nic->sq_free() == 0 || !ep.frags_waiting.empty()) (void)progress(d);
+  if (!ep.frags_waiting.empty()) return -FI_EAGAIN;
+  const bool frags = len > kEagerMax && len <= d.eager_max;
+  const bool rendezvous = len > kEagerMax && !frags;
+  WireHdr h = header(ep, frags ? kEagerFrag : rendezvous ? kRts : kEager);
   h.flags = (tagged ? kWireTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kWireData : 0);
   h.len = len;
   h.tag = tag;
@@ -311,12 +334,18 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   s.tag = tag;
   s.context = context;
   s.completion = want;
-  // An eager send completes when the receiving NIC took it; one without a
-  // completion needs no record at all.
+  // An eager send completes when the receiving NIC took it (all of its
+  // fragments); one without a completion in one piece needs no record.
   uint64_t id = 0;
   if (len > kEagerMax || want) id = d.next_op++;
   h.sid = id;
-  if (len > kEagerMax) {
+  s.id = id;
+  if (frags) {
+    s.buf = static_cast<const uint8_t*>(buf);
+    s.frag_hdr = h;
+    if (!post_frags(ep, s) && s.frag_next == 0) return -FI_EAGAIN;
+    if (s.frag_next < len) ep.frags_waiting.push_back(id);
+  } else if (rendezvous) {
     s.rendezvous = true;
     s.buf = static_cast<const uint8_t*>(buf);
     s.desc = static_cast<Mr*>(desc);
@@ -325,10 +354,7 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
     return -FI_EAGAIN;
   }
   ++seq;
-  if (id) {
-    s.id = id;
-    ep.sends.emplace(id, s);
-  }
+  if (id) ep.sends.emplace(id, s);
   return 0;
 }
 
@@ -442,13 +468,21 @@ void deliver(Ep& ep, Message&& m) {
   (tagged ? ep.unexpected_tagged : ep.unexpected_msg).push_back(std::move(m));
 }
 
-void in_order(Ep& ep, uint32_t seq, Message&& m) {
+// What we have from the sender of `m`: started over if it is a new process
+// on that slot and endpoint.
+PeerRx& peer_rx(Ep& ep, const Message& m) {
   PeerRx& p = ep.rx[m.src_id];
-  if (p.incarnation != m.src.tag) {  // a new process on that slot and endpoint
+  if (p.incarnation != m.src.tag) {
     for (auto& [seq, old] : p.early) ep.unexpected_bytes -= old.payload.size() + sizeof(Message);
+    for (auto& [seq, part] : p.partial) ep.unexpected_bytes -= part.m.payload.size() + sizeof(Message);
     p = PeerRx{};
     p.incarnation = m.src.tag;
   }
+  return p;
+}
+
+void in_order(Ep& ep, uint32_t seq, Message&& m) {
+  PeerRx& p = peer_rx(ep, m);
   if (seq != p.expected) {
     // Ahead of a message the NIC refused (it comes again): keep it. Behind
     // `expected`, or too far ahead, it is no message of a correct sender.
@@ -469,6 +503,43 @@ void in_order(Ep& ep, uint32_t seq, Message&& m) {
     deliver(ep, std::move(next));
     p.expected++;
   }
+}
+
+// A fragment (kEagerFrag) of message `seq`: `n` bytes at `off` of its
+// m.len. The message goes on in order once all its fragments are in. A
+// fragment that disagrees with the others of its message, comes twice, or
+// belongs to no message a correct sender has in flight is dropped.
+void on_fragment(Ep& ep, uint32_t seq, Message&& m, uint64_t off, const uint8_t* bytes, size_t n) {
+  PeerRx& p = peer_rx(ep, m);
+  if (uint32_t(seq - p.expected) >= kMaxPendingPerPeer) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a fragment out of sequence (%u, expected %u)\n", seq, p.expected);
+    return;
+  }
+  auto [it, fresh] = p.partial.try_emplace(seq);
+  Partial& a = it->second;
+  if (fresh) {
+    a.m = std::move(m);
+    a.m.kind = kEager;
+    a.m.payload.resize(a.m.len);
+    ep.unexpected_bytes += a.m.len + sizeof(Message);
+  } else if (a.m.len != m.len || a.m.tag != m.tag || a.m.data != m.data || a.m.flags != m.flags ||
+             a.m.sid != m.sid) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a fragment that disagrees with its message's others\n");
+    return;
+  }
+  const uint32_t bit = 1u << (off / kEagerMax);
+  if (a.have & bit) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a fragment that came twice\n");
+    return;
+  }
+  a.have |= bit;
+  std::memcpy(a.m.payload.data() + off, bytes, n);
+  const uint32_t frags = uint32_t((a.m.len + kEagerMax - 1) / kEagerMax);
+  if (a.have != (uint32_t(1) << frags) - 1) return;
+  Message whole = std::move(a.m);
+  ep.unexpected_bytes -= whole.len + sizeof(Message);
+  p.partial.erase(it);
+  in_order(ep, seq, std::move(whole));
 }
 
 void on_cts(Ep& ep, const Message& from, const WireHdr& h) {
@@ -548,6 +619,14 @@ void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
       m.payload.assign(msg + sizeof h, msg + e.len);
       in_order(ep, h.seq, std::move(m));
       return;
+    case kEagerFrag: {
+      const uint64_t n = e.len - sizeof h;
+      if (h.len <= kEagerMax || h.len > kFragMsgMax || h.rid % kEagerMax || h.rid >= h.len ||
+          n != std::min<uint64_t>(kEagerMax, h.len - h.rid))
+        return;
+      on_fragment(ep, h.seq, std::move(m), h.rid, msg + sizeof h, n);
+      return;
+    }
     case kRts:
       if (h.len <= kEagerMax || h.len > kMaxMsg) return;
       in_order(ep, h.seq, std::move(m));
@@ -1286,6 +1365,16 @@ bool ep_progress(Ep& ep) {
     ep.rndv_waiting.pop_front();
     if (!send_cts(ep, id)) ep.rndv_waiting.push_back(id);
   }
+  while (!ep.frags_waiting.empty()) {
+    auto it = ep.sends.find(ep.frags_waiting.front());
+    if (it != ep.sends.end()) {
+      const uint64_t before = it->second.frag_next;
+      const bool all = post_frags(ep, it->second);
+      did |= it->second.frag_next != before;
+      if (!all) break;
+    }
+    ep.frags_waiting.pop_front();  // all posted, or failed meanwhile
+  }
   for (size_t n = ep.cts_waiting.size(); n; --n) {
     uint64_t id = ep.cts_waiting.front();
     ep.cts_waiting.pop_front();
@@ -1363,6 +1452,16 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
         fail_send(ep, post.op, c.status);
       }
       return;
+    case kEagerFrag: {
+      auto it = ep.sends.find(post.op);
+      if (it == ep.sends.end()) return;  // failed by an earlier fragment
+      if (!ok) return fail_send(ep, post.op, c.status);
+      Send& s = it->second;
+      if (--s.frags_out || s.frag_next < s.len) return;
+      complete_send(ep, s, 0, 0);
+      ep.sends.erase(it);
+      return;
+    }
     case kRts:
       if (!ok) fail_send(ep, post.op, c.status);
       return;

@@ -197,6 +197,9 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* conte
   d->fid.mr = &mr_ops;
   d->fabric = as<Fabric>(fabric);
   d->nic = std::move(*n);
+  size_t eager = 0;
+  if (fi_param_get_size_t(&g_prov, "eager_size", &eager) == FI_SUCCESS)
+    d->eager_max = std::clamp<size_t>(eager, kEagerMax, kFragMsgMax);
   *dom = &d->fid;
   return 0;
 }

@@ -8,6 +8,11 @@
 //
 // Wire protocol, one AM request message per packet (WireHdr first):
 //   kEager  header + the whole message (up to kEagerMax bytes);
+//   kEagerFrag one fragment of an eager message of kEagerMax < len <=
+//            kFragMsgMax bytes (Domain::eager_max decides which go so): its
+//            offset in `rid`, a multiple of kEagerMax, kEagerMax bytes (the
+//            last: what is left) after the header; all of a message's
+//            fragments carry its seq, len, tag, data and flags;
 //   kRts    header: a message of `len` bytes waits at the sender (rendezvous);
 //   kCts    the receiver registered its buffer (key, addr): put `len` bytes there;
 //   kFin    the sender's put is complete (or failed): the receive is done;
@@ -16,7 +21,7 @@
 //   kReadDone the put of a kReadReq is complete (or refused / failed);
 //   kWriteData fi_writedata: our put of `len` bytes at `tag` (the target's
 //            address) is complete; `data` is its remote CQ data.
-// kEager and kRts carry `seq`, the sender endpoint's message number to this
+// kEager, kEagerFrag and kRts carry `seq`, the sender endpoint's message number to this
 // receiver endpoint: the NIC refuses a message when the receiving ring is
 // full (the sender resends it later), so messages can arrive out of order,
 // and the receiver puts them back in order before it matches them.
@@ -75,7 +80,9 @@ inline uint64_t addr_id(uint32_t node, uint32_t slot, uint32_t ep) {
 }
 inline uint64_t addr_id(const Addr& a) { return addr_id(a.node, a.slot, a.ep); }
 
-enum WireKind : uint8_t { kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7 };
+enum WireKind : uint8_t {
+  kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7, kEagerFrag = 8
+};
 enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4 };
 struct WireHdr {
   uint32_t magic;  // kWireMagic
@@ -88,13 +95,20 @@ struct WireHdr {
   uint64_t tag;
   uint64_t data;   // remote CQ data; kCts: the receive buffer's address
   uint64_t sid;    // kRts/kCts/kFin: the sender's operation
-  uint64_t rid;    // kCts/kFin: the receiver's operation
+  uint64_t rid;    // kCts/kFin: the receiver's operation; kEagerFrag: the fragment's offset
   uint64_t src_tag;  // the sending endpoint's tag: what a reply must carry, and its incarnation
 };
 static_assert(sizeof(WireHdr) == 64);
 constexpr uint32_t kWireMagic = 0x4f464955;  // "UIFO"
 
 constexpr uint32_t kEagerMax = abi::kAmMaxMessage - sizeof(WireHdr);  // payload of an eager message
+// Eager messages in fragments: at most kMaxFrags ring entries each. Messages
+// up to Domain::eager_max (FI_ULNIC_EAGER_SIZE, default kDefaultEagerSize)
+// go so, larger ones by rendezvous; a receiver takes either up to kFragMsgMax.
+constexpr uint32_t kMaxFrags = 16;
+constexpr size_t kFragMsgMax = size_t(kMaxFrags) * kEagerMax;
+constexpr size_t kDefaultEagerSize = size_t(64) << 10;
+static_assert(kDefaultEagerSize <= kFragMsgMax);
 constexpr size_t kMaxMsg = abi::kMaxCopyBytes;   // one put
 constexpr uint32_t kRingEntries = 256;           // per endpoint (power of 2)
 constexpr uint32_t kSendBufs = 64;               // per endpoint, registered, in the slot heap
@@ -212,7 +226,7 @@ struct Message {
 struct Send {
   uint64_t id = 0;
   Addr dst{};
-  const uint8_t* buf = nullptr;  // rendezvous: the application's buffer
+  const uint8_t* buf = nullptr;  // rendezvous and fragments: the application's buffer
   size_t len = 0;
   Mr* desc = nullptr;
   bool tagged = false;
@@ -221,6 +235,11 @@ struct Send {
   void* context = nullptr;
   bool completion = true;
   bool rendezvous = false;
+  // In fragments (kEagerFrag): its header, the bytes posted so far and the
+  // fragments the NIC has not completed; it completes when all are done.
+  WireHdr frag_hdr{};
+  uint64_t frag_next = 0;
+  uint32_t frags_out = 0;
   MemRegion reg{};  // the source, registered for the put (none with `desc`)
   uint8_t* bounce = nullptr;  // ... or a copy of it in the slot heap (register_or_bounce)
   uint64_t put_len = 0;
@@ -278,10 +297,19 @@ struct ServedRead {
   uint64_t dst_addr = 0;
 };
 
+// An eager message arriving in fragments (kEagerFrag): its payload fills
+// in as they come (the NIC may refuse one for a full ring, which the sender
+// resends later, so they come in any order).
+struct Partial {
+  Message m;          // kind kEager once whole
+  uint32_t have = 0;  // bit i: fragment i is in
+};
+
 struct PeerRx {
   uint64_t incarnation = 0;  // the sender endpoint's tag: a new process on its slot starts over
   uint32_t expected = 0;
-  std::map<uint32_t, Message> early;  // arrived ahead of `expected`
+  std::map<uint32_t, Message> early;     // arrived ahead of `expected`
+  std::map<uint32_t, Partial> partial;   // by seq: messages whose fragments are not all in
 };
 
 struct Ep {
@@ -316,6 +344,7 @@ struct Ep {
   std::map<uint64_t, RndvRecv> rndv;             // by id
   std::deque<uint64_t> rndv_waiting;             // RndvRecv ids whose CTS waits (no buffer / registration)
   std::deque<uint64_t> cts_waiting;              // Send ids whose put waits (registration / SQ room)
+  std::deque<uint64_t> frags_waiting;            // Send ids with fragments to post (buffers / SQ room)
   std::deque<std::pair<Addr, WireHdr>> ctl_backlog;  // control messages waiting for a buffer
   std::map<uint64_t, RmaOp> rma;                 // our writes and reads, by id
   std::map<uint64_t, ServedRead> serving;        // peers' reads whose put is in flight, by id
@@ -351,6 +380,7 @@ struct Domain {
   std::deque<Bounce> idle;             // bounce buffers kept registered, oldest first
   size_t idle_bytes = 0;
   uint64_t bounce_hits = 0, bounce_misses = 0;
+  size_t eager_max = kDefaultEagerSize;  // larger messages go by rendezvous (FI_ULNIC_EAGER_SIZE)
   Ep* ep_at[kMaxEndpoints] = {};
 };
 

@@ -7,8 +7,9 @@ if(ULNIC_HAVE_LIBFABRIC)
   find_program(ULNIC_FI_INFO fi_info)
   find_package(GTest REQUIRED)
   add_executable(ofi_provider ${CMAKE_CURRENT_LIST_DIR}/ofi_provider.cpp)
-  target_include_directories(ofi_provider PRIVATE ${ULNIC_LIBFABRIC_INCLUDE})
-  target_link_libraries(ofi_provider PRIVATE ${ULNIC_LIBFABRIC} ulnic_vipl_headers GTest::gtest)
+  target_include_directories(ofi_provider PRIVATE ${ULNIC_LIBFABRIC_INCLUDE} ${CMAKE_SOURCE_DIR}/host/ofi)
+  # ulnic_core: a hostile sender's raw AM messages (FragmentsThatLieAreDropped)
+  target_link_libraries(ofi_provider PRIVATE ${ULNIC_LIBFABRIC} ulnic_core ulnic_vipl_headers GTest::gtest)
   target_compile_options(ofi_provider PRIVATE -Wall -Wextra)
   target_compile_definitions(ofi_provider PRIVATE
     ULNIC_TEST_FIRMWARE_DIR="${ULNIC_FIRMWARE_DIR}"

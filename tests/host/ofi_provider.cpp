@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "ofi.h"  // host/ofi: the wire header, for a hostile sender
+#include "ulnic/nic.h"
 #include "vipl_cluster.h"
 
 namespace {
@@ -303,7 +305,8 @@ TEST(OfiGetinfo, RefusesWhatItDoesNotSupport) {
 
 TEST(OfiMsg, EveryCallAndSizeWithDataChecked) {
   Pair p;
-  const size_t sizes[] = {0, 1, 64, 4096, kEagerMax, kEagerMax + 1, 65536, 1u << 20};
+  // Eager, eager in 2, 4 and 16 fragments (the last one short, or whole), rendezvous.
+  const size_t sizes[] = {0, 1, 64, 4096, kEagerMax, kEagerMax + 1, 3 * kEagerMax + 5, 65536, 65537, 1u << 20};
   for (size_t n : sizes) {
     fi_cq_tagged_entry got{};
     fi_addr_t src = FI_ADDR_NOTAVAIL;
@@ -505,8 +508,10 @@ TEST(OfiCq, ErrDataInTheProvidersTextOrTheApplicationsBuffer) {
 TEST(OfiMsg, TruncatedReceivesGiveEtruncErrorEntries) {
   Pair p;
   expect_truncated(p, 100, 10);           // eager
-  expect_truncated(p, 65536, 8192);       // rendezvous: the put stops at the buffer's end
-  expect_truncated(p, 65536, 100);        // rendezvous into a buffer of eager size
+  expect_truncated(p, 65536, 8192);       // eager in fragments
+  expect_truncated(p, 65536, 100);
+  expect_truncated(p, 100000, 8192);      // rendezvous: the put stops at the buffer's end
+  expect_truncated(p, 100000, 100);       // rendezvous into a buffer of eager size
 }
 
 // A receiver that does not poll: its ring (256 entries, host/ofi/ofi.h)
@@ -556,6 +561,170 @@ TEST(OfiMsg, FullRingRefusalsAreResentInOrder) {
   ASSERT_EQ(received, kMessages);
   ASSERT_EQ(completed, kMessages);
   for (int k = 0; k < kMessages; ++k) ASSERT_EQ(in[k], uint32_t(k)) << "message " << k << " out of order";
+}
+
+// Messages in fragments (up to 64 KiB) and whole, to a receiver that does
+// not poll: its ring fills, its NIC refuses fragments, which come again
+// later -- after fragments of later messages. Once it polls, every message
+// arrives whole and in the order sent.
+TEST(OfiMsg, RefusedFragmentsComeAgainAndMessagesArriveWholeInOrder) {
+  Pair p;
+  constexpr int kMessages = 48;
+  auto size_of = [](int k) { return k % 3 == 0 ? size_t(65536) : k % 3 == 1 ? size_t(100) : size_t(20000 + k); };
+  std::vector<Bytes> out, in;
+  for (int k = 0; k < kMessages; ++k) {
+    out.emplace_back(size_of(k));
+    pattern(out.back().data(), size_of(k), 500 + k);
+    in.emplace_back(65536, 0);
+  }
+  int sent = 0, completed = 0;
+  fi_cq_tagged_entry e{};
+  auto post_some = [&] {
+    while (sent < kMessages) {
+      ssize_t r = fi_send(p.a.ep, out[sent].data(), out[sent].size(), nullptr, p.a_to_b, nullptr);
+      if (r == -FI_EAGAIN) return;
+      ASSERT_EQ(r, 0);
+      ++sent;
+    }
+  };
+  // Only the sender progresses: 256 ring entries take 16 messages of 64 KiB at most.
+  auto until = std::chrono::steady_clock::now() + 500ms;
+  while (std::chrono::steady_clock::now() < until) {
+    post_some();
+    if (fi_cq_read(p.a.cq, &e, 1) == 1) ++completed;
+  }
+  EXPECT_LT(completed, kMessages) << "the ring took every fragment";
+  EXPECT_GT(sent, completed);
+  for (int k = 0; k < kMessages; ++k)
+    ASSERT_EQ(fi_recv(p.b.ep, in[k].data(), in[k].size(), nullptr, FI_ADDR_UNSPEC, &in[k]), 0);
+  int received = 0;
+  auto end = std::chrono::steady_clock::now() + 60s;
+  while ((received < kMessages || completed < kMessages) && std::chrono::steady_clock::now() < end) {
+    post_some();
+    if (fi_cq_read(p.a.cq, &e, 1) == 1) ++completed;
+    if (fi_cq_read(p.b.cq, &e, 1) == 1) {
+      ASSERT_EQ(e.op_context, &in[received]) << "receives complete in the order posted";
+      ASSERT_EQ(e.len, size_of(received)) << "message " << received;
+      EXPECT_TRUE(check_pattern(in[received].data(), e.len, 500 + received)) << "message " << received;
+      ++received;
+    }
+  }
+  ASSERT_EQ(received, kMessages);
+  ASSERT_EQ(completed, kMessages);
+}
+
+// A hostile sender (a process on node 0 posting its own AM messages to the
+// provider's endpoint, with its tag) sends fragments that lie: twice the
+// same, another length than the message's first, an offset off the grid or
+// past the end, the wrong number of bytes, a length of no fragmented
+// message, a sequence number far ahead. The receiver drops each of them and
+// still puts the one true message together from its true fragments, and
+// takes the next message after it.
+TEST(OfiMsg, FragmentsThatLieAreDropped) {
+  namespace ofi = ulnic::ofi;
+  Pair p;
+  ulnic::ofi::Addr to;
+  ASSERT_EQ(p.b.name.size(), sizeof to);
+  std::memcpy(&to, p.b.name.data(), sizeof to);
+  ulnic::NicOptions where;
+  where.node = 0;
+  auto nic = ulnic::Nic::open(where);
+  ASSERT_TRUE(nic) << nic.error().message;
+  const size_t cap = 64 + ulnic::abi::kAmMaxMessage;
+  auto* buf = static_cast<uint8_t*>((*nic)->alloc(cap, 4096));
+  ASSERT_NE(buf, nullptr);
+  auto reg = (*nic)->register_memory(buf, cap, ulnic::abi::kAccessLocal);
+  ASSERT_TRUE(reg) << reg.error().message;
+  constexpr size_t kLen = 10000;  // 3 fragments: 4224, 4224, 1552
+  Bytes msg(kLen);
+  pattern(msg.data(), kLen, 41);
+  // One AM message: a WireHdr (kind, seq, len, offset) and `n` bytes of
+  // the message from `from` (or as many of `fill`).
+  auto send = [&](uint8_t kind, uint32_t seq, uint64_t len, uint64_t off, size_t n, size_t from) {
+    ulnic::abi::AmPrefix pre{};
+    pre.tag = to.tag;
+    pre.msg_len = uint32_t(sizeof(ofi::WireHdr) + n);
+    pre.dst_ep = to.ep;
+    pre.flags = ulnic::abi::kAmRequest | ulnic::abi::kAmNoReply;
+    ofi::WireHdr h{};
+    h.magic = ofi::kWireMagic;
+    h.kind = kind;
+    h.seq = seq;
+    h.len = len;
+    h.rid = off;
+    h.src_tag = 0x5eed;
+    std::memcpy(buf, &pre, sizeof pre);
+    std::memcpy(buf + sizeof pre, &h, sizeof h);
+    for (size_t i = 0; i < n; ++i) buf[sizeof pre + sizeof h + i] = from + i < kLen ? msg[from + i] : 0xbd;
+    ulnic::abi::SqEntry e{};
+    e.opcode = ulnic::abi::kOpAmSend;
+    e.length = uint32_t(ulnic::abi::am_send_bytes(pre.msg_len, 0));
+    e.src_addr = reinterpret_cast<uint64_t>(buf);
+    e.src_key = reg->key;
+    e.dst_node = to.node;
+    e.dst_slot = to.slot;
+    auto c = (*nic)->run(e);
+    ASSERT_TRUE(c) << c.error().message;
+    ASSERT_EQ(c->status, ulnic::abi::kCqOk);
+    fi_cq_tagged_entry none;
+    (void)fi_cq_read(p.b.cq, &none, 0);  // the receiver takes it from its ring
+  };
+  const uint32_t E = ofi::kEagerMax;
+  Bytes in(2 * kLen, 0);
+  int rctx = 0;
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  send(ofi::kEagerFrag, 0, kLen, 0, E, 0);                 // true: fragment 0
+  send(ofi::kEagerFrag, 0, kLen, 0, E, kLen);              // fragment 0 again (other bytes)
+  send(ofi::kEagerFrag, 0, kLen + 1, E, E, kLen);          // another length than fragment 0's
+  send(ofi::kEagerFrag, 0, kLen, 100, E, kLen);            // an offset off the grid
+  send(ofi::kEagerFrag, 0, kLen, 3 * E, 1, kLen);          // past the end
+  send(ofi::kEagerFrag, 0, kLen, E, 100, kLen);            // too few bytes
+  send(ofi::kEagerFrag, 0, E, 0, E, kLen);                 // a message that fits one entry
+  send(ofi::kEagerFrag, 0, ofi::kFragMsgMax + 1, E, E, kLen);  // too long for fragments
+  send(ofi::kEagerFrag, 5000, kLen, E, E, kLen);           // far ahead of the sequence
+  send(ofi::kEagerFrag, 0, kLen, 2 * E, kLen - 2 * E, 2 * E);  // true: the last fragment
+  fi_cq_tagged_entry e{};
+  EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN) << "a message completed without its middle fragment";
+  send(ofi::kEagerFrag, 0, kLen, E, E, E);                 // true: the middle one
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  ASSERT_EQ(e.len, kLen);
+  EXPECT_EQ(std::memcmp(in.data(), msg.data(), kLen), 0) << "the message holds a lying fragment's bytes";
+  // The next message in sequence, whole in one entry.
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  send(ofi::kEager, 1, 64, 0, 64, 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  EXPECT_EQ(e.len, 64u);
+  EXPECT_EQ(std::memcmp(in.data(), msg.data(), 64), 0);
+  (void)(*nic)->deregister(*reg);
+}
+
+// FI_ULNIC_EAGER_SIZE (read when a domain opens) decides how a message goes:
+// a send in fragments completes once the receiving NIC took them all, with
+// no receive posted (the receiver keeps it as unexpected); a rendezvous send
+// waits for a receive to match it.
+TEST(OfiMsg, EagerSizeDecidesWhichSendsWaitForAReceive) {
+  for (const char* eager : {"", "4224", "100000"}) {
+    if (*eager) ::setenv("FI_ULNIC_EAGER_SIZE", eager, 1);
+    Pair p;
+    ::unsetenv("FI_ULNIC_EAGER_SIZE");
+    const bool rendezvous = std::string(eager) == "4224";
+    const size_t n = std::string(eager) == "100000" ? 67584 : 65536;  // 67584: kMaxFrags * kEagerMax
+    Bytes out(n), in(n);
+    pattern(out.data(), n, 77);
+    int sctx = 0, rctx = 0;
+    ASSERT_EQ(fi_send(p.a.ep, out.data(), n, nullptr, p.a_to_b, &sctx), 0);
+    fi_cq_tagged_entry e{};
+    ssize_t r = read_one(p.a.cq, &e, {p.b.cq}, nullptr, 300ms);
+    EXPECT_EQ(r, rendezvous ? -FI_ETIMEDOUT : 1) << "FI_ULNIC_EAGER_SIZE=" << eager;
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), n, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_EQ(e.len, n);
+    EXPECT_TRUE(check_pattern(in.data(), n, 77)) << "FI_ULNIC_EAGER_SIZE=" << eager;
+    if (rendezvous) {
+      ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+    }
+  }
 }
 
 // The provider's messages are one-way: no AM reply answers them. Sent as
