@@ -4,9 +4,11 @@
 // Eager: a message of up to kEagerMax bytes is copied into a registered
 // send buffer and goes as one AM message into the receiver's ring; the
 // receiver copies it into the matching receive buffer (or keeps it as
-// unexpected). Up to the domain's eager_max (64 KiB) a message goes the same
-// way in fragments of kEagerMax bytes, one ring entry each, which the
-// receiver puts together before it matches the message: one trip, where a
+// unexpected). Up to the domain's eager_max (64 KiB) a message goes eagerly
+// too: as one Long into the lane of the receiver's segment that it granted
+// this sender (credits say how much of the lane is free again), or, without
+// a lane, in fragments of kEagerMax bytes, one ring entry each, which the
+// receiver puts together before it matches the message. One trip, where a
 // rendezvous takes four, each waiting for a host's turn on a CPU.
 // Rendezvous, above that: RTS; when a receive matches, the
 // receiver registers its buffer (remote write) and answers CTS with the key;
@@ -46,16 +48,22 @@ uint64_t random_tag() {
 // ---------------------------------------------------------------- sending
 
 // Copies the header and `n` payload bytes into a free send buffer and posts
-// it as an AM request to `dst`. Never waits and never runs progress (it is
-// called from inside it): false if no buffer or no room in the SQ.
-bool post_msg(Ep& ep, const Addr& dst, const WireHdr& h, const void* payload, size_t n, uint64_t op) {
+// it as an AM request to `dst` -- with `long_offset`, as a Long: the header
+// alone is the message and the payload goes into the destination's segment
+// there (from a Long staging buffer). Never waits and never runs progress
+// (it is called from inside it): false if no buffer or no room in the SQ.
+bool post_msg(Ep& ep, const Addr& dst, const WireHdr& h, const void* payload, size_t n, uint64_t op,
+              const uint32_t* long_offset = nullptr) {
   Domain& d = *ep.dom;
-  if (ep.free_bufs.empty()) return false;
-  int b = ep.free_bufs.back();
-  uint8_t* at = ep.bufs + size_t(b) * kBufBytes;
+  std::vector<int>& pool = long_offset ? ep.free_longs : ep.free_bufs;
+  if (pool.empty()) return false;
+  const int b = pool.back();
+  uint8_t* at = long_offset ? ep.longs + size_t(b) * kLongBufBytes : ep.bufs + size_t(b) * kBufBytes;
   abi::AmPrefix pre{};
   pre.tag = dst.tag;
-  pre.msg_len = uint32_t(sizeof h + n);
+  pre.msg_len = uint32_t(sizeof h + (long_offset ? 0 : n));
+  pre.long_len = long_offset ? uint32_t(n) : 0;
+  pre.long_offset = long_offset ? *long_offset : 0;
   pre.dst_ep = dst.ep;
   pre.src_ep = ep.index;
   // One-way: nothing answers with an AM reply, so it takes none of the
@@ -64,23 +72,23 @@ bool post_msg(Ep& ep, const Addr& dst, const WireHdr& h, const void* payload, si
   pre.flags = abi::kAmRequest | abi::kAmNoReply;
   std::memcpy(at, &pre, sizeof pre);
   std::memcpy(at + sizeof pre, &h, sizeof h);
-  if (n) std::memcpy(at + sizeof pre + sizeof h, payload, n);
+  if (n) std::memcpy(at + (long_offset ? abi::am_long_start(pre.msg_len) : sizeof pre + sizeof h), payload, n);
   Post post;
   post.ep = &ep;
   post.kind = kPostMsg;
   post.wire = h.kind;
-  post.buf = b;
+  (long_offset ? post.long_buf : post.buf) = b;
   post.op = op;
   abi::SqEntry& e = post.sqe;
   e.opcode = abi::kOpAmSend;
-  e.length = uint32_t(abi::am_send_bytes(pre.msg_len, 0));
+  e.length = uint32_t(abi::am_send_bytes(pre.msg_len, pre.long_len));
   e.src_addr = reinterpret_cast<uint64_t>(at);
-  e.src_key = ep.bufs_mr.key;
+  e.src_key = long_offset ? ep.longs_mr.key : ep.bufs_mr.key;
   e.dst_node = dst.node;
   e.dst_slot = dst.slot;
   e.user_data = d.next_user_data++;
   if (!d.nic->post(e)) return false;
-  ep.free_bufs.pop_back();
+  pool.pop_back();
   d.posts[e.user_data] = post;
   return true;
 }
@@ -299,6 +307,35 @@ bool post_frags(Ep& ep, Send& s) {
   return true;
 }
 
+// An eager message of n bytes (kEagerMax < n) as one Long into our lane at
+// `dst`. kNoLane: we have none (the first such message asks for one; the
+// grant comes back as kLaneGrant, and meanwhile messages go in fragments);
+// kLaneWait: not now -- the receiver has not freed the room yet, or no
+// staging buffer or SQ entry is free (a Long moves 64 KiB in one NIC
+// operation where fragments take sixteen: waiting for a credit is cheaper).
+enum LaneResult { kLanePosted, kNoLane, kLaneWait };
+LaneResult post_in_lane(Ep& ep, const Addr& dst, WireHdr h, const void* buf, size_t n) {
+  if (!ep.longs) return kNoLane;
+  LaneTx& t = ep.lanes_tx[{addr_id(dst), dst.tag}];
+  if (!t.asked) {
+    t.asked = true;
+    post_ctl(ep, dst, header(ep, kLaneReq));
+    return kNoLane;
+  }
+  if (!t.granted) return kNoLane;
+  // The stream's next n bytes, or the lane's start if they would wrap.
+  const uint64_t place = t.head % t.size;
+  const uint64_t skip = place + n > t.size ? t.size - place : 0;
+  if (t.head + skip + n - t.credited > t.size) return kLaneWait;
+  h.kind = kEagerLong;
+  h.rid = t.head;
+  h.key = uint32_t(skip);
+  const uint32_t offset = uint32_t(t.off + (t.head + skip) % t.size);
+  if (!post_msg(ep, dst, h, buf, n, h.sid, &offset)) return kLaneWait;
+  t.head += skip + n;
+  return kLanePosted;
+}
+
 // Common to every send call. `flags`: FI_INJECT (copy now, no completion),
 // FI_COMPLETION, FI_REMOTE_CQ_DATA.
 ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest, bool tagged, uint64_t tag,
@@ -340,7 +377,16 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   if (len > kEagerMax || want) id = d.next_op++;
   h.sid = id;
   s.id = id;
-  if (frags) {
+  LaneResult lane = frags ? post_in_lane(ep, *dst, h, buf, len) : kNoLane;
+  if (lane == kLaneWait) {  // credits or buffers may be in
+    (void)progress(d);
+    lane = post_in_lane(ep, *dst, h, buf, len);
+    if (lane == kLaneWait) return -FI_EAGAIN;
+  }
+  if (lane == kLanePosted) {
+    s.frag_next = len;  // all of it, in one piece
+    s.frags_out = 1;
+  } else if (frags) {
     s.buf = static_cast<const uint8_t*>(buf);
     s.frag_hdr = h;
     if (!post_frags(ep, s) && s.frag_next == 0) return -FI_EAGAIN;
@@ -354,6 +400,7 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
     return -FI_EAGAIN;
   }
   ++seq;
+  ++d.sent[rendezvous ? 3 : !frags ? 0 : s.buf ? 2 : 1];
   if (id) ep.sends.emplace(id, s);
   return 0;
 }
@@ -433,10 +480,12 @@ bool send_cts(Ep& ep, uint64_t id) {
 }
 
 // A receive meets its message.
-void start_recv(Ep& ep, const Recv& r, Message& m) {
+// An eager message's bytes are in m.payload, or at `bytes` (in the ring or
+// a lane, not copied out yet).
+void start_recv(Ep& ep, const Recv& r, Message& m, const uint8_t* bytes = nullptr) {
   uint64_t n = std::min<uint64_t>(m.len, r.len);
   if (m.kind == kEager) {
-    if (n) std::memcpy(r.buf, m.payload.data(), n);
+    if (n) std::memcpy(r.buf, bytes ? bytes : m.payload.data(), n);
     complete_recv(ep, r, m, n);
     return;
   }
@@ -453,17 +502,19 @@ bool matches(const Recv& r, const Message& m) {
   return !r.tagged || ((r.tag ^ m.tag) & ~r.ignore) == 0;
 }
 
-// An in-order message: to the first matching posted receive, or kept.
-void deliver(Ep& ep, Message&& m) {
+// An in-order message: to the first matching posted receive (straight from
+// `bytes`, if given, into its buffer), or kept (copied out of `bytes`).
+void deliver(Ep& ep, Message&& m, const uint8_t* bytes = nullptr) {
   bool tagged = m.flags & kWireTagged;
   auto& posted = tagged ? ep.posted_tagged : ep.posted_msg;
   for (auto it = posted.begin(); it != posted.end(); ++it) {
     if (!matches(*it, m)) continue;
     Recv r = *it;
     posted.erase(it);
-    start_recv(ep, r, m);
+    start_recv(ep, r, m, bytes);
     return;
   }
+  if (bytes) m.payload.assign(bytes, bytes + m.len);
   ep.unexpected_bytes += m.payload.size() + sizeof(Message);
   (tagged ? ep.unexpected_tagged : ep.unexpected_msg).push_back(std::move(m));
 }
@@ -475,18 +526,22 @@ PeerRx& peer_rx(Ep& ep, const Message& m) {
   if (p.incarnation != m.src.tag) {
     for (auto& [seq, old] : p.early) ep.unexpected_bytes -= old.payload.size() + sizeof(Message);
     for (auto& [seq, part] : p.partial) ep.unexpected_bytes -= part.m.payload.size() + sizeof(Message);
+    if (p.lane >= 0) ep.lanes[p.lane] = LaneRx{};  // the old process's lane is free again
     p = PeerRx{};
     p.incarnation = m.src.tag;
   }
   return p;
 }
 
-void in_order(Ep& ep, uint32_t seq, Message&& m) {
+// `bytes`: an eager message's m.len bytes where they arrived (the ring or a
+// lane); they are copied out before this returns.
+void in_order(Ep& ep, uint32_t seq, Message&& m, const uint8_t* bytes = nullptr) {
   PeerRx& p = peer_rx(ep, m);
   if (seq != p.expected) {
     // Ahead of a message the NIC refused (it comes again): keep it. Behind
     // `expected`, or too far ahead, it is no message of a correct sender.
     if (int32_t(seq - p.expected) > 0 && p.early.size() < kMaxPendingPerPeer && !p.early.count(seq)) {
+      if (bytes) m.payload.assign(bytes, bytes + m.len);
       ep.unexpected_bytes += m.payload.size() + sizeof(Message);
       p.early.emplace(seq, std::move(m));
     } else {
@@ -494,7 +549,7 @@ void in_order(Ep& ep, uint32_t seq, Message&& m) {
     }
     return;
   }
-  deliver(ep, std::move(m));
+  deliver(ep, std::move(m), bytes);
   p.expected++;
   for (auto it = p.early.find(p.expected); it != p.early.end(); it = p.early.find(p.expected)) {
     Message next = std::move(it->second);
@@ -540,6 +595,94 @@ void on_fragment(Ep& ep, uint32_t seq, Message&& m, uint64_t off, const uint8_t*
   ep.unexpected_bytes -= whole.len + sizeof(Message);
   p.partial.erase(it);
   in_order(ep, seq, std::move(whole));
+}
+
+// ---------------------------------------------------------------- lanes
+
+// A sender asks for a lane: the first free one, or none (len 0). Its
+// messages go in fragments until the grant comes, or for good.
+void on_lane_req(Ep& ep, const Message& from) {
+  PeerRx& p = peer_rx(ep, from);
+  if (p.lane >= 0) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a second lane request from one sender\n");
+    return;
+  }
+  WireHdr g = header(ep, kLaneGrant);
+  for (size_t i = 0; i < ep.lanes.size(); ++i) {
+    if (ep.lanes[i].used) continue;
+    ep.lanes[i] = LaneRx{};
+    ep.lanes[i].used = true;
+    ep.lanes[i].gen = ++ep.lane_gen;
+    p.lane = int(i);
+    g.data = i * kLaneBytes;
+    g.len = kLaneBytes;
+    g.sid = ep.lanes[i].gen;
+    break;
+  }
+  post_ctl(ep, from.src, g);
+}
+
+void on_lane_grant(Ep& ep, const Message& from, const WireHdr& h) {
+  auto it = ep.lanes_tx.find({from.src_id, from.src.tag});
+  if (it == ep.lanes_tx.end() || !it->second.asked || it->second.granted ||
+      (h.len && (h.len < 2 * kFragMsgMax || h.len > (size_t(64) << 20) || h.data + h.len > UINT32_MAX))) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a lane grant we did not ask for, or a lane no Long can use\n");
+    return;
+  }
+  LaneTx& t = it->second;
+  if (!h.len) return;  // none to give: fragments it is
+  t.granted = true;
+  t.off = h.data;
+  t.size = h.len;
+  t.gen = h.sid;
+}
+
+void on_credit(Ep& ep, const Message& from, const WireHdr& h) {
+  auto it = ep.lanes_tx.find({from.src_id, from.src.tag});
+  if (it == ep.lanes_tx.end() || !it->second.granted || it->second.gen != h.sid || h.len > it->second.head ||
+      h.len < it->second.credited) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a credit for no lane of ours, or for bytes we did not send\n");
+    return;
+  }
+  it->second.credited = h.len;
+}
+
+// A Long in the sender's lane: checked against the lane (its range lies
+// within the room our credits gave, overlaps no other message's, and is
+// where the NIC put it), copied out, its bytes freed (and the sender told,
+// a quarter of a lane at a time), then on in order as an eager message.
+void on_long(Ep& ep, const abi::AmRxEntry& e, const WireHdr& h, Message&& m) {
+  PeerRx& p = peer_rx(ep, m);
+  const uint64_t n = h.len, start = h.rid, pos = h.rid + h.key;
+  LaneRx* l = p.lane >= 0 ? &ep.lanes[p.lane] : nullptr;
+  const bool ok = l && n > kEagerMax && n <= kFragMsgMax && e.long_len == n && start >= l->freed && pos >= start &&
+                  h.key < kLaneBytes && pos - l->freed + n <= kLaneBytes && pos % kLaneBytes + n <= kLaneBytes &&
+                  e.long_offset == p.lane * kLaneBytes + pos % kLaneBytes;
+  auto next = ok ? l->done.upper_bound(start) : decltype(l->done)::iterator{};
+  if (!ok || (next != l->done.begin() && std::prev(next)->second > start) ||
+      (next != l->done.end() && next->first < pos + n)) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a Long outside its sender's lane\n");
+    return;
+  }
+  // Copied out (into the receive buffer, or kept) before the bytes are
+  // freed: a credit lets the sender overwrite them.
+  const int lane = p.lane;
+  const Addr src = m.src;
+  m.kind = kEager;
+  in_order(ep, h.seq, std::move(m), ep.segment + e.long_offset);
+  l = &ep.lanes[lane];
+  l->done.emplace(start, pos + n);
+  while (!l->done.empty() && l->done.begin()->first == l->freed) {
+    l->freed = l->done.begin()->second;
+    l->done.erase(l->done.begin());
+  }
+  if (l->freed - l->reported >= kLaneBytes / 4) {
+    WireHdr c = header(ep, kCredit);
+    c.len = l->freed;
+    c.sid = l->gen;
+    post_ctl(ep, src, c);
+    l->reported = l->freed;
+  }
 }
 
 void on_cts(Ep& ep, const Message& from, const WireHdr& h) {
@@ -600,10 +743,10 @@ void on_write_data(Ep& ep, const Message& from, const WireHdr& h);
 
 // One ring entry (the message after its AmRxEntry), checked.
 void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
-  if (e.len < sizeof(WireHdr) || e.len > abi::kAmMaxMessage || e.long_len) return;  // 0: the NIC gave up on it
+  if (e.len < sizeof(WireHdr) || e.len > abi::kAmMaxMessage) return;  // 0: the NIC gave up on it
   WireHdr h;
   std::memcpy(&h, msg, sizeof h);
-  if (h.magic != kWireMagic) return;
+  if (h.magic != kWireMagic || (e.long_len != 0) != (h.kind == kEagerLong)) return;
   Message m;
   m.kind = h.kind;
   m.flags = h.flags;
@@ -616,8 +759,7 @@ void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
   switch (h.kind) {
     case kEager:
       if (h.len != e.len - sizeof h) return;
-      m.payload.assign(msg + sizeof h, msg + e.len);
-      in_order(ep, h.seq, std::move(m));
+      in_order(ep, h.seq, std::move(m), msg + sizeof h);
       return;
     case kEagerFrag: {
       const uint64_t n = e.len - sizeof h;
@@ -627,6 +769,19 @@ void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
       on_fragment(ep, h.seq, std::move(m), h.rid, msg + sizeof h, n);
       return;
     }
+    case kEagerLong:
+      if (e.len != sizeof h) return;
+      on_long(ep, e, h, std::move(m));
+      return;
+    case kLaneReq:
+      on_lane_req(ep, m);
+      return;
+    case kLaneGrant:
+      on_lane_grant(ep, m, h);
+      return;
+    case kCredit:
+      on_credit(ep, m, h);
+      return;
     case kRts:
       if (h.len <= kEagerMax || h.len > kMaxMsg) return;
       in_order(ep, h.seq, std::move(m));
@@ -1150,15 +1305,20 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, cm_co
 bool configure(Ep& ep, bool close) {
   Nic& nic = *ep.dom->nic;
   return close ? nic.close_am_endpoint(ep.index, kNicWait)
-               : nic.configure_am_endpoint(ep.index, ep.tag, ep.ring_mr, kRingEntries, nullptr, kNicWait);
+               : nic.configure_am_endpoint(ep.index, ep.tag, ep.ring_mr, kRingEntries,
+                                           ep.segment ? &ep.seg_mr : nullptr, kNicWait);
 }
 
 void free_ep(Ep* ep) {
   Domain& d = *ep->dom;
   if (ep->ring_mr.key) (void)d.nic->deregister(ep->ring_mr);
   if (ep->bufs_mr.key) (void)d.nic->deregister(ep->bufs_mr);
+  if (ep->longs_mr.key) (void)d.nic->deregister(ep->longs_mr);
+  if (ep->seg_mr.key) (void)d.nic->deregister(ep->seg_mr);
   if (ep->ring) d.nic->free(ep->ring);
   if (ep->bufs) d.nic->free(ep->bufs);
+  if (ep->longs) d.nic->free(ep->longs);
+  if (ep->segment) d.nic->free(ep->segment);
   d.ep_at[ep->index] = nullptr;
   for (Cntr* c : {ep->send_cntr, ep->recv_cntr, ep->write_cntr, ep->read_cntr})
     if (c) --c->binds;
@@ -1288,6 +1448,38 @@ Addr Ep::self() const {
   return Addr{uint16_t(dom->nic->node()), uint16_t(dom->nic->slot()), index, kAddrVersion, 0, tag};
 }
 
+namespace {
+// Lanes and Long staging, if the slot heap has room for them (lanes take a
+// sixteenth of the slot at most, staging a sixty-fourth, two buffers at
+// least); without, messages above kEagerMax go in fragments.
+void open_lanes(Domain& d, Ep& ep) {
+  const size_t lanes = std::min<size_t>(kMaxLanes, d.nic->slot_size() / 16 / kLaneBytes);
+  const size_t longs = std::clamp<size_t>(d.nic->slot_size() / 64 / kLongBufBytes, 2, kLongBufs);
+  if (!lanes) return;
+  ep.segment = static_cast<uint8_t*>(d.nic->alloc(lanes * kLaneBytes, 4096));
+  ep.longs = static_cast<uint8_t*>(d.nic->alloc(longs * kLongBufBytes, 4096));
+  auto sr = ep.segment ? d.nic->register_memory(ep.segment, lanes * kLaneBytes,
+                                                abi::kAccessLocal | abi::kAccessRemoteWrite)
+                       : Result<MemRegion>(fail("no room for lanes"));
+  auto lr = ep.longs ? d.nic->register_memory(ep.longs, longs * kLongBufBytes, abi::kAccessLocal)
+                     : Result<MemRegion>(fail("no room for Long staging"));
+  if (sr) ep.seg_mr = *sr;
+  if (lr) ep.longs_mr = *lr;
+  if (!sr || !lr) {
+    ULNIC_INFO(FI_LOG_EP_CTRL, "no lanes: messages above %u bytes go in fragments\n", unsigned(kEagerMax));
+    if (ep.seg_mr.key) (void)d.nic->deregister(ep.seg_mr);
+    if (ep.longs_mr.key) (void)d.nic->deregister(ep.longs_mr);
+    if (ep.segment) d.nic->free(ep.segment);
+    if (ep.longs) d.nic->free(ep.longs);
+    ep.segment = ep.longs = nullptr;
+    ep.seg_mr = ep.longs_mr = MemRegion{};
+    return;
+  }
+  ep.lanes.resize(lanes);
+  for (int b = int(longs) - 1; b >= 0; --b) ep.free_longs.push_back(b);
+}
+}  // namespace
+
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   auto* dp = reinterpret_cast<Domain*>(domain);
   Domain& d = *dp;
@@ -1336,6 +1528,7 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   ep->ring_mr = *rr;
   ep->bufs_mr = *br;
   for (int b = int(kSendBufs) - 1; b >= 0; --b) ep->free_bufs.push_back(b);
+  open_lanes(d, *ep);
   d.eps.push_back(ep);
   *out = &ep->fid;
   return 0;
@@ -1432,7 +1625,8 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
     ep.sends.erase(it);
     return;
   }
-  ep.free_bufs.push_back(post.buf);
+  if (post.long_buf >= 0) ep.free_longs.push_back(post.long_buf);
+  else ep.free_bufs.push_back(post.buf);
   switch (post.wire) {
     case kEager:
       if (!post.op) {
@@ -1452,7 +1646,8 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
         fail_send(ep, post.op, c.status);
       }
       return;
-    case kEagerFrag: {
+    case kEagerFrag:
+    case kEagerLong: {
       auto it = ep.sends.find(post.op);
       if (it == ep.sends.end()) return;  // failed by an earlier fragment
       if (!ok) return fail_send(ep, post.op, c.status);

@@ -21,6 +21,16 @@
 //   kReadDone the put of a kReadReq is complete (or refused / failed);
 //   kWriteData fi_writedata: our put of `len` bytes at `tag` (the target's
 //            address) is complete; `data` is its remote CQ data.
+//   kEagerLong an eager message of `len` bytes (kEagerMax < len <=
+//            kFragMsgMax) whose bytes the NIC placed in our segment, in the
+//            lane we granted its sender: they take [rid, rid + key + len) of
+//            the lane's byte stream (`key` bytes skipped so the message does
+//            not wrap), i.e. lane offset (rid + key) % lane size;
+//   kLaneReq  the sender asks for a lane of our segment;
+//   kLaneGrant our lane for it: at segment offset `data`, `len` bytes (0: none
+//            to give), generation `sid`;
+//   kCredit  the receiver has taken the first `len` bytes of the lane's
+//            stream (generation `sid`): the sender may reuse them.
 // kEager, kEagerFrag and kRts carry `seq`, the sender endpoint's message number to this
 // receiver endpoint: the NIC refuses a message when the receiving ring is
 // full (the sender resends it later), so messages can arrive out of order,
@@ -81,7 +91,8 @@ inline uint64_t addr_id(uint32_t node, uint32_t slot, uint32_t ep) {
 inline uint64_t addr_id(const Addr& a) { return addr_id(a.node, a.slot, a.ep); }
 
 enum WireKind : uint8_t {
-  kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7, kEagerFrag = 8
+  kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7, kEagerFrag = 8,
+  kEagerLong = 9, kLaneReq = 10, kLaneGrant = 11, kCredit = 12
 };
 enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4 };
 struct WireHdr {
@@ -109,6 +120,15 @@ constexpr uint32_t kMaxFrags = 16;
 constexpr size_t kFragMsgMax = size_t(kMaxFrags) * kEagerMax;
 constexpr size_t kDefaultEagerSize = size_t(64) << 10;
 static_assert(kDefaultEagerSize <= kFragMsgMax);
+// Lanes: an endpoint's segment (the AM endpoint's, where the NIC places a
+// Long's bytes) is cut into lanes of kLaneBytes, each granted to one sender,
+// which sends an eager message above kEagerMax as one Long into it (one NIC
+// operation, as native AM's AM_RequestXfer) while the receiver's credits
+// leave it room, else in fragments. min(kMaxLanes, slot / 16 / kLaneBytes).
+constexpr size_t kLaneBytes = size_t(1) << 20;
+constexpr uint32_t kMaxLanes = 8;
+constexpr uint32_t kLongBufs = 16;  // per endpoint: staging for Longs in flight
+constexpr size_t kLongBufBytes = (abi::am_send_bytes(sizeof(WireHdr), kFragMsgMax) + 63) & ~size_t(63);
 constexpr size_t kMaxMsg = abi::kMaxCopyBytes;   // one put
 constexpr uint32_t kRingEntries = 256;           // per endpoint (power of 2)
 constexpr uint32_t kSendBufs = 64;               // per endpoint, registered, in the slot heap
@@ -266,6 +286,7 @@ struct Post {
   PostKind kind = kPostMsg;
   uint8_t wire = 0;     // WireKind of a message
   int buf = -1;         // send buffer of a message
+  int long_buf = -1;    // ... or Long staging buffer (kEagerLong)
   uint64_t op = 0;      // Send id (kEager, kRts, put), RndvRecv id (kCts), RmaOp id (write, kReadReq),
                         // ServedRead id (read put)
   abi::SqEntry sqe{};   // to post it again after a refusal (kCqAmCongestion)
@@ -308,8 +329,29 @@ struct Partial {
 struct PeerRx {
   uint64_t incarnation = 0;  // the sender endpoint's tag: a new process on its slot starts over
   uint32_t expected = 0;
+  int lane = -1;             // the lane of our segment it has (Ep::lanes), if any
   std::map<uint32_t, Message> early;     // arrived ahead of `expected`
   std::map<uint32_t, Partial> partial;   // by seq: messages whose fragments are not all in
+};
+
+// A lane of our segment, granted to one sender (receiver side). Its bytes
+// are a stream: the sender reserves ranges in order, the NIC places them,
+// and we free each when we have copied its message out (in any order: the
+// NIC may refuse one for a full ring and take a later one first).
+struct LaneRx {
+  bool used = false;
+  uint64_t gen = 0;
+  uint64_t freed = 0;               // the stream's first `freed` bytes are ours again
+  uint64_t reported = 0;            // ... as far as the sender knows (kCredit)
+  std::map<uint64_t, uint64_t> done;  // ranges [first, second) taken beyond `freed`
+};
+
+// Our lane at a receiver (sender side), per (addr_id, tag).
+struct LaneTx {
+  bool asked = false, granted = false;
+  uint64_t off = 0, size = 0, gen = 0;
+  uint64_t head = 0;      // the stream's bytes reserved so far
+  uint64_t credited = 0;  // ... of which the receiver has freed this many
 };
 
 struct Ep {
@@ -332,6 +374,14 @@ struct Ep {
   uint8_t* bufs = nullptr;
   MemRegion bufs_mr;
   std::vector<int> free_bufs;
+  uint8_t* longs = nullptr;  // kLongBufs staging buffers for kEagerLong (none: no Longs sent)
+  MemRegion longs_mr;
+  std::vector<int> free_longs;
+  uint8_t* segment = nullptr;  // lanes for senders' Longs (none: no lane granted)
+  MemRegion seg_mr;
+  std::vector<LaneRx> lanes;
+  uint64_t lane_gen = 0;
+  std::map<std::pair<uint64_t, uint64_t>, LaneTx> lanes_tx;  // by (addr_id, tag) of the receiver
   // Per destination endpoint and incarnation (addr_id, tag): a restarted
   // peer on the same slot and endpoint has a new tag and counts from 0.
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> tx_seq;
@@ -380,6 +430,7 @@ struct Domain {
   std::deque<Bounce> idle;             // bounce buffers kept registered, oldest first
   size_t idle_bytes = 0;
   uint64_t bounce_hits = 0, bounce_misses = 0;
+  uint64_t sent[4] = {};  // messages sent: eager in one entry, as a Long in a lane, in fragments, by rendezvous
   size_t eager_max = kDefaultEagerSize;  // larger messages go by rendezvous (FI_ULNIC_EAGER_SIZE)
   Ep* ep_at[kMaxEndpoints] = {};
 };

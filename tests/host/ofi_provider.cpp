@@ -613,59 +613,130 @@ TEST(OfiMsg, RefusedFragmentsComeAgainAndMessagesArriveWholeInOrder) {
   ASSERT_EQ(completed, kMessages);
 }
 
-// A hostile sender (a process on node 0 posting its own AM messages to the
-// provider's endpoint, with its tag) sends fragments that lie: twice the
-// same, another length than the message's first, an offset off the grid or
-// past the end, the wrong number of bytes, a length of no fragmented
-// message, a sequence number far ahead. The receiver drops each of them and
-// still puts the one true message together from its true fragments, and
-// takes the next message after it.
+// An AM endpoint of our own on node 0, beside the provider's, speaking the
+// provider's wire protocol by hand (host/ofi/ofi.h): a hostile sender, or a
+// receiver that checks what the provider sends. It has a ring and a segment
+// (for Longs) and sends from one staging buffer, one message at a time.
+struct RawEp {
+  std::unique_ptr<ulnic::Nic> nic;
+  uint8_t *ring = nullptr, *seg = nullptr, *buf = nullptr;
+  ulnic::MemRegion ring_mr, seg_mr, buf_mr;
+  uint64_t consumed = 0;
+  ulnic::ofi::Addr addr{};
+  static constexpr uint32_t kEntries = 256;
+  static constexpr size_t kSeg = size_t(1) << 20;
+  static constexpr size_t kBuf = 128 + 70000;
+
+  void open() {
+    ulnic::NicOptions where;
+    where.node = 0;
+    auto n = ulnic::Nic::open(where);
+    ASSERT_TRUE(n) << n.error().message;
+    nic = std::move(*n);
+    const size_t ring_bytes = sizeof(ulnic::abi::AmRingControl) + size_t(kEntries) * ulnic::abi::kAmEntryBytes;
+    ring = static_cast<uint8_t*>(nic->alloc(ring_bytes, 4096));
+    seg = static_cast<uint8_t*>(nic->alloc(kSeg, 4096));
+    buf = static_cast<uint8_t*>(nic->alloc(kBuf, 4096));
+    ASSERT_TRUE(ring && seg && buf);
+    std::memset(ring, 0, ring_bytes);
+    auto r = nic->register_memory(ring, ring_bytes, ulnic::abi::kAccessLocal);
+    auto g = nic->register_memory(seg, kSeg, ulnic::abi::kAccessLocal | ulnic::abi::kAccessRemoteWrite);
+    auto b = nic->register_memory(buf, kBuf, ulnic::abi::kAccessLocal);
+    ASSERT_TRUE(r && g && b);
+    ring_mr = *r, seg_mr = *g, buf_mr = *b;
+    addr = ulnic::ofi::Addr{uint16_t(nic->node()), uint16_t(nic->slot()), 0, ulnic::ofi::kAddrVersion, 0,
+                            0x5eed5eed5eedull};
+    ASSERT_TRUE(nic->configure_am_endpoint(0, addr.tag, ring_mr, kEntries, &seg_mr, 5000ms));
+  }
+  ulnic::ofi::WireHdr header(uint8_t kind) const {
+    ulnic::ofi::WireHdr h{};
+    h.magic = ulnic::ofi::kWireMagic;
+    h.kind = kind;
+    h.src_tag = addr.tag;
+    return h;
+  }
+  // One message: the header and n bytes of `payload` (or, with long_offset,
+  // the header alone and the n bytes as a Long there). The NIC's status.
+  uint8_t send(const ulnic::ofi::Addr& to, const ulnic::ofi::WireHdr& h, const uint8_t* payload, size_t n,
+               const uint32_t* long_offset = nullptr) {
+    ulnic::abi::AmPrefix pre{};
+    pre.tag = to.tag;
+    pre.msg_len = uint32_t(sizeof h + (long_offset ? 0 : n));
+    pre.long_len = long_offset ? uint32_t(n) : 0;
+    pre.long_offset = long_offset ? *long_offset : 0;
+    pre.dst_ep = to.ep;
+    pre.flags = ulnic::abi::kAmRequest | ulnic::abi::kAmNoReply;
+    std::memcpy(buf, &pre, sizeof pre);
+    std::memcpy(buf + sizeof pre, &h, sizeof h);
+    if (n) std::memcpy(buf + (long_offset ? ulnic::abi::am_long_start(pre.msg_len) : sizeof pre + sizeof h), payload, n);
+    ulnic::abi::SqEntry e{};
+    e.opcode = ulnic::abi::kOpAmSend;
+    e.length = uint32_t(ulnic::abi::am_send_bytes(pre.msg_len, pre.long_len));
+    e.src_addr = reinterpret_cast<uint64_t>(buf);
+    e.src_key = buf_mr.key;
+    e.dst_node = to.node;
+    e.dst_slot = to.slot;
+    auto c = nic->run(e);
+    EXPECT_TRUE(c) << c.error().message;
+    return c ? c->status : 0xff;
+  }
+  // The next message in our ring (its entry, header and the bytes after the
+  // header), reading the provider's CQs meanwhile (its progress): false if
+  // none came within `limit`.
+  bool next(ulnic::abi::AmRxEntry& e, ulnic::ofi::WireHdr& h, std::vector<uint8_t>& body,
+            std::initializer_list<fid_cq*> drive, std::chrono::milliseconds limit = 5000ms) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    auto* at = reinterpret_cast<const ulnic::abi::AmRxEntry*>(ring + sizeof(ulnic::abi::AmRingControl) +
+                                                              (consumed % kEntries) * ulnic::abi::kAmEntryBytes);
+    while (__atomic_load_n(&at->seq, __ATOMIC_ACQUIRE) != uint32_t(consumed + 1)) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      for (fid_cq* cq : drive) {
+        fi_cq_tagged_entry none;
+        (void)fi_cq_read(cq, &none, 0);
+      }
+    }
+    e = *at;
+    const auto* msg = reinterpret_cast<const uint8_t*>(at + 1);
+    std::memcpy(&h, msg, sizeof h);
+    body.assign(msg + sizeof h, msg + e.len);
+    auto* ctl = reinterpret_cast<ulnic::abi::AmRingControl*>(ring);
+    __atomic_store_n(&ctl->consumed, ++consumed, __ATOMIC_RELEASE);
+    return true;
+  }
+  // The next message of `kind`, skipping others.
+  bool next_of(uint8_t kind, ulnic::abi::AmRxEntry& e, ulnic::ofi::WireHdr& h, std::vector<uint8_t>& body,
+               std::initializer_list<fid_cq*> drive) {
+    while (next(e, h, body, drive))
+      if (h.kind == kind) return true;
+    return false;
+  }
+};
+
+// A hostile sender (our own AM endpoint, posting to the provider's endpoint
+// with its tag) sends fragments that lie: twice the same, another length
+// than the message's first, an offset off the grid or past the end, the
+// wrong number of bytes, a length of no fragmented message, a sequence
+// number far ahead. The receiver drops each of them and still puts the one
+// true message together from its true fragments, and takes the next
+// message after it.
 TEST(OfiMsg, FragmentsThatLieAreDropped) {
   namespace ofi = ulnic::ofi;
   Pair p;
-  ulnic::ofi::Addr to;
+  ofi::Addr to;
   ASSERT_EQ(p.b.name.size(), sizeof to);
   std::memcpy(&to, p.b.name.data(), sizeof to);
-  ulnic::NicOptions where;
-  where.node = 0;
-  auto nic = ulnic::Nic::open(where);
-  ASSERT_TRUE(nic) << nic.error().message;
-  const size_t cap = 64 + ulnic::abi::kAmMaxMessage;
-  auto* buf = static_cast<uint8_t*>((*nic)->alloc(cap, 4096));
-  ASSERT_NE(buf, nullptr);
-  auto reg = (*nic)->register_memory(buf, cap, ulnic::abi::kAccessLocal);
-  ASSERT_TRUE(reg) << reg.error().message;
+  RawEp raw;
+  ASSERT_NO_FATAL_FAILURE(raw.open());
   constexpr size_t kLen = 10000;  // 3 fragments: 4224, 4224, 1552
-  Bytes msg(kLen);
+  Bytes msg(kLen), junk(kLen, 0xbd);
   pattern(msg.data(), kLen, 41);
-  // One AM message: a WireHdr (kind, seq, len, offset) and `n` bytes of
-  // the message from `from` (or as many of `fill`).
-  auto send = [&](uint8_t kind, uint32_t seq, uint64_t len, uint64_t off, size_t n, size_t from) {
-    ulnic::abi::AmPrefix pre{};
-    pre.tag = to.tag;
-    pre.msg_len = uint32_t(sizeof(ofi::WireHdr) + n);
-    pre.dst_ep = to.ep;
-    pre.flags = ulnic::abi::kAmRequest | ulnic::abi::kAmNoReply;
-    ofi::WireHdr h{};
-    h.magic = ofi::kWireMagic;
-    h.kind = kind;
+  // A fragment: `n` bytes of `from` (the message or junk) at offset `off` of a message of `len`.
+  auto frag = [&](uint8_t kind, uint32_t seq, uint64_t len, uint64_t off, size_t n, const uint8_t* from) {
+    ofi::WireHdr h = raw.header(kind);
     h.seq = seq;
     h.len = len;
     h.rid = off;
-    h.src_tag = 0x5eed;
-    std::memcpy(buf, &pre, sizeof pre);
-    std::memcpy(buf + sizeof pre, &h, sizeof h);
-    for (size_t i = 0; i < n; ++i) buf[sizeof pre + sizeof h + i] = from + i < kLen ? msg[from + i] : 0xbd;
-    ulnic::abi::SqEntry e{};
-    e.opcode = ulnic::abi::kOpAmSend;
-    e.length = uint32_t(ulnic::abi::am_send_bytes(pre.msg_len, 0));
-    e.src_addr = reinterpret_cast<uint64_t>(buf);
-    e.src_key = reg->key;
-    e.dst_node = to.node;
-    e.dst_slot = to.slot;
-    auto c = (*nic)->run(e);
-    ASSERT_TRUE(c) << c.error().message;
-    ASSERT_EQ(c->status, ulnic::abi::kCqOk);
+    ASSERT_EQ(raw.send(to, h, from, n), ulnic::abi::kCqOk);
     fi_cq_tagged_entry none;
     (void)fi_cq_read(p.b.cq, &none, 0);  // the receiver takes it from its ring
   };
@@ -673,30 +744,243 @@ TEST(OfiMsg, FragmentsThatLieAreDropped) {
   Bytes in(2 * kLen, 0);
   int rctx = 0;
   ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
-  send(ofi::kEagerFrag, 0, kLen, 0, E, 0);                 // true: fragment 0
-  send(ofi::kEagerFrag, 0, kLen, 0, E, kLen);              // fragment 0 again (other bytes)
-  send(ofi::kEagerFrag, 0, kLen + 1, E, E, kLen);          // another length than fragment 0's
-  send(ofi::kEagerFrag, 0, kLen, 100, E, kLen);            // an offset off the grid
-  send(ofi::kEagerFrag, 0, kLen, 3 * E, 1, kLen);          // past the end
-  send(ofi::kEagerFrag, 0, kLen, E, 100, kLen);            // too few bytes
-  send(ofi::kEagerFrag, 0, E, 0, E, kLen);                 // a message that fits one entry
-  send(ofi::kEagerFrag, 0, ofi::kFragMsgMax + 1, E, E, kLen);  // too long for fragments
-  send(ofi::kEagerFrag, 5000, kLen, E, E, kLen);           // far ahead of the sequence
-  send(ofi::kEagerFrag, 0, kLen, 2 * E, kLen - 2 * E, 2 * E);  // true: the last fragment
+  frag(ofi::kEagerFrag, 0, kLen, 0, E, msg.data());                 // true: fragment 0
+  frag(ofi::kEagerFrag, 0, kLen, 0, E, junk.data());                // fragment 0 again (other bytes)
+  frag(ofi::kEagerFrag, 0, kLen + 1, E, E, junk.data());            // another length than fragment 0's
+  frag(ofi::kEagerFrag, 0, kLen, 100, E, junk.data());              // an offset off the grid
+  frag(ofi::kEagerFrag, 0, kLen, 3 * E, 1, junk.data());            // past the end
+  frag(ofi::kEagerFrag, 0, kLen, E, 100, junk.data());              // too few bytes
+  frag(ofi::kEagerFrag, 0, E, 0, E, junk.data());                   // a message that fits one entry
+  frag(ofi::kEagerFrag, 0, ofi::kFragMsgMax + 1, E, E, junk.data());  // too long for fragments
+  frag(ofi::kEagerFrag, 5000, kLen, E, E, junk.data());             // far ahead of the sequence
+  frag(ofi::kEagerFrag, 0, kLen, 2 * E, kLen - 2 * E, msg.data() + 2 * E);  // true: the last fragment
   fi_cq_tagged_entry e{};
   EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN) << "a message completed without its middle fragment";
-  send(ofi::kEagerFrag, 0, kLen, E, E, E);                 // true: the middle one
+  frag(ofi::kEagerFrag, 0, kLen, E, E, msg.data() + E);             // true: the middle one
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
   EXPECT_EQ(e.op_context, &rctx);
   ASSERT_EQ(e.len, kLen);
   EXPECT_EQ(std::memcmp(in.data(), msg.data(), kLen), 0) << "the message holds a lying fragment's bytes";
   // The next message in sequence, whole in one entry.
   ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
-  send(ofi::kEager, 1, 64, 0, 64, 0);
+  ofi::WireHdr h = raw.header(ofi::kEager);
+  h.seq = 1;
+  h.len = 64;
+  ASSERT_EQ(raw.send(to, h, msg.data(), 64), ulnic::abi::kCqOk);
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
   EXPECT_EQ(e.len, 64u);
   EXPECT_EQ(std::memcmp(in.data(), msg.data(), 64), 0);
-  (void)(*nic)->deregister(*reg);
+}
+
+// The receiving side of lanes, against a sender that lies: the provider
+// grants our endpoint its lane (the one lane a 16 MiB slot has: a second
+// request gets none), drops every Long outside it -- without a lane, beyond
+// the room its credits gave, at another offset than its stream position
+// says, overlapping a message already in, of a size no Long has -- and
+// takes the true ones, also out of order, freeing their bytes and telling
+// the sender (kCredit) once a quarter of the lane is free.
+TEST(OfiLanes, LongsOutsideTheirLaneAreDroppedAndCreditsFollowTheFreedBytes) {
+  namespace ofi = ulnic::ofi;
+  Pair p;
+  ofi::Addr to;
+  std::memcpy(&to, p.b.name.data(), sizeof to);
+  RawEp raw;
+  ASSERT_NO_FATAL_FAILURE(raw.open());
+  ulnic::abi::AmRxEntry re{};
+  ofi::WireHdr rh{};
+  std::vector<uint8_t> body;
+  constexpr size_t kMsg = 60000;
+  std::vector<Bytes> msgs;
+  for (int k = 0; k < 24; ++k) {
+    msgs.emplace_back(kMsg);
+    pattern(msgs.back().data(), kMsg, 900 + k);
+  }
+  // A Long of message `seq` (its bytes: msgs[seq]) at stream position `pos`
+  // (+ skip) of a lane at `lane_off` of `lane` bytes.
+  uint64_t lane_off = 0, lane = 0;
+  auto long_msg = [&](uint32_t seq, uint64_t pos, uint32_t skip, size_t n, int64_t offset_error = 0) {
+    ofi::WireHdr h = raw.header(ofi::kEagerLong);
+    h.seq = seq;
+    h.len = n;
+    h.rid = pos;
+    h.key = skip;
+    const uint32_t off = uint32_t(lane_off + (pos + skip) % (lane ? lane : 1) + offset_error);
+    return raw.send(to, h, msgs[seq % msgs.size()].data(), n, &off);
+  };
+  auto drive = [&] {
+    fi_cq_tagged_entry none;
+    (void)fi_cq_read(p.b.cq, &none, 0);
+  };
+  // Before any grant: dropped (the NIC placed it; the provider ignores it).
+  ASSERT_EQ(long_msg(0, 0, 0, kMsg), ulnic::abi::kCqOk);
+  drive();
+  // Ask: the grant names the lane.
+  ASSERT_EQ(raw.send(to, raw.header(ofi::kLaneReq), nullptr, 0), ulnic::abi::kCqOk);
+  ASSERT_TRUE(raw.next_of(ofi::kLaneGrant, re, rh, body, {p.b.cq}));
+  ASSERT_EQ(rh.len, ofi::kLaneBytes) << "a 16 MiB slot's endpoint has one lane of kLaneBytes";
+  lane_off = rh.data, lane = rh.len;
+  const uint64_t gen = rh.sid;
+  // Asked again: dropped (no second grant).
+  ASSERT_EQ(raw.send(to, raw.header(ofi::kLaneReq), nullptr, 0), ulnic::abi::kCqOk);
+  // Another sender (the pair's a) asks too and gets no lane: its 20000-byte
+  // message goes in fragments, and arrives.
+  {
+    Bytes out(20000), in(20000);
+    pattern(out.data(), out.size(), 5);
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, p.b_to_a, nullptr), 0);
+    ASSERT_EQ(fi_send(p.a.ep, out.data(), out.size(), nullptr, p.a_to_b, nullptr), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_TRUE(check_pattern(in.data(), in.size(), 5));
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+  }
+  Bytes in(70000);
+  std::vector<void*> ctx(64);
+  auto expect_message = [&](uint32_t k) {
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &ctx[k]), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.b.cq, &e, {}), 1) << "message " << k;
+    EXPECT_EQ(e.op_context, &ctx[k]);
+    ASSERT_EQ(e.len, kMsg);
+    EXPECT_TRUE(check_pattern(in.data(), kMsg, 900 + k % 24)) << "message " << k << " holds a lie's bytes";
+  };
+  // The lies, each with sequence number 0 (the provider expects 0 next).
+  ASSERT_EQ(long_msg(0, lane, 0, kMsg), ulnic::abi::kCqOk);              // beyond the room credits gave
+  ASSERT_EQ(long_msg(0, 0, 0, kMsg, 4096), ulnic::abi::kCqOk);           // not where position 0 is
+  ASSERT_EQ(long_msg(0, 0, 0, ofi::kEagerMax), ulnic::abi::kCqOk);       // fits a ring entry: no Long
+  // Wraps the lane's end: with the segment's end there (one lane), its NIC
+  // refuses it already; otherwise the provider drops it.
+  const uint8_t wraps = long_msg(0, lane - 100, 0, kMsg);
+  EXPECT_TRUE(wraps == ulnic::abi::kCqOk || wraps == ulnic::abi::kCqAmBadLength) << int(wraps);
+  ASSERT_EQ(long_msg(0, 0, uint32_t(lane), kMsg), ulnic::abi::kCqOk);    // skips a whole lane
+  drive();
+  fi_cq_tagged_entry e{};
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &ctx[0]), 0);
+  EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN) << "a lie was taken";
+  ASSERT_EQ(fi_cancel(&p.b.ep->fid, &ctx[0]), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  // True Longs: 0 at position 0, then 2 before 1 (1 was "refused" and comes
+  // later), then one overlapping 2's bytes (dropped; its NIC wrote them over
+  // 2's, which the provider has copied out already: it reads its ring
+  // between the two). A sender that scribbles over its own lane before the
+  // receiver has taken a message spoils that message: the segment is open
+  // to every holder of the endpoint's tag (host/ofi/SEMANTICS.md).
+  ASSERT_EQ(long_msg(0, 0, 0, kMsg), ulnic::abi::kCqOk);
+  ASSERT_NO_FATAL_FAILURE(expect_message(0));
+  ASSERT_EQ(long_msg(2, 2 * kMsg, 0, kMsg), ulnic::abi::kCqOk);
+  drive();
+  ASSERT_EQ(long_msg(3, 2 * kMsg + 100, 0, kMsg), ulnic::abi::kCqOk);    // overlaps 2
+  ASSERT_EQ(long_msg(1, kMsg, 0, kMsg), ulnic::abi::kCqOk);
+  ASSERT_NO_FATAL_FAILURE(expect_message(1));
+  ASSERT_NO_FATAL_FAILURE(expect_message(2));
+  // 3 true Longs so far (180000 bytes freed): no credit yet (a quarter is
+  // 262144). Then to 5: freed 300000, credit for all of it.
+  for (uint32_t k = 3; k < 5; ++k) {
+    ASSERT_EQ(long_msg(k, k * kMsg, 0, kMsg), ulnic::abi::kCqOk);
+    ASSERT_NO_FATAL_FAILURE(expect_message(k));
+  }
+  ASSERT_TRUE(raw.next_of(ofi::kCredit, re, rh, body, {p.b.cq}));
+  EXPECT_EQ(rh.sid, gen);
+  EXPECT_EQ(rh.len, 5 * kMsg) << "the credit counts the bytes freed in order";
+  // Around the lane's end: the next Long that would wrap skips to its start.
+  uint64_t pos = 5 * kMsg;
+  for (uint32_t k = 5; k < 40; ++k) {
+    const uint64_t place = pos % lane;
+    const uint32_t skip = place + kMsg > lane ? uint32_t(lane - place) : 0;
+    ASSERT_EQ(long_msg(k, pos, skip, kMsg), ulnic::abi::kCqOk) << k;
+    ASSERT_NO_FATAL_FAILURE(expect_message(k));
+    pos += skip + kMsg;
+  }
+  EXPECT_GT(pos, 2 * lane) << "the stream went around the lane twice";
+}
+
+// The sending side of lanes, against a receiver of our own: the provider
+// asks for a lane with its first message above one entry (sent meanwhile in
+// fragments), sends into the lane once granted -- at the stream positions
+// and offsets it must, skipping to the lane's start rather than wrapping --
+// and waits (-FI_EAGAIN) when the credits we gave are used up; credits that
+// lie (another generation, bytes never sent) change nothing.
+TEST(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
+  namespace ofi = ulnic::ofi;
+  Pair p;
+  RawEp raw;
+  ASSERT_NO_FATAL_FAILURE(raw.open());
+  fi_addr_t to_raw = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(p.b.av, &raw.addr, 1, &to_raw, 0, nullptr), 1);
+  ofi::Addr from;
+  std::memcpy(&from, p.b.name.data(), sizeof from);
+  ulnic::abi::AmRxEntry re{};
+  ofi::WireHdr rh{};
+  std::vector<uint8_t> body;
+  constexpr size_t kMsg = 60000;
+  constexpr uint64_t kLane = 4 * kMsg + 20000;  // 4 messages, then 20000 bytes to skip
+  constexpr uint32_t kLaneOff = 8192;
+  std::vector<Bytes> out;
+  for (int k = 0; k < 8; ++k) {
+    out.emplace_back(kMsg);
+    pattern(out.back().data(), kMsg, 700 + k);
+  }
+  fi_cq_tagged_entry e{};
+  // Message 0: the lane request, then the message in fragments.
+  ASSERT_EQ(fi_send(p.b.ep, out[0].data(), kMsg, nullptr, to_raw, nullptr), 0);
+  ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
+  ASSERT_EQ(rh.kind, ofi::kLaneReq);
+  Bytes got(kMsg);
+  for (size_t off = 0; off < kMsg; off += ofi::kEagerMax) {
+    ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
+    ASSERT_EQ(rh.kind, ofi::kEagerFrag);
+    ASSERT_LE(rh.rid + body.size(), kMsg);
+    std::memcpy(got.data() + rh.rid, body.data(), body.size());
+  }
+  EXPECT_TRUE(check_pattern(got.data(), kMsg, 700));
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);  // its send completes
+  // The grant; a second one is dropped.
+  ofi::WireHdr g = raw.header(ofi::kLaneGrant);
+  g.data = kLaneOff;
+  g.len = kLane;
+  g.sid = 7;
+  ASSERT_EQ(raw.send(from, g, nullptr, 0), ulnic::abi::kCqOk);
+  g.data = 0;
+  ASSERT_EQ(raw.send(from, g, nullptr, 0), ulnic::abi::kCqOk);
+  (void)fi_cq_read(p.b.cq, &e, 0);
+  // Messages 1-4 fill the lane: 4 x 60000 of 260000 bytes.
+  for (int k = 1; k <= 4; ++k) {
+    ASSERT_EQ(fi_send(p.b.ep, out[k].data(), kMsg, nullptr, to_raw, nullptr), 0) << k;
+    ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq})) << k;
+    ASSERT_EQ(rh.kind, ofi::kEagerLong) << k;
+    EXPECT_EQ(rh.seq, uint32_t(k));
+    EXPECT_EQ(rh.rid, uint64_t(k - 1) * kMsg);
+    EXPECT_EQ(rh.key, 0u);
+    ASSERT_EQ(re.long_len, kMsg);
+    EXPECT_EQ(re.long_offset, kLaneOff + (k - 1) * kMsg);
+    EXPECT_TRUE(check_pattern(raw.seg + re.long_offset, kMsg, 700 + k)) << k;
+    ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  }
+  // Message 5 would need the lane's start again: it waits for a credit.
+  EXPECT_EQ(fi_send(p.b.ep, out[5].data(), kMsg, nullptr, to_raw, nullptr), -FI_EAGAIN);
+  auto credit = [&](uint64_t freed, uint64_t gen) {
+    ofi::WireHdr c = raw.header(ofi::kCredit);
+    c.len = freed;
+    c.sid = gen;
+    ASSERT_EQ(raw.send(from, c, nullptr, 0), ulnic::abi::kCqOk);
+  };
+  credit(kMsg, 8);                 // another generation
+  credit(5 * kMsg + 20000, 7);     // bytes never sent
+  EXPECT_EQ(fi_send(p.b.ep, out[5].data(), kMsg, nullptr, to_raw, nullptr), -FI_EAGAIN);
+  credit(kMsg, 7);                 // message 1's bytes are free: 60000 at the start
+  ssize_t r = -FI_EAGAIN;
+  for (int i = 0; i < 1000 && r == -FI_EAGAIN; ++i) r = fi_send(p.b.ep, out[5].data(), kMsg, nullptr, to_raw, nullptr);
+  ASSERT_EQ(r, 0);
+  ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
+  ASSERT_EQ(rh.kind, ofi::kEagerLong);
+  EXPECT_EQ(rh.seq, 5u);
+  EXPECT_EQ(rh.rid, 4 * kMsg);
+  EXPECT_EQ(rh.key, 20000u) << "the 20000 bytes at the lane's end are skipped";
+  EXPECT_EQ(re.long_offset, kLaneOff);
+  EXPECT_TRUE(check_pattern(raw.seg + re.long_offset, kMsg, 705));
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
 }
 
 // FI_ULNIC_EAGER_SIZE (read when a domain opens) decides how a message goes:
@@ -794,14 +1078,19 @@ void reopen(Side& s) {
 }
 TEST(OfiMsg, ARestartedPeerStartsANewConversation) {
   Pair p;
+  // One message of 1 byte and one of 20000 (in fragments, or in the lane the
+  // receiver granted the sender: a new process asks for it again).
   auto one_message = [&](Side& from, fi_addr_t to, Side& at, uint8_t value) {
-    uint8_t out = value, in = 0;
-    ASSERT_EQ(fi_recv(at.ep, &in, 1, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-    ASSERT_EQ(fi_send(from.ep, &out, 1, nullptr, to, nullptr), 0);
-    fi_cq_tagged_entry e{};
-    ASSERT_EQ(read_one(at.cq, &e, {from.cq}), 1);
-    ASSERT_EQ(read_one(from.cq, &e, {at.cq}), 1);
-    EXPECT_EQ(in, value);
+    for (size_t n : {size_t(1), size_t(20000)}) {
+      Bytes out(n, value), in(n, 0);
+      ASSERT_EQ(fi_recv(at.ep, in.data(), n, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+      ASSERT_EQ(fi_send(from.ep, out.data(), n, nullptr, to, nullptr), 0);
+      fi_cq_tagged_entry got{}, e{};
+      ASSERT_EQ(read_one(at.cq, &got, {from.cq}), 1);
+      ASSERT_EQ(read_one(from.cq, &e, {at.cq}), 1);
+      EXPECT_EQ(got.len, n);
+      EXPECT_EQ(in, out) << n << " bytes";
+    }
   };
   for (uint8_t i = 0; i < 3; ++i) one_message(p.a, p.a_to_b, p.b, i);
   reopen(p.b);  // the receiver restarts
