@@ -319,6 +319,7 @@ LaneResult post_in_lane(Ep& ep, const Addr& dst, WireHdr h, const void* buf, siz
   LaneTx& t = ep.lanes_tx[{addr_id(dst), dst.tag}];
   if (!t.asked) {
     t.asked = true;
+    t.dst = dst;
     post_ctl(ep, dst, header(ep, kLaneReq));
     return kNoLane;
   }
@@ -637,6 +638,16 @@ void on_lane_grant(Ep& ep, const Message& from, const WireHdr& h) {
   t.gen = h.sid;
 }
 
+void on_lane_release(Ep& ep, const Message& from, const WireHdr& h) {
+  PeerRx& p = peer_rx(ep, from);
+  if (p.lane < 0 || ep.lanes[p.lane].gen != h.sid) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped the release of a lane the sender does not have\n");
+    return;
+  }
+  ep.lanes[p.lane] = LaneRx{};
+  p.lane = -1;
+}
+
 void on_credit(Ep& ep, const Message& from, const WireHdr& h) {
   auto it = ep.lanes_tx.find({from.src_id, from.src.tag});
   if (it == ep.lanes_tx.end() || !it->second.granted || it->second.gen != h.sid || h.len > it->second.head ||
@@ -781,6 +792,9 @@ void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
       return;
     case kCredit:
       on_credit(ep, m, h);
+      return;
+    case kLaneRelease:
+      on_lane_release(ep, m, h);
       return;
     case kRts:
       if (h.len <= kEagerMax || h.len > kMaxMsg) return;
@@ -1336,13 +1350,28 @@ int ep_close(fid* f) {
       if (p.ep == ep) return true;
     return false;
   };
-  auto deadline = std::chrono::steady_clock::now() + milliseconds(6000);
-  while (has_posts() && std::chrono::steady_clock::now() < deadline) {
-    (void)progress(d);
-    if (!has_posts()) break;
-    lk.unlock();
-    (void)d.nic->wait_ready(milliseconds(10));
-    lk.lock();
+  auto drain = [&] {
+    auto deadline = std::chrono::steady_clock::now() + milliseconds(6000);
+    while (has_posts() && std::chrono::steady_clock::now() < deadline) {
+      (void)progress(d);
+      if (!has_posts()) break;
+      lk.unlock();
+      (void)d.nic->wait_ready(milliseconds(10));
+      lk.lock();
+    }
+  };
+  drain();
+  // The lanes we hold go back to their receivers -- now, when nothing of
+  // ours is on its way: a Long that came after the release could land in
+  // the lane of the receiver's next sender.
+  if (ep->enabled) {
+    for (auto& [key, t] : ep->lanes_tx) {
+      if (!t.granted) continue;
+      WireHdr r = header(*ep, kLaneRelease);
+      r.sid = t.gen;
+      post_ctl(*ep, t.dst, r);
+    }
+    drain();
   }
   for (auto it = d.posts.begin(); it != d.posts.end();)
     it = it->second.ep == ep ? d.posts.erase(it) : std::next(it);

@@ -30,7 +30,9 @@
 //   kLaneGrant our lane for it: at segment offset `data`, `len` bytes (0: none
 //            to give), generation `sid`;
 //   kCredit  the receiver has taken the first `len` bytes of the lane's
-//            stream (generation `sid`): the sender may reuse them.
+//            stream (generation `sid`): the sender may reuse them;
+//   kLaneRelease the sender's endpoint closes: its lane (generation `sid`)
+//            is free for another sender.
 // kEager, kEagerFrag and kRts carry `seq`, the sender endpoint's message number to this
 // receiver endpoint: the NIC refuses a message when the receiving ring is
 // full (the sender resends it later), so messages can arrive out of order,
@@ -92,7 +94,7 @@ inline uint64_t addr_id(const Addr& a) { return addr_id(a.node, a.slot, a.ep); }
 
 enum WireKind : uint8_t {
   kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7, kEagerFrag = 8,
-  kEagerLong = 9, kLaneReq = 10, kLaneGrant = 11, kCredit = 12
+  kEagerLong = 9, kLaneReq = 10, kLaneGrant = 11, kCredit = 12, kLaneRelease = 13
 };
 enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4 };
 struct WireHdr {
@@ -348,6 +350,7 @@ struct LaneRx {
 
 // Our lane at a receiver (sender side), per (addr_id, tag).
 struct LaneTx {
+  Addr dst{};
   bool asked = false, granted = false;
   uint64_t off = 0, size = 0, gen = 0;
   uint64_t head = 0;      // the stream's bytes reserved so far

@@ -905,6 +905,42 @@ TEST(OfiLanes, LongsOutsideTheirLaneAreDroppedAndCreditsFollowTheFreedBytes) {
   EXPECT_GT(pos, 2 * lane) << "the stream went around the lane twice";
 }
 
+// A receiver's lanes are few (one in a 16 MiB slot): a sender whose
+// endpoint closes gives its lane back (kLaneRelease, once nothing of its is
+// on the way), and the next sender that asks gets it.
+TEST(OfiLanes, AClosedSendersLaneGoesToTheNextOne) {
+  namespace ofi = ulnic::ofi;
+  Pair p;
+  ofi::Addr to;
+  std::memcpy(&to, p.b.name.data(), sizeof to);
+  RawEp raw;
+  ASSERT_NO_FATAL_FAILURE(raw.open());
+  ulnic::abi::AmRxEntry re{};
+  ofi::WireHdr rh{};
+  std::vector<uint8_t> body;
+  // a takes b's lane: its first 20000-byte message asks (and goes in
+  // fragments), the grant comes back, the second goes in the lane.
+  for (int k = 0; k < 2; ++k) {
+    Bytes out(20000), in(20000);
+    pattern(out.data(), out.size(), 60 + k);
+    ASSERT_EQ(fi_recv(p.b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_send(p.a.ep, out.data(), out.size(), nullptr, p.a_to_b, nullptr), 0);
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
+    EXPECT_TRUE(check_pattern(in.data(), in.size(), 60 + k));
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
+  }
+  auto ask = [&] {
+    EXPECT_EQ(raw.send(to, raw.header(ofi::kLaneReq), nullptr, 0), ulnic::abi::kCqOk);
+    EXPECT_TRUE(raw.next_of(ofi::kLaneGrant, re, rh, body, {p.b.cq}));
+    return rh.len;
+  };
+  EXPECT_EQ(ask(), 0u) << "b's one lane is a's";
+  ASSERT_EQ(fi_close(&p.a.ep->fid), 0);
+  p.a.ep = nullptr;
+  EXPECT_EQ(ask(), ofi::kLaneBytes) << "a gave it back when it closed";
+}
+
 // The sending side of lanes, against a receiver of our own: the provider
 // asks for a lane with its first message above one entry (sent meanwhile in
 // fragments), sends into the lane once granted -- at the stream positions
