@@ -293,20 +293,6 @@ bool start_put(Ep& ep, Send& s) {
                   s.rkey, s.raddr);
 }
 
-// Posts the fragments of eager send `s` that buffers and SQ room allow;
-// true once all are posted.
-bool post_frags(Ep& ep, Send& s) {
-  while (s.frag_next < s.len) {
-    const size_t n = std::min<uint64_t>(kEagerMax, s.len - s.frag_next);
-    WireHdr h = s.frag_hdr;
-    h.rid = s.frag_next;
-    if (!post_msg(ep, s.dst, h, s.buf + s.frag_next, n, s.id)) return false;
-    s.frag_next += n;
-    ++s.frags_out;
-  }
-  return true;
-}
-
 // An eager message of n bytes (kEagerMax < n) as one Long into our lane at
 // `dst`. kNoLane: we have none (the first such message asks for one; the
 // grant comes back as kLaneGrant, and meanwhile messages go in fragments);
@@ -314,16 +300,22 @@ bool post_frags(Ep& ep, Send& s) {
 // staging buffer or SQ entry is free (a Long moves 64 KiB in one NIC
 // operation where fragments take sixteen: waiting for a credit is cheaper).
 enum LaneResult { kLanePosted, kNoLane, kLaneWait };
-LaneResult post_in_lane(Ep& ep, const Addr& dst, WireHdr h, const void* buf, size_t n) {
-  if (!ep.longs) return kNoLane;
+// Our lane at `dst`, asked for if we have not yet; null until granted.
+LaneTx* lane_to(Ep& ep, const Addr& dst) {
+  if (!ep.longs) return nullptr;
   LaneTx& t = ep.lanes_tx[{addr_id(dst), dst.tag}];
   if (!t.asked) {
     t.asked = true;
     t.dst = dst;
     post_ctl(ep, dst, header(ep, kLaneReq));
-    return kNoLane;
   }
-  if (!t.granted) return kNoLane;
+  return t.granted ? &t : nullptr;
+}
+
+LaneResult post_in_lane(Ep& ep, const Addr& dst, WireHdr h, const void* buf, size_t n) {
+  LaneTx* lane = lane_to(ep, dst);
+  if (!lane) return kNoLane;
+  LaneTx& t = *lane;
   // The stream's next n bytes, or the lane's start if they would wrap.
   const uint64_t place = t.head % t.size;
   const uint64_t skip = place + n > t.size ? t.size - place : 0;
@@ -335,6 +327,36 @@ LaneResult post_in_lane(Ep& ep, const Addr& dst, WireHdr h, const void* buf, siz
   if (!post_msg(ep, dst, h, buf, n, h.sid, &offset)) return kLaneWait;
   t.head += skip + n;
   return kLanePosted;
+}
+
+// Does lane `t` have room for a stream of n bytes now (its chunks at the
+// next positions, each skipping to the lane's start rather than wrapping)?
+bool lane_room(const LaneTx& t, uint64_t n) {
+  uint64_t head = t.head;
+  for (uint64_t off = 0; off < n; off += kChunkBytes) {
+    const uint64_t piece = std::min<uint64_t>(kChunkBytes, n - off), place = head % t.size;
+    head += (place + piece > t.size ? t.size - place : 0) + piece;
+  }
+  return head - t.credited <= t.size;
+}
+
+// Posts the fragments (or a stream's chunks) of send `s` that buffers, SQ
+// room and lane credits allow; true once all are posted.
+bool post_frags(Ep& ep, Send& s) {
+  while (s.frag_next < s.len) {
+    const size_t n = std::min<uint64_t>(s.stream ? kChunkBytes : kEagerMax, s.len - s.frag_next);
+    WireHdr h = s.frag_hdr;
+    if (s.stream) {
+      h.chunk = uint16_t(s.frag_next / kChunkBytes);
+      if (post_in_lane(ep, s.dst, h, s.buf + s.frag_next, n) != kLanePosted) return false;
+    } else {
+      h.rid = s.frag_next;
+      if (!post_msg(ep, s.dst, h, s.buf + s.frag_next, n, s.id)) return false;
+    }
+    s.frag_next += n;
+    ++s.frags_out;
+  }
+  return true;
 }
 
 // Common to every send call. `flags`: FI_INJECT (copy now, no completion),
@@ -357,9 +379,17 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   if (ep.free_bufs.empty() || d.nic->sq_free() == 0 || !ep.frags_waiting.empty()) (void)progress(d);
   if (!ep.frags_waiting.empty()) return -FI_EAGAIN;
   const bool frags = len > kEagerMax && len <= d.eager_max;
-  const bool rendezvous = len > kEagerMax && !frags;
-  WireHdr h = header(ep, frags ? kEagerFrag : rendezvous ? kRts : kEager);
-  h.flags = (tagged ? kWireTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kWireData : 0);
+  // Above the eager size, a stream through our lane at dst if we have one
+  // (the first such message asks for it and goes by rendezvous) and it has
+  // room for all of it now: one trip, as for a ping-pong. A message that
+  // would wait for credits goes by rendezvous, whose puts go straight into
+  // the receive buffer, many at once: in a window of large messages the
+  // lane would carry one lane's worth per round of credits.
+  const LaneTx* lane_tx = len > kEagerMax && !frags && len <= kStreamMax ? lane_to(ep, *dst) : nullptr;
+  const bool stream = lane_tx && lane_room(*lane_tx, len);
+  const bool rendezvous = len > kEagerMax && !frags && !stream;
+  WireHdr h = header(ep, frags ? kEagerFrag : stream ? kEagerLong : rendezvous ? kRts : kEager);
+  h.flags = (tagged ? kWireTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kWireData : 0) | (stream ? kWireChunk : 0);
   h.len = len;
   h.tag = tag;
   h.data = data;
@@ -387,10 +417,15 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   if (lane == kLanePosted) {
     s.frag_next = len;  // all of it, in one piece
     s.frags_out = 1;
-  } else if (frags) {
+  } else if (frags || stream) {
     s.buf = static_cast<const uint8_t*>(buf);
     s.frag_hdr = h;
-    if (!post_frags(ep, s) && s.frag_next == 0) return -FI_EAGAIN;
+    s.stream = stream;
+    if (!post_frags(ep, s) && s.frag_next == 0) {
+      if (!stream) return -FI_EAGAIN;
+      (void)progress(d);  // credits may be in
+      if (!post_frags(ep, s) && s.frag_next == 0) return -FI_EAGAIN;
+    }
     if (s.frag_next < len) ep.frags_waiting.push_back(id);
   } else if (rendezvous) {
     s.rendezvous = true;
@@ -401,7 +436,7 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
     return -FI_EAGAIN;
   }
   ++seq;
-  ++d.sent[rendezvous ? 3 : !frags ? 0 : s.buf ? 2 : 1];
+  ++d.sent[rendezvous ? 3 : stream ? 4 : !frags ? 0 : s.buf ? 2 : 1];
   if (id) ep.sends.emplace(id, s);
   return 0;
 }
@@ -527,11 +562,80 @@ PeerRx& peer_rx(Ep& ep, const Message& m) {
   if (p.incarnation != m.src.tag) {
     for (auto& [seq, old] : p.early) ep.unexpected_bytes -= old.payload.size() + sizeof(Message);
     for (auto& [seq, part] : p.partial) ep.unexpected_bytes -= part.m.payload.size() + sizeof(Message);
+    for (auto& [seq, st] : p.streams) {
+      if (!st.bound) {
+        ep.unexpected_bytes -= st.m.payload.size() + (st.m.payload.empty() ? 0 : sizeof(Message));
+        continue;
+      }
+      // Its sender is gone before the rest came.
+      Completion c = recv_completion(ep, st.r, st.m, 0);
+      c.err = FI_EIO;
+      c.prov_errno = kErrRemoteFailed;
+      c.err_text = prov_strerror(kErrRemoteFailed);
+      report(ep, std::move(c), true);
+    }
     if (p.lane >= 0) ep.lanes[p.lane] = LaneRx{};  // the old process's lane is free again
     p = PeerRx{};
     p.incarnation = m.src.tag;
   }
   return p;
+}
+
+bool stream_whole(const Stream& st) {
+  const uint32_t chunks = uint32_t((st.m.len + kChunkBytes - 1) / kChunkBytes);
+  return st.have == (chunks == 32 ? ~0u : (1u << chunks) - 1);
+}
+
+// A stream that is next in order meets the first matching posted receive:
+// bound to it (what has come so far copied in); false if none matches.
+bool bind(Ep& ep, Stream& st) {
+  auto& posted = (st.m.flags & kWireTagged) ? ep.posted_tagged : ep.posted_msg;
+  for (auto it = posted.begin(); it != posted.end(); ++it) {
+    if (!matches(*it, st.m)) continue;
+    st.r = *it;
+    posted.erase(it);
+    st.bound = true;
+    if (!st.m.payload.empty()) {
+      std::memcpy(st.r.buf, st.m.payload.data(), std::min<uint64_t>(st.m.len, st.r.len));
+      ep.unexpected_bytes -= st.m.payload.size() + sizeof(Message);
+      std::vector<uint8_t>().swap(st.m.payload);
+    }
+    return true;
+  }
+  return false;
+}
+
+// Messages that are next in order: kept ones delivered, a stream bound to a
+// receive (or, whole and with none, made an unexpected message), until one
+// is missing or a stream must wait for more of its chunks.
+void drain(Ep& ep, PeerRx& p) {
+  for (;;) {
+    if (auto e = p.early.find(p.expected); e != p.early.end()) {
+      Message next = std::move(e->second);
+      ep.unexpected_bytes -= next.payload.size() + sizeof(Message);
+      p.early.erase(e);
+      deliver(ep, std::move(next));
+      p.expected++;
+      continue;
+    }
+    auto it = p.streams.find(p.expected);
+    if (it == p.streams.end()) return;
+    Stream& st = it->second;
+    if (bind(ep, st)) {
+      p.expected++;
+      if (stream_whole(st)) {
+        complete_recv(ep, st.r, st.m, std::min<uint64_t>(st.m.len, st.r.len));
+        p.streams.erase(it);
+      }
+      continue;
+    }
+    if (!stream_whole(st)) return;
+    Message whole = std::move(st.m);
+    ep.unexpected_bytes -= whole.payload.size() + sizeof(Message);
+    p.streams.erase(it);
+    deliver(ep, std::move(whole));
+    p.expected++;
+  }
 }
 
 // `bytes`: an eager message's m.len bytes where they arrived (the ring or a
@@ -541,7 +645,8 @@ void in_order(Ep& ep, uint32_t seq, Message&& m, const uint8_t* bytes = nullptr)
   if (seq != p.expected) {
     // Ahead of a message the NIC refused (it comes again): keep it. Behind
     // `expected`, or too far ahead, it is no message of a correct sender.
-    if (int32_t(seq - p.expected) > 0 && p.early.size() < kMaxPendingPerPeer && !p.early.count(seq)) {
+    if (int32_t(seq - p.expected) > 0 && p.early.size() < kMaxPendingPerPeer && !p.early.count(seq) &&
+        !p.streams.count(seq)) {
       if (bytes) m.payload.assign(bytes, bytes + m.len);
       ep.unexpected_bytes += m.payload.size() + sizeof(Message);
       p.early.emplace(seq, std::move(m));
@@ -552,13 +657,52 @@ void in_order(Ep& ep, uint32_t seq, Message&& m, const uint8_t* bytes = nullptr)
   }
   deliver(ep, std::move(m), bytes);
   p.expected++;
-  for (auto it = p.early.find(p.expected); it != p.early.end(); it = p.early.find(p.expected)) {
-    Message next = std::move(it->second);
-    ep.unexpected_bytes -= next.payload.size() + sizeof(Message);
-    p.early.erase(it);
-    deliver(ep, std::move(next));
-    p.expected++;
+  drain(ep, p);
+}
+
+// Chunk `h.chunk` (n bytes at `bytes`, in our segment) of streamed message
+// h.seq: into its bound receive's buffer, or kept until one is posted (or
+// the whole message becomes an unexpected one). Chunks that disagree with
+// their message's others or come twice are dropped.
+void on_chunk(Ep& ep, PeerRx& p, const WireHdr& h, Message&& m, const uint8_t* bytes, size_t n) {
+  const uint64_t off = uint64_t(h.chunk) * kChunkBytes;
+  auto it = p.streams.find(h.seq);
+  if (it == p.streams.end()) {
+    if (uint32_t(h.seq - p.expected) >= kMaxPendingPerPeer || p.early.count(h.seq)) {
+      ULNIC_WARN(FI_LOG_EP_DATA, "dropped a chunk out of sequence (%u, expected %u)\n", h.seq, p.expected);
+      return;
+    }
+    it = p.streams.emplace(h.seq, Stream{}).first;
+    it->second.m = std::move(m);
+    it->second.m.kind = kEager;
+  } else if (it->second.m.len != m.len || it->second.m.tag != m.tag || it->second.m.data != m.data ||
+             it->second.m.flags != m.flags) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a chunk that disagrees with its message's others\n");
+    return;
   }
+  Stream& st = it->second;
+  const uint32_t bit = 1u << h.chunk;
+  if (st.have & bit) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a chunk that came twice\n");
+    return;
+  }
+  drain(ep, p);  // binds it if it is next in order and a receive waits
+  if (st.bound) {
+    if (off < st.r.len) std::memcpy(static_cast<uint8_t*>(st.r.buf) + off, bytes, std::min<uint64_t>(n, st.r.len - off));
+  } else {
+    if (st.m.payload.empty()) {
+      st.m.payload.resize(st.m.len);
+      ep.unexpected_bytes += st.m.len + sizeof(Message);
+    }
+    std::memcpy(st.m.payload.data() + off, bytes, n);
+  }
+  st.have |= bit;
+  if (st.bound && stream_whole(st)) {
+    complete_recv(ep, st.r, st.m, std::min<uint64_t>(st.m.len, st.r.len));
+    p.streams.erase(it);
+    return;
+  }
+  drain(ep, p);  // whole, in order, and no receive: an unexpected message
 }
 
 // A fragment (kEagerFrag) of message `seq`: `n` bytes at `off` of its
@@ -599,6 +743,11 @@ void on_fragment(Ep& ep, uint32_t seq, Message&& m, uint64_t off, const uint8_t*
 }
 
 // ---------------------------------------------------------------- lanes
+
+// Ranges of a lane taken out of order (beyond `freed`): a correct sender
+// has few (the messages the NIC refused for a full ring and took later
+// ones instead); beyond this many a Long is dropped.
+constexpr size_t kMaxLaneRanges = 256;
 
 // A sender asks for a lane: the first free one, or none (len 0). Its
 // messages go in fragments until the grant comes, or for good.
@@ -664,11 +813,18 @@ void on_credit(Ep& ep, const Message& from, const WireHdr& h) {
 // a quarter of a lane at a time), then on in order as an eager message.
 void on_long(Ep& ep, const abi::AmRxEntry& e, const WireHdr& h, Message&& m) {
   PeerRx& p = peer_rx(ep, m);
-  const uint64_t n = h.len, start = h.rid, pos = h.rid + h.key;
+  // A whole message (kEagerMax < len <= kFragMsgMax), or a chunk of one of
+  // up to kStreamMax bytes (each kChunkBytes but the last).
+  const bool chunk = h.flags & kWireChunk;
+  const uint64_t n = e.long_len, start = h.rid, pos = h.rid + h.key;
+  const uint64_t off = uint64_t(h.chunk) * kChunkBytes;
+  const bool size_ok = chunk ? h.len > kEagerMax && h.len <= kStreamMax && off < h.len &&
+                                   n == std::min<uint64_t>(kChunkBytes, h.len - off)
+                             : n == h.len && n > kEagerMax && n <= kFragMsgMax;
   LaneRx* l = p.lane >= 0 ? &ep.lanes[p.lane] : nullptr;
-  const bool ok = l && n > kEagerMax && n <= kFragMsgMax && e.long_len == n && start >= l->freed && pos >= start &&
-                  h.key < kLaneBytes && pos - l->freed + n <= kLaneBytes && pos % kLaneBytes + n <= kLaneBytes &&
-                  e.long_offset == p.lane * kLaneBytes + pos % kLaneBytes;
+  const bool ok = l && size_ok && start >= l->freed && pos >= start && h.key < kLaneBytes &&
+                  pos - l->freed + n <= kLaneBytes && pos % kLaneBytes + n <= kLaneBytes &&
+                  e.long_offset == p.lane * kLaneBytes + pos % kLaneBytes && l->done.size() < kMaxLaneRanges;
   auto next = ok ? l->done.upper_bound(start) : decltype(l->done)::iterator{};
   if (!ok || (next != l->done.begin() && std::prev(next)->second > start) ||
       (next != l->done.end() && next->first < pos + n)) {
@@ -680,14 +836,20 @@ void on_long(Ep& ep, const abi::AmRxEntry& e, const WireHdr& h, Message&& m) {
   const int lane = p.lane;
   const Addr src = m.src;
   m.kind = kEager;
-  in_order(ep, h.seq, std::move(m), ep.segment + e.long_offset);
+  if (chunk)
+    on_chunk(ep, p, h, std::move(m), ep.segment + e.long_offset, n);
+  else
+    in_order(ep, h.seq, std::move(m), ep.segment + e.long_offset);
   l = &ep.lanes[lane];
   l->done.emplace(start, pos + n);
   while (!l->done.empty() && l->done.begin()->first == l->freed) {
     l->freed = l->done.begin()->second;
     l->done.erase(l->done.begin());
   }
-  if (l->freed - l->reported >= kLaneBytes / 4) {
+  // The sender is told each quarter lane freed, and whenever the lane is
+  // empty again (nothing taken out of order) with a chunk's worth freed:
+  // it sends a stream only when the lane has room for all of it.
+  if (l->freed - l->reported >= (l->done.empty() ? kChunkBytes : kLaneBytes / 4)) {
     WireHdr c = header(ep, kCredit);
     c.len = l->freed;
     c.sid = l->gen;

@@ -96,12 +96,15 @@ enum WireKind : uint8_t {
   kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7, kEagerFrag = 8,
   kEagerLong = 9, kLaneReq = 10, kLaneGrant = 11, kCredit = 12, kLaneRelease = 13
 };
-enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4 };
+// kWireChunk: a kEagerLong that is chunk `chunk` (kChunkBytes each) of a
+// message of `len` bytes (kEagerMax < len <= kStreamMax) streamed through
+// the lane: no rendezvous, the receiver copies each chunk out.
+enum WireFlags : uint8_t { kWireTagged = 1, kWireData = 2, kWireFailed = 4, kWireChunk = 8 };
 struct WireHdr {
   uint32_t magic;  // kWireMagic
   uint8_t kind;    // WireKind
   uint8_t flags;   // WireFlags
-  uint16_t pad;
+  uint16_t chunk;  // kEagerLong with kWireChunk: the chunk's index
   uint32_t seq;    // kEager/kRts: message number from the sending endpoint to this one
   uint32_t key;    // kCts: the receive buffer's memory key
   uint64_t len;    // kEager: payload bytes that follow; kRts: message bytes; kCts: bytes to put
@@ -128,6 +131,14 @@ static_assert(kDefaultEagerSize <= kFragMsgMax);
 // operation, as native AM's AM_RequestXfer) while the receiver's credits
 // leave it room, else in fragments. min(kMaxLanes, slot / 16 / kLaneBytes).
 constexpr size_t kLaneBytes = size_t(1) << 20;
+// Messages above the eager size up to kStreamMax go as a stream of
+// kChunkBytes Longs through the sender's lane when it has one (as far as
+// credits reach, the rest as they come back): one trip instead of the
+// rendezvous's four, for a copy on each side. Larger ones, or without a
+// lane: rendezvous.
+constexpr size_t kChunkBytes = size_t(64) << 10;
+constexpr size_t kStreamMax = size_t(1) << 20;
+static_assert(kStreamMax / kChunkBytes <= 32 && kChunkBytes <= kFragMsgMax);
 constexpr uint32_t kMaxLanes = 8;
 constexpr uint32_t kLongBufs = 16;  // per endpoint: staging for Longs in flight
 constexpr size_t kLongBufBytes = (abi::am_send_bytes(sizeof(WireHdr), kFragMsgMax) + 63) & ~size_t(63);
@@ -257,8 +268,10 @@ struct Send {
   void* context = nullptr;
   bool completion = true;
   bool rendezvous = false;
-  // In fragments (kEagerFrag): its header, the bytes posted so far and the
-  // fragments the NIC has not completed; it completes when all are done.
+  // In fragments (kEagerFrag) or chunks (`stream`): its header, the bytes
+  // posted so far and the pieces the NIC has not completed; it completes
+  // when all are done.
+  bool stream = false;
   WireHdr frag_hdr{};
   uint64_t frag_next = 0;
   uint32_t frags_out = 0;
@@ -328,9 +341,22 @@ struct Partial {
   uint32_t have = 0;  // bit i: fragment i is in
 };
 
+// A message arriving as a stream of chunks (kWireChunk). Once it is next in
+// order and a posted receive matches it, the receive is bound and chunks go
+// straight into its buffer (later messages may be matched meanwhile);
+// until then they are kept in m.payload, and a whole one with no receive
+// becomes an unexpected message.
+struct Stream {
+  Message m;
+  Recv r;
+  bool bound = false;
+  uint32_t have = 0;  // bit i: chunk i is in
+};
+
 struct PeerRx {
   uint64_t incarnation = 0;  // the sender endpoint's tag: a new process on its slot starts over
   uint32_t expected = 0;
+  std::map<uint32_t, Stream> streams;    // by seq: streamed messages not all in
   int lane = -1;             // the lane of our segment it has (Ep::lanes), if any
   std::map<uint32_t, Message> early;     // arrived ahead of `expected`
   std::map<uint32_t, Partial> partial;   // by seq: messages whose fragments are not all in
@@ -433,7 +459,8 @@ struct Domain {
   std::deque<Bounce> idle;             // bounce buffers kept registered, oldest first
   size_t idle_bytes = 0;
   uint64_t bounce_hits = 0, bounce_misses = 0;
-  uint64_t sent[4] = {};  // messages sent: eager in one entry, as a Long in a lane, in fragments, by rendezvous
+  uint64_t sent[5] = {};  // messages sent: eager in one entry, as a Long in a lane, in fragments, by rendezvous,
+                          // streamed in chunks
   size_t eager_max = kDefaultEagerSize;  // larger messages go by rendezvous (FI_ULNIC_EAGER_SIZE)
   Ep* ep_at[kMaxEndpoints] = {};
 };

@@ -884,15 +884,17 @@ TEST(OfiLanes, LongsOutsideTheirLaneAreDroppedAndCreditsFollowTheFreedBytes) {
   ASSERT_EQ(long_msg(1, kMsg, 0, kMsg), ulnic::abi::kCqOk);
   ASSERT_NO_FATAL_FAILURE(expect_message(1));
   ASSERT_NO_FATAL_FAILURE(expect_message(2));
-  // 3 true Longs so far (180000 bytes freed): no credit yet (a quarter is
-  // 262144). Then to 5: freed 300000, credit for all of it.
+  // Credits: when the lane is empty again with 64 KiB freed since the last
+  // (after 1 came, 180000 bytes in order), or each quarter lane otherwise.
+  ASSERT_TRUE(raw.next_of(ofi::kCredit, re, rh, body, {p.b.cq}));
+  EXPECT_EQ(rh.sid, gen);
+  EXPECT_EQ(rh.len, 3 * kMsg) << "the credit counts the bytes freed in order";
   for (uint32_t k = 3; k < 5; ++k) {
     ASSERT_EQ(long_msg(k, k * kMsg, 0, kMsg), ulnic::abi::kCqOk);
     ASSERT_NO_FATAL_FAILURE(expect_message(k));
   }
   ASSERT_TRUE(raw.next_of(ofi::kCredit, re, rh, body, {p.b.cq}));
-  EXPECT_EQ(rh.sid, gen);
-  EXPECT_EQ(rh.len, 5 * kMsg) << "the credit counts the bytes freed in order";
+  EXPECT_EQ(rh.len, 5 * kMsg) << "3 alone freed less than 64 KiB; 3 and 4 more";
   // Around the lane's end: the next Long that would wrap skips to its start.
   uint64_t pos = 5 * kMsg;
   for (uint32_t k = 5; k < 40; ++k) {
@@ -1026,6 +1028,162 @@ TEST(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
   EXPECT_EQ(re.long_offset, kLaneOff);
   EXPECT_TRUE(check_pattern(raw.seg + re.long_offset, kMsg, 705));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  // Above 64 KiB (up to 1 MiB): a stream of 64 KiB chunks, each a Long at
+  // the lane's next position -- when the lane has room for all of it now;
+  // else a rendezvous (RTS). 200000 of the 320000 bytes sent so far are
+  // free: 120000 of 260000 in use, no room for 150000.
+  credit(200000, 7);
+  constexpr size_t kBig = 150000;  // chunks of 65536, 65536, 18928
+  Bytes big(kBig), got_big(kBig);
+  pattern(big.data(), kBig, 77);
+  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
+  ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
+  EXPECT_EQ(rh.kind, ofi::kRts);
+  EXPECT_EQ(rh.len, kBig);
+  // Everything free: the next one streams.
+  uint64_t pos = 5 * kMsg + 20000;
+  credit(pos, 7);
+  (void)fi_cq_read(p.b.cq, &e, 0);  // b takes the credit from its ring
+  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
+  for (uint32_t c = 0; c < 3; ++c) {
+    const size_t n = std::min<size_t>(65536, kBig - c * 65536);
+    ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq})) << c;
+    ASSERT_EQ(rh.kind, ofi::kEagerLong);
+    EXPECT_TRUE(rh.flags & ofi::kWireChunk);
+    EXPECT_EQ(rh.seq, 7u);
+    EXPECT_EQ(rh.len, kBig);
+    EXPECT_EQ(rh.chunk, c);
+    ASSERT_EQ(re.long_len, n);
+    const uint64_t place = pos % kLane, skip = place + n > kLane ? kLane - place : 0;
+    EXPECT_EQ(rh.rid, pos) << c;
+    EXPECT_EQ(rh.key, skip) << c;
+    EXPECT_EQ(re.long_offset, kLaneOff + (pos + skip) % kLane) << c;
+    std::memcpy(got_big.data() + c * 65536, raw.seg + re.long_offset, n);
+    pos += skip + n;
+  }
+  EXPECT_TRUE(check_pattern(got_big.data(), kBig, 77));
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+}
+
+// Streams (messages above 64 KiB through a lane, in 64 KiB chunks) at the
+// receiver, from a sender of our own: chunks out of order; a stream that
+// arrives before its receive is posted (kept, then copied in when the
+// receive comes) and one whose receive waits (chunks straight into it, and
+// the next message matched before the stream is whole); a receive shorter
+// than the stream (truncated, FI_ETRUNC); a whole stream nobody has asked for
+// (an unexpected message); chunks that lie (twice the same, another length,
+// the wrong size, past the end) dropped; and a sender replaced mid-stream: its
+// bound receive fails.
+TEST(OfiLanes, StreamsArriveInChunksInAnyOrder) {
+  namespace ofi = ulnic::ofi;
+  Pair p;
+  ofi::Addr to;
+  std::memcpy(&to, p.b.name.data(), sizeof to);
+  RawEp raw;
+  ASSERT_NO_FATAL_FAILURE(raw.open());
+  ulnic::abi::AmRxEntry re{};
+  ofi::WireHdr rh{};
+  std::vector<uint8_t> body;
+  ASSERT_EQ(raw.send(to, raw.header(ofi::kLaneReq), nullptr, 0), ulnic::abi::kCqOk);
+  ASSERT_TRUE(raw.next_of(ofi::kLaneGrant, re, rh, body, {p.b.cq}));
+  const uint64_t lane = rh.len, lane_off = rh.data;
+  ASSERT_GT(lane, 0u);
+  uint64_t pos = 0, freed = 0;
+  constexpr size_t C = 65536;
+  std::vector<Bytes> msgs;
+  // Chunk c of message `seq` (msgs[seq], `len` bytes; `n` overrides the
+  // chunk's size, a lie the lane check refuses: its range is not taken, so
+  // the stream's position does not move), at the lane's next position.
+  auto chunk = [&](uint32_t seq, uint32_t c, int64_t len = -1, int64_t n = -1) {
+    const uint64_t total = len < 0 ? msgs[seq].size() : uint64_t(len);
+    const size_t bytes = n < 0 ? std::min<size_t>(C, total - c * C) : size_t(n);
+    const uint64_t place = pos % lane, skip = place + bytes > lane ? lane - place : 0;
+    ofi::WireHdr h = raw.header(ofi::kEagerLong);
+    h.flags = ofi::kWireChunk;
+    h.seq = seq;
+    h.len = total;
+    h.chunk = uint16_t(c);
+    h.rid = pos;
+    h.key = uint32_t(skip);
+    const uint32_t off = uint32_t(lane_off + (pos + skip) % lane);
+    ASSERT_EQ(raw.send(to, h, msgs[seq].data() + std::min<size_t>(c * C, msgs[seq].size() - 1), bytes, &off),
+              ulnic::abi::kCqOk);
+    if (n < 0) pos += skip + bytes;
+    fi_cq_tagged_entry none;
+    (void)fi_cq_read(p.b.cq, &none, 0);
+    // Give the lane back as the receiver frees it (its credits come each quarter lane).
+    while (pos - freed > lane / 2 && raw.next_of(ofi::kCredit, re, rh, body, {p.b.cq})) freed = rh.len;
+  };
+  const size_t sizes[] = {200000, 70000, 300000, 100000, 66000, 150000};
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    msgs.emplace_back(sizes[i]);
+    pattern(msgs.back().data(), sizes[i], 300 + uint32_t(i));
+  }
+  Bytes in0(200000), in1(70000), in2(300000), small(100000), in4(66000), in5(150000);
+  int c0, c1, c2, c3, c4;
+  fi_cq_tagged_entry e{};
+  // 0: two chunks out of order before its receive is posted, then the receive, then the rest.
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 2));
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 0));
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 0));              // chunk 0 again: dropped
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 1, 200001));       // another length: dropped
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 3, -1, 100));      // the wrong size for the last chunk: dropped
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 4, -1, 100));      // past the end: dropped
+  ASSERT_EQ(fi_recv(p.b.ep, in0.data(), in0.size(), nullptr, FI_ADDR_UNSPEC, &c0), 0);
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 1));
+  EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN) << "complete without chunk 3";
+  // 1's receive waits: its first chunk binds it (0 is bound); 2's receive
+  // too, and 2 is whole first: receives are matched in order, completed as
+  // their bytes are in (comp_order FI_ORDER_NONE).
+  ASSERT_EQ(fi_recv(p.b.ep, in1.data(), in1.size(), nullptr, FI_ADDR_UNSPEC, &c1), 0);
+  ASSERT_EQ(fi_recv(p.b.ep, small.data(), 1000, nullptr, FI_ADDR_UNSPEC, &c2), 0);  // 2 into 1000 bytes
+  ASSERT_NO_FATAL_FAILURE(chunk(1, 1));
+  ASSERT_NO_FATAL_FAILURE(chunk(2, 4));
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 3));
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  EXPECT_EQ(e.op_context, &c0);
+  EXPECT_EQ(e.len, 200000u);
+  EXPECT_TRUE(check_pattern(in0.data(), 200000, 300));
+  for (uint32_t c : {0u, 1u, 2u, 3u}) ASSERT_NO_FATAL_FAILURE(chunk(2, c));
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.op_context, &c2);
+  EXPECT_EQ(err.err, FI_ETRUNC);
+  EXPECT_EQ(err.olen, 300000u - 1000);
+  EXPECT_TRUE(check_pattern(small.data(), 1000, 302));
+  EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN) << "1 complete without its chunk 0";
+  ASSERT_NO_FATAL_FAILURE(chunk(1, 0));
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  EXPECT_EQ(e.op_context, &c1);
+  EXPECT_TRUE(check_pattern(in1.data(), 70000, 301));
+  // 3: whole before any receive: an unexpected message, taken by a later receive.
+  for (uint32_t c : {1u, 0u}) ASSERT_NO_FATAL_FAILURE(chunk(3, c));
+  EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN);
+  ASSERT_EQ(fi_recv(p.b.ep, small.data(), small.size(), nullptr, FI_ADDR_UNSPEC, &c3), 0);
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  EXPECT_EQ(e.op_context, &c3);
+  EXPECT_EQ(e.len, 100000u);
+  EXPECT_TRUE(check_pattern(small.data(), 100000, 303));
+  // 4: bound, then its sender is replaced (a new tag on its slot and
+  // endpoint) before the rest: the receive fails; the new sender's message
+  // 0 arrives.
+  ASSERT_EQ(fi_recv(p.b.ep, in4.data(), in4.size(), nullptr, FI_ADDR_UNSPEC, &c4), 0);
+  ASSERT_NO_FATAL_FAILURE(chunk(4, 0));
+  EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN);
+  raw.addr.tag ^= 1;  // the next process on that endpoint
+  int c5 = 0;
+  ASSERT_EQ(fi_recv(p.b.ep, in5.data(), 64, nullptr, FI_ADDR_UNSPEC, &c5), 0);
+  ofi::WireHdr h = raw.header(ofi::kEager);
+  h.len = 64;
+  ASSERT_EQ(raw.send(to, h, msgs[5].data(), 64), ulnic::abi::kCqOk);
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), -FI_EAVAIL);
+  ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+  EXPECT_EQ(err.op_context, &c4);
+  EXPECT_EQ(err.err, FI_EIO);
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  EXPECT_EQ(e.op_context, &c5);
+  EXPECT_TRUE(check_pattern(in5.data(), 64, 305));
 }
 
 // FI_ULNIC_EAGER_SIZE (read when a domain opens) decides how a message goes:
@@ -1286,21 +1444,26 @@ TEST(OfiTagged, PeekClaimAndDiscard) {
     ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
     EXPECT_EQ(err.err, FI_ENOMSG) << tag;
   }
-  // A rendezvous message discarded at the peek: its sender completes.
-  Bytes big(200000);
-  pattern(big.data(), big.size(), 9);
-  ASSERT_EQ(fi_tsend(p.a.ep, big.data(), big.size(), nullptr, p.a_to_b, 0x55, nullptr), 0);
-  auto until = std::chrono::steady_clock::now() + 20s;
-  for (;;) {
-    ASSERT_EQ(peek(0x55, FI_PEEK | FI_DISCARD, &ctx), 0);
-    ssize_t r = read_one(p.b.cq, &e, {p.a.cq});
-    if (r == 1) break;
-    ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
-    ASSERT_LT(std::chrono::steady_clock::now(), until);
+  // A large message discarded at the peek -- streamed through a's lane at b
+  // (granted by now), or by rendezvous (above 1 MiB): its sender completes.
+  for (size_t n : {size_t(200000), size_t(1500000)}) {
+    Bytes big(n);
+    pattern(big.data(), big.size(), 9);
+    ASSERT_EQ(fi_tsend(p.a.ep, big.data(), big.size(), nullptr, p.a_to_b, 0x55, nullptr), 0);
+    auto until = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      fi_cq_tagged_entry none;
+      (void)fi_cq_read(p.a.cq, &none, 0);  // the sender's progress (manual): the rest of its stream
+      ASSERT_EQ(peek(0x55, FI_PEEK | FI_DISCARD, &ctx), 0);
+      ssize_t r = read_one(p.b.cq, &e, {p.a.cq});
+      if (r == 1) break;
+      ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
+      ASSERT_LT(std::chrono::steady_clock::now(), until);
+    }
+    EXPECT_EQ(e.len, big.size());
+    ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1) << n;
+    EXPECT_TRUE(e.flags & FI_SEND);
   }
-  EXPECT_EQ(e.len, big.size());
-  ASSERT_EQ(read_one(p.a.cq, &e, {p.b.cq}), 1);
-  EXPECT_TRUE(e.flags & FI_SEND);
   // FI_DISCARD alone names nothing.
   EXPECT_EQ(fi_trecvmsg(p.b.ep, &m, FI_DISCARD), -FI_EINVAL);
 }
