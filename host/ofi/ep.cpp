@@ -9,8 +9,11 @@
 // this sender (credits say how much of the lane is free again), or, without
 // a lane, in fragments of kEagerMax bytes, one ring entry each, which the
 // receiver puts together before it matches the message. One trip, where a
-// rendezvous takes four, each waiting for a host's turn on a CPU.
-// Rendezvous, above that: RTS; when a receive matches, the
+// rendezvous takes four, each waiting for a host's turn on a CPU. Up to
+// kStreamMax (1 MiB), when the lane has room for all of it now, a message
+// streams through it in kChunkBytes Longs, bound to its receive once it is
+// next in order.
+// Rendezvous, above that (or without lane room): RTS; when a receive matches, the
 // receiver registers its buffer (remote write) and answers CTS with the key;
 // the sender's NIC puts the data straight into that buffer (kOpPut, or
 // kOpCopy within a node) and the sender sends FIN once the put completed
@@ -19,7 +22,10 @@
 //
 // Everything that arrives is untrusted: ring entries and headers are
 // checked, CTS/FIN must come from the endpoint the operation is with and
-// name an operation we have, a CTS may not ask for more than the message.
+// name an operation we have, a CTS may not ask for more than the message,
+// a Long must lie in the room its sender's lane has (its bytes are in the
+// segment by then, which is open to every holder of our address, as an AM
+// segment is: SEMANTICS.md).
 #include <sys/random.h>
 
 #include <algorithm>
@@ -293,13 +299,6 @@ bool start_put(Ep& ep, Send& s) {
                   s.rkey, s.raddr);
 }
 
-// An eager message of n bytes (kEagerMax < n) as one Long into our lane at
-// `dst`. kNoLane: we have none (the first such message asks for one; the
-// grant comes back as kLaneGrant, and meanwhile messages go in fragments);
-// kLaneWait: not now -- the receiver has not freed the room yet, or no
-// staging buffer or SQ entry is free (a Long moves 64 KiB in one NIC
-// operation where fragments take sixteen: waiting for a credit is cheaper).
-enum LaneResult { kLanePosted, kNoLane, kLaneWait };
 // Our lane at `dst`, asked for if we have not yet; null until granted.
 LaneTx* lane_to(Ep& ep, const Addr& dst) {
   if (!ep.longs) return nullptr;
@@ -312,6 +311,14 @@ LaneTx* lane_to(Ep& ep, const Addr& dst) {
   return t.granted ? &t : nullptr;
 }
 
+// An eager message of n bytes (kEagerMax < n; or a stream's chunk, `h`
+// saying which) as one Long into our lane at `dst`. kNoLane: we have none
+// (the first such message asks for one; the grant comes back as
+// kLaneGrant, and meanwhile messages go in fragments); kLaneWait: not now
+// -- the receiver has not freed the room yet, or no staging buffer or SQ
+// entry is free (a Long moves 64 KiB in one NIC operation where fragments
+// take sixteen: waiting for a credit is cheaper).
+enum LaneResult { kLanePosted, kNoLane, kLaneWait };
 LaneResult post_in_lane(Ep& ep, const Addr& dst, WireHdr h, const void* buf, size_t n) {
   LaneTx* lane = lane_to(ep, dst);
   if (!lane) return kNoLane;
@@ -809,8 +816,8 @@ void on_credit(Ep& ep, const Message& from, const WireHdr& h) {
 
 // A Long in the sender's lane: checked against the lane (its range lies
 // within the room our credits gave, overlaps no other message's, and is
-// where the NIC put it), copied out, its bytes freed (and the sender told,
-// a quarter of a lane at a time), then on in order as an eager message.
+// where the NIC put it), copied out -- on in order as an eager message, or
+// as a chunk of its stream -- and its bytes freed (the sender told below).
 void on_long(Ep& ep, const abi::AmRxEntry& e, const WireHdr& h, Message&& m) {
   PeerRx& p = peer_rx(ep, m);
   // A whole message (kEagerMax < len <= kFragMsgMax), or a chunk of one of
