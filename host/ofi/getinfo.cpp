@@ -303,10 +303,11 @@ extern "C" {
 FI_EXT_INI {
   ulnic::ofi::restore_signals_psm_took();
   fi_param_define(&ulnic::ofi::g_prov, "eager_size", FI_PARAM_SIZE_T,
-                  "Messages up to this many bytes go eagerly, in fragments of %u bytes (one trip); larger ones by "
-                  "rendezvous (four trips, no copy at the receiver). %u .. %zu, default %zu",
-                  unsigned(ulnic::ofi::kEagerMax), unsigned(ulnic::ofi::kEagerMax), ulnic::ofi::kFragMsgMax,
-                  ulnic::ofi::kDefaultEagerSize);
+                  "Messages up to this many bytes go eagerly, in one trip: one Long into the sender's lane at the "
+                  "receiver, or fragments of %u bytes without one; larger ones are streamed through the lane "
+                  "(up to 1 MiB, when it has room) or go by rendezvous. %u (eager in one ring entry only) .. %zu, "
+                  "default %zu", unsigned(ulnic::ofi::kEagerMax), unsigned(ulnic::ofi::kEagerMax),
+                  ulnic::ofi::kFragMsgMax, ulnic::ofi::kDefaultEagerSize);
   return &ulnic::ofi::g_prov;
 }
 }

@@ -132,9 +132,9 @@ int domain_close(fid* f) {
     ULNIC_INFO(FI_LOG_DOMAIN, "bounce buffers: %llu taken registered from the cache, %llu registered anew\n",
                static_cast<unsigned long long>(d->bounce_hits), static_cast<unsigned long long>(d->bounce_misses));
     ULNIC_INFO(FI_LOG_DOMAIN, "messages sent: %llu eager in one entry, %llu as a Long in a lane, %llu in fragments, "
-               "%llu by rendezvous\n", static_cast<unsigned long long>(d->sent[0]),
+               "%llu by rendezvous, %llu streamed through a lane\n", static_cast<unsigned long long>(d->sent[0]),
                static_cast<unsigned long long>(d->sent[1]), static_cast<unsigned long long>(d->sent[2]),
-               static_cast<unsigned long long>(d->sent[3]));
+               static_cast<unsigned long long>(d->sent[3]), static_cast<unsigned long long>(d->sent[4]));
     while (drop_idle_bounce(*d)) {
     }
   }

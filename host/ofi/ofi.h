@@ -22,10 +22,11 @@
 //   kWriteData fi_writedata: our put of `len` bytes at `tag` (the target's
 //            address) is complete; `data` is its remote CQ data.
 //   kEagerLong an eager message of `len` bytes (kEagerMax < len <=
-//            kFragMsgMax) whose bytes the NIC placed in our segment, in the
-//            lane we granted its sender: they take [rid, rid + key + len) of
-//            the lane's byte stream (`key` bytes skipped so the message does
-//            not wrap), i.e. lane offset (rid + key) % lane size;
+//            kFragMsgMax), or with kWireChunk chunk `chunk` of a streamed
+//            one, whose bytes (the Long's) the NIC placed in our segment, in
+//            the lane we granted its sender: they take [rid, rid + key + n)
+//            of the lane's byte stream (`key` bytes skipped so they do not
+//            wrap), i.e. lane offset (rid + key) % lane size;
 //   kLaneReq  the sender asks for a lane of our segment;
 //   kLaneGrant our lane for it: at segment offset `data`, `len` bytes (0: none
 //            to give), generation `sid`;
@@ -33,7 +34,7 @@
 //            stream (generation `sid`): the sender may reuse them;
 //   kLaneRelease the sender's endpoint closes: its lane (generation `sid`)
 //            is free for another sender.
-// kEager, kEagerFrag and kRts carry `seq`, the sender endpoint's message number to this
+// kEager, kEagerFrag, kEagerLong and kRts carry `seq`, the sender endpoint's message number to this
 // receiver endpoint: the NIC refuses a message when the receiving ring is
 // full (the sender resends it later), so messages can arrive out of order,
 // and the receiver puts them back in order before it matches them.
@@ -132,10 +133,9 @@ static_assert(kDefaultEagerSize <= kFragMsgMax);
 // leave it room, else in fragments. min(kMaxLanes, slot / 16 / kLaneBytes).
 constexpr size_t kLaneBytes = size_t(1) << 20;
 // Messages above the eager size up to kStreamMax go as a stream of
-// kChunkBytes Longs through the sender's lane when it has one (as far as
-// credits reach, the rest as they come back): one trip instead of the
-// rendezvous's four, for a copy on each side. Larger ones, or without a
-// lane: rendezvous.
+// kChunkBytes Longs through the sender's lane when it has room for all of
+// them now: one trip instead of the rendezvous's four, for a copy on each
+// side. Larger ones, or without lane room: rendezvous.
 constexpr size_t kChunkBytes = size_t(64) << 10;
 constexpr size_t kStreamMax = size_t(1) << 20;
 static_assert(kStreamMax / kChunkBytes <= 32 && kChunkBytes <= kFragMsgMax);
