@@ -693,7 +693,7 @@ struct RawEp {
   // header), reading the provider's CQs meanwhile (its progress): false if
   // none came within `limit`.
   bool next(ulnic::abi::AmRxEntry& e, ulnic::ofi::WireHdr& h, std::vector<uint8_t>& body,
-            std::initializer_list<fid_cq*> drive, std::chrono::milliseconds limit = 5000ms) {
+            std::initializer_list<fid_cq*> drive, std::chrono::milliseconds limit = 20000ms) {
     auto end = std::chrono::steady_clock::now() + limit;
     auto* at = reinterpret_cast<const ulnic::abi::AmRxEntry*>(ring + sizeof(ulnic::abi::AmRingControl) +
                                                               (consumed % kEntries) * ulnic::abi::kAmEntryBytes);
@@ -1202,7 +1202,9 @@ TEST(OfiMsg, EagerSizeDecidesWhichSendsWaitForAReceive) {
     int sctx = 0, rctx = 0;
     ASSERT_EQ(fi_send(p.a.ep, out.data(), n, nullptr, p.a_to_b, &sctx), 0);
     fi_cq_tagged_entry e{};
-    ssize_t r = read_one(p.a.cq, &e, {p.b.cq}, nullptr, 300ms);
+    // An eager send completes (however long the machine takes); a
+    // rendezvous one has not within 300 ms (a slow machine cannot fail that).
+    ssize_t r = read_one(p.a.cq, &e, {p.b.cq}, nullptr, rendezvous ? 300ms : 20000ms);
     EXPECT_EQ(r, rendezvous ? -FI_ETIMEDOUT : 1) << "FI_ULNIC_EAGER_SIZE=" << eager;
     ASSERT_EQ(fi_recv(p.b.ep, in.data(), n, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
     ASSERT_EQ(read_one(p.b.cq, &e, {p.a.cq}), 1);
