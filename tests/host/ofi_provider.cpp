@@ -781,6 +781,22 @@ TEST(OfiMsg, FragmentsThatLieAreDropped) {
   EXPECT_EQ(std::memcmp(in.data(), msg.data(), 64), 0);
 }
 
+// The pair's receiver b (`to`: its address) and an endpoint of our own
+// beside them (RawEp), with what the last message it read said.
+class OfiLanes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::memcpy(&to, p.b.name.data(), sizeof to);
+    ASSERT_NO_FATAL_FAILURE(raw.open());
+  }
+  Pair p;
+  ulnic::ofi::Addr to{};
+  RawEp raw;
+  ulnic::abi::AmRxEntry re{};
+  ulnic::ofi::WireHdr rh{};
+  std::vector<uint8_t> body;
+};
+
 // The receiving side of lanes, against a sender that lies: the provider
 // grants our endpoint its lane (the one lane a 16 MiB slot has: a second
 // request gets none), drops every Long outside it -- without a lane, beyond
@@ -788,16 +804,8 @@ TEST(OfiMsg, FragmentsThatLieAreDropped) {
 // says, overlapping a message already in, of a size no Long has -- and
 // takes the true ones, also out of order, freeing their bytes and telling
 // the sender (kCredit) once a quarter of the lane is free.
-TEST(OfiLanes, LongsOutsideTheirLaneAreDroppedAndCreditsFollowTheFreedBytes) {
+TEST_F(OfiLanes, LongsOutsideTheirLaneAreDroppedAndCreditsFollowTheFreedBytes) {
   namespace ofi = ulnic::ofi;
-  Pair p;
-  ofi::Addr to;
-  std::memcpy(&to, p.b.name.data(), sizeof to);
-  RawEp raw;
-  ASSERT_NO_FATAL_FAILURE(raw.open());
-  ulnic::abi::AmRxEntry re{};
-  ofi::WireHdr rh{};
-  std::vector<uint8_t> body;
   constexpr size_t kMsg = 60000;
   std::vector<Bytes> msgs;
   for (int k = 0; k < 24; ++k) {
@@ -910,16 +918,8 @@ TEST(OfiLanes, LongsOutsideTheirLaneAreDroppedAndCreditsFollowTheFreedBytes) {
 // A receiver's lanes are few (one in a 16 MiB slot): a sender whose
 // endpoint closes gives its lane back (kLaneRelease, once nothing of its is
 // on the way), and the next sender that asks gets it.
-TEST(OfiLanes, AClosedSendersLaneGoesToTheNextOne) {
+TEST_F(OfiLanes, AClosedSendersLaneGoesToTheNextOne) {
   namespace ofi = ulnic::ofi;
-  Pair p;
-  ofi::Addr to;
-  std::memcpy(&to, p.b.name.data(), sizeof to);
-  RawEp raw;
-  ASSERT_NO_FATAL_FAILURE(raw.open());
-  ulnic::abi::AmRxEntry re{};
-  ofi::WireHdr rh{};
-  std::vector<uint8_t> body;
   // a takes b's lane: its first 20000-byte message asks (and goes in
   // fragments), the grant comes back, the second goes in the lane.
   for (int k = 0; k < 2; ++k) {
@@ -949,18 +949,11 @@ TEST(OfiLanes, AClosedSendersLaneGoesToTheNextOne) {
 // and offsets it must, skipping to the lane's start rather than wrapping --
 // and waits (-FI_EAGAIN) when the credits we gave are used up; credits that
 // lie (another generation, bytes never sent) change nothing.
-TEST(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
+TEST_F(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
   namespace ofi = ulnic::ofi;
-  Pair p;
-  RawEp raw;
-  ASSERT_NO_FATAL_FAILURE(raw.open());
   fi_addr_t to_raw = FI_ADDR_NOTAVAIL;
   ASSERT_EQ(fi_av_insert(p.b.av, &raw.addr, 1, &to_raw, 0, nullptr), 1);
-  ofi::Addr from;
-  std::memcpy(&from, p.b.name.data(), sizeof from);
-  ulnic::abi::AmRxEntry re{};
-  ofi::WireHdr rh{};
-  std::vector<uint8_t> body;
+  const ofi::Addr& from = to;  // b, whose sends we check
   constexpr size_t kMsg = 60000;
   constexpr uint64_t kLane = 4 * kMsg + 20000;  // 4 messages, then 20000 bytes to skip
   constexpr uint32_t kLaneOff = 8192;
@@ -1074,16 +1067,8 @@ TEST(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
 // (an unexpected message); chunks that lie (twice the same, another length,
 // the wrong size, past the end) dropped; and a sender replaced mid-stream: its
 // bound receive fails.
-TEST(OfiLanes, StreamsArriveInChunksInAnyOrder) {
+TEST_F(OfiLanes, StreamsArriveInChunksInAnyOrder) {
   namespace ofi = ulnic::ofi;
-  Pair p;
-  ofi::Addr to;
-  std::memcpy(&to, p.b.name.data(), sizeof to);
-  RawEp raw;
-  ASSERT_NO_FATAL_FAILURE(raw.open());
-  ulnic::abi::AmRxEntry re{};
-  ofi::WireHdr rh{};
-  std::vector<uint8_t> body;
   ASSERT_EQ(raw.send(to, raw.header(ofi::kLaneReq), nullptr, 0), ulnic::abi::kCqOk);
   ASSERT_TRUE(raw.next_of(ofi::kLaneGrant, re, rh, body, {p.b.cq}));
   const uint64_t lane = rh.len, lane_off = rh.data;
