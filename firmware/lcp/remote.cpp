@@ -319,10 +319,13 @@ uint32_t link_room(uint32_t dst, uint64_t& stalled_since) {
     stalled_since = 0;
     return n;
   }
-  // A link that takes nothing for the unreachable deadline fails the
-  // operation even when nothing of it was in flight to time out.
+  // A full window: the link's own deadline judges the peer (by its
+  // retransmissions, not the clock alone) and fails this operation with the
+  // rest if it must. Else the ring to the fabric takes nothing: a link that
+  // takes nothing for the unreachable deadline fails the operation even when
+  // nothing was in flight to time out.
   uint64_t now = hal::clint::now();
-  if (!stalled_since) stalled_since = now;
+  if (link::in_flight(dst) || !stalled_since) stalled_since = now;
   return now - stalled_since < hal::clint::us_to_ticks(link::kUnreachableUs) ? 0 : kLinkGone;
 }
 
@@ -524,7 +527,7 @@ bool put_feed(SlotTable& t, Slot& s) {
   return true;
 }
 
-void verdict_wait_start(uint32_t dst, VerdictWait& w) { w = VerdictWait{link::last_sent(dst), 0, 0}; }
+void verdict_wait_start(uint32_t dst, VerdictWait& w) { w = VerdictWait{link::last_sent(dst), 0, 0, 0}; }
 
 bool verdict_overdue(uint32_t dst, VerdictWait& w, uint64_t progress, uint64_t now) {
   if (!link::acked(dst, w.last_seq)) {
@@ -535,9 +538,13 @@ bool verdict_overdue(uint32_t dst, VerdictWait& w, uint64_t progress, uint64_t n
   if (!w.since || seen != w.seen) {
     w.since = now;
     w.seen = seen;
+    w.waited = 0;
     return false;
   }
-  return now - w.since >= hal::clint::us_to_ticks(kVerdictTimeoutUs);
+  const uint64_t step = now - w.since, step_max = hal::clint::us_to_ticks(kVerdictStepMaxUs);
+  w.waited += step < step_max ? step : step_max;
+  w.since = now;
+  return w.waited >= hal::clint::us_to_ticks(kVerdictTimeoutUs) && !link::rx_behind();
 }
 
 bool remote_timers(uint64_t now) {

@@ -53,12 +53,20 @@ constexpr uint32_t kMaxPendingPerPeer = 384;
 // either direction of the link recovers from a loss (link::recoveries: a
 // verdict lost on its way makes the peer's later packets arrive ahead of a
 // gap, or twice) and, for an RDMA read, while its response arrives.
+// The wait counts the NIC's own running time, as the link's deadline counts
+// its retransmissions: between two looks at an operation at most
+// kVerdictStepMaxUs count, so a NIC the host left unscheduled for seconds
+// does not wake to fail operations whose verdicts the peer is still
+// resending (or that wait, unread, in its receive ring: nothing is judged
+// while the link is behind on it, link::rx_behind).
 constexpr uint64_t kVerdictTimeoutUs = link::kUnreachableUs;
 constexpr uint64_t kVerdictCheckUs = 10'000;  // operations are looked at this often (not every pass)
+constexpr uint64_t kVerdictStepMaxUs = 500'000;
 struct VerdictWait {
   uint32_t last_seq;  // the operation's last packet
-  uint64_t since;     // mtime the wait (last) started; 0: the last packet is not acknowledged yet
+  uint64_t since;     // mtime of the last look (0: the last packet is not acknowledged yet)
   uint64_t seen;      // link::recoveries plus the operation's progress, then
+  uint64_t waited;    // ticks of running time since the wait (last) started
 };
 // The operation's last packet to `dst` has just been handed to the link.
 void verdict_wait_start(uint32_t dst, VerdictWait& w);
@@ -88,9 +96,10 @@ abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
 // Hands more of the slot's current put or send to the link; true once it is all sent.
 bool put_feed(SlotTable& t, Slot& s);
 // Room on the link to `dst` for an operation's next packets: how many it
-// takes now; 0 (wait) while it has been full for less than the unreachable
-// deadline (`stalled_since` keeps the operation's first refusal), kLinkGone
-// after.
+// takes now; 0 (wait) while packets to `dst` are in flight (the link's own
+// deadline judges the peer then) or the ring to the fabric has taken nothing
+// for less than the unreachable deadline (`stalled_since` keeps the
+// operation's first refusal), kLinkGone after.
 constexpr uint32_t kLinkGone = ~0u;
 uint32_t link_room(uint32_t dst, uint64_t& stalled_since);
 // Sends a receiver's verdict on operation `op_id` back to `dst` (now, or in

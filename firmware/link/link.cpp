@@ -128,6 +128,7 @@ struct State {
   abi::RingConsumer<abi::Packet> rx[abi::kMaxPorts];  // by source port
   uint32_t rx_next;                                   // round-robin start
   uint64_t last_rx;                                   // mtime of the last data packet taken
+  bool rx_behind;                                     // the last poll_rx used its whole budget
 };
 State g;
 
@@ -674,6 +675,10 @@ uint32_t room(uint32_t dst) {
 
 bool can_send(uint32_t dst) { return room(dst) != 0; }
 
+bool in_flight(uint32_t dst) {
+  return g.enabled && dst < g.nodes && seq_before(g.peers[dst].acked + 1, g.peers[dst].next_seq);
+}
+
 uint32_t last_sent(uint32_t dst) { return g.enabled && dst < g.nodes ? g.peers[dst].next_seq - 1 : 0; }
 
 bool acked(uint32_t dst, uint32_t seq) { return g.enabled && dst < g.nodes && !seq_before(g.peers[dst].acked, seq); }
@@ -834,9 +839,12 @@ bool poll_rx(uint64_t now) {
     }
   }
   g.rx_next = (g.rx_next + 1) % (g.ports ? g.ports : 1);
+  g.rx_behind = budget == 0;
   if (worked && g.up.rx_done) g.up.rx_done();
   return worked;
 }
+
+bool rx_behind() { return g.rx_behind; }
 
 bool poll_timers(uint64_t now) {
   if (!g.enabled) return false;
@@ -846,7 +854,8 @@ bool poll_timers(uint64_t now) {
     Peer& p = g.peers[n];
     bool outstanding = seq_before(p.acked + 1, p.next_seq);
     // Signed: send() stamps with a clock read after this pass's `now`.
-    if (outstanding && int64_t(now - p.last_progress) > int64_t(hal::clint::us_to_ticks(kUnreachableUs))) {
+    if (outstanding && !g.rx_behind && p.timeouts >= kUnreachableTimeouts &&
+        int64_t(now - p.last_progress) > int64_t(hal::clint::us_to_ticks(kUnreachableUs))) {
       declare_unreachable(n, now);
       worked = true;
     }

@@ -61,6 +61,14 @@ constexpr uint64_t kRtoMaxUs = 200'000;      // backoff cap
 // retransmission round trip succeeds about half the time; with the backoff
 // capped at kRtoMaxUs, 5 s is ~30 rounds (a live peer is lost with p ~ 1e-9).
 constexpr uint64_t kUnreachableUs = 5'000'000;
+// ... and only after this many retransmission timeouts in a row: the bound is
+// the peer's chances to answer, not the clock alone. A NIC whose own vCPU the
+// host left unscheduled past the deadline (a loaded 2-core host, a stopped
+// QEMU) wakes with it expired and none of those retransmissions sent, and
+// must give the peer its rounds before it judges. On a running NIC 24
+// timeouts take under 5 s (at the backoff cap ~4.3 s), so there the deadline
+// binds; a live peer behind 30% loss each way fails 24 rounds with p ~ 1e-7.
+constexpr uint32_t kUnreachableTimeouts = 24;
 constexpr uint32_t kFastRetransmitAcks = 2;      // duplicate ACKs (without selective ACKs) that resend early
 // A timeout resends what the peer does not hold; this many in a row without
 // progress resend everything (a peer's selective ACKs are not trusted to
@@ -109,6 +117,10 @@ uint32_t nodes();
 // Data packets that may be sent to `dst` now (window and ring room; 0: wait).
 uint32_t room(uint32_t dst);
 bool can_send(uint32_t dst);
+// Are data packets to `dst` unacknowledged? Then the link's own deadline
+// (kUnreachableUs and kUnreachableTimeouts) judges the peer, and fails what
+// waits for it (Upcalls::peer_lost).
+bool in_flight(uint32_t dst);
 // Sends a data packet: `h` carries the operation fields (op, flags, dst_*,
 // op_id, op_length); the link fills in addressing, sequence, ack, checksum.
 // The payload is read from `payload` (a NIC address in host memory) now and
@@ -175,6 +187,10 @@ bool acked(uint32_t dst, uint32_t seq);
 uint64_t recoveries(uint32_t dst);
 // Receive work: at most a bounded number of packets. True if it did work.
 bool poll_rx(uint64_t now);
+// Did the last poll_rx stop at its budget (packets may still wait)? Nothing
+// declares a peer silent then: its answer may be among them (after a long
+// descheduling, a peer's ACKs and verdicts queue up behind a ring's worth).
+bool rx_behind();
 // Timers: retransmissions, standalone ACKs, unreachable peers. True if it did work.
 bool poll_timers(uint64_t now);
 // True while anything is unacknowledged or an ACK is owed (do not sleep long).

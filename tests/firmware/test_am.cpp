@@ -1421,9 +1421,11 @@ FW_TEST(remote_an_endpoint_awaits_replies_from_at_most_kAmPeers_endpoints) {
 // put of A's and acknowledges it, but sends no verdict. The put fails as
 // unreachable once its verdict is that long overdue -- not while the link
 // still resends it, and not while either direction of the link recovers
-// from a loss -- and counts in verdict_timeouts; A's next put goes and
-// completes as usual. The NIC's own loop runs it (loop_pass), on a clock the
-// test moves on.
+// from a loss, nor on waking from a pause longer than the deadline (the wait
+// counts the NIC's running time: kVerdictStepMaxUs at most between two
+// looks) -- and counts in verdict_timeouts; A's next put goes and completes
+// as usual. The NIC's own loop runs it (loop_pass), on a clock the test
+// moves on, 100 ms at a time where the wait should count it all.
 
 namespace {
 
@@ -1470,6 +1472,11 @@ FW_TEST(remote_an_operation_whose_verdict_never_comes_fails_and_the_slot_goes_on
   auto pass_at = [&](uint64_t at) {
     for (int i = 0; i < 4; ++i) lcp::loop_pass(loop, at);
   };
+  auto passes = [&](uint64_t from, uint64_t to) {  // every 100 ms after `from`, and at `to`
+    for (uint64_t at = from + 100 * ms; at < to; at += 100 * ms) pass_at(at);
+    pass_at(to);
+  };
+  const uint64_t step_max = hal::clint::us_to_ticks(lcp::kVerdictStepMaxUs);
   g_a.drain();
   peer_acks();  // nothing of ours left unacknowledged: the put's packet starts the link's clock
   const uint64_t timeouts = ctr(abi::kCtrVerdictTimeouts);
@@ -1484,19 +1491,24 @@ FW_TEST(remote_an_operation_whose_verdict_never_comes_fails_and_the_slot_goes_on
   pass_at(t + timeout - 500 * ms);
   EXPECT(!g_a.reap(c));
   EXPECT_EQ(peer_heard_put(), op);
-  // Acknowledged now, at t1. Half a deadline on, node 1 sends a packet
-  // twice (a loss it recovers from): the wait starts again.
+  // Acknowledged now, at t1. The NIC is then off its CPU for longer than the
+  // deadline: on waking that counts as step_max, and nothing fails.
   peer_acks();
   const uint64_t t1 = t + timeout - 400 * ms;
   pass_at(t1);
-  pass_at(t1 + timeout / 2);
+  const uint64_t woke = t1 + timeout + 1000 * ms;
+  pass_at(woke);
+  EXPECT(!g_a.reap(c));
+  // Half a deadline on, node 1 sends a packet twice (a loss it recovers
+  // from): the wait starts again.
+  passes(woke, woke + timeout / 2);
   EXPECT(!g_a.reap(c));
   g_peer.send(g_peer.header(), nullptr, g_peer.next_seq - 1);
-  const uint64_t t2 = t1 + timeout / 2 + 20 * ms;
+  const uint64_t t2 = woke + timeout / 2 + 20 * ms;
   pass_at(t2);
-  pass_at(t1 + timeout + 20 * ms);
+  passes(t2, woke + timeout - step_max + 20 * ms);
   EXPECT(!g_a.reap(c));
-  pass_at(t2 + timeout - 20 * ms);
+  passes(woke + timeout - step_max + 20 * ms, t2 + timeout - 20 * ms);
   EXPECT(!g_a.reap(c));
   EXPECT_EQ(ctr(abi::kCtrVerdictTimeouts), timeouts);
   // A deadline after that: it fails, counted.

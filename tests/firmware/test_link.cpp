@@ -43,7 +43,8 @@ void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   memcpy(g_mem + h.dst_addr, payload, h.payload_len);
   if (g_place_next) link::place_next(src, h, abi::kWireFirst, reinterpret_cast<uint64_t>(g_mem), g_hi, &g_epoch);
 }
-void peer_lost(uint32_t) {}
+uint32_t g_lost;  // peer_lost upcalls
+void peer_lost(uint32_t) { ++g_lost; }
 bool payload_valid(uint32_t, uint64_t) { return true; }
 
 uint8_t byte_at(uint64_t offset, uint32_t salt) { return uint8_t(offset * 13 + salt * 7 + 1); }
@@ -372,4 +373,37 @@ FW_TEST(packets_held_for_a_peer_that_restarts_are_forgotten) {
   EXPECT_EQ(link::stats().held, held + 2);
   EXPECT_EQ(status_of_peer().expected, gap + 4);
   link::set_rx_drop(0, 1);
+}
+
+// A peer is judged by its chances to answer, not by the clock alone: a NIC
+// that wakes long past the unreachable deadline (the host left its vCPU
+// unscheduled, or stopped its QEMU) resends first, and declares the peer
+// unreachable only once kUnreachableTimeouts resends in a row went
+// unanswered; then what waited for the peer is failed (peer_lost).
+FW_TEST(a_silent_peer_is_unreachable_only_after_its_retransmissions_went_unanswered) {
+  // Node 1 speaks with its own incarnation again (the test before restarted it as another).
+  ack_from_peer(status_of_peer().acked, 0);
+  abi::WireHeader mine{};
+  mine.op = abi::kWireOpMail;
+  const uint32_t seq = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
+  CHECK(seq != 0);
+  CHECK_EQ(take_data_from_us().n, 1u);
+  const uint64_t unreachable = link::stats().unreachable;
+  const uint32_t lost = g_lost;
+  uint64_t t = at(2 * link::kUnreachableUs);
+  for (uint32_t i = 1; i <= link::kUnreachableTimeouts; ++i) {
+    link::poll_timers(t);
+    EXPECT_EQ(take_data_from_us().n, 1u);  // the packet again: timeout i
+    EXPECT_EQ(link::stats().unreachable, unreachable);
+    t += hal::clint::us_to_ticks(link::kRtoMaxUs + 1000);
+  }
+  EXPECT_EQ(g_lost, lost);
+  link::poll_timers(t);
+  EXPECT_EQ(link::stats().unreachable, unreachable + 1);
+  EXPECT_EQ(g_lost, lost + 1);
+  EXPECT_EQ(status_of_peer().state, uint32_t(abi::LinkState::kUnreachable));
+  // It answers after all: reachable again, nothing outstanding.
+  ack_from_peer(seq, 0);
+  EXPECT_EQ(status_of_peer().acked, seq);
+  EXPECT(status_of_peer().state != uint32_t(abi::LinkState::kUnreachable));
 }

@@ -2317,7 +2317,9 @@ FW_TEST(remote_a_receive_segment_deregistered_mid_send_takes_no_more_of_it) {
 // reliable VI to node 1, which acknowledges the packet but answers nothing.
 // Once the verdict is that long overdue the send completes with a transport
 // error, the connection breaks (as when the peer is unreachable), and
-// verdict_timeouts counts it; not a moment before.
+// verdict_timeouts counts it; not a moment before. The wait counts the NIC's
+// running time: a look after a pause longer than the deadline (the host left
+// the NIC's vCPU unscheduled) counts as kVerdictStepMaxUs.
 FW_TEST(remote_a_send_whose_verdict_never_comes_fails_and_breaks_the_vi) {
   CHECK(connect_remote(40, kRel, 40, "remote-no-verdict"));
   const uint64_t timeouts = core::status::counter(abi::kCtrVerdictTimeouts);
@@ -2327,13 +2329,21 @@ FW_TEST(remote_a_send_whose_verdict_never_comes_fails_and_breaks_the_vi) {
   remote_pump();
   g_peer.send(g_peer.header(), nullptr);  // a filler: its ACK covers the send
   const uint64_t ms = hal::clint::us_to_ticks(1000), timeout = hal::clint::us_to_ticks(lcp::kVerdictTimeoutUs);
+  const uint64_t step_max = hal::clint::us_to_ticks(lcp::kVerdictStepMaxUs);
   const uint64_t t = hal::clint::now() + 100 * ms;
   lcp::vi_poll(g_t, t);  // acknowledged: the wait begins
-  lcp::vi_poll(g_t, t + timeout - 20 * ms);
+  const uint64_t woke = t + timeout + 1000 * ms;
+  lcp::vi_poll(g_t, woke);  // off the CPU past the deadline: step_max counts
+  g_b.collect();
+  EXPECT_EQ(g_b.position(d), -1);
+  // Then looked at every 100 ms: the deadline's rest, less 20 ms, fails nothing.
+  const uint64_t due = woke + timeout - step_max;
+  for (uint64_t at = woke + 100 * ms; at <= due - 20 * ms; at += 100 * ms) lcp::vi_poll(g_t, at);
+  lcp::vi_poll(g_t, due - 20 * ms);
   g_b.collect();
   EXPECT_EQ(g_b.position(d), -1);
   EXPECT_EQ(core::status::counter(abi::kCtrVerdictTimeouts), timeouts);
-  lcp::vi_poll(g_t, t + timeout + 20 * ms);
+  lcp::vi_poll(g_t, due + 20 * ms);
   g_b.collect();
   EXPECT_POST_DONE(g_b, abi::kOpViPostSend, 40, d);
   EXPECT_EQ(g_b.status(d), kDone | abi::kViStOpSend | abi::kViStTransportError);

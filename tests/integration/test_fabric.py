@@ -283,6 +283,38 @@ class PeerLoss(Cluster):
         self.finish(server)
         self.assertGreaterEqual(self.counter(0, "link_restarts"), 1)
 
+    def test_both_nics_off_the_cpu_past_the_deadline_fail_no_put(self):
+        """A host that leaves both NICs unscheduled for longer than the link's
+        5 s deadline (here: both QEMUs stopped; a loaded 2-core host did it
+        for seconds under the stress script) fails nothing: the sender, waking
+        first with its packets unacknowledged, resends before it judges its
+        peer (link.h kUnreachableTimeouts), and an operation's verdict wait
+        counts the NIC's running time (remote.h kVerdictStepMaxUs)."""
+        server, info = self.serve(1, "paused")
+        unreachable = self.counter(0, "link_unreachable")
+        env = dict(os.environ, ULNIC_NODE="0")
+        sender = subprocess.Popen([PUT, "put", "--info", info, "--dst-node", "1", "--ops", "60000", "--batch", "16",
+                                   "--seed", "5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop, sender)
+        deadline = time.time() + 60
+        while self.counter(0, "puts_done") < 500 and time.time() < deadline:
+            time.sleep(0.05)
+        nics = [status(self.cluster, n)["pid"] for n in (0, 1)]
+        for pid in reversed(nics):  # the receiver first: the sender's last packets go unanswered
+            os.kill(pid, signal.SIGSTOP)
+            self.addCleanup(os.kill, pid, signal.SIGCONT)
+            time.sleep(0.05)
+        self.assertIsNone(sender.poll(), "the puts ended before the NICs stopped")
+        time.sleep(6)
+        for pid in nics:  # the sender first: it wakes to a deadline long past
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.3)
+        out, err = sender.communicate(timeout=300)
+        self.assertEqual(sender.returncode, 0, out + err)
+        self.assertIn("60000 puts, 0 failed", out)
+        self.assertIn("60000 puts checked, 0 bad bytes", self.finish(server))
+        self.assertEqual(self.counter(0, "link_unreachable"), unreachable)
+
 
 
 class DeadNodeBehindTheSwitch(Cluster):
