@@ -255,7 +255,8 @@ const char* counter_name(uint32_t i) {
       "am_messages",     "am_refused",      "op_waits",        "verdicts_dropped",
       "spin_window_us",  "link_placed",     "verdict_timeouts",
       "unet_messages",   "unet_drops",      "unet_bad_tag",
-      "link_held",       "link_sacked"};
+      "link_held",       "link_sacked",
+      "unet_tlb_hits",   "unet_tlb_misses", "unet_tlb_fills"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

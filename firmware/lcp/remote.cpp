@@ -50,6 +50,8 @@ struct PutOp {
   // the operation, filled once at its start; each chunk's header is a copy
   // with three fields of its own (link::segment_header).
   link::Segments segs;
+  // A U-Net/MM send: its source pages (segs.pages points here).
+  uint64_t pages[abi::kUnetMaxPages];
 };
 
 // A verdict owed to a peer: a refusal (kWireOpResult: op_id, status) or
@@ -254,7 +256,7 @@ void place_rest(uint32_t src, const abi::WireHeader& h) {
 // The operation's header template, once its destination is known.
 void precompute_header(PutOp& op) {
   link::Segments& sg = op.segs;
-  sg = link::Segments{};
+  sg.h = abi::WireHeader{};
   sg.h.op = op.wire_op;
   sg.h.flags = op.trace_seen ? abi::kWireTrace : 0;
   sg.h.dst_slot = op.dst_slot;
@@ -269,6 +271,8 @@ void precompute_header(PutOp& op) {
   sg.last_flags = uint8_t(abi::kWireLast | op.wire_flags);
   sg.owner = op.slot;
   sg.generation = op.generation;
+  sg.pages = nullptr;  // contiguous (unet_start gathers a U-Net/MM send's pages)
+  sg.page_off = 0;
 }
 
 PutOp* new_op(Slot& s, const abi::SqEntry& e, uint64_t src) {
@@ -457,6 +461,11 @@ abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uin
   op->dst_slot = uint16_t(route.slot);
   op->dst_key = route.tag;
   precompute_header(*op);
+  if (route.npages) {
+    memcpy(op->pages, route.pages, route.npages * sizeof op->pages[0]);
+    op->segs.pages = op->pages;
+    op->segs.page_off = route.page_off;
+  }
   return abi::kCqOk;
 }
 
@@ -482,7 +491,7 @@ bool local_feed(PutOp& op) {
   while (op.sent < op.sqe.length && budget) {
     uint32_t len = link::segment_length(op.segs, op.sent);
     link::segment_header(op.segs, op.sent, len, h);
-    uint8_t st = place_packet(op.dst_node, h, reinterpret_cast<const uint8_t*>(op.src + op.sent));
+    uint8_t st = place_packet(op.dst_node, h, reinterpret_cast<const uint8_t*>(link::segment_src(op.segs, op.sent)));
     if (st != abi::kCqOk && op.local_verdict == abi::kCqOk) op.local_verdict = st;
     op.sent += len;
     budget -= len < budget ? len : budget;

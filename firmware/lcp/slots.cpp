@@ -202,7 +202,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   }
   uint8_t flags_ok = is_send(e)                           ? abi::kSqNotify
                      : e.opcode == abi::kOpAmEndpoint     ? abi::kSqAmClose
-                     : e.opcode == abi::kOpUnetEndpoint   ? abi::kSqUnetClose
+                     : e.opcode == abi::kOpUnetEndpoint   ? uint8_t(abi::kSqUnetClose | abi::kSqUnetMm)
                                                           : 0;
   if ((e.flags & ~flags_ok) != 0 || e.reserved != 0 || e.opcode >= abi::kOpcodeCount)
     return complete(s, e, abi::kCqBadOpcode, 0);
@@ -274,6 +274,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
 // One bounded step of one slot; true if it did anything.
 bool service_slot(SlotTable& t, Slot& s) {
   bool worked = false;
+  if (s.unet_mm) unet_take_fills(s);  // unmaps are acknowledged whatever the SQ holds
   uint64_t bytes = kCopyChunk;
   for (uint32_t n = 0; n < kSqBudget && bytes > 0;) {
     if (s.put_active) {
@@ -302,8 +303,9 @@ bool service_slot(SlotTable& t, Slot& s) {
     core::cost::Phase<abi::kPhaseSqScan> cost;  // a descriptor found: the work item starts here
     abi::SqEntry e;  // copy once: the host may rewrite the entry under us
     memcpy(&e, shared, sizeof e);
-    // Every operation of its kind busy: it waits at the head (order kept).
-    if (!vi_can_start(e) || !remote_can_start(e)) break;
+    // Every operation of its kind busy, or (U-Net/MM) a page of it not in
+    // the NIC's TLB: it waits at the head (order kept).
+    if (!vi_can_start(e) || !remote_can_start(e) || (s.unet_mm && !unet_can_start(s, e))) break;
     s.sq.pop();
     ++n;
     count(ulnic::abi::kCtrSqEntries);
@@ -534,11 +536,16 @@ bool slots_prepare_sleep(SlotTable& t) {
   for (Slot& s : t.slots)
     if (s.state == abi::SlotState::kActive) put(header(s).nic.sq_dormant, 1u);
   full_barrier();  // our flags before their tails: see ring.h / slot.h
-  for (Slot& s : t.slots)
-    if (s.state == abi::SlotState::kActive && (s.sq.available() || s.sq.corrupt())) {
+  for (Slot& s : t.slots) {
+    if (s.state != abi::SlotState::kActive) continue;
+    // A head that waits for a TLB fill is no work until its process posts
+    // one (it rings after it, as after a submit).
+    const bool waits = s.unet_waiting && !unet_fills_waiting(s);
+    if ((s.sq.available() && !waits) || s.sq.corrupt()) {
       slots_woke(t);
       return false;
     }
+  }
   for (Slot& s : t.slots)
     if (s.state == abi::SlotState::kActive) {
       s.dormant = true;

@@ -74,6 +74,8 @@ struct Slot {
   uint32_t cq_reserved;             // CQ entries owed to puts and VI posts in flight
   uint32_t cq_waiting;              // ... of them, owed to VI receives, connects and
                                     // listens (they may wait long: the slot may sleep)
+  bool unet_mm;                     // a U-Net/MM endpoint (its fills are taken at every service)
+  bool unet_waiting;                // its SQ head waits for a TLB fill (unet_can_start)
   bool vi_active;                   // feeding VI operation vi_op to the link
   uint32_t vi_op;
   uint64_t trace_seen;              // the descriptor being executed carries kSqTrace:

@@ -263,7 +263,7 @@ void packet_of(const TxEntry& e, bool first, abi::WireHeader& h, uint64_t& paylo
     if (op.h.op_id == e.seg_op && (first || (g.up.payload_valid && g.up.payload_valid(op.owner, op.generation)))) {
       h = op.h;
       segment_header(op, e.seg_offset, segment_length(op, e.seg_offset), h);
-      payload = op.src + e.seg_offset;
+      payload = segment_src(op, e.seg_offset);
     }
   } else {
     h = e.h;
@@ -752,7 +752,7 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
     e.retransmitted = false;
     e.sacked = false;
     e.xmit = ++p.xmits;
-    fill(tx.reserve_unchecked(), w.h, reinterpret_cast<const void*>(op.src + sent));
+    fill(tx.reserve_unchecked(), w.h, reinterpret_cast<const void*>(segment_src(op, sent)));
     tx.push();
     // The peer may start on a burst before it ends (one index store a few
     // packets; the doorbell, if it sleeps, once at the end).

@@ -140,7 +140,13 @@ struct Segments {
   uint8_t first_flags, last_flags;
   uint32_t owner;        // payload_valid(owner, generation) on retransmission
   uint64_t generation;
+  // A source scattered over pages (U-Net/MM): the NIC address of each page
+  // the bytes touch, byte 0 at page_off in the first; a packet then ends at
+  // a page's end. Null: the bytes are contiguous from src.
+  const uint64_t* pages;
+  uint32_t page_off;
 };
+constexpr uint32_t kSegmentPage = 4096;
 // The flags of the packet carrying the bytes from `sent`, `len` of them.
 inline uint8_t segment_flags(const Segments& op, uint32_t sent, uint32_t len) {
   return uint8_t(op.h.flags | (sent == 0 ? op.first_flags : 0) | (sent + len == op.length ? op.last_flags : 0));
@@ -152,7 +158,18 @@ inline void segment_header(const Segments& op, uint32_t sent, uint32_t len, abi:
   h.payload_len = uint16_t(len);
 }
 inline uint32_t segment_length(const Segments& op, uint32_t sent) {
-  return op.length - sent < abi::kMtu ? op.length - sent : abi::kMtu;
+  uint32_t n = op.length - sent < abi::kMtu ? op.length - sent : abi::kMtu;
+  if (__builtin_expect(op.pages != nullptr, 0)) {
+    const uint32_t in_page = kSegmentPage - (op.page_off + sent) % kSegmentPage;
+    if (n > in_page) n = in_page;
+  }
+  return n;
+}
+// Where the bytes from `sent` are (NIC address).
+inline uint64_t segment_src(const Segments& op, uint32_t sent) {
+  if (__builtin_expect(op.pages == nullptr, 1)) return op.src + sent;
+  const uint64_t at = uint64_t(op.page_off) + sent;
+  return op.pages[at / kSegmentPage] + at % kSegmentPage;
 }
 // Sends the operation's packets from byte `sent` on, at most `max_packets`
 // of them (room(dst)), stamped with the caller's `now`; the peer sees them

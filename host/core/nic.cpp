@@ -356,6 +356,43 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
   return r;
 }
 
+Result<uint64_t> Nic::pin_pages(void* addr, size_t length) {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  if (a % kPage || length == 0 || length % kPage) return fail("pin: whole pages only");
+  for (const Backing& b : backings_)
+    if (a < b.start + b.length && b.start < a + length) return fail("pin: pages already moved into the slot");
+  if (in_slot(addr, length)) return fail("pin: the slot's own pages");
+  const uint64_t off = heap_alloc_evicting(length, kPage);
+  if (!off) return fail("pin: the slot heap has no room for " + std::to_string(length) + " bytes");
+  populate_heap(off, length);
+  copy_pages(base_ + off, addr, length);
+  void* m = ::mmap(addr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, slot_fd_.get(),
+                   off_t(off));
+  if (m == MAP_FAILED) {
+    heap_free(off);
+    return fail_errno("pin: cannot map slot pages over the memory", errno);
+  }
+  backings_.push_back(Backing{a, length, off, 1});  // a user: no registration moves them back meanwhile
+  pages_moved_in_ += length / kPage;
+  return off;
+}
+
+Result<void> Nic::unpin_pages(void* addr, size_t length) {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  for (size_t i = 0; i < backings_.size(); ++i) {
+    const Backing b = backings_[i];
+    if (b.start != a || b.length != length) continue;
+    backings_.erase(backings_.begin() + std::ptrdiff_t(i));
+    // The caller's own pages (a segment it keeps mapped while its library
+    // uses it): moved back without looking at /proc/self/maps first.
+    const bool moved = move_to_private(b.start, b.length);
+    heap_free(b.offset);
+    if (!moved) return fail_errno("unpin: cannot move the pages back", errno);
+    return {};
+  }
+  return fail("unpin: not pinned pages");
+}
+
 Result<void> Nic::deregister(MemRegion& r) {
   Result<void> result;
   if (r.key) {

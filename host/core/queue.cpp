@@ -93,13 +93,17 @@ uint32_t Nic::submit() {
   posted_.store(posted_.load(std::memory_order_relaxed) + taken_, std::memory_order_relaxed);  // one writer
   uint32_t n = taken_;
   taken_ = 0;
-  full_barrier();  // the tail before sq_dormant: pairs with the firmware's go_dormant()
+  ring_if_dormant();
+  return n;
+}
+
+void Nic::ring_if_dormant() {
+  full_barrier();  // the tail (or a U-Net/MM fill) before sq_dormant: pairs with the firmware's go_dormant()
   if (__atomic_load_n(&header().nic.sq_dormant, __ATOMIC_RELAXED)) {
     uint64_t one = 1;
     ssize_t ignored = ::write(doorbell_fd_.get(), &one, sizeof one);
     (void)ignored;
   }
-  return n;
 }
 
 bool Nic::poll(abi::CqEntry& out) {

@@ -5,10 +5,16 @@
 // and free queues are rings in the queue area, one writer per word.
 #include "unet.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "ulnic/abi/unet.h"
 #include "ulnic/nic.h"
@@ -21,6 +27,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kDefaultSegment = 1u << 20;
 constexpr uint32_t kDefaultEntries = 64;
+constexpr size_t kDefaultPinLimit = 1u << 20;
+constexpr uint64_t kPage = abi::kUnetPage;
+static_assert(UNET_PAGE == abi::kUnetPage && UNET_MM_PIN_MIN >= 2 * abi::kUnetMaxPages * abi::kUnetPage);
 
 bool power_of_two(uint32_t n) { return n && !(n & (n - 1)); }
 
@@ -63,8 +72,56 @@ class Endpoint {
   int dispatch(int timeout_ms);
   void set_upcall(unet_upcall_fn fn, void* arg) { upcall_ = fn, upcall_arg_ = arg; }
   void stats(unet_stats* out) const;
+  ~Endpoint();
 
  private:
+  // ---- U-Net/MM (abi/unet.h): the pages of the segment the NIC can reach
+  struct Pinned {
+    uint64_t frame;  // slot offset
+    uint64_t used;   // LRU stamp
+  };
+  struct Posted {    // a send in flight: its serial (user_data) and pages
+    uint32_t serial;
+    uint64_t first, last;
+  };
+  struct Buffer {    // a free-queue entry, in the order pushed
+    uint64_t first, last;  // its pages
+    uint64_t map_last;     // ... of which a message can fill these (UNET_MESSAGE_MAX)
+  };
+  abi::UnetMmWords& mm_words() const {
+    return *reinterpret_cast<abi::UnetMmWords*>(area_ + abi::unet_area_bytes(rx_entries_, free_entries_));
+  }
+  abi::UnetTlbFill* fill_ring() const {
+    return reinterpret_cast<abi::UnetTlbFill*>(area_ + abi::unet_area_bytes(rx_entries_, free_entries_) +
+                                               sizeof(abi::UnetMmWords));
+  }
+  uint64_t vpage(uint64_t offset) const { return (reinterpret_cast<uintptr_t>(seg_) + offset) / kPage; }
+  void completed(const abi::CqEntry& c);  // a send's completion (its pages are free again)
+  void on_miss(uint64_t page, uint32_t serial);
+  // Pins `page` (evicting if at the limit) and gives the NIC its frame,
+  // keeping [keep_first, keep_last]. `waiting`: the serial of the send that
+  // waits for it (0: none); `before`: free-queue positions (in buffers_)
+  // whose pages may not go for it. False if nothing could make room now.
+  bool map_page(uint64_t page, uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last);
+  bool evict_one(uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last);
+  bool in_use(uint64_t page, uint32_t waiting) const;
+  size_t buffers_taken() const { return size_t(std::min<uint64_t>(load(nic_words().free_taken) - buffers_popped_, buffers_.size())); }
+  void map_ahead();  // maps the free queue's buffers, the next one first
+  bool post_fill(uint64_t page, uint64_t frame);  // false: the NIC takes no fills (gone)
+  bool wait_fills(uint64_t upto);
+  void retry_misses();
+
+  bool mm_ = false;
+  size_t pin_limit_ = 0;  // pages
+  std::unordered_map<uint64_t, Pinned> pinned_;
+  uint64_t clock_ = 0;
+  std::deque<Posted> posted_;
+  std::deque<Buffer> buffers_;   // pushed, not yet back in a descriptor
+  uint64_t buffers_popped_ = 0;  // free-queue entries whose buffer came back
+  uint64_t fills_next_ = 0;      // fill-ring entries posted (mirrors fills_produced)
+  uint32_t serial_ = 0;
+  std::vector<std::pair<uint64_t, uint32_t>> misses_;  // misses that found no room yet: page, serial
+  uint64_t pins_ = 0, refills_ = 0, evictions_ = 0;
   static uint64_t load(const uint64_t& w) { return std::atomic_ref<const uint64_t>(w).load(std::memory_order_acquire); }
   abi::UnetHostWords& host_words() const { return *reinterpret_cast<abi::UnetHostWords*>(area_); }
   const abi::UnetNicWords& nic_words() const { return *reinterpret_cast<const abi::UnetNicWords*>(area_ + 64); }
@@ -86,13 +143,18 @@ class Endpoint {
 };
 
 int Endpoint::create(const unet_attr* attr, std::unique_ptr<Endpoint>& out) {
-  unet_attr a{nullptr, -1, 0, 0, 0};
+  unet_attr a{};
+  a.node = -1;
   if (attr) a = *attr;
+  const bool mm = a.segment != nullptr;
   if (!a.segment_bytes) a.segment_bytes = kDefaultSegment;
   if (!a.rx_entries) a.rx_entries = kDefaultEntries;
   if (!a.free_entries) a.free_entries = kDefaultEntries;
+  if (!a.pin_limit_bytes) a.pin_limit_bytes = kDefaultPinLimit;
   if (!power_of_two(a.rx_entries) || !power_of_two(a.free_entries) || a.rx_entries > UNET_QUEUE_MAX ||
-      a.free_entries > UNET_QUEUE_MAX || a.segment_bytes > 0xffffffffu)
+      a.free_entries > UNET_QUEUE_MAX || a.segment_bytes > 0xffffffffu ||
+      (mm && (a.pin_limit_bytes < UNET_MM_PIN_MIN ||
+              reinterpret_cast<uintptr_t>(a.segment) + a.segment_bytes < reinterpret_cast<uintptr_t>(a.segment))))
     return UNET_ERR_BAD_ARG;
   NicOptions o;
   if (a.cluster) o.cluster = a.cluster;
@@ -101,21 +163,26 @@ int Endpoint::create(const unet_attr* attr, std::unique_ptr<Endpoint>& out) {
   if (!nic) return UNET_ERR_NIC;
   std::unique_ptr<Endpoint> ep(new Endpoint());
   ep->nic_ = std::move(*nic);
-  const size_t area_len = abi::unet_area_bytes(a.rx_entries, a.free_entries);
-  ep->seg_ = static_cast<uint8_t*>(ep->nic_->alloc(a.segment_bytes, 4096));
+  const size_t area_len = mm ? abi::unet_mm_area_bytes(a.rx_entries, a.free_entries)
+                             : abi::unet_area_bytes(a.rx_entries, a.free_entries);
+  ep->seg_ = mm ? static_cast<uint8_t*>(a.segment) : static_cast<uint8_t*>(ep->nic_->alloc(a.segment_bytes, 4096));
   ep->area_ = static_cast<uint8_t*>(ep->nic_->alloc(area_len, 64));
   if (!ep->seg_ || !ep->area_) return UNET_ERR_RESOURCE;
   std::memset(ep->area_, 0, area_len);
-  auto seg = ep->nic_->register_memory(ep->seg_, a.segment_bytes, abi::kAccessLocal | abi::kAccessRemoteWrite);
-  auto area = ep->nic_->register_memory(ep->area_, area_len, abi::kAccessLocal);
-  if (!seg || !area) return UNET_ERR_RESOURCE;
   abi::SqEntry e{};
+  if (!mm) {
+    auto seg = ep->nic_->register_memory(ep->seg_, a.segment_bytes, abi::kAccessLocal | abi::kAccessRemoteWrite);
+    if (!seg) return UNET_ERR_RESOURCE;
+    e.dst_key = seg->key;
+  }
+  auto area = ep->nic_->register_memory(ep->area_, area_len, abi::kAccessLocal);
+  if (!area) return UNET_ERR_RESOURCE;
   e.opcode = abi::kOpUnetEndpoint;
+  e.flags = mm ? abi::kSqUnetMm : 0;
   e.src_key = area->key;
   e.src_addr = reinterpret_cast<uint64_t>(ep->area_);
   e.length = a.rx_entries;
   e.access = a.free_entries;
-  e.dst_key = seg->key;
   e.dst_addr = reinterpret_cast<uint64_t>(ep->seg_);
   e.reg_offset = a.segment_bytes;
   auto r = ep->nic_->run(e);
@@ -123,8 +190,145 @@ int Endpoint::create(const unet_attr* attr, std::unique_ptr<Endpoint>& out) {
   ep->seg_len_ = a.segment_bytes;
   ep->rx_entries_ = a.rx_entries;
   ep->free_entries_ = a.free_entries;
+  ep->mm_ = mm;
+  ep->pin_limit_ = a.pin_limit_bytes / kPage;
   out = std::move(ep);
   return UNET_OK;
+}
+
+Endpoint::~Endpoint() {
+  if (!mm_ || !nic_) return;
+  // The NIC forgets the endpoint, then every pinned page goes back to
+  // ordinary memory (the slot is about to go: its pages must not stay
+  // mapped under the application's segment).
+  abi::SqEntry e{};
+  e.opcode = abi::kOpUnetEndpoint;
+  e.flags = abi::kSqUnetClose;
+  (void)nic_->run(e);
+  for (const auto& [page, p] : pinned_) (void)nic_->unpin_pages(reinterpret_cast<void*>(page * kPage), kPage);
+}
+
+// ---- U-Net/MM
+
+bool Endpoint::post_fill(uint64_t page, uint64_t frame) {
+  // The ring has room once the NIC has carried out all but its last entries.
+  if (fills_next_ - load(mm_words().fills_taken) >= abi::kUnetFillEntries && !wait_fills(fills_next_ - abi::kUnetFillEntries + 1))
+    return false;
+  fill_ring()[fills_next_ & (abi::kUnetFillEntries - 1)] = abi::UnetTlbFill{page, frame};
+  // Release: the entry before the index the NIC reads it by.
+  std::atomic_ref<uint64_t>(host_words().fills_produced).store(++fills_next_, std::memory_order_release);
+  nic_->ring_if_dormant();
+  return true;
+}
+
+// Until the NIC has carried out the fills before `upto` (it takes them at
+// every look at the slot; ringing wakes one that sleeps). False if it does
+// not within 10 s (a NIC gone: the slot is cut off or the node died).
+bool Endpoint::wait_fills(uint64_t upto) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (uint32_t n = 0; load(mm_words().fills_taken) < upto; ++n) {
+    if (nic_->state() != abi::SlotState::kActive || Clock::now() > deadline) return false;
+    if (n % 64 == 63) nic_->ring_if_dormant();
+    sched_yield();  // the NIC's vCPU may want this core
+  }
+  return true;
+}
+
+// A page the NIC may be using now: one of a send that has started (every
+// send posted before `waiting`, the send a miss holds at the head of the SQ;
+// with waiting 0 every send in flight), or of a buffer the NIC has taken
+// from the free queue and not yet given back in a descriptor.
+bool Endpoint::in_use(uint64_t page, uint32_t waiting) const {
+  for (const Posted& p : posted_) {
+    if (waiting && p.serial == waiting) break;  // it and those after it have not started
+    if (page >= p.first && page <= p.last) return true;
+  }
+  const size_t taken = buffers_taken();
+  for (size_t i = 0; i < taken; ++i)
+    if (page >= buffers_[i].first && page <= buffers_[i].last) return true;
+  return false;
+}
+
+// Which page goes to make room: one nobody uses, the least recently used
+// first; else one only buffers from position `before` on use, the one last
+// in the free queue first (the NIC takes buffers in order: the next ones
+// must stay mapped, and a pushed buffer never pushes out those before it).
+bool Endpoint::evict_one(uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last) {
+  auto victim = pinned_.end();
+  uint64_t best = ~0ull;  // free pages: their LRU stamp; buffer pages: 2^63 + (2^32 - last position)
+  for (auto it = pinned_.begin(); it != pinned_.end(); ++it) {
+    const uint64_t page = it->first;
+    if (page >= keep_first && page <= keep_last) continue;
+    size_t first_pos = SIZE_MAX, last_pos = 0;
+    for (size_t i = 0; i < buffers_.size(); ++i)
+      if (page >= buffers_[i].first && page <= buffers_[i].last) first_pos = std::min(first_pos, i), last_pos = i;
+    uint64_t key = it->second.used;
+    if (first_pos != SIZE_MAX) {
+      if (first_pos < before) continue;
+      key = (1ull << 63) + ((1ull << 32) - last_pos);
+    }
+    if (key < best && !in_use(page, waiting)) victim = it, best = key;
+  }
+  if (victim == pinned_.end()) return false;
+  // The NIC forgets the page before its frame goes: after the unmap no
+  // packet is placed there, and no send starts from it.
+  if (!post_fill(victim->first, abi::kUnetUnmap) || !wait_fills(fills_next_)) return false;
+  (void)nic_->unpin_pages(reinterpret_cast<void*>(victim->first * kPage), kPage);
+  pinned_.erase(victim);
+  ++evictions_;
+  return true;
+}
+
+bool Endpoint::map_page(uint64_t page, uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last) {
+  if (auto it = pinned_.find(page); it != pinned_.end()) {
+    it->second.used = ++clock_;
+    ++refills_;
+    return post_fill(page, it->second.frame);
+  }
+  while (pinned_.size() >= pin_limit_)
+    if (!evict_one(waiting, before, keep_first, keep_last)) return false;
+  auto frame = nic_->pin_pages(reinterpret_cast<void*>(page * kPage), kPage);
+  if (!frame) return false;
+  pinned_[page] = Pinned{*frame, ++clock_};
+  ++pins_;
+  return post_fill(page, *frame);
+}
+
+void Endpoint::map_ahead() {
+  for (size_t k = 0; k < buffers_.size(); ++k)
+    for (uint64_t p = buffers_[k].first; p <= buffers_[k].map_last; ++p)
+      if (!pinned_.count(p) && !map_page(p, 0, k, buffers_[k].first, buffers_[k].map_last)) return;
+}
+
+void Endpoint::on_miss(uint64_t page, uint32_t serial) {
+  const uint64_t first = vpage(0), last = vpage(seg_len_ - 1);
+  if (page < first || page > last) return;  // not ours to map (the NIC checks it too)
+  if (!serial) return map_ahead();  // a message dropped: its buffer comes back, and is mapped as it is pushed
+  uint64_t keep_first = page, keep_last = page;
+  for (const Posted& p : posted_)
+    if (p.serial == serial) keep_first = p.first, keep_last = p.last;
+  // Any buffer the NIC has not taken may give way (the last in the queue first).
+  if (!map_page(page, serial, buffers_taken(), keep_first, keep_last)) misses_.emplace_back(page, serial);
+}
+
+// Misses that found no room: pages free up as sends complete and the
+// application consumes descriptors.
+void Endpoint::retry_misses() {
+  if (misses_.empty()) return;
+  auto waiting = std::move(misses_);
+  misses_.clear();
+  for (const auto& [page, serial] : waiting)
+    if (!pinned_.count(page)) on_miss(page, serial);
+}
+
+void Endpoint::completed(const abi::CqEntry& c) {
+  if (c.status != abi::kCqOk && send_error_ == UNET_OK) send_error_ = from_cq(c.status);
+  if (!mm_) return;
+  for (auto it = posted_.begin(); it != posted_.end(); ++it)
+    if (it->serial == uint32_t(c.user_data)) {
+      posted_.erase(it);
+      break;
+    }
 }
 
 int Endpoint::channel(const abi::OwnerRequest& q, unet_channel* out) {
@@ -144,11 +348,11 @@ int Endpoint::channel(const abi::OwnerRequest& q, unet_channel* out) {
 
 void Endpoint::reap() {
   abi::CqEntry c;
-  while (nic_->poll(c))
-    if (c.status != abi::kCqOk && send_error_ == UNET_OK) send_error_ = from_cq(c.status);
+  while (nic_->poll(c)) completed(c);
   abi::EqEntry ev;
-  while (nic_->poll_event(ev)) {
-  }  // arrivals: wake-ups only, the receive queue says what came
+  while (nic_->poll_event(ev))  // arrivals: wake-ups only, the receive queue says what came
+    if (mm_ && ev.type == abi::kEqUnetTlbMiss) on_miss(ev.offset, ev.export_handle);
+  if (mm_) retry_misses();
 }
 
 int Endpoint::send(unet_channel ch, uint8_t opcode, uint64_t offset, const void* data, size_t length) {
@@ -159,15 +363,29 @@ int Endpoint::send(unet_channel ch, uint8_t opcode, uint64_t offset, const void*
   e.dst_key = ch;
   e.length = uint32_t(length);
   e.src_addr = data ? 0 : offset;
+  if (mm_) {
+    while (++serial_ == 0) {
+    }
+    e.user_data = serial_;  // a miss names the send it holds (kEqUnetTlbMiss)
+  }
   // A full send queue: wait for sends to leave (the receive side drops,
   // the send side waits, as U-Net's send queue does).
   for (;;) {
     reap();
-    if (nic_->post(e, data, data ? length : 0)) return UNET_OK;
+    if (nic_->post(e, data, data ? length : 0)) break;
+    if (mm_) {
+      // A send may wait at the head for a page: misses are events.
+      if (!nic_->wait_ready(std::chrono::milliseconds(30000), std::chrono::microseconds(0), abi::kWaitAll) &&
+          nic_->state() != abi::SlotState::kActive)
+        return UNET_ERR_NIC;
+      continue;
+    }
     auto c = nic_->wait(std::chrono::milliseconds(30000));
     if (!c) return UNET_ERR_NIC;
-    if (c->status != abi::kCqOk && send_error_ == UNET_OK) send_error_ = from_cq(c->status);
+    completed(*c);
   }
+  if (mm_ && !data) posted_.push_back(Posted{serial_, vpage(offset), vpage(offset + length - 1)});
+  return UNET_OK;
 }
 
 int Endpoint::send_wait(int timeout_ms) {
@@ -176,9 +394,16 @@ int Endpoint::send_wait(int timeout_ms) {
   while (nic_->in_flight()) {
     auto l = left(timeout_ms, deadline);
     if (l.count() == 0) return UNET_ERR_TIMEOUT;
+    if (mm_) {
+      if (!nic_->wait_ready(l, std::chrono::microseconds(0), abi::kWaitAll) &&
+          nic_->state() != abi::SlotState::kActive)
+        return UNET_ERR_NIC;
+      reap();
+      continue;
+    }
     auto c = nic_->wait(l);
     if (!c) return nic_->state() == abi::SlotState::kActive ? UNET_ERR_TIMEOUT : UNET_ERR_NIC;
-    if (c->status != abi::kCqOk && send_error_ == UNET_OK) send_error_ = from_cq(c->status);
+    completed(*c);
   }
   const int st = send_error_;
   send_error_ = UNET_OK;
@@ -188,6 +413,17 @@ int Endpoint::send_wait(int timeout_ms) {
 int Endpoint::free_push(size_t offset, size_t length) {
   if (length == 0 || offset > seg_len_ || length > seg_len_ - offset) return UNET_ERR_BAD_ARG;
   if (free_count() >= free_entries_) return UNET_ERR_FULL;
+  if (mm_) {
+    // Its pages mapped ahead of the messages (a message cannot wait for a
+    // miss); where no room can be made now the NIC drops into it and asks.
+    reap();
+    const uint64_t first = vpage(offset), last = vpage(offset + std::min<size_t>(length, UNET_MESSAGE_MAX) - 1);
+    const size_t pos = buffers_.size();
+    buffers_.push_back(Buffer{first, vpage(offset + length - 1), last});
+    for (uint64_t p = first; p <= last; ++p)
+      if (auto it = pinned_.find(p); it != pinned_.end()) it->second.used = ++clock_;
+      else if (!map_page(p, 0, pos, first, last)) break;
+  }
   free_queue()[free_next_ & (free_entries_ - 1)] = abi::UnetFreeDesc{uint32_t(offset), uint32_t(length)};
   // Release: the entry before the index the NIC reads it by.
   std::atomic_ref<uint64_t>(host_words().free_produced).store(++free_next_, std::memory_order_release);
@@ -201,6 +437,14 @@ bool Endpoint::take(unet_rx_desc* out) {
     abi::UnetRxDesc copy = d;
     // Release: we are done reading the descriptor before the NIC may reuse it.
     std::atomic_ref<uint64_t>(host_words().rx_consumed).store(++rx_next_, std::memory_order_release);
+    if (mm_ && copy.buf_len && !buffers_.empty()) {
+      // The oldest buffer the NIC took is back (it takes them in order, and
+      // publishes their descriptors in that order): its pages may serve the
+      // buffers after it.
+      buffers_.pop_front();
+      ++buffers_popped_;
+      map_ahead();
+    }
     if (copy.flags & abi::kUnetRxDropped) {
       // A buffer given back unused (the message did not fit): on the free
       // queue again, where the NIC took it from (it has room for it).
@@ -271,6 +515,17 @@ void Endpoint::stats(unet_stats* out) const {
   out->drops_too_long = load(w.drops_too_long);
   out->drops_bad_tag = load(w.drops_bad_tag);
   out->free_taken = load(w.free_taken);
+  out->tlb_hits = out->tlb_misses = out->drops_tlb_miss = 0;
+  out->pages_pinned = pinned_.size();
+  out->pins = pins_;
+  out->refills = refills_;
+  out->evictions = evictions_;
+  if (mm_) {
+    const abi::UnetMmWords& m = mm_words();
+    out->tlb_hits = load(m.tlb_hits);
+    out->tlb_misses = load(m.tlb_misses);
+    out->drops_tlb_miss = load(m.drops_tlb_miss);
+  }
 }
 
 }  // namespace ulnic::unet

@@ -353,3 +353,215 @@ FW_TEST(a_detached_slot_takes_its_channels_with_it) {
   uint64_t id = 0;
   EXPECT_EQ(lcp::unet_control(g_t, channel_command(1), id), abi::kCtrlOk);
 }
+
+// ---------------------------------------------------------------------
+// U-Net/MM (abi/unet.h, kSqUnetMm): B's segment is now its process's own
+// memory at kMmVa, which the NIC reaches only through its TLB, a page at a
+// time; B maps pages onto frames of its slot's heap through the fill ring.
+// Checked: a send whose pages are not all mapped waits at the head of the
+// SQ and posts a miss for the first missing page (once), then goes once B
+// fills it, its packets gathered from frames that are not adjacent; a
+// message whose buffer is not mapped is dropped and counted, its miss
+// posted; fills outside the segment or the heap are refused; an unmap makes
+// the page miss again; a head that waits for a fill lets the NIC sleep.
+
+namespace {
+
+constexpr uint64_t kMmVa = 0x7000'0000;
+constexpr uint32_t kMmPages = 16;
+constexpr uint64_t kFrames = kSegOff;  // frames: heap pages from here
+constexpr uint32_t kSendTag = 1;       // the channel's tx tag (made by the test before)
+uint64_t g_fills = 0;
+
+abi::UnetMmWords& mm_words() {
+  return *reinterpret_cast<abi::UnetMmWords*>(g_b.base + kAreaOff + abi::unet_area_bytes(kRx, kFree));
+}
+abi::UnetTlbFill* fill_ring() {
+  return reinterpret_cast<abi::UnetTlbFill*>(g_b.base + kAreaOff + abi::unet_area_bytes(kRx, kFree) +
+                                             sizeof(abi::UnetMmWords));
+}
+// B maps segment page `page` onto the frame at slot offset `frame` (or unmaps it).
+void fill(uint64_t page, uint64_t frame) {
+  fill_ring()[g_fills % abi::kUnetFillEntries] = abi::UnetTlbFill{kMmVa / abi::kUnetPage + page, frame};
+  __atomic_store_n(&host_words().fills_produced, ++g_fills, __ATOMIC_RELEASE);
+}
+void service(int passes = 4) {
+  for (int i = 0; i < passes; ++i) {
+    link::poll_rx(hal::clint::now());
+    lcp::remote_poll(g_t);
+    lcp::slots_service(g_t);
+    link::poll_timers(hal::clint::now());
+  }
+  g_peer.drain();
+}
+// The U-Net packets node 1 heard since it had heard `since`.
+uint32_t unet_heard(uint64_t since, const fwtest::FabricPeer::Heard** out, uint32_t max) {
+  uint32_t n = 0;
+  for (uint64_t i = since; i < g_peer.logged && n < max; ++i) {
+    const auto& e = g_peer.log[i % fwtest::FabricPeer::kKept];
+    if (e.h.op == abi::kWireOpUnet) out[n++] = &e;
+  }
+  return n;
+}
+
+abi::SqEntry mm_send(uint32_t off, uint32_t len) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpUnetSend;
+  e.dst_key = g_channel;
+  e.src_addr = off;
+  e.length = len;
+  e.user_data = ++g_token;
+  return e;
+}
+
+}  // namespace
+
+FW_TEST(mm_an_endpoint_over_process_memory) {
+  const uint32_t area = reg(kAreaOff, kAreaLen, abi::kAccessLocal);
+  memset(g_b.base + kAreaOff, 0, kAreaLen);
+  g_posted = g_taken = 0;
+  abi::SqEntry e{};
+  e.opcode = abi::kOpUnetEndpoint;
+  e.flags = abi::kSqUnetMm;
+  e.src_key = area;
+  e.src_addr = kVa + kAreaOff;
+  e.length = kRx;
+  e.access = kFree;
+  e.dst_addr = kMmVa;
+  e.reg_offset = kMmPages * abi::kUnetPage;
+  e.dst_key = 1;  // a registration: not for U-Net/MM
+  e.user_data = ++g_token;
+  EXPECT_EQ(g_b.run(e).status, abi::kCqBadAddress);
+  e.dst_key = 0;
+  CHECK_EQ(g_b.run(e).status, abi::kCqOk);
+  uint64_t id = 0;
+  abi::CtrlCommand cmd = channel_command(kSendTag);
+  cmd.opcode = abi::kCtrlUnetUnchannel;
+  cmd.unet.channel = g_channel;
+  (void)lcp::unet_control(g_t, cmd, id);  // the last test's, if it is still there
+  CHECK_EQ(lcp::unet_control(g_t, channel_command(kSendTag), id), abi::kCtrlOk);
+  g_channel = uint32_t(id);
+  for (uint32_t i = 0; i < 4 * abi::kUnetPage; ++i) g_b.base[kFrames + i] = uint8_t(i * 7 + 3);
+  service();  // what the tests before left to say
+  abi::EqEntry ev;
+  while (g_b.event(ev)) {
+  }
+}
+
+FW_TEST(mm_a_send_waits_for_its_pages_then_gathers_them) {
+  // 6000 bytes from segment offset 100: pages 0 and 1, mapped to frames 3 and 1.
+  const uint64_t misses = ctr(abi::kCtrUnetTlbMisses), heard = g_peer.logged;
+  const abi::SqEntry e = mm_send(100, 6000);
+  g_b.submit(e);
+  service();
+  abi::EqEntry ev{};
+  CHECK(g_b.event(ev));
+  EXPECT_EQ(ev.type, uint32_t(abi::kEqUnetTlbMiss));
+  EXPECT_EQ(ev.offset, kMmVa / abi::kUnetPage);
+  EXPECT_EQ(ev.export_handle, uint32_t(e.user_data));
+  EXPECT(!g_b.event(ev));  // once, however often the NIC looks
+  const fwtest::FabricPeer::Heard* got[4];
+  EXPECT_EQ(unet_heard(heard, got, 4), 0u);
+  EXPECT_EQ(mm_words().tlb_misses, 1u);
+  // Waiting for B, the NIC may sleep (B rings after its fill).
+  CHECK(lcp::slots_prepare_sleep(g_t));
+  lcp::slots_woke(g_t);
+  fill(0, kFrames + 3 * abi::kUnetPage);
+  EXPECT(!lcp::slots_prepare_sleep(g_t));  // a fill waits: not now
+  service();
+  EXPECT_EQ(mm_words().fills_taken, 1u);
+  CHECK(g_b.event(ev));  // now the second page
+  EXPECT_EQ(ev.offset, kMmVa / abi::kUnetPage + 1);
+  EXPECT_EQ(unet_heard(heard, got, 4), 0u);
+  fill(1, kFrames + 1 * abi::kUnetPage);
+  service();
+  CHECK_EQ(unet_heard(heard, got, 4), 2u);
+  const auto& p0 = *got[0];
+  const auto& p1 = *got[1];
+  EXPECT_EQ(p0.h.op, uint8_t(abi::kWireOpUnet));
+  EXPECT_EQ(p0.h.dst_key, kSendTag);
+  EXPECT_EQ(p0.h.dst_addr, 0u);
+  EXPECT_EQ(p0.h.payload_len, abi::kUnetPage - 100);  // to its page's end
+  EXPECT_EQ(p1.h.dst_addr, abi::kUnetPage - 100);
+  EXPECT_EQ(p1.h.payload_len, 6000 - (abi::kUnetPage - 100));
+  for (uint32_t i = 0; i < fwtest::FabricPeer::kKeptPayload; ++i) {
+    EXPECT_EQ(p0.payload[i], g_b.base[kFrames + 3 * abi::kUnetPage + 100 + i]);
+    EXPECT_EQ(p1.payload[i], g_b.base[kFrames + 1 * abi::kUnetPage + i]);
+  }
+  EXPECT_EQ(ctr(abi::kCtrUnetTlbMisses), misses + 2);
+  EXPECT_EQ(mm_words().tlb_hits, 2u);
+  // Node 1's verdict completes it.
+  abi::WireHeader v = g_peer.header();
+  v.op = abi::kWireOpOkThrough;
+  v.dst_addr = p1.h.seq;
+  g_peer.send(v, nullptr);
+  service();
+  abi::CqEntry c{};
+  CHECK(g_b.reap(c));
+  EXPECT_EQ(c.user_data, e.user_data);
+  EXPECT_EQ(c.status, abi::kCqOk);
+}
+
+FW_TEST(mm_a_message_into_an_unmapped_buffer_is_dropped_and_its_miss_posted) {
+  // Buffer: pages 4..5 of the segment, not mapped.
+  free_queue()[g_posted % kFree] = abi::UnetFreeDesc{4 * abi::kUnetPage, 2 * abi::kUnetPage};
+  __atomic_store_n(&host_words().free_produced, ++g_posted, __ATOMIC_RELEASE);
+  const PeerMsg m{.total = 5000, .seed = 60};
+  m.send_all();
+  EXPECT_EQ(mm_words().drops_tlb_miss, 1u);
+  EXPECT_EQ(rx(0).seq, 1u);
+  EXPECT_EQ(rx(0).flags, uint8_t(abi::kUnetRxDropped));  // the buffer back
+  EXPECT_EQ(rx(0).offset, 4 * abi::kUnetPage);
+  consume();
+  abi::EqEntry ev{};
+  CHECK(g_b.event(ev));
+  EXPECT_EQ(ev.type, uint32_t(abi::kEqUnetTlbMiss));
+  EXPECT_EQ(ev.offset, kMmVa / abi::kUnetPage + 4);
+  EXPECT_EQ(ev.export_handle, 0u);
+  // Mapped (frames 0 and 2), pushed again: the next one lands, page by page.
+  fill(4, kFrames + 2 * abi::kUnetPage);
+  fill(5, kFrames + 0 * abi::kUnetPage);
+  service();
+  free_queue()[g_posted % kFree] = abi::UnetFreeDesc{4 * abi::kUnetPage, 2 * abi::kUnetPage};
+  __atomic_store_n(&host_words().free_produced, ++g_posted, __ATOMIC_RELEASE);
+  const PeerMsg n{.total = 5000, .seed = 61};
+  n.send_all();
+  EXPECT_EQ(rx(1).seq, 2u);
+  EXPECT_EQ(rx(1).flags, 0u);
+  EXPECT_EQ(rx(1).length, 5000u);
+  for (uint32_t i = 0; i < 5000; ++i) {
+    const uint64_t at = i < abi::kUnetPage ? kFrames + 2 * abi::kUnetPage + i : kFrames + i - abi::kUnetPage;
+    if (!EXPECT_EQ(g_b.base[at], mbyte(61, i))) break;
+  }
+  consume();
+  CHECK(g_b.event(ev));
+  EXPECT_EQ(ev.type, uint32_t(abi::kEqUnetArrival));
+  EXPECT_EQ(mm_words().drops_tlb_miss, 1u);
+}
+
+FW_TEST(mm_fills_outside_the_segment_or_the_heap_are_refused_and_unmaps_miss_again) {
+  const uint64_t refused = mm_words().fills_refused;
+  fill(kMmPages, kFrames);                                 // a page beyond the segment
+  fill(6, 0);                                              // the slot's rings, not its heap
+  fill(6, kFrames + 100);                                  // not a page
+  fill(6, g_b.layout.heap_offset + g_b.layout.heap_size);  // past the heap
+  service();
+  EXPECT_EQ(mm_words().fills_refused, refused + 4);
+  // Page 6 is still not mapped; page 0 is, until it is unmapped.
+  abi::SqEntry e = mm_send(6 * abi::kUnetPage, 10);
+  g_b.submit(e);
+  service();
+  abi::EqEntry ev{};
+  CHECK(g_b.event(ev));
+  EXPECT_EQ(ev.offset, kMmVa / abi::kUnetPage + 6);
+  fill(6, kFrames + 3 * abi::kUnetPage);
+  fill(0, abi::kUnetUnmap);
+  service();
+  abi::CqEntry c{};
+  e = mm_send(0, 10);
+  g_b.submit(e);
+  service();
+  CHECK(g_b.event(ev));
+  EXPECT_EQ(ev.offset, kMmVa / abi::kUnetPage);
+  EXPECT_EQ(ev.export_handle, uint32_t(e.user_data));
+}

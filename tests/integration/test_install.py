@@ -111,7 +111,7 @@ UNET_PROGRAM = r"""
 
 int main(void) {
   unet_endpoint* ep = NULL;
-  unet_attr bad = {NULL, -1, 0, 3, 0};
+  unet_attr bad = {NULL, -1, 0, 3, 0, NULL, 0};
   int b = unet_endpoint_create(&bad, &ep);
   int absent = unet_endpoint_create(NULL, &ep);
   printf("bad=%d absent=%d (%s)\n", b, absent, unet_strerror(absent));

@@ -30,14 +30,16 @@ INLINE_MAX, MESSAGE_MAX = 40, 65536
 class Endpoint:
     """A unet_worker on one node with its endpoint created."""
 
-    def __init__(self, node, seg=1 << 20, rx=64, free=64):
+    def __init__(self, node, seg=1 << 20, rx=64, free=64, mm_pin=None):
+        """mm_pin: a U-Net/MM endpoint over `seg` bytes of the worker's
+        malloc'd memory, at most mm_pin bytes pinned."""
         self.node = node
         env = dict(os.environ, ULNIC_CLUSTER=TestUnet.cluster, ULNIC_NODE=str(node))
         self.p = subprocess.Popen([WORKER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, bufsize=1)
         assert self.read()["ok"] == 1
-        r = self("create", seg, rx, free)
-        assert r["st"] == OK and r["node"] == node, r
+        r = self("create", seg, rx, free) if mm_pin is None else self("createmm", seg, rx, free, mm_pin)
+        assert r["st"] == OK and r["node"] == node and r.get("same", 1) == 1, r
         self.slot = r["slot"]
         self.addr = (node, self.slot)
 
@@ -50,9 +52,13 @@ class Endpoint:
         return json.loads(line)
 
     def __call__(self, *words, timeout=120):
+        self.start(*words)
+        return self.read(timeout)
+
+    def start(self, *words):
+        """A command whose answer is read later (read())."""
         self.p.stdin.write(" ".join(str(w) for w in words) + "\n")
         self.p.stdin.flush()
-        return self.read(timeout)
 
     def channel(self, peer, tx, rx):
         r = self("channel", peer.node, peer.slot, tx, rx)
@@ -267,6 +273,74 @@ class TestUnet(PrivateCluster, unittest.TestCase):
             s = e.stats()
             counts = (s["delivered"], s["rx_full"], s["free_empty"], s["too_long"], s["bad_tag"])
             self.assertEqual(counts, (60, 0, 0, 0, 0))
+
+    # ---- U-Net/MM: the segment is each worker's own malloc'd memory
+
+    def mm_pair(self, tags, a_pin, b_pin, seg=1 << 20, **kw):
+        a = self.endpoint(0, seg=seg, mm_pin=a_pin)
+        b = self.endpoint(1, seg=seg, mm_pin=b_pin, **kw)
+        return a, b, a.channel(b, tags[1], tags[0]), b.channel(a, tags[0], tags[1])
+
+    def test_mm_a_working_set_larger_than_the_pin_limit(self):
+        """Sends from 512 KiB of a's heap (129 pages) with at most 36 pages
+        (144 KiB) pinned: the NIC misses, the library pins on demand and
+        evicts pages no send in flight uses; every byte arrives. b's
+        buffers fit its limit: none of its messages is dropped."""
+        a, b, ab, _ = self.mm_pair((81, 82), 36 * 4096, 256 * 1024)
+        self.assertEqual(b("pushn", 8, 16384, 100)["n"], 8)  # unaligned: 5 pages each
+        b.start("recvn", 96, 60000)
+        r = a("sendn", ab, 96, 16384, 1000, 5000)  # 32 regions of 16 KiB from offset 1000, reused 3 times
+        self.assertEqual(r["st"], OK)
+        self.assertEqual(b.read(), {"st": OK, "n": 96, "bad": 0, "seeds": sum(range(5000, 5096))})
+        s = a.stats()
+        self.assertLessEqual(s["pinned"], 36)
+        self.assertGreater(s["tlb_misses"], 0)
+        self.assertGreater(s["evictions"], 0)
+        self.assertGreaterEqual(s["pins"], 128)  # every page of the 512 KiB at least once
+        self.assertEqual(s["pending"], 0)
+        s = b.stats()
+        self.assertEqual((s["delivered"], s["drops_tlb_miss"], s["free_empty"]), (96, 0, 0))
+        self.assertLessEqual(s["pinned"], 64)
+        # The segment is a's memory still: what it wrote is there after destroy.
+        self.assertEqual(a("segcheck", 1000 + 31 * 16384, 16384, 5095), {"good": 1})
+        self.assertEqual(a("destroy")["st"], OK)
+        self.assertEqual(a("segcheck", 1000 + 31 * 16384, 16384, 5095), {"good": 1})
+
+    def test_mm_buffers_beyond_the_pin_limit_drop_and_count(self):
+        """b posts 16 buffers of 16 KiB (65 pages: the heap segment is not
+        page aligned) with at most 36 pages pinned: the first ones are
+        mapped, the rest cannot be without unmapping those before them. 16
+        messages while b is not looking: the mapped buffers take theirs,
+        the others are dropped and counted (U-Net has no flow control) and
+        their buffers come back; as b takes them the next buffers in the
+        queue are mapped first, so the next message lands."""
+        a, b, ab, _ = self.mm_pair((83, 84), 256 * 1024, 36 * 4096, free=16)
+        self.assertEqual(b("pushn", 16, 16384, 0)["n"], 16)
+        self.assertLessEqual(b.stats()["pinned"], 36)
+        self.assertEqual(a("sendn", ab, 16, 16384, 0, 7000)["st"], OK)
+        r = b("recvn", 16, 2000)
+        self.assertEqual((r["st"], r["bad"]), (TIMEOUT, 0))
+        s = b.stats()
+        self.assertEqual(s["delivered"], r["n"])
+        self.assertEqual(s["delivered"] + s["drops_tlb_miss"], 16, s)
+        self.assertGreater(s["drops_tlb_miss"], 0)
+        self.assertGreater(s["delivered"], 0)
+        self.assertGreater(s["tlb_misses"], 0)
+        self.assertLessEqual(s["pinned"], 36)
+        for seed in (9990, 9991):
+            # (a's send may wait for a page of a's own: a's library maps it in
+            # unet_send_wait, as a U-Net/MM program waits for its sends.)
+            self.assertEqual(a("send", ab, 0, 3000, seed)["st"], OK)
+            b.start("recv", 10000, 1)
+            self.assertEqual(a("wait", 10000)["st"], OK)
+            r = b.read()
+            self.assertEqual((r["st"], r.get("good"), r.get("seed")), (OK, 1, seed), (r, b.stats()))
+
+    def test_mm_refusals(self):
+        env = dict(os.environ, ULNIC_CLUSTER=self.cluster, ULNIC_NODE="2")
+        w = self.endpoint(2)
+        self.assertEqual(w("createmm", 1 << 20, 64, 64, 4096)["st"], BAD_ARG)  # pin limit below the minimum
+        del env
 
 
 if __name__ == "__main__":

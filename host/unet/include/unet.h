@@ -29,6 +29,25 @@
  * one longer than the buffer taken for it (the buffer goes back on the free
  * queue). The sender is not told. Every function returns UNET_OK (0) or an
  * error code; unet_strerror() names it. An endpoint is not thread-safe.
+ *
+ * U-NET/MM (Welsh, Basu, von Eicken 1997): with unet_attr.segment the
+ * segment is the application's own memory (any page-backed private memory:
+ * heap, stack, globals), not memory allocated for the endpoint, and the NIC
+ * reaches it through a TLB of its own, a page at a time. Pages are pinned
+ * on demand: a send whose pages the NIC's TLB does not hold waits while the
+ * library, told of the miss, moves the page into the NIC's reach (copied,
+ * then mapped over the same addresses: pointers stay valid) and gives the
+ * NIC its translation; unet_free_push maps a buffer's pages ahead of the
+ * messages. At most pin_limit_bytes are pinned at once: beyond it the least
+ * recently used page that no send in flight and no buffer the NIC has taken
+ * uses goes back to ordinary memory. A message whose buffer is not mapped
+ * when it arrives is dropped and counted (drops_tlb_miss), as U-Net drops
+ * what it cannot place. Whole pages move: a neighbour of the segment on the
+ * same page moves with it, and another thread must not write those pages
+ * while one moves. The segment must stay mapped while the endpoint lives.
+ * The library takes misses in its calls (unet_send*, unet_recv*,
+ * unet_ready, unet_dispatch, unet_free_push): a program that stops calling
+ * it while a send waits for a page leaves that send waiting.
  */
 #ifndef ULNIC_UNET_H
 #define ULNIC_UNET_H
@@ -44,6 +63,7 @@ extern "C" {
 #define UNET_SEND_INLINE_MAX 128   /* bytes unet_send_inline carries in the send queue */
 #define UNET_MESSAGE_MAX 65536     /* largest message (one free buffer) */
 #define UNET_QUEUE_MAX 4096        /* entries of a receive or free queue */
+#define UNET_PAGE 4096             /* U-Net/MM: what the NIC's TLB maps */
 
 enum unet_status {
   UNET_OK = 0,
@@ -74,7 +94,11 @@ typedef struct {
   size_t segment_bytes;      /* 0: 1 MiB */
   uint32_t rx_entries;       /* receive queue, a power of 2; 0: 64 */
   uint32_t free_entries;     /* free queue, a power of 2; 0: 64 */
+  void* segment;             /* U-Net/MM: the application's memory [segment, +segment_bytes) (NULL: none) */
+  size_t pin_limit_bytes;    /* U-Net/MM: pinned at most (0: 1 MiB; at least UNET_MM_PIN_MIN) */
 } unet_attr;
+
+#define UNET_MM_PIN_MIN (36u * 4096u) /* two largest messages' pages, and two more */
 
 #define UNET_RX_INLINE 1u    /* unet_rx_desc.flags: the message is in inline_data */
 
@@ -95,6 +119,14 @@ typedef struct {
   uint64_t drops_too_long;   /* dropped: longer than the buffer taken (or UNET_MESSAGE_MAX) */
   uint64_t drops_bad_tag;    /* dropped: carried a tag no channel of ours takes from its sender */
   uint64_t free_taken;       /* free-queue entries the NIC has taken */
+  /* U-Net/MM (zero otherwise): */
+  uint64_t tlb_hits;         /* segment pages the NIC's TLB translated */
+  uint64_t tlb_misses;       /* ... it did not hold (the library was asked) */
+  uint64_t drops_tlb_miss;   /* messages dropped: a page of their buffer was not mapped */
+  uint64_t pages_pinned;     /* segment pages pinned now */
+  uint64_t pins;             /* pages moved in (misses that needed a page, and buffers mapped ahead) */
+  uint64_t refills;          /* misses on a page still pinned (the NIC's TLB had lost it) */
+  uint64_t evictions;        /* pinned pages moved back to make room */
 } unet_stats;
 
 /* Runs in unet_dispatch for each descriptor taken from the receive queue. */

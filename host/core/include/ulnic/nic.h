@@ -114,6 +114,20 @@ class Nic {
   // the room or the Nic closes -- and only where they are still mapped from
   // this slot.
   Result<void> deregister(MemRegion& region);
+  // Pages a library maps for the NIC by itself (U-Net/MM, abi/unet.h: the
+  // NIC's TLB names frames, not registrations): pin_pages moves the whole
+  // pages [addr, addr+length) of private memory into the slot as
+  // register_memory does, without a registration, and returns the slot
+  // offset of the first; they stay until unpin_pages moves them back into
+  // private memory and frees the slot's pages (or the Nic closes). The
+  // caller keeps the NIC from using them before (an unmap it has seen
+  // carried out). Neither tells the NIC anything.
+  Result<uint64_t> pin_pages(void* addr, size_t length);
+  Result<void> unpin_pages(void* addr, size_t length);
+  // Rings the NIC's doorbell for this slot if the NIC stopped polling it:
+  // after writing, in the slot, something the NIC reads at its next look
+  // rather than a descriptor (U-Net/MM's fills). A full fence first.
+  void ring_if_dormant();
   // Registrations made without a copy because the pages were already in the
   // slot, and moves of pages into the slot (statistics).
   uint64_t registration_cache_hits() const { return cache_hits_; }

@@ -169,7 +169,10 @@ enum SqOpcode : uint8_t {
   kOpUnetEndpoint = 20,   // make this slot a U-Net endpoint: queue area at src_addr (key
                           // src_key) with `length` receive and `access` free-queue entries
                           // (powers of 2); segment reg_offset bytes at dst_addr (key
-                          // dst_key). kSqUnetClose: stop being one (channels stay)
+                          // dst_key). kSqUnetClose: stop being one (channels stay).
+                          // kSqUnetMm: U-Net/MM, the segment is the process's own
+                          // memory at dst_addr (dst_key 0), mapped page by page
+                          // through the NIC's TLB (abi/unet.h)
   kOpUnetSend = 21,       // send `length` bytes at segment offset src_addr on channel dst_key
   kOpUnetSendInline = 22, // the same with the payload in the next ceil(length / 64) SQ
                           // entries (length <= kMaxInline)
@@ -183,6 +186,7 @@ enum SqFlags : uint8_t {
   kSqAmClose = 1u << 3,  // kOpAmEndpoint: free the endpoint
   kSqTrace = 1u << 4,    // any opcode: stamp it, and the message it sends, in SlotTrace
   kSqUnetClose = 1u << 3,  // kOpUnetEndpoint: no longer an endpoint
+  kSqUnetMm = 1u << 5,     // kOpUnetEndpoint: U-Net/MM (abi/unet.h)
 };
 
 enum MemAccess : uint32_t {

@@ -76,6 +76,9 @@ enum Counter : uint32_t {
   kCtrUnetBadTag,          // U-Net messages dropped: no channel takes their tag from their sender
   kCtrLinkHeld,            // data packets from beyond a gap held until it filled (selective repeat)
   kCtrLinkSacked,          // our data packets a peer said it held (not sent again)
+  kCtrUnetTlbHits,         // U-Net/MM: segment pages the NIC's TLB translated
+  kCtrUnetTlbMisses,       // U-Net/MM: ... it had no frame for (the host was asked)
+  kCtrUnetTlbFills,        // U-Net/MM: translations the hosts gave it (maps and unmaps)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;

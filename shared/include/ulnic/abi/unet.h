@@ -26,6 +26,23 @@
 //     A buffer too small for the message, or outside the segment, comes back
 //     in a descriptor flagged kUnetRxDropped (counted in drops_too_long), so
 //     the process can post it again.
+//   * U-Net/MM (Welsh, Basu, von Eicken: "Incorporating Memory Management
+//     into User-Level Network Interfaces", 1997): with kSqUnetMm the segment
+//     is the process's own memory at dst_addr (no registration, dst_key 0),
+//     and the NIC translates it a page (kUnetPage) at a time through a TLB
+//     of its own (kUnetTlbEntries, shared by the NIC's endpoints, keyed by
+//     slot and virtual page). A frame is a page of the slot's heap: the
+//     library moves a page into the slot (copies it, maps the slot page over
+//     it, as registration does) and tells the NIC through the fill ring in
+//     the queue area (UnetTlbFill; an unmap before it gives a frame back,
+//     and waits until fills_taken covers it). A send whose pages the TLB
+//     does not all hold waits at the head of the SQ; the NIC posts
+//     kEqUnetTlbMiss for the first missing page (again only after the host
+//     gave fills since) and tries again when the host rings. A message whose
+//     free buffer misses is dropped and counted (drops_tlb_miss: U-Net has
+//     no flow control), and the miss is posted, so the next one finds it.
+//     The NIC checks every fill (a frame inside the slot's heap, page
+//     aligned); it can map a process's segment only onto its own slot.
 #pragma once
 
 #include "ulnic/abi/types.h"
@@ -45,7 +62,8 @@ constexpr uint32_t kUnetMaxMessage = 65536;        // AAL5's largest PDU, U-Net/
 struct UnetHostWords {        // written only by the process
   uint64_t rx_consumed;       // receive descriptors the process is done with
   uint64_t free_produced;     // free-queue entries posted
-  uint64_t reserved[6];
+  uint64_t fills_produced;    // U-Net/MM: fill-ring entries posted
+  uint64_t reserved[5];
 };
 ULNIC_ABI_CHECK_SIZE(UnetHostWords, 64);
 
@@ -86,6 +104,35 @@ ULNIC_ABI_CHECK_SIZE(UnetFreeDesc, 8);
 
 constexpr uint64_t unet_area_bytes(uint32_t rx_entries, uint32_t free_entries) {
   return 128 + uint64_t(rx_entries) * sizeof(UnetRxDesc) + uint64_t(free_entries) * sizeof(UnetFreeDesc);
+}
+
+// ---- U-Net/MM: after the free queue, UnetMmWords, then the fill ring
+// (UnetTlbFill[kUnetFillEntries]).
+constexpr uint32_t kUnetPage = 4096;
+constexpr uint32_t kUnetTlbEntries = 256;  // per NIC (direct mapped)
+constexpr uint32_t kUnetFillEntries = 64;
+constexpr uint64_t kUnetUnmap = ~0ull;     // UnetTlbFill.frame: forget the page
+// A message's pages (kUnetMaxMessage bytes from any offset).
+constexpr uint32_t kUnetMaxPages = kUnetMaxMessage / kUnetPage + 1;
+
+struct UnetMmWords {          // written only by the NIC
+  uint64_t fills_taken;       // fill-ring entries the NIC has carried out (or refused)
+  uint64_t tlb_hits;          // this endpoint's pages the TLB translated
+  uint64_t tlb_misses;        // ... it did not hold (each posted as kEqUnetTlbMiss)
+  uint64_t drops_tlb_miss;    // messages dropped: a page of their free buffer was not mapped
+  uint64_t fills_refused;     // fills naming a frame outside the slot's heap, or unaligned
+  uint64_t reserved[3];
+};
+ULNIC_ABI_CHECK_SIZE(UnetMmWords, 64);
+
+struct UnetTlbFill {
+  uint64_t vpage;             // virtual page number (address / kUnetPage) in the segment
+  uint64_t frame;             // slot offset of the page's frame, or kUnetUnmap
+};
+ULNIC_ABI_CHECK_SIZE(UnetTlbFill, 16);
+
+constexpr uint64_t unet_mm_area_bytes(uint32_t rx_entries, uint32_t free_entries) {
+  return unet_area_bytes(rx_entries, free_entries) + sizeof(UnetMmWords) + kUnetFillEntries * sizeof(UnetTlbFill);
 }
 
 // kCtrlUnetChannel / kCtrlUnetUnchannel arguments (CtrlCommand.unet), and

@@ -40,6 +40,9 @@ enum EqType : uint32_t {
   kEqViError = 2,        // a VI's asynchronous error (abi/vi.h)
   kEqAmArrival = 3,      // a message was published in AM endpoint export_handle's ring
   kEqUnetArrival = 4,    // a descriptor was published in the U-Net receive queue
+  kEqUnetTlbMiss = 5,    // U-Net/MM: the NIC's TLB has no frame for segment page `offset`
+                         // (a virtual page number); export_handle: the low word of the
+                         // waiting send's user_data, or 0 for a receive (abi/unet.h)
 };
 
 enum EqFlags : uint32_t {
