@@ -377,7 +377,7 @@ Result<uint64_t> Nic::pin_pages(void* addr, size_t length) {
   return off;
 }
 
-Result<void> Nic::unpin_pages(void* addr, size_t length) {
+Result<void> Nic::unpin_pages(void* addr, size_t length, bool keep_frames) {
   const auto a = reinterpret_cast<uintptr_t>(addr);
   for (size_t i = 0; i < backings_.size(); ++i) {
     const Backing b = backings_[i];
@@ -386,7 +386,7 @@ Result<void> Nic::unpin_pages(void* addr, size_t length) {
     // The caller's own pages (a segment it keeps mapped while its library
     // uses it): moved back without looking at /proc/self/maps first.
     const bool moved = move_to_private(b.start, b.length);
-    heap_free(b.offset);
+    if (!keep_frames) heap_free(b.offset);
     if (!moved) return fail_errno("unpin: cannot move the pages back", errno);
     return {};
   }

@@ -98,16 +98,19 @@ class Endpoint {
   uint64_t vpage(uint64_t offset) const { return (reinterpret_cast<uintptr_t>(seg_) + offset) / kPage; }
   void completed(const abi::CqEntry& c);  // a send's completion (its pages are free again)
   void on_miss(uint64_t page, uint32_t serial);
-  // Pins `page` (evicting if at the limit) and gives the NIC its frame,
-  // keeping [keep_first, keep_last]. `waiting`: the serial of the send that
-  // waits for it (0: none); `before`: free-queue positions (in buffers_)
-  // whose pages may not go for it. False if nothing could make room now.
-  bool map_page(uint64_t page, uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last);
-  bool evict_one(uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last);
+  // Pins the pages [first, last] not pinned yet (making room in one batch
+  // if at the limit) and gives the NIC their frames; gives it `refill`'s
+  // again if that one is pinned already. `waiting`: the serial of the send
+  // that waits for them (0: none); `before`: free-queue positions (in
+  // buffers_) whose pages may not go for them. False if not all could be.
+  bool map_range(uint64_t first, uint64_t last, uint32_t waiting, size_t before, uint64_t refill);
+  bool evict(size_t need, uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last);
   bool in_use(uint64_t page, uint32_t waiting) const;
   size_t buffers_taken() const { return size_t(std::min<uint64_t>(load(nic_words().free_taken) - buffers_popped_, buffers_.size())); }
   void map_ahead();  // maps the free queue's buffers, the next one first
   bool post_fill(uint64_t page, uint64_t frame);  // false: the NIC takes no fills (gone)
+  void publish_fills();
+  void reap_frames();
   bool wait_fills(uint64_t upto);
   void retry_misses();
 
@@ -118,7 +121,9 @@ class Endpoint {
   std::deque<Posted> posted_;
   std::deque<Buffer> buffers_;   // pushed, not yet back in a descriptor
   uint64_t buffers_popped_ = 0;  // free-queue entries whose buffer came back
-  uint64_t fills_next_ = 0;      // fill-ring entries posted (mirrors fills_produced)
+  uint64_t fills_next_ = 0;      // fill-ring entries written
+  uint64_t fills_published_ = 0; // ... and handed to the NIC (mirrors fills_produced)
+  std::deque<std::pair<uint64_t, uint64_t>> dying_;  // frames of evicted pages: (fills_next_ after the unmap, frame)
   uint32_t serial_ = 0;
   std::vector<std::pair<uint64_t, uint32_t>> misses_;  // misses that found no room yet: page, serial
   uint64_t pins_ = 0, refills_ = 0, evictions_ = 0;
@@ -210,21 +215,30 @@ Endpoint::~Endpoint() {
 
 // ---- U-Net/MM
 
+// Writes a fill; publish_fills hands the NIC every fill written (one index
+// store and at most one doorbell for a batch: a NIC that saw half of a
+// send's pages would post a miss for the next one).
 bool Endpoint::post_fill(uint64_t page, uint64_t frame) {
   // The ring has room once the NIC has carried out all but its last entries.
   if (fills_next_ - load(mm_words().fills_taken) >= abi::kUnetFillEntries && !wait_fills(fills_next_ - abi::kUnetFillEntries + 1))
     return false;
   fill_ring()[fills_next_ & (abi::kUnetFillEntries - 1)] = abi::UnetTlbFill{page, frame};
-  // Release: the entry before the index the NIC reads it by.
-  std::atomic_ref<uint64_t>(host_words().fills_produced).store(++fills_next_, std::memory_order_release);
-  nic_->ring_if_dormant();
+  ++fills_next_;
   return true;
+}
+
+void Endpoint::publish_fills() {
+  if (fills_published_ == fills_next_) return;
+  // Release: the entries before the index the NIC reads them by.
+  std::atomic_ref<uint64_t>(host_words().fills_produced).store(fills_published_ = fills_next_, std::memory_order_release);
+  nic_->ring_if_dormant();
 }
 
 // Until the NIC has carried out the fills before `upto` (it takes them at
 // every look at the slot; ringing wakes one that sleeps). False if it does
 // not within 10 s (a NIC gone: the slot is cut off or the node died).
 bool Endpoint::wait_fills(uint64_t upto) {
+  publish_fills();
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   for (uint32_t n = 0; load(mm_words().fills_taken) < upto; ++n) {
     if (nic_->state() != abi::SlotState::kActive || Clock::now() > deadline) return false;
@@ -249,55 +263,94 @@ bool Endpoint::in_use(uint64_t page, uint32_t waiting) const {
   return false;
 }
 
-// Which page goes to make room: one nobody uses, the least recently used
-// first; else one only buffers from position `before` on use, the one last
-// in the free queue first (the NIC takes buffers in order: the next ones
-// must stay mapped, and a pushed buffer never pushes out those before it).
-bool Endpoint::evict_one(uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last) {
-  auto victim = pinned_.end();
-  uint64_t best = ~0ull;  // free pages: their LRU stamp; buffer pages: 2^63 + (2^32 - last position)
-  for (auto it = pinned_.begin(); it != pinned_.end(); ++it) {
-    const uint64_t page = it->first;
+// Makes room for `need` more pages (at most). Which pages go: those nobody
+// uses, the least recently used first; then those only buffers from
+// position `before` on use, the one last in the free queue first (the NIC
+// takes buffers in order: the next ones must stay mapped, and a pushed
+// buffer never pushes out those before it); never [keep_first, keep_last].
+// One batch: the NIC carries out all the unmaps (after them no packet is
+// placed in those frames and no send starts from them), then the pages go
+// back. False if no page could go.
+bool Endpoint::evict(size_t need, uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last) {
+  std::vector<std::pair<uint64_t, uint64_t>> victims;  // (key, page); free pages: their LRU stamp, buffer pages:
+  for (const auto& [page, pin] : pinned_) {             // 2^63 + (2^32 - the last position that uses them)
     if (page >= keep_first && page <= keep_last) continue;
     size_t first_pos = SIZE_MAX, last_pos = 0;
     for (size_t i = 0; i < buffers_.size(); ++i)
       if (page >= buffers_[i].first && page <= buffers_[i].last) first_pos = std::min(first_pos, i), last_pos = i;
-    uint64_t key = it->second.used;
+    uint64_t key = pin.used;
     if (first_pos != SIZE_MAX) {
       if (first_pos < before) continue;
       key = (1ull << 63) + ((1ull << 32) - last_pos);
     }
-    if (key < best && !in_use(page, waiting)) victim = it, best = key;
+    if (!in_use(page, waiting)) victims.emplace_back(key, page);
   }
-  if (victim == pinned_.end()) return false;
-  // The NIC forgets the page before its frame goes: after the unmap no
-  // packet is placed there, and no send starts from it.
-  if (!post_fill(victim->first, abi::kUnetUnmap) || !wait_fills(fills_next_)) return false;
-  (void)nic_->unpin_pages(reinterpret_cast<void*>(victim->first * kPage), kPage);
-  pinned_.erase(victim);
-  ++evictions_;
+  if (victims.empty()) return false;
+  need = std::min(need, victims.size());
+  std::partial_sort(victims.begin(), victims.begin() + std::ptrdiff_t(need), victims.end());
+  bool buffer_pages = false;
+  for (size_t i = 0; i < need; ++i) {
+    if (!post_fill(victims[i].second, abi::kUnetUnmap)) return false;
+    buffer_pages |= victims[i].first >> 63;
+  }
+  // A buffer's page may be written by the NIC until it has carried out the
+  // unmap (a buffer it takes meanwhile): its bytes go back only after that.
+  // Any other page the NIC only reads (a send not yet started), so it goes
+  // back now; the frames stay the NIC's to read until the unmaps are done
+  // (then reap_frames frees them).
+  if (buffer_pages ? !wait_fills(fills_next_) : (publish_fills(), false)) return false;
+  for (size_t i = 0; i < need; ++i) {
+    const uint64_t page = victims[i].second;
+    dying_.emplace_back(fills_next_, pinned_[page].frame);
+    (void)nic_->unpin_pages(reinterpret_cast<void*>(page * kPage), kPage, true);
+    pinned_.erase(page);
+    ++evictions_;
+  }
+  reap_frames();
   return true;
 }
 
-bool Endpoint::map_page(uint64_t page, uint32_t waiting, size_t before, uint64_t keep_first, uint64_t keep_last) {
-  if (auto it = pinned_.find(page); it != pinned_.end()) {
-    it->second.used = ++clock_;
-    ++refills_;
-    return post_fill(page, it->second.frame);
+// Frees the frames of evicted pages whose unmaps the NIC has carried out.
+void Endpoint::reap_frames() {
+  const uint64_t taken = load(mm_words().fills_taken);
+  while (!dying_.empty() && dying_.front().first <= taken) {
+    nic_->free(nic_->slot_base() + dying_.front().second);
+    dying_.pop_front();
   }
-  while (pinned_.size() >= pin_limit_)
-    if (!evict_one(waiting, before, keep_first, keep_last)) return false;
-  auto frame = nic_->pin_pages(reinterpret_cast<void*>(page * kPage), kPage);
-  if (!frame) return false;
-  pinned_[page] = Pinned{*frame, ++clock_};
-  ++pins_;
-  return post_fill(page, *frame);
+}
+
+bool Endpoint::map_range(uint64_t first, uint64_t last, uint32_t waiting, size_t before, uint64_t refill) {
+  size_t missing = 0;
+  for (uint64_t p = first; p <= last; ++p)
+    if (auto it = pinned_.find(p); it != pinned_.end()) {
+      it->second.used = ++clock_;
+      if (p == refill) {  // still pinned: the NIC's TLB lost it (another page took its entry)
+        ++refills_;
+        if (!post_fill(p, it->second.frame)) return false;
+        publish_fills();
+      }
+    } else {
+      ++missing;
+    }
+  if (!missing) return true;
+  if (pinned_.size() + missing > pin_limit_) (void)evict(pinned_.size() + missing - pin_limit_, waiting, before, first, last);
+  bool all = true;
+  for (uint64_t p = first; p <= last; ++p) {
+    if (pinned_.count(p)) continue;
+    if (pinned_.size() >= pin_limit_) return publish_fills(), false;
+    auto frame = nic_->pin_pages(reinterpret_cast<void*>(p * kPage), kPage);
+    if (!frame) return publish_fills(), false;
+    pinned_[p] = Pinned{*frame, ++clock_};
+    ++pins_;
+    all &= post_fill(p, *frame);
+  }
+  publish_fills();
+  return all;
 }
 
 void Endpoint::map_ahead() {
   for (size_t k = 0; k < buffers_.size(); ++k)
-    for (uint64_t p = buffers_[k].first; p <= buffers_[k].map_last; ++p)
-      if (!pinned_.count(p) && !map_page(p, 0, k, buffers_[k].first, buffers_[k].map_last)) return;
+    if (!map_range(buffers_[k].first, buffers_[k].map_last, 0, k, ~0ull)) return;
 }
 
 void Endpoint::on_miss(uint64_t page, uint32_t serial) {
@@ -307,8 +360,21 @@ void Endpoint::on_miss(uint64_t page, uint32_t serial) {
   uint64_t keep_first = page, keep_last = page;
   for (const Posted& p : posted_)
     if (p.serial == serial) keep_first = p.first, keep_last = p.last;
+  // The NIC names the first page it missed; the send's other pages go now
+  // too, or each would cost a round trip of its own (NIC, event, library).
   // Any buffer the NIC has not taken may give way (the last in the queue first).
-  if (!map_page(page, serial, buffers_taken(), keep_first, keep_last)) misses_.emplace_back(page, serial);
+  if (!map_range(keep_first, keep_last, serial, buffers_taken(), page)) {
+    misses_.emplace_back(page, serial);
+    return;
+  }
+  // The sends posted after it, in order, as far as room can be made without
+  // unmapping a page of an earlier one (or of a buffer): each would miss in
+  // turn, a round trip through this process each time.
+  bool after = false;
+  for (const Posted& p : posted_) {
+    if (after && !map_range(p.first, p.last, p.serial, buffers_.size(), ~0ull)) break;
+    after |= p.serial == serial;
+  }
 }
 
 // Misses that found no room: pages free up as sends complete and the
@@ -352,7 +418,7 @@ void Endpoint::reap() {
   abi::EqEntry ev;
   while (nic_->poll_event(ev))  // arrivals: wake-ups only, the receive queue says what came
     if (mm_ && ev.type == abi::kEqUnetTlbMiss) on_miss(ev.offset, ev.export_handle);
-  if (mm_) retry_misses();
+  if (mm_) retry_misses(), reap_frames();
 }
 
 int Endpoint::send(unet_channel ch, uint8_t opcode, uint64_t offset, const void* data, size_t length) {
@@ -420,9 +486,7 @@ int Endpoint::free_push(size_t offset, size_t length) {
     const uint64_t first = vpage(offset), last = vpage(offset + std::min<size_t>(length, UNET_MESSAGE_MAX) - 1);
     const size_t pos = buffers_.size();
     buffers_.push_back(Buffer{first, vpage(offset + length - 1), last});
-    for (uint64_t p = first; p <= last; ++p)
-      if (auto it = pinned_.find(p); it != pinned_.end()) it->second.used = ++clock_;
-      else if (!map_page(p, 0, pos, first, last)) break;
+    (void)map_range(first, last, 0, pos, ~0ull);
   }
   free_queue()[free_next_ & (free_entries_ - 1)] = abi::UnetFreeDesc{uint32_t(offset), uint32_t(length)};
   // Release: the entry before the index the NIC reads it by.
