@@ -129,6 +129,22 @@ bool landed(uint32_t off, uint32_t len, uint8_t seed, uint32_t upto = 0) {
 
 bool untouched() { return landed(0, 0, 0, kSegLen); }
 
+// B's kOpUnetEndpoint: its queue area (registration `area`), the segment.
+abi::SqEntry endpoint_entry(uint32_t area, uint8_t flags, uint32_t seg_key, uint64_t seg_va, uint64_t seg_len) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpUnetEndpoint;
+  e.flags = flags;
+  e.src_key = area;
+  e.src_addr = kVa + kAreaOff;
+  e.length = kRx;
+  e.access = kFree;
+  e.dst_key = seg_key;
+  e.dst_addr = seg_va;
+  e.reg_offset = seg_len;
+  e.user_data = ++g_token;
+  return e;
+}
+
 }  // namespace
 
 FW_TEST(setup_an_endpoint_and_its_channel) {
@@ -146,17 +162,7 @@ FW_TEST(setup_an_endpoint_and_its_channel) {
   memset(g_b.base + kSegOff, kFill, kSegLen);
   const uint32_t area = reg(kAreaOff, kAreaLen, abi::kAccessLocal);
   const uint32_t seg = reg(kSegOff, kSegLen, abi::kAccessLocal | abi::kAccessRemoteWrite);
-  abi::SqEntry e{};
-  e.opcode = abi::kOpUnetEndpoint;
-  e.src_key = area;
-  e.src_addr = kVa + kAreaOff;
-  e.length = kRx;
-  e.access = kFree;
-  e.dst_key = seg;
-  e.dst_addr = kVa + kSegOff;
-  e.reg_offset = kSegLen;
-  e.user_data = ++g_token;
-  CHECK_EQ(g_b.run(e).status, abi::kCqOk);
+  CHECK_EQ(g_b.run(endpoint_entry(area, 0, seg, kVa + kSegOff, kSegLen)).status, abi::kCqOk);
   const abi::CtrlCommand cmd = channel_command(0x99);
   uint64_t id = ~0ull;
   CHECK_EQ(lcp::unet_control(g_t, cmd, id), abi::kCtrlOk);
@@ -420,18 +426,8 @@ FW_TEST(mm_an_endpoint_over_process_memory) {
   const uint32_t area = reg(kAreaOff, kAreaLen, abi::kAccessLocal);
   memset(g_b.base + kAreaOff, 0, kAreaLen);
   g_posted = g_taken = 0;
-  abi::SqEntry e{};
-  e.opcode = abi::kOpUnetEndpoint;
-  e.flags = abi::kSqUnetMm;
-  e.src_key = area;
-  e.src_addr = kVa + kAreaOff;
-  e.length = kRx;
-  e.access = kFree;
-  e.dst_addr = kMmVa;
-  e.reg_offset = kMmPages * abi::kUnetPage;
-  e.dst_key = 1;  // a registration: not for U-Net/MM
-  e.user_data = ++g_token;
-  EXPECT_EQ(g_b.run(e).status, abi::kCqBadAddress);
+  abi::SqEntry e = endpoint_entry(area, abi::kSqUnetMm, 1, kMmVa, kMmPages * abi::kUnetPage);
+  EXPECT_EQ(g_b.run(e).status, abi::kCqBadAddress);  // a registration (key 1): not for U-Net/MM
   e.dst_key = 0;
   CHECK_EQ(g_b.run(e).status, abi::kCqOk);
   uint64_t id = 0;
