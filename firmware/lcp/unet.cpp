@@ -319,12 +319,13 @@ Endpoint* endpoint_of(const Assembly& a) {
 // U-Net/MM: a packet's bytes into the buffer's pages, through the TLB. A
 // page unmapped since the first packet (the process evicted it) drops the
 // message: the bytes may not go to a frame the process has taken back.
-void place_mm(Assembly& a, const Slot& s, const Endpoint& ep, uint64_t off, const uint8_t* bytes, uint32_t len) {
+void place_mm(Assembly& a, const Slot& s, Endpoint& ep, uint64_t off, const uint8_t* bytes, uint32_t len) {
   uint64_t va = ep.seg_va + a.buf_off + off;
   while (len) {
     const uint64_t nic = tlb_lookup(s, ep, va / abi::kUnetPage);
     if (!nic) {
-      a.dropped = true;
+      a.dropped = true;  // published as such (its buffer back), and counted here
+      ++ep.mmw.drops_tlb_miss, count(ulnic::abi::kCtrUnetDrops);
       return;
     }
     const uint32_t in_page = uint32_t(abi::kUnetPage - va % abi::kUnetPage), n = len < in_page ? len : in_page;
@@ -369,7 +370,10 @@ void publish(Assembly& a, bool ok) {
   d.buf_len = a.in_line ? 0 : a.buf_len;
   // The process reads the descriptor once seq says so: everything before first.
   __atomic_store_n(&d.seq, uint32_t(a.entry + 1), __ATOMIC_RELEASE);
-  if (!delivered) return;  // a buffer given back wakes nobody: the next message will
+  if (!delivered) {  // a buffer given back wakes nobody: the next message will
+    if (ep->mm) publish_counts(s, *ep);  // (a page unmapped under it: place_mm counted it)
+    return;
+  }
   ++ep->nic.delivered;
   publish_counts(s, *ep);
   count(ulnic::abi::kCtrUnetMessages);

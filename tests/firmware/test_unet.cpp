@@ -561,3 +561,22 @@ FW_TEST(mm_fills_outside_the_segment_or_the_heap_are_refused_and_unmaps_miss_aga
   EXPECT_EQ(ev.offset, kMmVa / abi::kUnetPage);
   EXPECT_EQ(ev.export_handle, uint32_t(e.user_data));
 }
+
+FW_TEST(mm_a_page_unmapped_while_a_message_arrives_drops_it) {
+  // Buffer pages 4..5 (mapped before); page 5 goes between the packets.
+  free_queue()[g_posted % kFree] = abi::UnetFreeDesc{4 * abi::kUnetPage, 2 * abi::kUnetPage};
+  __atomic_store_n(&host_words().free_produced, ++g_posted, __ATOMIC_RELEASE);
+  const uint64_t drops = mm_words().drops_tlb_miss;
+  const PeerMsg m{.total = 5000, .seed = 62};
+  m.send(0);
+  fill(5, abi::kUnetUnmap);
+  service();
+  const uint8_t before = g_b.base[kFrames + 0 * abi::kUnetPage + 100];
+  m.send(1);
+  EXPECT_EQ(rx(2).seq, 3u);
+  EXPECT_EQ(rx(2).flags, uint8_t(abi::kUnetRxDropped));  // the buffer back
+  EXPECT_EQ(rx(2).offset, 4 * abi::kUnetPage);
+  EXPECT_EQ(mm_words().drops_tlb_miss, drops + 1);
+  EXPECT_EQ(g_b.base[kFrames + 0 * abi::kUnetPage + 100], before);  // nothing went to the frame page 5 had
+  consume();
+}
