@@ -211,6 +211,7 @@ Endpoint::~Endpoint() {
   e.flags = abi::kSqUnetClose;
   (void)nic_->run(e);
   for (const auto& [page, p] : pinned_) (void)nic_->unpin_pages(reinterpret_cast<void*>(page * kPage), kPage);
+  for (const auto& [index, frame] : dying_) nic_->free(nic_->slot_base() + frame);
 }
 
 // ---- U-Net/MM
@@ -299,12 +300,20 @@ bool Endpoint::evict(size_t need, uint32_t waiting, size_t before, uint64_t keep
   // back now; the frames stay the NIC's to read until the unmaps are done
   // (then reap_frames frees them).
   if (buffer_pages ? !wait_fills(fills_next_) : (publish_fills(), false)) return false;
-  for (size_t i = 0; i < need; ++i) {
-    const uint64_t page = victims[i].second;
-    dying_.emplace_back(fills_next_, pinned_[page].frame);
-    (void)nic_->unpin_pages(reinterpret_cast<void*>(page * kPage), kPage, true);
-    pinned_.erase(page);
-    ++evictions_;
+  // Back a run of adjacent pages at a time (one mremap: a TLB flush each).
+  std::vector<uint64_t> pages;
+  for (size_t i = 0; i < need; ++i) pages.push_back(victims[i].second);
+  std::sort(pages.begin(), pages.end());
+  for (size_t i = 0; i < pages.size();) {
+    size_t n = 1;
+    while (i + n < pages.size() && pages[i + n] == pages[i] + n) ++n;
+    (void)nic_->unpin_pages(reinterpret_cast<void*>(pages[i] * kPage), n * kPage, true);
+    for (size_t k = i; k < i + n; ++k) {
+      dying_.emplace_back(fills_next_, pinned_[pages[k]].frame);
+      pinned_.erase(pages[k]);
+      ++evictions_;
+    }
+    i += n;
   }
   reap_frames();
   return true;
@@ -334,17 +343,27 @@ bool Endpoint::map_range(uint64_t first, uint64_t last, uint32_t waiting, size_t
     }
   if (!missing) return true;
   if (pinned_.size() + missing > pin_limit_) (void)evict(pinned_.size() + missing - pin_limit_, waiting, before, first, last);
+  // Pinned a run of adjacent missing pages at a time (one mmap each).
   bool all = true;
-  for (uint64_t p = first; p <= last; ++p) {
-    if (pinned_.count(p)) continue;
-    if (pinned_.size() >= pin_limit_) return publish_fills(), false;
-    auto frame = nic_->pin_pages(reinterpret_cast<void*>(p * kPage), kPage);
-    if (!frame) return publish_fills(), false;
-    pinned_[p] = Pinned{*frame, ++clock_};
-    ++pins_;
-    all &= post_fill(p, *frame);
+  for (uint64_t p = first; p <= last && all;) {
+    if (pinned_.count(p)) {
+      ++p;
+      continue;
+    }
+    uint64_t n = 0;
+    while (p + n <= last && !pinned_.count(p + n) && pinned_.size() + n < pin_limit_) ++n;
+    if (n == 0) break;  // at the limit: no room was made
+    auto frames = nic_->pin_pages(reinterpret_cast<void*>(p * kPage), n * kPage);
+    if (!frames) break;
+    for (uint64_t k = 0; k < n; ++k) {
+      pinned_[p + k] = Pinned{(*frames)[k], ++clock_};
+      ++pins_;
+      all &= post_fill(p + k, (*frames)[k]);
+    }
+    p += n;
   }
   publish_fills();
+  for (uint64_t p = first; p <= last; ++p) all &= pinned_.count(p) == 1;
   return all;
 }
 

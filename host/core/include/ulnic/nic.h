@@ -118,12 +118,12 @@ class Nic {
   // NIC's TLB names frames, not registrations): pin_pages moves the whole
   // pages [addr, addr+length) of private memory into the slot as
   // register_memory does, without a registration, and returns the slot
-  // offset of the first; they stay until unpin_pages moves them back into
-  // private memory (or the Nic closes). unpin_pages frees the slot's pages
-  // too unless `keep_frames`: the caller then frees them (free(slot_base()
-  // + offset)) once the NIC can no longer use them (an unmap it has seen
-  // carried out). Neither tells the NIC anything.
-  Result<uint64_t> pin_pages(void* addr, size_t length);
+  // offset of each page's frame; they stay until unpin_pages moves them
+  // back into private memory (or the Nic closes), any run of them at once.
+  // unpin_pages frees their frames too unless `keep_frames`: the caller then
+  // frees each (free(slot_base() + offset)) once the NIC can no longer use
+  // it (an unmap it has seen carried out). Neither tells the NIC anything.
+  Result<std::vector<uint64_t>> pin_pages(void* addr, size_t length);
   Result<void> unpin_pages(void* addr, size_t length, bool keep_frames = false);
   // Rings the NIC's doorbell for this slot if the NIC stopped polling it:
   // after writing, in the slot, something the NIC reads at its next look
