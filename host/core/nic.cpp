@@ -364,8 +364,9 @@ Result<std::vector<uint64_t>> Nic::pin_pages(void* addr, size_t length) {
   if (in_slot(addr, length)) return fail("pin: the slot's own pages");
   // A frame per page (each freed on its own), mapped a run at a time: each
   // mmap over the process's pages costs a TLB flush on every CPU it ran on
-  // (~100 us a call under this VM's hypervisor, measured), a run of
-  // adjacent frames one call.
+  // (under this VM's hypervisor most of the ~250 us a U-Net/MM page took to
+  // move in and out one at a time: perf, pvm_flush_tlb_multi and
+  // pvm_irq_enable), a run of adjacent frames one call.
   std::vector<uint64_t> frames;
   for (size_t i = 0; i < length / kPage; ++i) {
     const uint64_t off = heap_alloc_evicting(kPage, kPage);
