@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """U-Net/MM's paging, measured (issue 23): one-way bandwidth of 16 KiB
 messages sent from a working set of W bytes of the sender's own heap with at
-most L bytes pinned, W/L from 1/2 to 4, beside the same sends from an
+most L bytes pinned, W/L from 1/2 to 4, each beside the same sends from an
 ordinary U-Net endpoint (a segment registered in the slot: the floor) in the
 same run. Per configuration, the rounds' MB/s (min/median/max) and, per
 message, the NIC's TLB misses and the library's pins and evictions. Every
@@ -24,7 +24,7 @@ import time
 import bench_common as bc
 
 SIZE = 16384
-PIN = 256 * 1024  # the sender's pinned limit (64 pages)
+PIN = 256 * 1024  # the sender's pinned limit L (64 pages)
 
 
 class Worker:
@@ -109,8 +109,11 @@ def main():
 
     def run(cluster):
         rows = []
-        configs = [("registered segment (floor)", False, 16)]
-        configs += [(f"U-Net/MM W = {w / PIN:g} L", True, w // SIZE) for w in (PIN // 2, PIN, 2 * PIN, 4 * PIN)]
+        # Each working set twice: from a registered segment (the floor: the
+        # same sends, every page in the slot) and as U-Net/MM.
+        configs = []
+        for w in (PIN // 2, PIN, 2 * PIN, 4 * PIN):
+            configs += [(f"registered, W = {w / PIN:g} L", False, w // SIZE), (f"U-Net/MM, W = {w / PIN:g} L", True, w // SIZE)]
         floor = None
         for i, (name, mm, regions) in enumerate(configs):
             rates, st = one_config(build, cluster, mm, regions, msgs, rounds, 100 + 10 * i)
