@@ -16,6 +16,30 @@ ULNIC = os.path.abspath(os.environ.get("ULNIC_BIN", "build/bin/ulnic"))
 FIRMWARE_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "")
 
 
+def keep_logs(rundir, label):
+    """With $ULNIC_KEEP_LOGS (tests/stress/stress.py sets it), copies the
+    cluster's logs (every *.log and *.json under `rundir`: firmware serial
+    logs, daemons, switch, QEMU) to $ULNIC_KEEP_LOGS/LABEL-<n>/ before the
+    cluster goes down and takes them along: a failure found under stress is
+    read from its own run, not guessed at."""
+    keep = os.environ.get("ULNIC_KEEP_LOGS")
+    if not keep or not os.path.isdir(rundir):
+        return
+    n = 0
+    while os.path.exists(os.path.join(keep, f"{label}-{n}")):
+        n += 1
+    dest = os.path.join(keep, f"{label}-{n}")
+    for top, _, files in os.walk(rundir):
+        for f in files:
+            if f.endswith((".log", ".json")):
+                target = os.path.join(dest, os.path.relpath(top, rundir))
+                os.makedirs(target, exist_ok=True)
+                try:
+                    shutil.copy(os.path.join(top, f), target)
+                except OSError:
+                    pass
+
+
 def process_alive(pid):
     """The process exists and is not a zombie."""
     try:
@@ -44,6 +68,7 @@ class PrivateCluster:
 
     @classmethod
     def tearDownClass(cls):
+        keep_logs(cls.rundir, cls.cluster)
         subprocess.run([ULNIC, "cluster", "down", "-c", cls.cluster], capture_output=True, timeout=120)
         shutil.rmtree(cls.rundir, ignore_errors=True)
 

@@ -16,8 +16,12 @@ import struct
 import signal
 import subprocess
 import tempfile
+import sys
 import time
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_case import keep_logs  # noqa: E402
 
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
@@ -60,6 +64,7 @@ class Cluster(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        keep_logs(cls.rundir, cls.cluster)
         ulnic("cluster", "down", "-c", cls.cluster)
         left = os.listdir(cls.rundir)
         shutil.rmtree(cls.rundir, ignore_errors=True)
@@ -438,6 +443,7 @@ class TwoMachines(unittest.TestCase):
     def tearDownClass(cls):
         if getattr(cls, "made", False):
             for me in (0, 1):
+                keep_logs(cls.rundirs[me], f"two-machine{me}")
                 cls.run_in(me, ULNIC, "cluster", "down", "-c", "two")
             for d in cls.rundirs + [cls.work]:
                 shutil.rmtree(d, ignore_errors=True)

@@ -16,8 +16,10 @@ this is how to find the ones that fail rarely (issue 20). Two modes:
       time, as CI runs it.
 
 Every run's full output goes to OUT/run-N.log (and ctest's LastTest.log to
-OUT/run-N.lasttest.log); a failed run's failing tests are listed at the end
-with the path of their logs. Exit status 0 only if every run passed.
+OUT/run-N.lasttest.log), and a failed run's clusters' logs (firmware serial
+logs, node daemons, switches) to OUT/run-N-clusters/ (ctest mode; the
+integration tests copy them there before their clusters go down); a failed
+run's failing tests are listed at the end with the path of their logs. Exit status 0 only if every run passed.
 """
 import argparse
 import os
@@ -85,7 +87,14 @@ def ctest_run(args, k, out):
         cmd += ["-L", args.label]
     if args.regex:
         cmd += ["-R", args.regex]
-    rc, output, secs = run_logged(cmd, os.path.join(out, f"run-{k}.log"))
+    # The clusters' own logs (firmware, daemons, switch), which their tests
+    # copy here before they go down (cluster_case.keep_logs); kept for a
+    # failed run only.
+    logs = os.path.join(out, f"run-{k}-clusters")
+    env = dict(os.environ, ULNIC_KEEP_LOGS=logs)
+    rc, output, secs = run_logged(cmd, os.path.join(out, f"run-{k}.log"), env=env)
+    if rc == 0:
+        shutil.rmtree(logs, ignore_errors=True)
     last = os.path.join(args.build, "Testing", "Temporary", "LastTest.log")
     if os.path.exists(last):
         shutil.copy(last, os.path.join(out, f"run-{k}.lasttest.log"))
