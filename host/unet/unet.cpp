@@ -80,9 +80,15 @@ class Endpoint {
     uint64_t frame;  // slot offset
     uint64_t used;   // LRU stamp
   };
-  struct Posted {    // a send in flight: its serial (user_data) and pages
+  struct Posted {    // a send in flight: its serial (user_data), its number, its pages
     uint32_t serial;
+    uint64_t number;
     uint64_t first, last;
+  };
+  struct Dying {     // the frame of an evicted page
+    uint64_t fills;  // freed once the NIC has carried out this many fills (its unmap)
+    uint64_t sends;  // ... and every send posted before the unmap has completed
+    uint64_t frame;  // (a send that started before the unmap still reads it)
   };
   struct Buffer {    // a free-queue entry, in the order pushed
     uint64_t first, last;  // its pages
@@ -123,8 +129,9 @@ class Endpoint {
   uint64_t buffers_popped_ = 0;  // free-queue entries whose buffer came back
   uint64_t fills_next_ = 0;      // fill-ring entries written
   uint64_t fills_published_ = 0; // ... and handed to the NIC (mirrors fills_produced)
-  std::deque<std::pair<uint64_t, uint64_t>> dying_;  // frames of evicted pages: (fills_next_ after the unmap, frame)
+  std::deque<Dying> dying_;
   uint32_t serial_ = 0;
+  uint64_t sends_posted_ = 0;  // segment sends posted (Posted.number)
   std::vector<std::pair<uint64_t, uint32_t>> misses_;  // misses that found no room yet: page, serial
   uint64_t pins_ = 0, refills_ = 0, evictions_ = 0;
   static uint64_t load(const uint64_t& w) { return std::atomic_ref<const uint64_t>(w).load(std::memory_order_acquire); }
@@ -211,7 +218,7 @@ Endpoint::~Endpoint() {
   e.flags = abi::kSqUnetClose;
   (void)nic_->run(e);
   for (const auto& [page, p] : pinned_) (void)nic_->unpin_pages(reinterpret_cast<void*>(page * kPage), kPage);
-  for (const auto& [index, frame] : dying_) nic_->free(nic_->slot_base() + frame);
+  for (const Dying& d : dying_) nic_->free(nic_->slot_base() + d.frame);
 }
 
 // ---- U-Net/MM
@@ -296,9 +303,8 @@ bool Endpoint::evict(size_t need, uint32_t waiting, size_t before, uint64_t keep
   }
   // A buffer's page may be written by the NIC until it has carried out the
   // unmap (a buffer it takes meanwhile): its bytes go back only after that.
-  // Any other page the NIC only reads (a send not yet started), so it goes
-  // back now; the frames stay the NIC's to read until the unmaps are done
-  // (then reap_frames frees them).
+  // Any other page the NIC only reads (a send), so it goes back now; its
+  // frame stays as it is until reap_frames finds no send that may read it.
   if (buffer_pages ? !wait_fills(fills_next_) : (publish_fills(), false)) return false;
   // Back a run of adjacent pages at a time (one mremap: a TLB flush each).
   std::vector<uint64_t> pages;
@@ -309,7 +315,7 @@ bool Endpoint::evict(size_t need, uint32_t waiting, size_t before, uint64_t keep
     while (i + n < pages.size() && pages[i + n] == pages[i] + n) ++n;
     (void)nic_->unpin_pages(reinterpret_cast<void*>(pages[i] * kPage), n * kPage, true);
     for (size_t k = i; k < i + n; ++k) {
-      dying_.emplace_back(fills_next_, pinned_[pages[k]].frame);
+      dying_.push_back(Dying{fills_next_, sends_posted_, pinned_[pages[k]].frame});
       pinned_.erase(pages[k]);
       ++evictions_;
     }
@@ -319,13 +325,22 @@ bool Endpoint::evict(size_t need, uint32_t waiting, size_t before, uint64_t keep
   return true;
 }
 
-// Frees the frames of evicted pages whose unmaps the NIC has carried out.
+// Frees the frames of evicted pages once the NIC can no longer touch them:
+// it has carried out their unmaps (no packet is placed there, no send starts
+// from them after), and every send posted before an unmap has completed (a
+// send the NIC started before it holds the frame's address, and its
+// retransmissions read it until the send completes; which sends had
+// started, the library cannot know exactly).
 void Endpoint::reap_frames() {
   const uint64_t taken = load(mm_words().fills_taken);
-  while (!dying_.empty() && dying_.front().first <= taken) {
-    nic_->free(nic_->slot_base() + dying_.front().second);
-    dying_.pop_front();
-  }
+  const uint64_t oldest = posted_.empty() ? sends_posted_ + 1 : posted_.front().number;
+  for (auto it = dying_.begin(); it != dying_.end();)
+    if (it->fills <= taken && it->sends < oldest) {
+      nic_->free(nic_->slot_base() + it->frame);
+      it = dying_.erase(it);
+    } else {
+      ++it;
+    }
 }
 
 bool Endpoint::map_range(uint64_t first, uint64_t last, uint32_t waiting, size_t before, uint64_t refill) {
@@ -469,7 +484,7 @@ int Endpoint::send(unet_channel ch, uint8_t opcode, uint64_t offset, const void*
     if (!c) return UNET_ERR_NIC;
     completed(*c);
   }
-  if (mm_ && !data) posted_.push_back(Posted{serial_, vpage(offset), vpage(offset + length - 1)});
+  if (mm_ && !data) posted_.push_back(Posted{serial_, ++sends_posted_, vpage(offset), vpage(offset + length - 1)});
   return UNET_OK;
 }
 
