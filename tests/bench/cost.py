@@ -28,7 +28,10 @@ verdict may then find no operation to complete: the reply's last-message send si
 (EXIT_RACE). Prints a table per protocol (phase x direction and side) with the wall-clock round trip the programs
 measured beside it (never modelled time), and writes OUT/cost.json.
 
-  tests/bench/cost.py [--build DIR] [--out DIR] [--rounds N] [--protocols vmmc,vipl,am]
+With --bytes B (up to 4096, one packet) VMMC and VIPL send B-byte messages instead: above 128 B a VMMC message is
+fetched by DMA, not carried inline; tests/bench/papers.py takes a full packet's cost from it for its cost model.
+
+  tests/bench/cost.py [--build DIR] [--out DIR] [--rounds N] [--protocols vmmc,vipl,am] [--bytes B]
 """
 import argparse
 import json
@@ -44,7 +47,9 @@ from bench_common import check_build, default_build, on_private_cluster, write_j
 PROG = "cost.py"
 CLUSTER = "costbench"
 PROTOCOLS = ("vmmc", "vipl", "am")
-BYTES = 64  # a short message: inline for VMMC (<= 128 B), one packet everywhere
+BYTES = 64  # default: a short message, inline for VMMC (<= 128 B), one packet everywhere
+MAX_BYTES = 4096  # --bytes: up to one full packet (kMtu); VMMC fetches a message > 128 B by DMA
+AM_BYTES = 16  # am_tight's AM_Request4: 16 B of arguments, whatever --bytes says
 # The phases a message's budget counts; ack and ring (link ACKs, ring head re-reads, doorbells) depend on when the
 # peers acted, so they are reported beside, as an average.
 PHASES = ("sq_scan", "decode", "translate", "header", "transmit", "rx_check", "placement", "completion", "verdict")
@@ -85,11 +90,11 @@ def diff(after, before):
     return {op: {k: v - before[op].get(k, 0) for k, v in row.items()} for op, row in after.items()}
 
 
-def commands(proto, rounds, bin_dir, ulnic):
+def commands(proto, rounds, bin_dir, ulnic, nbytes):
     """The processes of one run: [(argv, node)]; node None: `ulnic run` places its ranks itself (rank r on node
     r, rank 0 the requester)."""
     prog = lambda name: os.path.join(bin_dir, name)  # noqa: E731
-    n, b = str(rounds), str(BYTES)
+    n, b = str(rounds), str(nbytes)
     if proto == "vmmc":
         return [([prog("vmmc_tight"), "serve", "0", "--rounds", n, "--bytes", b], 1),
                 ([prog("vmmc_tight"), "send", "1", "--rounds", n, "--bytes", b], 0)]
@@ -100,12 +105,12 @@ def commands(proto, rounds, bin_dir, ulnic):
               "--xfers", "0"], None)]
 
 
-def run_once(ulnic, bin_dir, env, proto, rounds):
+def run_once(ulnic, bin_dir, env, proto, rounds, nbytes):
     """One run of `rounds` rounds -> ([ops delta of node 0, of node 1], [the last message's ops of node 0, of
     node 1], idle instructions, the programs' output)."""
     before = [node_cost(ulnic, env, k) for k in (0, 1)]
     procs = []
-    for argv, node in commands(proto, rounds, bin_dir, ulnic):
+    for argv, node in commands(proto, rounds, bin_dir, ulnic, nbytes):
         e = dict(env, ULNIC_NODE=str(node if node is not None else 0))
         procs.append(subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = []
@@ -179,16 +184,17 @@ def sides(proto, msg, last=False):
             "pong": {"send": side(msg[1], send[1]), "recv": side(msg[0], ops["recv"])}}
 
 
-def measure(ulnic, bin_dir, env, proto, rounds):
+def measure(ulnic, bin_dir, env, proto, rounds, nbytes=BYTES):
     """A warm-up run, then N, N again and 2N rounds -> a result dict (raises RuntimeError). The warm-up takes
     what only a fresh NIC pays (a peer's first packet, tables never used)."""
-    run_once(ulnic, bin_dir, env, proto, rounds)
-    first, last1, idle1, out1 = run_once(ulnic, bin_dir, env, proto, rounds)
-    again, last2, _, _ = run_once(ulnic, bin_dir, env, proto, rounds)
-    double, last3, idle2, out2 = run_once(ulnic, bin_dir, env, proto, 2 * rounds)
+    run_once(ulnic, bin_dir, env, proto, rounds, nbytes)
+    first, last1, idle1, out1 = run_once(ulnic, bin_dir, env, proto, rounds, nbytes)
+    again, last2, _, _ = run_once(ulnic, bin_dir, env, proto, rounds, nbytes)
+    double, last3, idle2, out2 = run_once(ulnic, bin_dir, env, proto, 2 * rounds, nbytes)
     msg, problems = per_message(first, double, rounds)
     all_ops = [op for ops in SIDES[proto].values() for op in ops]
-    return {"protocol": proto, "bytes": BYTES, "rounds": rounds, "runs": {"n": first, "n_again": again, "2n": double},
+    return {"protocol": proto, "bytes": AM_BYTES if proto == "am" else nbytes, "rounds": rounds,
+            "runs": {"n": first, "n_again": again, "2n": double},
             "last": {"n": last1, "n_again": last2, "2n": last3}, "sides": sides(proto, last1, last=True),
             "average": sides(proto, msg), "unequal_runs": unequal([last1, last2, last3], all_ops, proto),
             "indivisible": problems,
@@ -232,7 +238,11 @@ def main():
     ap.add_argument("--out", default=".", help="where cost.json goes (default: here)")
     ap.add_argument("--rounds", type=int, default=50, help="N: runs of N and 2N rounds (default 50)")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS))
+    ap.add_argument("--bytes", type=int, default=BYTES,
+                    help=f"VMMC and VIPL message size, 8 .. {MAX_BYTES} (default {BYTES}; AM: always AM_Request4)")
     a = ap.parse_args()
+    if not 8 <= a.bytes <= MAX_BYTES:
+        ap.error(f"--bytes: 8 .. {MAX_BYTES}")
     protos = [p for p in a.protocols.split(",") if p]
     for p in protos:
         if p not in PROTOCOLS:
@@ -247,7 +257,7 @@ def main():
         results, rc = [], 0
         for p in protos:
             try:
-                r = measure(ulnic, bin_dir, env, p, a.rounds)
+                r = measure(ulnic, bin_dir, env, p, a.rounds, a.bytes)
             except RuntimeError as e:
                 print(f"{PROG}: {p}: {e}", file=sys.stderr)
                 rc = 1
