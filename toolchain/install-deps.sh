@@ -15,8 +15,8 @@ PACKAGES=(
   qemu-system-misc qemu-system-data gdb-multiarch
   # tools and tests (tshark reads the switch's captures)
   python3 procps tshark iproute2
-  # benchmark plots
-  python3-matplotlib
+  # benchmark plots; host instruction counts (tests/bench/host_cost.py)
+  python3-matplotlib valgrind
   # the libfabric provider (host/ofi) and the clients that test it
   # (fi_info, fi_pingpong; Open MPI's mpirun and its OFI MTL, mpi4py)
   libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev python3-mpi4py

@@ -25,6 +25,18 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
+def half_size(pts):
+    """N1/2 of [(size, rate)] sorted by size: the size at which the rate first reaches half the largest size's,
+    linear in log2(size) between the sizes around it; None if it is not reached."""
+    half = pts[-1][1] / 2
+    for (s0, v0), (s1, v1) in zip(pts, pts[1:]):
+        if v0 >= half:
+            return s0
+        if v1 >= half:
+            return 2 ** (math.log2(s0) + (half - v0) / (v1 - v0) * (math.log2(s1) - math.log2(s0)))
+    return None
+
+
 def size_name(b):
     b = int(b)
     if b >= 1 << 20 and b % (1 << 20) == 0:

@@ -14,8 +14,10 @@ same path: inline for a VMMC message <= 128 B, fetched by DMA above):
 
   t_pio(descriptor [+ S if inline]) + t_nic(send) [+ t_dma(S) if fetched] + t_link(S) + t_nic(recv) + t_dma(S)
 
-The host's own instructions and its notice of the completion are not modelled (the host polls memory the NIC's DMA
-wrote; the papers' hosts did the same); nor are retransmissions or ACKs (ack/ring phases: cost.py reports them apart,
+The host's instructions are charged apart, at the paper's host clock: t_host(n) = n * host_cpi / host_mhz, with n
+the library's instructions per send call (tests/bench/host_cost.py, callgrind): the modelled o_s. The host's notice
+of a completion is not modelled (it polls memory the NIC's DMA wrote, as the papers' hosts did); nor are
+retransmissions or ACKs (ack/ring phases: cost.py reports them apart,
 as they depend on timing). A message of several packets streams: the packets overlap in a pipeline of the sender's
 NIC, its host DMA, the link, the receiver's NIC and its host DMA (a LANai's DMA engines run beside its processor),
 so after the first packet every further one costs the slowest stage:
@@ -52,6 +54,8 @@ PRESETS = {
         "link_start_us": (0.5, "published.HARDWARE lanai7.myrinet2000_hw_latency_us: one switch, port to port "
                                "(a later generation's figure, used for both)"),
         "pio_mbps": (66.0, "assumed: host writes to NIC SRAM, half the 132 MB/s PCI peak (single posted words)"),
+        "host_mhz": (166.0, "published.SOURCES vmmc hardware: 166 MHz Pentium PCs"),
+        "host_cpi": (1.0, "assumed: one instruction per cycle on the host (the Pentium issues up to two)"),
     },
     "lanai7": {
         "label": "LANai 7 on 64-bit/33 MHz PCI, 1.28 Gb/s Myrinet (the VIA paper's era)",
@@ -63,9 +67,12 @@ PRESETS = {
         "link_mbps": (160.0, "assumed: 1.28 Gb/s Myrinet per direction (the paper's link rate was not found)"),
         "link_start_us": (0.5, "published.HARDWARE lanai7.myrinet2000_hw_latency_us"),
         "pio_mbps": (132.0, "assumed: half the 264 MB/s bus peak"),
+        "host_mhz": (550.0, "published.SOURCES via hardware: 550 MHz Pentium III SMPs"),
+        "host_cpi": (1.0, "assumed, as lanai4"),
     },
 }
-PARAMS = ("clock_mhz", "cpi", "dma_mbps", "dma_start_us", "link_mbps", "link_start_us", "pio_mbps")
+PARAMS = ("clock_mhz", "cpi", "dma_mbps", "dma_start_us", "link_mbps", "link_start_us", "pio_mbps", "host_mhz",
+          "host_cpi")
 
 
 def preset(name):
@@ -79,6 +86,11 @@ def preset(name):
 
 def t_nic(insns, p):
     return insns * p["cpi"] / p["clock_mhz"]  # MHz: instructions per us
+
+
+def t_host(insns, p):
+    """The paper's host running n of the library's instructions (host_cost.py counts them with callgrind)."""
+    return insns * p["host_cpi"] / p["host_mhz"]
 
 
 def t_dma(b, p):

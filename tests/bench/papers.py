@@ -9,10 +9,11 @@ reads their JSON:
 
   via    Begel, Buonadonna, Culler, Gay (AM over VIA): am_logp.py --transports vipl,native (LogP of raw VIPL and
          of AM over VIPL, the mapping cost delta, AM bulk bandwidth), vipl_bench.py (VIPL bandwidth against size),
-         cost.py (the NIC's instructions per phase: the overhead breakdown);
+         cost.py (the NIC's instructions per phase) and host_cost.py (the host's instructions per send call:
+         VipPostSend, AM_Request4 over VIPL and natively): the overhead breakdowns;
   vmmc   Dubnicki, Bilas, Li, Philbin (VMMC on Myrinet): vmmc_bench.py (one-way latency against size, short
          inline path <= 128 B against the DMA path; one-way and bidirectional bandwidth as a fraction of the NIC's
-         own copy rate; send overhead), cost.py;
+         own copy rate; send overhead), cost.py, host_cost.py (vmmc_send_async);
   fm     Lauria, Pakin, Chien (FM 2.x): fm_bench.py --modes fm,mp (latency and bandwidth against size, N1/2, the
          MP layer's share of FM's bandwidth), cost.py;
   amudp  Bonachea (AM over UDP): am_logp.py --transports udp (LogP, latency and rate against the network depth,
@@ -42,7 +43,6 @@ import base64
 import contextlib
 import html
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -51,8 +51,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cost_model as cm  # noqa: E402
-from bench_common import (ROOT, check_build, default_build, draw, header, on_private_cluster, out_dir,  # noqa: E402
-                          pyplot, save, size_axis, size_name, write_json)
+from bench_common import (ROOT, check_build, default_build, draw, half_size, header, on_private_cluster,  # noqa: E402
+                          out_dir, pyplot, save, size_axis, size_name, write_json)
 from hop_bench import run_program  # noqa: E402
 from published import PUBLISHED, SOURCES  # noqa: E402
 
@@ -98,11 +98,16 @@ def drivers(papers, quick):
         out["cost_short"] = ["cost.py", *rounds, "--protocols", "vmmc,vipl,am", "--bytes", str(SHORT)]
         if {"via", "vmmc"} & set(papers):
             out["cost_packet"] = ["cost.py", *rounds, "--protocols", "vmmc,vipl", "--bytes", str(PACKET)]
+    host = [p for p, need in (("vipl", "via"), ("am_vipl", "via"), ("am_native", "via"), ("vmmc", "vmmc"))
+            if need in papers]
+    if host:
+        out["host_cost"] = ["host_cost.py", "--rounds", "50" if quick else "200", "--protocols", ",".join(host)]
     return out
 
 
 def json_name(name):
-    return {"unet_hop": "unet_hop.json", "cost_short": "cost.json", "cost_packet": "cost.json"}.get(
+    return {"unet_hop": "unet_hop.json", "cost_short": "cost.json", "cost_packet": "cost.json",
+            "host_cost": "host_cost.json"}.get(
         name, f"{name}.json")
 
 
@@ -198,12 +203,18 @@ class Model:
         self.name = PRESET_OF[paper]
         self.p = presets().get(self.name) if self.name else None
         self.c = counts(res)
+        self.host = {r["protocol"]: r for r in (res.get("host_cost") or {}).get("results", [])}
 
     def oneway(self, proto, size, inline):
         short = self.c.get((proto, SHORT if size <= cm.INLINE_MAX or proto == "am" else PACKET))
         if not self.p or not short:
             return None
         return cm.oneway_us(size, *short, self.p, inline)
+
+    def host_us(self, proto):
+        """The paper's host running one send call of `proto` (host_cost.py's instructions per call)."""
+        r = self.host.get(proto)
+        return cm.t_host(r["per_call"], self.p) if self.p and r else None
 
     def bandwidth(self, proto, size):
         first = self.c.get((proto, SHORT if size <= cm.INLINE_MAX else PACKET))
@@ -254,16 +265,19 @@ def rows_via(res, m):
     out = []
     raw, amv = logp(am_run(res, "raw_vipl")), logp(am_run(res, "vipl"))
     l_model = m.oneway("vipl", 16, inline=False)
-    for sys_key, label, lp in (("raw_vi", "raw VI (16 B send/echo)", raw), ("am_vi", "AM over VI (AM_Request4)", amv)):
+    notes = {"L": "modelled: the NICs and the wire (the NIC path of AM over VI is raw VI's)",
+             "os": "modelled: the send call's host instructions (host_cost.py) at the paper's host clock"}
+    for sys_key, label, lp, host in (("raw_vi", "raw VI (16 B send/echo)", raw, "vipl"),
+                                     ("am_vi", "AM over VI (AM_Request4)", amv, "am_vipl")):
         for key, name, pkey in LOGP:
+            modelled = l_model if pkey == "L" else m.host_us(host) if pkey == "os" else None
             out.append(row(f"{label}: {name}", "us", med(lp[key]) if lp else None, pub("via", f"{sys_key}.{pkey}"),
-                           l_model if pkey == "L" else None,
-                           "modelled: the NICs and the wire only (o_s, o_r: host time, not modelled)"
-                           if pkey == "L" else ""))
+                           modelled, notes.get(pkey, "")))
     d = (res.get("am_logp") or {}).get("delta", {})
+    hv, ha = m.host_us("vipl"), m.host_us("am_vipl")
     out.append(row("delta: AM over VI - raw VI, RTT/2", "us", med((d.get("vipl") or {}).get("rtt_half_us")),
-                   pub("via", "delta"), 0.0 if l_model is not None else None,
-                   "modelled 0: AM over VI adds host work only, the NIC path is raw VI's"))
+                   pub("via", "delta"), ha - hv if hv is not None and ha is not None else None,
+                   "modelled: the send call's extra host instructions only (the receive side's are not counted)"))
     out.append(row("native AM - raw VI, RTT/2 (ulnic's firmware AM)", "us",
                    med((d.get("native") or {}).get("rtt_half_us"))))
     bulk = am_run(res, "vipl")
@@ -312,25 +326,20 @@ def rows_vmmc(res, m):
                        r["bytes_per_s"]["median"] / nic[top], pub("vmmc", "bandwidth_hw_fraction"),
                        m.bandwidth("vmmc", top) / m.p["dma_mbps"],
                        "wall: of the NIC's own node-local copy rate (same run); modelled: of the preset's DMA rate"))
+    host = m.host_us("vmmc")
     for r in run.get("overhead", []):
         if r["size"] in (4, 4096):
             out.append(row(f"send overhead {size_name(r['size'])}, vmmc_send_async", "us", med(r["async_us"]),
-                           pub("vmmc", "send_overhead_us") if r["size"] == 4 else None))
+                           pub("vmmc", "send_overhead_us") if r["size"] == 4 else None, host,
+                           "modelled: host_cost.py's instructions per vmmc_send_async (the mean over the overhead "
+                           "section's sizes) at the paper's host clock" if host is not None else ""))
     return out
 
 
 def fm_n_half(bw):
-    """The size at which FM's bandwidth reaches half its largest size's, linear in log2(size); None if not."""
+    """FM's N1/2 against its largest size's rate (bench_common.half_size); None if not reached."""
     pts = sorted((r["size"], r["bytes_per_s"]["median"]) for r in bw if r["mode"] == "fm")
-    if len(pts) < 2:
-        return None
-    half = pts[-1][1] / 2
-    for (s0, v0), (s1, v1) in zip(pts, pts[1:]):
-        if v0 >= half:
-            return s0
-        if v1 >= half:
-            return 2 ** (math.log2(s0) + (half - v0) / (v1 - v0) * (math.log2(s1) - math.log2(s0)))
-    return None
+    return half_size(pts) if len(pts) > 1 else None
 
 
 def rows_fm(res, m):
@@ -416,6 +425,21 @@ def breakdown(res, m, protos):
     return out
 
 
+HOST_PROTOS = {"via": ("vipl", "am_vipl", "am_native"), "vmmc": ("vmmc",)}
+
+
+def host_breakdown(m, paper):
+    """The host's instructions per send call (host_cost.py), with the modelled microseconds at the paper's host:
+    the papers' overhead breakdowns, host half."""
+    out = []
+    for proto in HOST_PROTOS.get(paper, ()):
+        r = m.host.get(proto)
+        if r:
+            out.append({"protocol": proto, "function": r["function"], "calls": r["calls"],
+                        "per_call": r["per_call"], "modelled_us": m.host_us(proto), "where": r["where"]})
+    return out
+
+
 def cost_phases():
     import cost
     return cost.PHASES
@@ -427,6 +451,16 @@ def curve(ax, xs, ys, *fmt, **kw):
     pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
     if pts:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], *fmt, **kw)
+
+
+def bw_panel(ax, sizes, published, what):
+    """A bandwidth-against-size panel's finish: the published value as a line (if any), log axes, the legend."""
+    if published:
+        ax.axhline(published["value"], color="black", ls="--", label=f"published {what} {published['value']} MB/s")
+    ax.set_yscale("log")
+    size_axis(ax, sizes, "message size")
+    ax.set_ylabel("MB/s (log)")
+    ax.legend(fontsize=8)
 
 
 def plot_paper(paper, res, m, out):
@@ -457,13 +491,7 @@ def plot_paper(paper, res, m, out):
                   label=f"ulnic {mode}")
         grid = sorted(set(bws) | {4 ** k for k in range(3, 11)})
         curve(b, grid, [m.bandwidth("vmmc", s) for s in grid], color="tab:green", label=label)
-        pp = pub("vmmc", "bandwidth_peak_mbps")
-        if pp:
-            b.axhline(pp["value"], color="black", ls="--", label=f"published peak {pp['value']} MB/s")
-        b.set_yscale("log")
-        size_axis(b, grid, "message size")
-        b.set_ylabel("MB/s (log)")
-        b.legend(fontsize=8)
+        bw_panel(b, grid, pub("vmmc", "bandwidth_peak_mbps"), "peak")
     elif paper == "fm":
         run = (res.get("fm_bench") or {}).get("run", {})
         fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -471,13 +499,7 @@ def plot_paper(paper, res, m, out):
             rs = sorted((r for r in run.get("bandwidth", []) if r["mode"] == mode), key=lambda r: r["size"])
             curve(a, [r["size"] for r in rs], [r["bytes_per_s"]["median"] / 1e6 for r in rs], marker="o",
                   label=f"ulnic {mode.upper()}")
-        pp = pub("fm", "bandwidth_peak_mbps")
-        if pp:
-            a.axhline(pp["value"], color="black", ls="--", label=f"published FM 2.x peak {pp['value']} MB/s")
-        a.set_yscale("log")
-        size_axis(a, {r["size"] for r in run.get("bandwidth", [])}, "message size")
-        a.set_ylabel("MB/s (log)")
-        a.legend(fontsize=8)
+        bw_panel(a, {r["size"] for r in run.get("bandwidth", [])}, pub("fm", "bandwidth_peak_mbps"), "FM 2.x peak")
         eff = sorted(run.get("efficiency", []), key=lambda r: r["size"])
         curve(b, [r["size"] for r in eff], [r["percent"] / 100 for r in eff], marker="o", label="ulnic MP / FM")
         pp = pub("fm", "mpi.share_of_fm")
@@ -509,26 +531,14 @@ def plot_paper(paper, res, m, out):
                   label=f"ulnic {lbl} bulk")
         grid = [4 ** k for k in range(6, 11)]
         curve(b, grid, [m.bandwidth("vipl", s) for s in grid], color="tab:green", label=f"{label}, VI data path")
-        pp = pub("via", "bulk.peak_mbps")
-        if pp:
-            b.axhline(pp["value"], color="black", ls="--", label=f"published plateau {pp['value']} MB/s")
-        b.set_yscale("log")
-        size_axis(b, grid, "message size")
-        b.set_ylabel("MB/s (log)")
-        b.legend(fontsize=8)
+        bw_panel(b, grid, pub("via", "bulk.peak_mbps"), "plateau")
     elif paper == "unet":
         hop = res.get("unet_hop") or {}
         mm = (res.get("unet_mm_bench") or {}).get("rows", [])
         fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
         st = hop.get("stream", [])
         curve(a, [r["bytes"] for r in st], [r["mbps"] for r in st], marker="o", label="ulnic U-Net, depth 16")
-        pp = pub("unet", "bandwidth_peak_mbps")
-        if pp:
-            a.axhline(pp["value"], color="black", ls="--", label=f"published (ATM) {pp['value']} MB/s")
-        a.set_yscale("log")
-        size_axis(a, {r["bytes"] for r in st} or {1024}, "message size")
-        a.set_ylabel("MB/s (log)")
-        a.legend(fontsize=8)
+        bw_panel(a, {r["bytes"] for r in st} or {1024}, pub("unet", "bandwidth_peak_mbps"), "(ATM)")
         if mm:
             b.barh([r["config"] for r in mm], [r["median"] for r in mm],
                    color=["tab:orange" if r["mm"] else "tab:blue" for r in mm])
@@ -611,6 +621,11 @@ def table_text(paper, section):
     for r in section["rows"]:
         lines.append(f"{r['measure']:<58}{r['unit']:<7}{pub_cell(r['published']):>11}{num(r['wall'], r['unit']):>12}"
                      f"{num(r['modelled'], r['unit']):>10}" + (f"  {r['note']}" if r["note"] else ""))
+    for h in section.get("host", []):
+        where = ", ".join(f"{w['function']} {w['instructions_per_call']:.0f}" for w in h["where"][:4])
+        mod = f" = {h['modelled_us']:.2f} us" if h["modelled_us"] is not None else ""
+        lines.append(f"   host: {h['protocol']:<10}{h['function']:<17}{h['per_call']:>8.0f} instructions per call{mod}"
+                     f"   ({where})")
     if section["breakdown"]:
         lines.append("   NIC instructions per phase of one short message (exact), modelled us at the preset:")
         for b in section["breakdown"]:
@@ -695,6 +710,15 @@ def report_html(data, out):
                          f"<td class=n>{e(num(r['wall'], r['unit']))}</td>"
                          f"<td class=n>{e(num(r['modelled'], r['unit']))}</td><td class=note>{e(r['note'])}</td></tr>")
         parts.append("</table>")
+        if sec.get("host"):
+            parts.append("<p>Host instructions per send call (callgrind, user space):</p><table><tr><th>protocol"
+                         "</th><th>function</th><th>per call</th><th>modelled us</th><th>where they went</th></tr>")
+            for h in sec["host"]:
+                where = ", ".join(f"{w['function']} {w['instructions_per_call']:.0f}" for w in h["where"])
+                mod = num(h["modelled_us"]) if h["modelled_us"] is not None else "-"
+                parts.append(f"<tr><td>{e(h['protocol'])}</td><td>{e(h['function'])}</td>"
+                             f"<td class=n>{h['per_call']:.0f}</td><td class=n>{e(mod)}</td><td>{e(where)}</td></tr>")
+            parts.append("</table>")
         if sec["breakdown"]:
             parts.append("<p>NIC instructions per phase of one short message (exact):</p><table><tr><th>protocol"
                          "</th><th>side</th><th>total</th><th>modelled us</th><th>phases</th>"
@@ -745,7 +769,8 @@ def main():
     for paper in papers:
         m = Model(paper, res)
         data["papers"][paper] = {"preset": m.name, "rows": ROWS[paper](res, m), "breakdown": breakdown(
-            res, m, {"via": ("vipl", "am"), "vmmc": ("vmmc",), "fm": ("am",)}.get(paper, ())), "pngs": []}
+            res, m, {"via": ("vipl", "am"), "vmmc": ("vmmc",), "fm": ("am",)}.get(paper, ())),
+            "host": host_breakdown(m, paper), "pngs": []}
     json_path = os.path.join(out, "papers.json")
     write_json(data, json_path)
     drawn = draw(json_path, out, plot, __file__)

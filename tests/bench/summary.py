@@ -68,7 +68,6 @@ about five.
 import argparse
 import contextlib
 import json
-import math
 import os
 import shutil
 import statistics
@@ -77,8 +76,8 @@ import tempfile
 import time
 
 from am_logp import Runner
-from bench_common import (check_build, default_build, draw, finish, header, on_private_cluster, out_dir, pyplot,
-                          run_client_server, runtime_line, save, size_name, write_json)
+from bench_common import (check_build, default_build, draw, finish, half_size, header, on_private_cluster, out_dir,
+                          pyplot, run_client_server, runtime_line, save, size_name, write_json)
 from fm_bench import Jobs, stats
 from hop_bench import run_program
 
@@ -403,19 +402,12 @@ def bw_targets():
 
 
 def n_half(figs):
-    """FM's N1/2: the size at which its bandwidth first reaches half its 1 MiB rate, linear in log2(size) between
-    the sizes around it; None if it is not reached (or FM_SIZES are missing)."""
+    """FM's N1/2 (bench_common.half_size) against its 1 MiB rate; None if it is not reached (or FM_SIZES are
+    missing)."""
     pts = [(s, figs.get(f"bw.fm.{s}", {}).get("value")) for s in FM_SIZES]
     if any(v is None for _, v in pts):
         return None
-    half = pts[-1][1] / 2
-    for (s0, v0), (s1, v1) in zip(pts, pts[1:]):
-        if v0 >= half:
-            return s0
-        if v1 >= half:
-            f = (half - v0) / (v1 - v0)
-            return 2 ** (math.log2(s0) + f * (math.log2(s1) - math.log2(s0)))
-    return None
+    return half_size(pts)
 
 
 def evaluate(data):

@@ -22,6 +22,7 @@ import unittest
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
 sys.path.insert(0, BENCH)
 import cost_model as cm  # noqa: E402
+import host_cost  # noqa: E402
 import papers  # noqa: E402
 from published import HARDWARE, PUBLISHED, SOURCES  # noqa: E402
 
@@ -69,6 +70,53 @@ class CostModel(unittest.TestCase):
         nh = cm.n_half((100, 100), (100, 100), p, sizes)
         self.assertIn(nh, sizes)
         self.assertLess(nh, max(sizes))
+
+
+CALLGRIND = """# callgrind format
+version: 1
+positions: line
+events: Ir
+fl=(1) lib.c
+fn=(1) main
+10 5
+cfn=(2) send
+calls=3 20
+11 300
+cfn=(3) poll
+calls=7 30
+12 70
+fn=(2)
+20 240
+cfn=(4) memcpy
+calls=3 40
+21 60
+fn=(4)
+40 60
+fn=(3)
+30 70
+totals: 435
+"""
+
+
+class Callgrind(unittest.TestCase):
+    def test_calls_and_inclusive_cost_from_every_call_site(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".cg") as f:
+            f.write(CALLGRIND)
+            f.flush()
+            prof = host_cost.parse_callgrind(f.name)
+        self.assertEqual(prof["calls"]["send"], [3, 300])
+        self.assertEqual(prof["calls"]["poll"], [7, 70])
+        self.assertEqual(prof["calls"]["memcpy"], [3, 60])
+        self.assertEqual(prof["self"], {"main": 5, "send": 240, "memcpy": 60, "poll": 70})
+        two = host_cost.merge([prof, prof])
+        self.assertEqual(two["calls"]["send"], [6, 600])
+        where = dict(host_cost.inside(prof, "send"))
+        self.assertEqual(where, {"send": 240, "memcpy": 60})  # poll is not called from send
+
+    def test_names_are_short(self):
+        self.assertEqual(host_cost.short("ulnic::vipl::(anonymous namespace)::post(ulnic::Vi&, int) const"),
+                         "vipl::post")
+        self.assertEqual(host_cost.short("pthread_mutex_lock@@GLIBC_2.2.5"), "pthread_mutex_lock")
 
 
 class Published(unittest.TestCase):
@@ -147,6 +195,19 @@ class PapersAll(unittest.TestCase):
                            rows[("vmmc", "one-way latency 4 B (inline), poll")]["modelled"])
         self.assertGreater(rows[("vmmc", "one-way bandwidth 1 MiB")]["modelled"],
                            rows[("vmmc", "one-way bandwidth 64 B")]["modelled"])
+
+    def test_the_host_half_counts_each_send_call(self):
+        for paper, protos in papers.HOST_PROTOS.items():
+            host = {h["protocol"]: h for h in self.data["papers"][paper]["host"]}
+            self.assertEqual(set(host), set(protos), paper)
+            for h in host.values():
+                self.assertGreater(h["calls"], 0, h)
+                self.assertGreater(h["per_call"], 50, h)  # a send call is more than a few instructions
+                self.assertGreater(h["modelled_us"], 0, h)
+                self.assertTrue(h["where"], h)
+        rows = {r["measure"]: r for r in self.data["papers"]["via"]["rows"]}
+        self.assertIsNotNone(rows["delta: AM over VI - raw VI, RTT/2"]["modelled"])
+        self.assertIsNotNone(rows["raw VI (16 B send/echo): o_s"]["modelled"])
 
     def test_the_model_charges_the_exact_counts(self):
         sec = self.data["papers"]["vmmc"]
