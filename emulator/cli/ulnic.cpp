@@ -1040,6 +1040,47 @@ int cmd_mpirun(int argc, char** argv) {
            err == ENOENT ? 127 : 126);
 }
 
+// `ulnic paper NAME [--quick] [--out DIR]`: the seed papers' experiments --
+// tests/bench/papers.py of the source tree this command was built from, run
+// against this build's programs (each benchmark on a private cluster).
+int cmd_paper(int argc, char** argv) {
+  static const std::vector<std::string> kPapers = {"via", "vmmc", "fm", "amudp", "unet", "all"};
+  std::string name, out = "papers_out";
+  bool quick = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--quick") {
+      quick = true;
+    } else if (s == "--out") {
+      if (i + 1 >= argc) usage_error("--out needs a value");
+      out = argv[++i];
+    } else if (!s.empty() && s[0] == '-') {
+      usage_error("ulnic paper takes no option " + shown(s));
+    } else if (!name.empty()) {
+      usage_error("ulnic paper: unexpected argument " + shown(s));
+    } else {
+      name = s;
+    }
+  }
+  if (std::find(kPapers.begin(), kPapers.end(), name) == kPapers.end())
+    usage_error("ulnic paper needs one of via, vmmc, fm, amudp, unet, all" +
+                (name.empty() ? std::string() : ", got " + shown(name)));
+  const std::string script = std::string(ULNIC_SOURCE_DIR) + "/tests/bench/papers.py";
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || !std::filesystem::exists(script))
+    die(script + " not found: `ulnic paper` runs the benchmarks of the source tree ulnic was built from");
+  std::vector<std::string> cmd = {"python3", script, name, "--build", self.parent_path().parent_path().string(),
+                                  "--out", out};
+  if (quick) cmd.push_back("--quick");
+  std::vector<char*> args;
+  for (auto& a : cmd) args.push_back(a.data());
+  args.push_back(nullptr);
+  ::execvp("python3", args.data());
+  const int err = errno;
+  die(std::string("cannot run python3: ") + std::strerror(err), err == ENOENT ? 127 : 126);
+}
+
 // ---- the commands: help, manual page and dispatch from one table
 
 // `ulnic node ...`, `ulnic cluster ...` and `ulnic fwtest`: the command line
@@ -1120,6 +1161,12 @@ const Command kCommands[] = {
      "(mod their number; by local rank); --mpi-arg: one argument\n"
      "for mpirun itself. Exits with mpirun's code",
      cmd_mpirun},
+    {"paper", "via|vmmc|fm|amudp|unet|all [--quick] [--out DIR]",
+     "the seed papers' experiments (tests/bench/papers.py): each\n"
+     "paper's table with its published values, this machine's\n"
+     "wall-clock medians and modelled time on the paper's NIC;\n"
+     "all also writes DIR/report.html (default DIR: papers_out)",
+     cmd_paper},
     {"demo", "", "start a node, show status and boot log, reflash, stop", 
      [](int argc, char**) {
        if (argc > 2) usage_error("ulnic demo takes no arguments");

@@ -96,11 +96,9 @@ uint64_t host_word(const uint64_t& w) { return __atomic_load_n(&w, __ATOMIC_ACQU
 
 void publish_mm(uint64_t area, const Endpoint& ep);
 
-// Publishes the endpoint's counters and free-queue index into its area
-// (one writer: the NIC; single-word stores).
-void publish_counts(Slot& s, Endpoint& ep) {
-  uint64_t area = area_nic(s, ep);
-  if (!area) return;
+// Publishes the endpoint's counters and free-queue index into its area at
+// `area` (one writer: the NIC; single-word stores).
+void publish_counts(Endpoint& ep, uint64_t area) {
   if (ep.mm) publish_mm(area, ep);
   abi::UnetNicWords& w = nic_words(area);
   put(w.free_taken, ep.nic.free_taken);
@@ -110,15 +108,19 @@ void publish_counts(Slot& s, Endpoint& ep) {
   put(w.drops_too_long, ep.nic.drops_too_long);
   put(w.drops_bad_tag, ep.nic.drops_bad_tag);
 }
+// ... where the caller has not translated the area yet (nothing if its
+// registration is gone).
+void publish_counts(Slot& s, Endpoint& ep) {
+  if (const uint64_t area = area_nic(s, ep)) publish_counts(ep, area);
+}
 
 // ---- U-Net/MM: the TLB, the fill ring, misses
 
 abi::UnetMmWords& mm_words(uint64_t area, const Endpoint& ep) {
-  return *reinterpret_cast<abi::UnetMmWords*>(area + abi::unet_area_bytes(ep.rx_entries, ep.free_entries));
+  return *reinterpret_cast<abi::UnetMmWords*>(area + abi::unet_mm_words_offset(ep.rx_entries, ep.free_entries));
 }
 const abi::UnetTlbFill* fill_ring(uint64_t area, const Endpoint& ep) {
-  return reinterpret_cast<const abi::UnetTlbFill*>(area + abi::unet_area_bytes(ep.rx_entries, ep.free_entries) +
-                                                   sizeof(abi::UnetMmWords));
+  return reinterpret_cast<const abi::UnetTlbFill*>(area + abi::unet_fill_ring_offset(ep.rx_entries, ep.free_entries));
 }
 
 void publish_mm(uint64_t area, const Endpoint& ep) {
@@ -204,10 +206,10 @@ int32_t tlb_pages(const Slot& s, const Endpoint& ep, uint64_t va, uint64_t len, 
   return int32_t(last - first + 1);
 }
 
-void drop(Slot& s, Endpoint& ep, uint64_t& counter) {
+void drop(Endpoint& ep, uint64_t area, uint64_t& counter) {
   ++counter;
   count(ulnic::abi::kCtrUnetDrops);
-  publish_counts(s, ep);
+  publish_counts(ep, area);
 }
 
 // A message no channel takes: counted by the NIC and, if the slot it names
@@ -262,17 +264,17 @@ void begin(uint32_t src, const abi::WireHeader& h) {
   if (!ep.used) return bad_tag(h);
   const uint64_t area = area_nic(s, ep);
   if (!area) return;  // its process took the queues away: nowhere to count
-  if (h.op_length == 0 || h.op_length > abi::kUnetMaxMessage) return drop(s, ep, ep.nic.drops_too_long);
+  if (h.op_length == 0 || h.op_length > abi::kUnetMaxMessage) return drop(ep, area, ep.nic.drops_too_long);
   const uint64_t consumed = host_word(host_words(area).rx_consumed);
   // Untrusted: more consumed than produced reads as full.
-  if (consumed > ep.produced || ep.produced - consumed >= ep.rx_entries) return drop(s, ep, ep.nic.drops_rx_full);
+  if (consumed > ep.produced || ep.produced - consumed >= ep.rx_entries) return drop(ep, area, ep.nic.drops_rx_full);
   Assembly* a = free_assembly();
-  if (!a) return drop(s, ep, ep.nic.drops_rx_full);  // more arriving at once than the NIC holds
+  if (!a) return drop(ep, area, ep.nic.drops_rx_full);  // more arriving at once than the NIC holds
   *a = Assembly{};
   a->in_line = h.op_length <= abi::kUnetInline;
   if (!a->in_line) {
     abi::UnetFreeDesc b;
-    if (!take_buffer(ep, area, b)) return drop(s, ep, ep.nic.drops_free_empty);
+    if (!take_buffer(ep, area, b)) return drop(ep, area, ep.nic.drops_free_empty);
     a->buf_off = b.offset;
     a->buf_len = b.length;
     // A buffer that cannot hold the message (or lies outside the segment)
@@ -296,7 +298,7 @@ void begin(uint32_t src, const abi::WireHeader& h) {
         count(ulnic::abi::kCtrUnetTlbHits, uint32_t(n));
       }
     }
-    publish_counts(s, ep);
+    publish_counts(ep, area);
   }
   a->used = true;
   a->src = src;
@@ -371,11 +373,11 @@ void publish(Assembly& a, bool ok) {
   // The process reads the descriptor once seq says so: everything before first.
   __atomic_store_n(&d.seq, uint32_t(a.entry + 1), __ATOMIC_RELEASE);
   if (!delivered) {  // a buffer given back wakes nobody: the next message will
-    if (ep->mm) publish_counts(s, *ep);  // (a page unmapped under it: place_mm counted it)
+    if (ep->mm) publish_counts(*ep, area);  // (a page unmapped under it: place_mm counted it)
     return;
   }
   ++ep->nic.delivered;
-  publish_counts(s, *ep);
+  publish_counts(*ep, area);
   count(ulnic::abi::kCtrUnetMessages);
   abi::EqEntry ev{};
   ev.type = abi::kEqUnetArrival;

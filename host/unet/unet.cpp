@@ -95,11 +95,10 @@ class Endpoint {
     uint64_t map_last;     // ... of which a message can fill these (UNET_MESSAGE_MAX)
   };
   abi::UnetMmWords& mm_words() const {
-    return *reinterpret_cast<abi::UnetMmWords*>(area_ + abi::unet_area_bytes(rx_entries_, free_entries_));
+    return *reinterpret_cast<abi::UnetMmWords*>(area_ + abi::unet_mm_words_offset(rx_entries_, free_entries_));
   }
   abi::UnetTlbFill* fill_ring() const {
-    return reinterpret_cast<abi::UnetTlbFill*>(area_ + abi::unet_area_bytes(rx_entries_, free_entries_) +
-                                               sizeof(abi::UnetMmWords));
+    return reinterpret_cast<abi::UnetTlbFill*>(area_ + abi::unet_fill_ring_offset(rx_entries_, free_entries_));
   }
   uint64_t vpage(uint64_t offset) const { return (reinterpret_cast<uintptr_t>(seg_) + offset) / kPage; }
   void completed(const abi::CqEntry& c);  // a send's completion (its pages are free again)
@@ -140,6 +139,7 @@ class Endpoint {
   abi::UnetRxDesc* rx_queue() const { return reinterpret_cast<abi::UnetRxDesc*>(area_ + 128); }
   abi::UnetFreeDesc* free_queue() const { return reinterpret_cast<abi::UnetFreeDesc*>(area_ + 128 + rx_entries_ * 64); }
   void reap();                 // send completions and arrival events taken from the slot's rings
+  int await(std::chrono::milliseconds limit);  // waits for the NIC to move on, then reaps
   bool take(unet_rx_desc* out);  // the next delivered descriptor, if any
 
   std::unique_ptr<Nic> nic_;
@@ -455,6 +455,24 @@ void Endpoint::reap() {
   if (mm_) retry_misses(), reap_frames();
 }
 
+// Waits up to `limit` for the NIC to move on -- a send's completion; with
+// U-Net/MM any event, since a send may wait at the head of the queue for a
+// page the library must map -- and takes what came. UNET_ERR_NIC: the slot
+// is gone; UNET_ERR_TIMEOUT: nothing came; UNET_OK otherwise.
+int Endpoint::await(std::chrono::milliseconds limit) {
+  if (mm_) {
+    if (!nic_->wait_ready(limit, std::chrono::microseconds(0), abi::kWaitAll) &&
+        nic_->state() != abi::SlotState::kActive)
+      return UNET_ERR_NIC;
+    reap();
+    return UNET_OK;
+  }
+  auto c = nic_->wait(limit);
+  if (!c) return nic_->state() == abi::SlotState::kActive ? UNET_ERR_TIMEOUT : UNET_ERR_NIC;
+  completed(*c);
+  return UNET_OK;
+}
+
 int Endpoint::send(unet_channel ch, uint8_t opcode, uint64_t offset, const void* data, size_t length) {
   if (length == 0 || length > (data ? UNET_SEND_INLINE_MAX : UNET_MESSAGE_MAX)) return UNET_ERR_BAD_ARG;
   if (!data && (offset > seg_len_ || length > seg_len_ - offset)) return UNET_ERR_BAD_ARG;
@@ -473,16 +491,7 @@ int Endpoint::send(unet_channel ch, uint8_t opcode, uint64_t offset, const void*
   for (;;) {
     reap();
     if (nic_->post(e, data, data ? length : 0)) break;
-    if (mm_) {
-      // A send may wait at the head for a page: misses are events.
-      if (!nic_->wait_ready(std::chrono::milliseconds(30000), std::chrono::microseconds(0), abi::kWaitAll) &&
-          nic_->state() != abi::SlotState::kActive)
-        return UNET_ERR_NIC;
-      continue;
-    }
-    auto c = nic_->wait(std::chrono::milliseconds(30000));
-    if (!c) return UNET_ERR_NIC;
-    completed(*c);
+    if (await(std::chrono::milliseconds(30000)) != UNET_OK) return UNET_ERR_NIC;
   }
   if (mm_ && !data) posted_.push_back(Posted{serial_, ++sends_posted_, vpage(offset), vpage(offset + length - 1)});
   return UNET_OK;
@@ -494,16 +503,7 @@ int Endpoint::send_wait(int timeout_ms) {
   while (nic_->in_flight()) {
     auto l = left(timeout_ms, deadline);
     if (l.count() == 0) return UNET_ERR_TIMEOUT;
-    if (mm_) {
-      if (!nic_->wait_ready(l, std::chrono::microseconds(0), abi::kWaitAll) &&
-          nic_->state() != abi::SlotState::kActive)
-        return UNET_ERR_NIC;
-      reap();
-      continue;
-    }
-    auto c = nic_->wait(l);
-    if (!c) return nic_->state() == abi::SlotState::kActive ? UNET_ERR_TIMEOUT : UNET_ERR_NIC;
-    completed(*c);
+    if (int st = await(l); st != UNET_OK) return st;
   }
   const int st = send_error_;
   send_error_ = UNET_OK;

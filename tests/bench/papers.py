@@ -375,6 +375,8 @@ def rows_amudp(res, m):
                        note="published value is a round trip: halved" if pkey == "rtt_half" and pub("amudp", "rtt_us")
                        else ""))
     for r in (run or {}).get("depth", []):
+        out.append(row(f"network depth {r['depth']}: one-way latency (AM_Request{r['args']})", "us",
+                       med(r["oneway_us"])))
         out.append(row(f"network depth {r['depth']}: msgs/s (AM_Request{r['args']})", "msgs/s",
                        med(r["msgs_per_s"])))
     for r in (run or {}).get("bulk", []):

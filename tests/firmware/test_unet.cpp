@@ -553,7 +553,6 @@ FW_TEST(mm_fills_outside_the_segment_or_the_heap_are_refused_and_unmaps_miss_aga
   fill(6, kFrames + 3 * abi::kUnetPage);
   fill(0, abi::kUnetUnmap);
   service();
-  abi::CqEntry c{};
   e = mm_send(0, 10);
   g_b.submit(e);
   service();

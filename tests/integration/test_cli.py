@@ -335,7 +335,8 @@ class BadInput(unittest.TestCase):
     def test_the_help_names_every_command(self):
         self.assertEqual(set(self.commands), {"node start", "node flash", "node status", "node log", "node gdb",
                                               "node stop", "node list", "cluster up", "cluster status",
-                                              "cluster down", "fwtest", "run", "fmrun", "mpirun", "demo", "help"})
+                                              "cluster down", "fwtest", "run", "fmrun", "mpirun", "paper", "demo",
+                                              "help"})
         for cmd in self.commands:
             # A command's --help is its own entry of `ulnic --help`.
             p = run(*cmd.split(), "--help", check=0)
@@ -422,7 +423,9 @@ class BadInput(unittest.TestCase):
                      ("run", "-n", "2", "--transport", "vipl", "--hosts", "a,b", "/bin/true"),
                      ("run", "-n", "2", "-c", "a/b", "/bin/true"), ("run", "-n", "2", "--bogus", "/bin/true"),
                      ("fmrun", "-n", "0", "/bin/true"), ("fmrun", "-n", "2"), ("fmrun", "/bin/true"),
-                     ("fmrun", "-n", "2", "-c", "", "/bin/true"), ("fmrun", "-n", "2", "--bogus", "/bin/true")]:
+                     ("fmrun", "-n", "2", "-c", "", "/bin/true"), ("fmrun", "-n", "2", "--bogus", "/bin/true"),
+                     ("paper",), ("paper", "nosuch"), ("paper", "VIA"), ("paper", "via", "vmmc"), ("paper", "all", "--out"),
+                     ("paper", "--quick"), ("paper", "via\n")]:
             self.refused(*args)
         self.assertNothingStarted()
 

@@ -1,4 +1,4 @@
-"""The papers' experiments (issue 22): `tests/bench/papers.py all --quick` runs every benchmark driver the five
+"""The papers' experiments (issue 22): `ulnic paper all --quick` (tests/bench/papers.py) runs every benchmark driver the five
 papers need on private clusters and writes a complete report; the cost model's arithmetic; the published values
 are only sourced ones.
 
@@ -6,7 +6,7 @@ The run (about 2 minutes): every driver exits 0 (each verifies its data), every 
 wall-clock value, the rows the model covers a modelled one (from the exact instruction counts: the same on both
 runs of cost.py that feed it), every published value in a row is the one tests/bench/published.py holds for it,
 report.html has every paper's table and every PNG inline, and every PNG papers.json names exists. Needs ULNIC_BIN
-and ULNIC_PROGRAMS.
+(the build's ulnic: its programs are beside it).
 """
 import base64
 import html
@@ -27,7 +27,6 @@ import papers  # noqa: E402
 from published import HARDWARE, PUBLISHED, SOURCES  # noqa: E402
 
 ULNIC = os.path.abspath(os.environ.get("ULNIC_BIN", "build/bin/ulnic"))
-BUILD = os.path.dirname(os.path.dirname(ULNIC))
 
 
 class CostModel(unittest.TestCase):
@@ -151,8 +150,9 @@ class PapersAll(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.out = tempfile.mkdtemp(prefix="ulnic-papers-")
-        cls.proc = subprocess.run([sys.executable, os.path.join(BENCH, "papers.py"), "all", "--quick", "--build",
-                                   BUILD, "--out", cls.out], capture_output=True, text=True, timeout=1500)
+        # `ulnic paper` runs tests/bench/papers.py against the build ulnic belongs to.
+        cls.proc = subprocess.run([ULNIC, "paper", "all", "--quick", "--out", cls.out], capture_output=True, text=True,
+                                  timeout=1500)
         path = os.path.join(cls.out, "papers.json")
         cls.data = None
         if os.path.exists(path):

@@ -131,8 +131,16 @@ struct UnetTlbFill {
 };
 ULNIC_ABI_CHECK_SIZE(UnetTlbFill, 16);
 
+// Where the U-Net/MM words and the fill ring are in an endpoint's area: one
+// definition for the NIC and the library.
+constexpr uint64_t unet_mm_words_offset(uint32_t rx_entries, uint32_t free_entries) {
+  return unet_area_bytes(rx_entries, free_entries);
+}
+constexpr uint64_t unet_fill_ring_offset(uint32_t rx_entries, uint32_t free_entries) {
+  return unet_mm_words_offset(rx_entries, free_entries) + sizeof(UnetMmWords);
+}
 constexpr uint64_t unet_mm_area_bytes(uint32_t rx_entries, uint32_t free_entries) {
-  return unet_area_bytes(rx_entries, free_entries) + sizeof(UnetMmWords) + kUnetFillEntries * sizeof(UnetTlbFill);
+  return unet_fill_ring_offset(rx_entries, free_entries) + kUnetFillEntries * sizeof(UnetTlbFill);
 }
 
 // kCtrlUnetChannel / kCtrlUnetUnchannel arguments (CtrlCommand.unet), and
