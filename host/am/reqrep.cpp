@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <utility>
 
 #include "am_internal.h"
@@ -221,7 +222,14 @@ void arm(Transfer& x) {
 
 // Builds a transfer: header, args, and (unreliable) a copy of the payload.
 void build(Transfer& x, const PacketHeader& h, const int32_t* args, const void* payload) {
+  // A fresh transfer in the instance's old buffers: their capacity stays (no
+  // allocation per message once an instance has carried one like it), but a
+  // large payload copy is not kept for every instance of every peer.
+  std::vector<uint8_t> head = std::move(x.head), kept = std::move(x.payload);
   x = Transfer{};
+  x.head = std::move(head);
+  if (kept.capacity() <= 4096) x.payload = std::move(kept);
+  x.payload.clear();
   x.head.resize(sizeof h + 4 * size_t(h.nargs));
   std::memcpy(x.head.data(), &h, sizeof h);
   if (h.nargs) std::memcpy(x.head.data() + sizeof h, args, 4 * size_t(h.nargs));
@@ -755,7 +763,18 @@ int poll_endpoint(Endpoint& ep) {
 // A request call polls the sender's whole bundle, as AM_Poll would: the
 // endpoint that must answer may be another one of it.
 int poll_bundle(Bundle& eb) {
-  std::vector<Endpoint*> eps = eb.endpoints;  // a handler may free endpoints
+  // A copy, as a handler may free endpoints: on the stack for a bundle of a
+  // few (every request polls: no allocation on that path).
+  Endpoint* few[8];
+  std::vector<Endpoint*> many;
+  std::span<Endpoint* const> eps;
+  if (eb.endpoints.size() <= std::size(few)) {
+    std::copy(eb.endpoints.begin(), eb.endpoints.end(), few);
+    eps = std::span<Endpoint* const>(few, eb.endpoints.size());
+  } else {
+    many = eb.endpoints;
+    eps = many;
+  }
   int n = 0;
   for (Endpoint* e : eps)
     if (std::find(lib().endpoints.begin(), lib().endpoints.end(), e) != lib().endpoints.end()) n += poll_endpoint(*e);

@@ -1,6 +1,7 @@
 #include "ulnic/vmmc.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <thread>
 
@@ -43,6 +44,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::open(const NicOptions& opts) {
   if (!nic) return std::unexpected(nic.error());
   std::unique_ptr<Endpoint> ep(new Endpoint());
   ep->nic_ = std::move(*nic);
+  ep->sends_.resize(std::bit_ceil(std::max<size_t>(4096, 2 * size_t(ep->nic_->layout().cq_capacity))));
   return ep;
 }
 
@@ -153,7 +155,7 @@ int Endpoint::translate(const void* src, size_t n) {
 // still reads: for sources that cannot be registered where they are.
 int Endpoint::bounce_buffer(size_t n) {
   if (bounce_.key && bounce_.length >= n) {
-    while (outstanding_.count(bounce_id_)) {  // its last send must be out first
+    while (in_flight(bounce_id_)) {  // its last send must be out first
       if (int st = wait_one(); st != VMMC_OK) return st;
     }
     return VMMC_OK;
@@ -177,16 +179,28 @@ int Endpoint::bounce_buffer(size_t n) {
   return VMMC_OK;
 }
 
-// Waits until no send is in flight (their verdicts go to done_).
+// Waits until no send is in flight (their verdicts are recorded).
 void Endpoint::drain() {
   while (nic_->in_flight() > 0)
     if (wait_one() != VMMC_OK) return;
 }
 
-// A send's completion: its verdict waits in done_ until asked for.
+// A send's completion: its verdict waits until asked for.
 void Endpoint::record(const abi::CqEntry& c) {
-  outstanding_.erase(c.user_data);
-  done_[c.user_data] = status_of(c.status);
+  SendState& s = state_of(c.user_data);
+  if (s.id == c.user_data && s.state == State::kInFlight) {
+    s.status = status_of(c.status);
+    s.state = State::kDone;
+  } else {
+    spilled_[c.user_data] = status_of(c.status);
+  }
+}
+
+bool Endpoint::in_flight(vmmc_send_id id) {
+  const SendState& s = state_of(id);
+  if (s.id == id && s.state != State::kFree) return s.state == State::kInFlight;
+  auto it = spilled_.find(id);
+  return it != spilled_.end() && it->second == VMMC_PENDING;
 }
 
 // Blocks for one completion and records it.
@@ -226,6 +240,10 @@ int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_
   abi::SqEntry* e = nic_->next_sqe();
   if (!e) return fail(VMMC_ERR_NO_RESOURCES, "send queue full");
   id = next_id_++;
+  SendState& s = state_of(id);
+  if (s.state != State::kFree)  // the ring came round to a send not asked about (or not even done): keep it
+    spilled_[s.id] = s.state == State::kDone ? s.status : VMMC_PENDING;
+  s = SendState{id, 0, State::kInFlight};
   e->opcode = inline_send ? abi::kOpSendInline : abi::kOpSend;
   e->flags = (flags & VMMC_NOTIFY) ? abi::kSqNotify : 0;
   e->length = uint32_t(n);
@@ -241,7 +259,6 @@ int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_
     e->src_addr = reinterpret_cast<uint64_t>(src);
   }
   nic_->submit();
-  outstanding_[id] = true;
   if (bounced) bounce_id_ = id;
   return VMMC_OK;
 }
@@ -252,10 +269,16 @@ int Endpoint::send_async(const void* src, vmmc_proxy_t dst, size_t n, int flags,
 
 int Endpoint::send_done(vmmc_send_id id) {
   reap();
-  auto it = done_.find(id);
-  if (it == done_.end()) return outstanding_.count(id) ? VMMC_PENDING : fail(VMMC_ERR_BAD_REQUEST, "no such send");
-  int st = it->second;
-  done_.erase(it);
+  SendState& s = state_of(id);
+  if (s.id == id && s.state != State::kFree) {
+    if (s.state == State::kInFlight) return VMMC_PENDING;
+    s.state = State::kFree;  // asked for: forgotten
+    return s.status;
+  }
+  auto it = spilled_.find(id);
+  if (it == spilled_.end()) return fail(VMMC_ERR_BAD_REQUEST, "no such send");
+  const int st = it->second;
+  if (st != VMMC_PENDING) spilled_.erase(it);
   return st;
 }
 

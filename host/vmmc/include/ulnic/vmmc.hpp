@@ -54,11 +54,11 @@ class Endpoint {
   Endpoint() = default;
   int fail(int status, std::string why);
   int translate(const void* src, size_t n);   // user-managed TLB: register on a miss
-  void record(const abi::CqEntry& c);         // one completion -> done_
+  void record(const abi::CqEntry& c);         // one completion -> its send's state
   int run_handlers();                         // poll() without the hand-over
   int wait_one();                             // block for one completion, record it
-  void reap();                                // completions -> done_
-  void drain();                               // every send in flight -> done_
+  void reap();                                // completions -> their sends' states
+  void drain();                               // every send in flight -> done
   int bounce_buffer(size_t n);
   int post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_send_id& id);
 
@@ -80,8 +80,21 @@ class Endpoint {
   std::unique_ptr<Nic> nic_;
   std::vector<Export> exports_;
   std::vector<MemRegion> tlb_;                // registered send sources
-  std::map<vmmc_send_id, int> done_;          // finished sends not yet asked about
-  std::map<vmmc_send_id, bool> outstanding_;
+  // Each send's state until its result is asked for: a ring of the recent
+  // sends by id (no allocation on the send path), and a map for the few
+  // the ring came round to first (a send still in flight, or a result not
+  // asked for yet, whose place a later send takes) and for completions of
+  // ids this endpoint did not post.
+  enum class State : uint8_t { kFree, kInFlight, kDone };
+  struct SendState {
+    vmmc_send_id id = 0;
+    int status = 0;
+    State state = State::kFree;
+  };
+  SendState& state_of(vmmc_send_id id) { return sends_[id & (sends_.size() - 1)]; }
+  bool in_flight(vmmc_send_id id);
+  std::vector<SendState> sends_;              // a power of two > the CQ's capacity
+  std::map<vmmc_send_id, int> spilled_;       // status, or VMMC_PENDING while in flight
   vmmc_send_id next_id_ = 1;
   uint64_t tlb_misses_ = 0, redirect_hits_ = 0, redirect_copies_ = 0, bounces_ = 0;
   MemRegion bounce_;                          // registered slot buffer (key 0: none yet)
