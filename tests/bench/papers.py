@@ -50,7 +50,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cost  # noqa: E402
 import cost_model as cm  # noqa: E402
+import host_cost  # noqa: E402
 from bench_common import (ROOT, check_build, default_build, draw, half_size, header, on_private_cluster,  # noqa: E402
                           out_dir, pyplot, save, size_axis, size_name, write_json)
 from hop_bench import run_program  # noqa: E402
@@ -98,8 +100,7 @@ def drivers(papers, quick):
         out["cost_short"] = ["cost.py", *rounds, "--protocols", "vmmc,vipl,am", "--bytes", str(SHORT)]
         if {"via", "vmmc"} & set(papers):
             out["cost_packet"] = ["cost.py", *rounds, "--protocols", "vmmc,vipl", "--bytes", str(PACKET)]
-    host = [p for p, need in (("vipl", "via"), ("am_vipl", "via"), ("am_native", "via"), ("vmmc", "vmmc"))
-            if need in papers]
+    host = [p for paper in papers for p in HOST_PROTOS.get(paper, ())]
     if host:
         out["host_cost"] = ["host_cost.py", "--rounds", "50" if quick else "200", "--protocols", ",".join(host)]
     return out
@@ -326,13 +327,14 @@ def rows_vmmc(res, m):
                        r["bytes_per_s"]["median"] / nic[top], pub("vmmc", "bandwidth_hw_fraction"),
                        m.bandwidth("vmmc", top) / m.p["dma_mbps"],
                        "wall: of the NIC's own node-local copy rate (same run); modelled: of the preset's DMA rate"))
-    host = m.host_us("vmmc")
+    host = m.host_us("vmmc")  # host_cost.py counts 4 B sends
     for r in run.get("overhead", []):
         if r["size"] in (4, 4096):
+            counted = r["size"] == host_cost.VMMC_BYTES and host is not None
             out.append(row(f"send overhead {size_name(r['size'])}, vmmc_send_async", "us", med(r["async_us"]),
-                           pub("vmmc", "send_overhead_us") if r["size"] == 4 else None, host,
-                           "modelled: host_cost.py's instructions per vmmc_send_async (the mean over the overhead "
-                           "section's sizes) at the paper's host clock" if host is not None else ""))
+                           pub("vmmc", "send_overhead_us") if r["size"] == 4 else None, host if counted else None,
+                           "modelled: host_cost.py's instructions per 4 B vmmc_send_async at the paper's host clock"
+                           if counted else ""))
     return out
 
 
@@ -370,10 +372,7 @@ def rows_amudp(res, m):
     run = am_run(res, "udp")
     lp = logp(run)
     for key, name, pkey in LOGP:
-        out.append(row(f"AM_Request4 over UDP: {name}", "us", med(lp[key]) if lp else None,
-                       pub("amudp", "rtt_us") if pkey == "rtt_half" else None,
-                       note="published value is a round trip: halved" if pkey == "rtt_half" and pub("amudp", "rtt_us")
-                       else ""))
+        out.append(row(f"AM_Request4 over UDP: {name}", "us", med(lp[key]) if lp else None))
     for r in (run or {}).get("depth", []):
         out.append(row(f"network depth {r['depth']}: one-way latency (AM_Request{r['args']})", "us",
                        med(r["oneway_us"])))
@@ -407,6 +406,10 @@ def rows_unet(res, m):
 
 
 ROWS = {"via": rows_via, "vmmc": rows_vmmc, "fm": rows_fm, "amudp": rows_amudp, "unet": rows_unet}
+# Whose overhead breakdowns each paper shows: cost.py's protocols (the NIC's phases) and host_cost.py's (the host's
+# send calls).
+NIC_PROTOS = {"via": ("vipl", "am"), "vmmc": ("vmmc",), "fm": ("am",)}
+HOST_PROTOS = {"via": ("vipl", "am_vipl", "am_native"), "vmmc": ("vmmc",)}
 
 
 def breakdown(res, m, protos):
@@ -418,16 +421,13 @@ def breakdown(res, m, protos):
             continue
         for side in ("send", "recv"):
             s = r["sides"]["ping"][side]
-            phases = {ph: s[ph] for ph in cost_phases() if s.get(ph)}
+            phases = {ph: s[ph] for ph in cost.PHASES if s.get(ph)}
             out.append({"protocol": r["protocol"], "side": side, "bytes": r["bytes"], "phases": phases,
                         "total": s["total"], "modelled_us": {ph: cm.t_nic(n, m.p) for ph, n in phases.items()}
                         if m.p else None,
                         "completion_share": (s.get("completion", 0) + s.get("verdict", 0)) / s["total"]
                         if s["total"] else None})
     return out
-
-
-HOST_PROTOS = {"via": ("vipl", "am_vipl", "am_native"), "vmmc": ("vmmc",)}
 
 
 def host_breakdown(m, paper):
@@ -440,11 +440,6 @@ def host_breakdown(m, paper):
             out.append({"protocol": proto, "function": r["function"], "calls": r["calls"],
                         "per_call": r["per_call"], "modelled_us": m.host_us(proto), "where": r["where"]})
     return out
-
-
-def cost_phases():
-    import cost
-    return cost.PHASES
 
 
 # ---------------------------------------------------------------- the plots
@@ -515,7 +510,7 @@ def plot_paper(paper, res, m, out):
         if not bd:
             return written
         fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-        phases = cost_phases()
+        phases = cost.PHASES
         names = [f"{r['protocol']} {r['side']}" for r in bd]
         left = [0.0] * len(bd)
         for ph in phases:
@@ -770,9 +765,9 @@ def main():
     data["floors"] = {k: list(v) for k, v in floors_of(res).items()}
     for paper in papers:
         m = Model(paper, res)
-        data["papers"][paper] = {"preset": m.name, "rows": ROWS[paper](res, m), "breakdown": breakdown(
-            res, m, {"via": ("vipl", "am"), "vmmc": ("vmmc",), "fm": ("am",)}.get(paper, ())),
-            "host": host_breakdown(m, paper), "pngs": []}
+        data["papers"][paper] = {"preset": m.name, "rows": ROWS[paper](res, m),
+                                 "breakdown": breakdown(res, m, NIC_PROTOS.get(paper, ())),
+                                 "host": host_breakdown(m, paper), "pngs": []}
     json_path = os.path.join(out, "papers.json")
     write_json(data, json_path)
     drawn = draw(json_path, out, plot, __file__)
