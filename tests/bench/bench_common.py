@@ -169,6 +169,35 @@ def stop(proc):
         proc.wait()
 
 
+def run_together(cmds, limit, what, failed=lambda out: False):
+    """[(argv, env)] started together and waited for, the last first (the measuring side, listed last, lets its
+    peers end) -> their outputs, in the order given. RuntimeError, with every process killed, if one is still
+    running `limit` seconds after the start, exits nonzero, or failed(its output) says so."""
+    procs = [start(argv, env) for argv, env in cmds]
+    outs, deadline = {}, time.monotonic() + limit
+    try:
+        for p in reversed(procs):
+            try:
+                outs[p] = p.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"{what}: no end within {limit} s") from None
+            if p.returncode != 0 or failed(outs[p]):
+                raise RuntimeError(f"{what}: {' '.join(p.args)} -> {p.returncode}\n{outs[p]}")
+    finally:
+        for p in procs:
+            stop(p)
+    return [outs[p] for p in procs]
+
+
+def protocols_of(ap, text, choices):
+    """A --protocols list (comma-separated), each one of `choices`; an argparse error otherwise."""
+    protos = [p for p in text.split(",") if p]
+    for p in protos:
+        if p not in choices:
+            ap.error(f"--protocols: one or more of {', '.join(choices)}")
+    return protos
+
+
 def on_private_cluster(build, name, slot_mib, extra, prog, run):
     """`ulnic cluster up -n 2 -c NAME --slot-size MIB EXTRA...` in a fresh runtime directory (runtime_parent()),
     then run(cluster); the cluster is brought down and the directory removed however that ends. An error of the

@@ -39,10 +39,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import check_build, default_build, on_private_cluster, write_json  # noqa: E402
+from bench_common import (check_build, default_build, on_private_cluster, protocols_of, run_together,  # noqa: E402
+                          write_json)
 
 PROG = "cost.py"
 CLUSTER = "costbench"
@@ -109,24 +109,9 @@ def run_once(ulnic, bin_dir, env, proto, rounds, nbytes):
     """One run of `rounds` rounds -> ([ops delta of node 0, of node 1], [the last message's ops of node 0, of
     node 1], idle instructions, the programs' output)."""
     before = [node_cost(ulnic, env, k) for k in (0, 1)]
-    procs = []
-    for argv, node in commands(proto, rounds, bin_dir, ulnic, nbytes):
-        e = dict(env, ULNIC_NODE=str(node if node is not None else 0))
-        procs.append(subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = []
-    deadline = time.monotonic() + LIMIT
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise RuntimeError(f"{proto}: no end within {LIMIT} s")
-        outs.append(out)
-        if p.returncode != 0 or "FAIL" in out:
-            for q in procs:
-                q.kill()
-            raise RuntimeError(f"{proto}: {' '.join(p.args)} -> {p.returncode}\n{out}")
+    outs = run_together([(argv, dict(env, ULNIC_NODE=str(node if node is not None else 0)))
+                         for argv, node in commands(proto, rounds, bin_dir, ulnic, nbytes)], LIMIT, proto,
+                        failed=lambda out: "FAIL" in out)
     after = [node_cost(ulnic, env, k) for k in (0, 1)]
     idle = sum(a["phases"]["idle"]["insns"] - b["phases"]["idle"]["insns"] for a, b in zip(after, before))
     return ([diff(ops_of(a), ops_of(b)) for a, b in zip(after, before)], [lasts_of(a) for a in after], idle,
@@ -243,10 +228,7 @@ def main():
     a = ap.parse_args()
     if not 8 <= a.bytes <= MAX_BYTES:
         ap.error(f"--bytes: 8 .. {MAX_BYTES}")
-    protos = [p for p in a.protocols.split(",") if p]
-    for p in protos:
-        if p not in PROTOCOLS:
-            ap.error(f"--protocols: one or more of {', '.join(PROTOCOLS)}")
+    protos = protocols_of(ap, a.protocols, PROTOCOLS)
     build = check_build(a.build, ["ulnic", "vmmc_tight", "vipl_tight", "am_tight"], PROG)
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)

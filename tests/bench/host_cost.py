@@ -30,10 +30,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import check_build, default_build, on_private_cluster, write_json  # noqa: E402
+from bench_common import (check_build, default_build, on_private_cluster, protocols_of, run_together,  # noqa: E402
+                          write_json)
 
 PROG = "host_cost.py"
 CLUSTER = "hostcost"
@@ -69,9 +69,8 @@ def parse_callgrind(path):
                 continue
             if line.startswith("fn="):
                 fn = name(line[3:])
-            elif line.startswith(("cfn=", "cfi=", "cfl=", "cob=")):
-                if line.startswith("cfn="):
-                    cfn = name(line[4:])
+            elif line.startswith("cfn="):
+                cfn = name(line[4:])
             elif line.startswith("calls="):
                 pending = int(line[6:].split()[0])
             elif line[0].isdigit() or line[0] in "+-*":
@@ -86,8 +85,7 @@ def parse_callgrind(path):
                     pending = None
                 elif fn is not None:
                     self_ir[fn] = self_ir.get(fn, 0) + ir
-            elif "=" in line:
-                continue  # fl=, fi=, fe=, ob=, positions:, events:, summary:, totals:
+            # else: fl=, fi=, fe=, ob=, cfi=, cob=, positions:, events:, summary:, totals:
     return {"self": self_ir, "calls": calls, "callees": callees}
 
 
@@ -143,26 +141,6 @@ def valgrind(out_pattern):
             "--collect-jumps=no", "--separate-threads=no"]
 
 
-def run(cmds, env, work):
-    """[(argv, extra env)] started together; the last one waited for first -> the outputs (raises RuntimeError)."""
-    procs = [subprocess.Popen(argv, env=dict(env, **extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, cwd=work) for argv, extra in cmds]
-    outs, deadline = [], time.monotonic() + LIMIT
-    for p in reversed(procs):
-        try:
-            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise RuntimeError(f"{' '.join(p.args)}: no end within {LIMIT} s")
-        outs.append(out)
-        if p.returncode != 0:
-            for q in procs:
-                q.kill()
-            raise RuntimeError(f"{' '.join(p.args)} -> {p.returncode}\n{out}")
-    return "".join(outs)
-
-
 def profile(proto, build, env, rounds, work):
     """One run of `rounds` round trips (vmmc: overhead samples) with the measuring side under callgrind -> its
     merged call graph."""
@@ -170,20 +148,20 @@ def profile(proto, build, env, rounds, work):
     tag = f"{proto}-{rounds}"
     vg = valgrind(os.path.join(work, f"{tag}.cg.%p"))
     n = str(rounds)
+    on = lambda node: dict(env, ULNIC_NODE=node)  # noqa: E731
     if proto == "vipl":
-        out = run([([b("vipl_tight"), "server", "nic1", "--rounds", n, "--bytes", "64"], {"ULNIC_NODE": "1"}),
-                   ([*vg, b("vipl_tight"), "client", "nic0", "node1", "--rounds", n, "--bytes", "64"],
-                    {"ULNIC_NODE": "0"})], env, work)
+        cmds = [([b("vipl_tight"), "server", "nic1", "--rounds", n, "--bytes", "64"], on("1")),
+                ([*vg, b("vipl_tight"), "client", "nic0", "node1", "--rounds", n, "--bytes", "64"], on("0"))]
     elif proto == "vmmc":
-        out = run([([b("vmmc_bench"), "serve", "--peer", "0", "--idle-timeout", "300"], {"ULNIC_NODE": "1"}),
-                   ([*vg, b("vmmc_bench"), "client", "--peer", "1", "--skip", "lat,poll,bw,bidir,cross,nic",
-                     "--no-floors", "--ovh-sizes", str(VMMC_BYTES), "--ovh-samples", n, "--json",
-                     os.path.join(work, f"{tag}.json")], {"ULNIC_NODE": "0"})], env, work)
+        cmds = [([b("vmmc_bench"), "serve", "--peer", "0", "--idle-timeout", "300"], on("1")),
+                ([*vg, b("vmmc_bench"), "client", "--peer", "1", "--skip", "lat,poll,bw,bidir,cross,nic",
+                  "--no-floors", "--ovh-sizes", str(VMMC_BYTES), "--ovh-samples", n, "--json",
+                  os.path.join(work, f"{tag}.json")], on("0"))]
     else:
         transport = proto.split("_")[1]
-        out = run([([os.path.join(build, "bin", "ulnic"), "run", "-n", "2", "--transport", transport, "-c",
-                     env["ULNIC_CLUSTER"], *vg, b("am_tight"), "--requests", n, "--xfers", "0"],
-                    {"ULNIC_NODE": "0"})], env, work)
+        cmds = [([os.path.join(build, "bin", "ulnic"), "run", "-n", "2", "--transport", transport, "-c",
+                  env["ULNIC_CLUSTER"], *vg, b("am_tight"), "--requests", n, "--xfers", "0"], on("0"))]
+    out = "".join(run_together(cmds, LIMIT, proto))
     files = sorted(glob.glob(os.path.join(work, f"{tag}.cg.*")))
     if not files:
         raise RuntimeError(f"{proto}: no callgrind file\n{out}")
@@ -221,10 +199,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=200, help="N: runs of N and 2N round trips (vmmc: sends)")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS))
     a = ap.parse_args()
-    protos = [p for p in a.protocols.split(",") if p]
-    for p in protos:
-        if p not in PROTOCOLS:
-            ap.error(f"--protocols: one or more of {', '.join(PROTOCOLS)}")
+    protos = protocols_of(ap, a.protocols, PROTOCOLS)
     if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
         sys.exit(f"{PROG}: valgrind not found (Debian: valgrind; toolchain/install-deps.sh installs it)")
     build = check_build(a.build, ["ulnic", "vipl_tight", "vmmc_bench", "am_tight"], PROG)
