@@ -513,6 +513,15 @@ int cmd_gdb_pipe(const Args& a) {
   }
 }
 
+// Replaces this process with argv (argv[0] looked up in PATH unless it has
+// a '/'); returns only if that failed, errno saying why.
+void exec_argv(std::vector<std::string> argv) {
+  std::vector<char*> c;
+  for (auto& s : argv) c.push_back(s.data());
+  c.push_back(nullptr);
+  ::execvp(c[0], c.data());
+}
+
 int cmd_gdb(const Args& a) {
   board::NodePaths p = board::node_paths(a.cluster, a.node);
   if (!board::live_qemu(p)) die("node " + std::to_string(a.node) + " of cluster '" + a.cluster + "' is not running");
@@ -531,10 +540,7 @@ int cmd_gdb(const Args& a) {
                                    "-ex", pipe};
   argv.insert(argv.end(), a.passthrough.begin(), a.passthrough.end());
   argv.push_back(elf);
-  std::vector<char*> c;
-  for (auto& s : argv) c.push_back(s.data());
-  c.push_back(nullptr);
-  ::execv(gdb.c_str(), c.data());
+  exec_argv(std::move(argv));
   die("cannot run " + gdb + ": " + std::strerror(errno));
 }
 
@@ -1031,10 +1037,7 @@ int cmd_mpirun(int argc, char** argv) {
   std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(nproc)};
   cmd.insert(cmd.end(), mpi_args.begin(), mpi_args.end());
   cmd.insert(cmd.end(), argv + i, argv + argc);
-  std::vector<char*> args;
-  for (auto& a : cmd) args.push_back(a.data());
-  args.push_back(nullptr);
-  ::execvp("mpirun", args.data());
+  exec_argv(std::move(cmd));
   const int err = errno;
   run_fail(std::string("cannot run mpirun: ") + std::strerror(err) + " (Debian: openmpi-bin, toolchain/install-deps.sh)",
            err == ENOENT ? 127 : 126);
@@ -1073,10 +1076,7 @@ int cmd_paper(int argc, char** argv) {
   std::vector<std::string> cmd = {"python3", script, name, "--build", self.parent_path().parent_path().string(),
                                   "--out", out};
   if (quick) cmd.push_back("--quick");
-  std::vector<char*> args;
-  for (auto& a : cmd) args.push_back(a.data());
-  args.push_back(nullptr);
-  ::execvp("python3", args.data());
+  exec_argv(std::move(cmd));
   const int err = errno;
   die(std::string("cannot run python3: ") + std::strerror(err), err == ENOENT ? 127 : 126);
 }
