@@ -1,6 +1,7 @@
 #include "board/launcher.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "ulnic/abi/sram.h"
 #include "ulnic/util/process.h"
@@ -78,8 +79,18 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
                        "ivshmem-doorbell,chardev=fabric,vectors=" + std::to_string(s.fabric_vectors) +
                            ",ioeventfd=off,addr=" + pci_addr(abi::kFabricPciDev)});
   }
-  if (s.cost)
-    a.insert(a.end(), {"-plugin", "file=" + qemu_escape(tool_path("ulnic-cost.so")) + ",sram=" + qemu_escape(p.sram)});
+  if (s.cost) {
+    // $ULNIC_COST_PROFILE (a directory): the plugin also profiles the NIC by
+    // block, into DIR/<cluster>-node<k>.prof (tests/bench/cost_profile.py).
+    std::string plugin = "file=" + qemu_escape(tool_path("ulnic-cost.so")) + ",sram=" + qemu_escape(p.sram);
+    if (const char* dir = std::getenv("ULNIC_COST_PROFILE"); dir && *dir) {
+      const std::string node_dir = p.sram.substr(0, p.sram.rfind('/'));
+      const std::string cluster_dir = node_dir.substr(0, node_dir.rfind('/'));
+      const std::string name = cluster_dir.substr(cluster_dir.rfind('/') + 1) + "-" + node_dir.substr(node_dir.rfind('/') + 1);
+      plugin += ",profile=" + qemu_escape(std::string(dir) + "/" + name + ".prof");
+    }
+    a.insert(a.end(), {"-plugin", plugin});
+  }
   a.insert(a.end(), s.extra_args.begin(), s.extra_args.end());
   return a;
 }

@@ -53,16 +53,24 @@ struct State {
   SlotTable* t;
   Endpoint eps[abi::kMaxSlots][abi::kMaxAmEndpoints];
   Owed owed[abi::kMaxSlots][abi::kMaxAmEndpoints][kAmPeers];
+  uint8_t owed_end[abi::kMaxSlots][abi::kMaxAmEndpoints];  // no Owed in use at or above this index
   uint32_t serial;
   Assembly in[kMaxAmAssemblies];
+  uint32_t in_used;  // assemblies in use: with none, a first packet does not look
 } g;
 
-static_assert(abi::kMaxNodes <= 0xffff && abi::kMaxSlots <= 0xff && abi::kMaxAmEndpoints <= 0xff, "Owed's fields");
+static_assert(abi::kMaxNodes <= 0xffff && abi::kMaxSlots <= 0xff && abi::kMaxAmEndpoints <= 0xff && kAmPeers <= 0xff,
+              "Owed's fields, owed_end");
 
-// What endpoint (slot, ep) awaits from endpoint peer_ep of slot peer_slot on `node` (null: nothing).
+// What endpoint (slot, ep) awaits from endpoint peer_ep of slot peer_slot on `node` (null: nothing). Only the
+// entries below the endpoint's high-water mark are looked at: a program talks to a few peers (a scan of all
+// kAmPeers was ~160 instructions of each request and each reply).
 Owed* owed_by(uint32_t slot, uint32_t ep, uint32_t node, uint32_t peer_slot, uint32_t peer_ep) {
-  for (Owed& o : g.owed[slot][ep])
+  Owed* row = g.owed[slot][ep];
+  for (uint32_t i = 0, end = g.owed_end[slot][ep]; i < end; ++i) {
+    Owed& o = row[i];
     if ((o.requests || o.pieces) && o.node == node && o.slot == peer_slot && o.ep == peer_ep) return &o;
+  }
   return nullptr;
 }
 
@@ -88,7 +96,10 @@ void take_reply(Owed& o, const abi::AmPrefix& p) {
   o.pieces = uint16_t(o.pieces + more > 0xffff ? 0xffff : o.pieces + more);
 }
 
-void clear_owed(uint32_t slot, uint32_t ep) { memset(g.owed[slot][ep], 0, sizeof g.owed[slot][ep]); }
+void clear_owed(uint32_t slot, uint32_t ep) {
+  memset(g.owed[slot][ep], 0, sizeof g.owed[slot][ep]);
+  g.owed_end[slot][ep] = 0;
+}
 
 uint64_t ring_bytes(uint32_t entries) { return sizeof(abi::AmRingControl) + uint64_t(entries) * abi::kAmEntryBytes; }
 
@@ -111,7 +122,9 @@ bool tag_ok(uint64_t mine, uint64_t theirs) {
   return mine == kAll || (mine != kNone && mine == theirs);
 }
 
+// (A scan of the whole table was ~160 instructions of each message.)
 Assembly* find(uint32_t src, uint64_t op_id) {
+  if (!g.in_used) return nullptr;
   for (Assembly& a : g.in)
     if (a.used && a.src == src && a.op_id == op_id) return &a;
   return nullptr;
@@ -158,6 +171,7 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
     }
   if (!a) return abi::kCqAmCongestion;
   if (owed) take_reply(*owed, p);
+  ++g.in_used;
   *a = Assembly{true,    src,     h.op_id,    h.src_slot, h.dst_slot, s.generation, p.dst_ep, ep.produced++,
                 p,       abi::kCqOk, ep.seg_key, ep.seg_va, ep.seg_len};
   return abi::kCqOk;
@@ -205,6 +219,7 @@ uint8_t place(Assembly& a, uint64_t off, const uint8_t* bytes, uint32_t len) {
 // was taken) an empty one the process skips, so later entries are not held up.
 void publish(Assembly& a, bool ok) {
   a.used = false;
+  --g.in_used;
   if (!slot_live(*g.t, a.slot, a.generation)) return;
   Slot& s = g.t->slots[a.slot];
   Endpoint& ep = g.eps[a.slot][a.ep];
@@ -299,12 +314,16 @@ abi::CqStatus am_count_request(const Slot& s, const abi::SqEntry& e, uint64_t sr
     return abi::kCqOk;  // no reply to await (a destination that does not exist refuses it)
   Owed* o = owed_by(s.index, p.src_ep, e.dst_node, e.dst_slot, p.dst_ep);
   if (!o) {
-    for (Owed& x : g.owed[s.index][p.src_ep])
+    for (uint32_t i = 0; i < kAmPeers; ++i) {
+      Owed& x = g.owed[s.index][p.src_ep][i];
       if (!x.requests && !x.pieces) {
         x = Owed{uint16_t(e.dst_node), uint8_t(e.dst_slot), p.dst_ep, 0, 0};
         o = &x;
+        uint8_t& end = g.owed_end[s.index][p.src_ep];
+        if (i >= end) end = uint8_t(i + 1);
         break;
       }
+    }
   }
   // Full (or a count no protocol reaches): not sent now, so that no reply
   // to it is refused; the host tries again as for a full ring.
@@ -375,8 +394,9 @@ void am_peer_lost(uint32_t peer) {
 void am_slot_detached(uint32_t slot) {
   for (Endpoint& ep : g.eps[slot]) ep = Endpoint{};
   memset(g.owed[slot], 0, sizeof g.owed[slot]);
+  memset(g.owed_end[slot], 0, sizeof g.owed_end[slot]);
   for (Assembly& a : g.in)
-    if (a.used && a.slot == slot) a.used = false;
+    if (a.used && a.slot == slot) a.used = false, --g.in_used;
 }
 
 }  // namespace lcp

@@ -278,6 +278,77 @@ FW_TEST(a_change_between_two_chunks_of_a_send_stops_the_next_one) {
   EXPECT_EQ(ctrl(abi::kCtrlUnexport, 0, {uint32_t(handle), 0, 0, 0, 0, 0, 0, 0, {}}), abi::kCtrlOk);
 }
 
+// One-packet sends (every message of a ping-pong) reuse the translation the
+// last send from the same slot into the same export took, while nothing
+// behind it changes: each still lands where it says, and a revoked grant,
+// another sending slot or a redirection posted since is seen by the next.
+FW_TEST(back_to_back_one_packet_sends_reuse_the_translation_until_the_tables_change) {
+  constexpr uint32_t kSrc = 4;
+  constexpr uint16_t kSrcSlot = 2;
+  constexpr uint32_t kExp = 0x4000;
+  uint32_t key = g_b.reg(kHeap + 0x60000, kExp, abi::kAccessLocal | abi::kAccessRemoteWrite, kVaB + 0x60000);
+  uint32_t target = g_b.reg(kHeap + 0x68000, 0x1000, abi::kAccessLocal, kVaB + 0x68000);
+  (void)target;
+  uint64_t handle = 0;
+  CHECK_EQ(ctrl(abi::kCtrlExport, 1, {0, key, kVaB + 0x60000, kExp, 0, 0, 0, 0, {}}, &handle), abi::kCtrlOk);
+  CHECK_EQ(ctrl(abi::kCtrlGrant, 0, {uint32_t(handle), 0, 0, 0, kSrc, kSrcSlot, 0, 0, {}}), abi::kCtrlOk);
+  uint8_t msg[64];
+  uint64_t op = 0x100;
+  auto send1 = [&](uint64_t offset, uint8_t fill, uint16_t slot = kSrcSlot) {
+    memset(msg, fill, sizeof msg);
+    abi::WireHeader h{};
+    h.op = abi::kWireOpSend;
+    h.flags = abi::kWireFirst | abi::kWireLast;
+    h.dst_key = uint32_t(handle);
+    h.src_slot = slot;
+    h.op_id = ++op;
+    h.op_length = sizeof msg;
+    h.dst_addr = offset;
+    h.payload_len = sizeof msg;
+    uint8_t st = lcp::vmmc_place(kSrc, h, msg);
+    lcp::vmmc_last(kSrc, h, st == abi::kCqOk);
+    return st;
+  };
+  uint8_t* exp = g_b.base + kHeap + 0x60000;
+  uint8_t* tgt = g_b.base + kHeap + 0x68000;
+  for (uint32_t i = 0; i < 8; ++i) {
+    CHECK_EQ(send1(i * 64, uint8_t(0x10 + i)), abi::kCqOk);
+    for (uint32_t b = 0; b < 64; ++b) CHECK_EQ(exp[i * 64 + b], uint8_t(0x10 + i));
+  }
+  EXPECT_EQ(send1(kExp - 63, 0x77), abi::kCqRemoteProtection);  // one byte past the export's end
+  EXPECT_EQ(exp[kExp - 1], 0);
+  EXPECT_EQ(send1(0, 0x55, kSrcSlot + 1), abi::kCqRemoteRevoked);  // a slot with no grant, right after one with
+  EXPECT_EQ(exp[0], 0x10);
+  CHECK_EQ(send1(0, 0x20), abi::kCqOk);
+  // A redirection posted for [0x800, 0x1000): a send beside it lands in the
+  // export (and the redirection stays posted), the next inside it is redirected.
+  abi::SqEntry r{};
+  r.opcode = abi::kOpRedirect;
+  r.dst_key = uint32_t(handle);
+  r.dst_addr = 0x800;
+  r.length = 0x800;
+  r.src_addr = kVaB + 0x68000;
+  r.src_key = 7;
+  CHECK_EQ(g_b.run(r).status, abi::kCqOk);
+  CHECK_EQ(send1(0x100, 0x30), abi::kCqOk);
+  EXPECT_EQ(exp[0x100], 0x30);
+  CHECK_EQ(send1(0x840, 0x31), abi::kCqOk);
+  EXPECT_EQ(tgt[0x40], 0x31);
+  EXPECT_EQ(exp[0x840], 0);
+  abi::EqEntry ev{};
+  while (g_b.event(ev)) {
+  }
+  // One shot: the next lands in the export again.
+  CHECK_EQ(send1(0x840, 0x32), abi::kCqOk);
+  EXPECT_EQ(exp[0x840], 0x32);
+  EXPECT_EQ(tgt[0x40], 0x31);
+  // The grant is revoked between two messages: the next is refused.
+  CHECK_EQ(ctrl(abi::kCtrlRevoke, 0, {uint32_t(handle), 0, 0, 0, kSrc, kSrcSlot, 0, 0, {}}), abi::kCtrlOk);
+  EXPECT_EQ(send1(0x200, 0x40), abi::kCqRemoteRevoked);
+  EXPECT_EQ(exp[0x200], 0);
+  CHECK_EQ(ctrl(abi::kCtrlUnexport, 0, {uint32_t(handle), 0, 0, 0, 0, 0, 0, 0, {}}), abi::kCtrlOk);
+}
+
 FW_TEST(revocation_unimport_and_detach_tear_down) {
   uint32_t self = core::status::block().node_id;
   CHECK_EQ(ctrl(abi::kCtrlRevoke, 0, {g_handle, 0, 0, 0, self, 0, 0, 0, {}}), abi::kCtrlOk);

@@ -31,10 +31,17 @@ ROUNDS = 10
 # 2026-11-29: vmmc send 1675 (-37: the header template's fields set one by one instead of a value-initialised
 # Segments), am request send 1834; vipl send 2545 / recv 2133 (+40 / +19: the link's unreachable and receive-
 # budget checks); U-Net/MM's hooks cost the other protocols one load and branch per descriptor and packet.
+# 2026-12-01: vmmc send 1523 / recv 969, am request send 1535 / recv 1652 (reply recv 1692), vipl send 2446 /
+# recv 2033. Found with tests/bench/cost_profile.py (where a run's instructions go, by function): every last
+# packet scanned the 64-entry refusal table (~320) and every VMMC last packet the redirection table (~200); each
+# one-packet VMMC send walked the incoming page table (~180; now the last send's translation serves the next
+# from the same slot into the same export); AM scanned its 32 assemblies and 32 owed-reply entries (~160 each);
+# new_op cleared its record through a call to memset (~110); copies under 32 bytes went byte by byte and every
+# copy ran up to 15 alignment nops.
 BUDGET = {
-    "vmmc": {"send": 1725, "recv": 1680},
-    "vipl": {"send": 2580, "recv": 2180},
-    "am": {"send": 1890, "recv": 2350},
+    "vmmc": {"send": 1570, "recv": 1000},
+    "vipl": {"send": 2520, "recv": 2095},
+    "am": {"send": 1580, "recv": 1745},
 }
 
 
