@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "am_internal.h"
+#include "staging_ring.h"
 #include "ulnic/abi/am.h"
 #include "ulnic/nic.h"
 
@@ -65,8 +66,9 @@ uint32_t fw_endpoints_used = 0;  // bit i: firmware endpoint i taken
 // post again after a full ring) and (for a returned message) where it went
 // and what it was.
 struct InFlight {
-  Endpoint* ep;
-  size_t offset, bytes;
+  uint64_t id = 0;                          // its user_data (0: a free entry of the table)
+  Endpoint* ep = nullptr;
+  uint64_t span = 0;                        // its staging bytes (Staging::take)
   en_t dest;
   PacketHeader header;
   abi::SqEntry sqe;
@@ -81,6 +83,51 @@ struct Resend {
 };
 std::vector<Resend> resends;
 
+// The sends the NIC has not completed, by user_data (sequential): a ring by
+// id, and a map only for a send the ring comes round to while it is still
+// in flight (one refused for a full ring may wait long). No allocation per
+// send (a std::map was an insert and an erase per request, issue 19).
+class InFlightTable {
+ public:
+  InFlight* find(uint64_t id) {
+    InFlight& f = ring_[id % kRing];
+    if (f.id == id) return &f;
+    auto it = spilled_.find(id);
+    return it == spilled_.end() ? nullptr : &it->second;
+  }
+  void add(const InFlight& v) {
+    InFlight& f = ring_[v.id % kRing];
+    if (f.id) spilled_.emplace(f.id, f);
+    f = v;
+  }
+  void erase(uint64_t id) {
+    InFlight& f = ring_[id % kRing];
+    if (f.id == id) f.id = 0;
+    else spilled_.erase(id);
+  }
+  // fn(InFlight&) -> true to erase it.
+  template <class Fn>
+  void erase_if(Fn fn) {
+    for (InFlight& f : ring_)
+      if (f.id && fn(f)) f.id = 0;
+    std::erase_if(spilled_, [&](auto& kv) { return fn(kv.second); });
+  }
+  template <class Fn>
+  bool any_of(Fn fn) {
+    return std::any_of(ring_.begin(), ring_.end(), [&](InFlight& f) { return f.id && fn(f); }) ||
+           std::any_of(spilled_.begin(), spilled_.end(), [&](auto& kv) { return fn(kv.second); });
+  }
+  void clear() {
+    for (InFlight& f : ring_) f.id = 0;
+    spilled_.clear();
+  }
+
+ private:
+  static constexpr size_t kRing = 1024;
+  std::vector<InFlight> ring_ = std::vector<InFlight>(kRing);
+  std::map<uint64_t, InFlight> spilled_;
+};
+
 struct NativeEndpoint {
   uint8_t fw = 0;                  // firmware endpoint index
   uint8_t* ring = nullptr;         // AmRingControl + entries (slot heap)
@@ -88,12 +135,12 @@ struct NativeEndpoint {
   uint64_t consumed = 0;           // our copy of AmRingControl.consumed
   uint8_t* staging = nullptr;
   MemRegion staging_mr;
-  std::map<size_t, size_t> free_spans;  // staging: offset -> bytes
+  StagingRing spans{kStaging};  // what of `staging` the NIC may still read
   MemRegion seg_mr;                // the segment's registration (length 0: none)
   uint32_t seg_gen_registered = 0;
 };
 
-std::map<uint64_t, InFlight> in_flight;  // by user_data
+InFlightTable in_flight;
 uint64_t next_user_data = 1;
 
 NativeEndpoint& state(Endpoint& ep) { return *static_cast<NativeEndpoint*>(ep.transport_state); }
@@ -109,44 +156,12 @@ int am_status(abi::CqStatus st) {
   }
 }
 
-// ---- staging memory: first fit over the registered area
-
-bool take_span(NativeEndpoint& s, size_t bytes, size_t& offset) {
-  bytes = (bytes + 63) & ~size_t(63);
-  for (auto it = s.free_spans.begin(); it != s.free_spans.end(); ++it) {
-    if (it->second < bytes) continue;
-    offset = it->first;
-    size_t left = it->second - bytes;
-    s.free_spans.erase(it);
-    if (left) s.free_spans[offset + bytes] = left;
-    return true;
-  }
-  return false;
-}
-
-void give_span(NativeEndpoint& s, size_t offset, size_t bytes) {
-  bytes = (bytes + 63) & ~size_t(63);
-  auto it = s.free_spans.emplace(offset, bytes).first;
-  auto next = std::next(it);
-  if (next != s.free_spans.end() && it->first + it->second == next->first) {
-    it->second += next->second;
-    s.free_spans.erase(next);
-  }
-  if (it != s.free_spans.begin()) {
-    auto prev = std::prev(it);
-    if (prev->first + prev->second == it->first) {
-      prev->second += it->second;
-      s.free_spans.erase(it);
-    }
-  }
-}
-
 // ---- completions (one CQ for the process: user_data says whose)
 
 void complete(const abi::CqEntry& c) {
-  auto it = in_flight.find(c.user_data);
-  if (it == in_flight.end()) return;  // a configuration call's, taken by Nic::run
-  InFlight& f = it->second;
+  InFlight* found = in_flight.find(c.user_data);
+  if (!found) return;  // a configuration call's, taken by Nic::run
+  InFlight& f = *found;
   auto now = Clock::now();
   // The destination ring had no room (or its NIC no assembly): nothing was
   // written there; post it again later. (Other statuses are verdicts; the
@@ -162,8 +177,8 @@ void complete(const abi::CqEntry& c) {
     }
   }
   InFlight done = f;
-  in_flight.erase(it);
-  give_span(state(*done.ep), done.offset, done.bytes);
+  in_flight.erase(done.id);
+  state(*done.ep).spans.give(done.span);
   // A probe tells only what the destination NIC said: no process there, or
   // no such endpoint. A probe that timed out (a slow or unreachable NIC)
   // proves nothing the requests' own verdicts will not; the next one asks again.
@@ -177,16 +192,16 @@ int resend_due() {
   int n = 0;
   auto now = Clock::now();
   for (size_t i = 0; i < resends.size();) {
-    auto it = in_flight.find(resends[i].user_data);
-    if (it == in_flight.end()) {
+    InFlight* f = in_flight.find(resends[i].user_data);
+    if (!f) {
       resends.erase(resends.begin() + ptrdiff_t(i));
       continue;
     }
-    if (resends[i].due > now || !nic->post(it->second.sqe)) {
+    if (resends[i].due > now || !nic->post(f->sqe)) {
       i++;
       continue;
     }
-    count_resend(*it->second.ep, it->second.header);
+    count_resend(*f->ep, f->header);
     resends.erase(resends.begin() + ptrdiff_t(i));
     n++;
   }
@@ -285,7 +300,6 @@ int native_open(Endpoint& ep, en_t& name) {
   auto sr = nic->register_memory(s->staging, kStaging, abi::kAccessLocal);
   if (!sr) return undo();
   s->staging_mr = *sr;
-  s->free_spans[0] = kStaging;
   s->seg_gen_registered = ep.seg_gen;
   ep.transport_state = s.get();
   if (configure(ep, false) != AM_OK) {
@@ -305,13 +319,12 @@ int native_open(Endpoint& ep, en_t& name) {
 void native_close(Endpoint& ep) {
   NativeEndpoint* s = &state(ep);
   // Sends waiting to be posted again are dropped (the NIC does not have them).
-  for (auto it = in_flight.begin(); it != in_flight.end();) {
-    bool waiting = std::any_of(resends.begin(), resends.end(), [&](const Resend& r) { return r.user_data == it->first; });
-    if (it->second.ep == &ep && waiting) it = in_flight.erase(it);
-    else ++it;
-  }
+  in_flight.erase_if([&](const InFlight& f) {
+    return f.ep == &ep &&
+           std::any_of(resends.begin(), resends.end(), [&](const Resend& r) { return r.user_data == f.id; });
+  });
   // Sends still in flight finish first: their staging bytes are the NIC's.
-  while (std::any_of(in_flight.begin(), in_flight.end(), [&](auto& f) { return f.second.ep == &ep; }))
+  while (in_flight.any_of([&](const InFlight& f) { return f.ep == &ep; }))
     if (!wait_completion()) break;
   (void)configure(ep, true);
   (void)nic->deregister(s->ring_mr);
@@ -334,7 +347,8 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   size_t bytes = abi::am_send_bytes(uint32_t(msg_len), uint32_t(long_len));
   if (is_long && long_len) h->placed = kPlacedByNic;
   size_t offset = 0;
-  while (!take_span(s, bytes, offset))
+  uint64_t span = 0;
+  while (!s.spans.take(bytes, offset, span))
     if (!wait_completion()) return EUNREACHABLE;
   uint8_t* p = s.staging + offset;
   abi::AmPrefix pre{};
@@ -366,11 +380,11 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   e.dst_node = dest.host;
   e.dst_slot = uint16_t(dest.port);
   e.user_data = next_user_data++;
-  in_flight[e.user_data] = InFlight{&ep, offset, bytes, dest, *h, e};
+  in_flight.add(InFlight{e.user_data, &ep, span, dest, *h, e});
   while (!nic->post(e)) {
     if (!wait_completion()) {
       in_flight.erase(e.user_data);
-      give_span(s, offset, bytes);
+      s.spans.give(span);
       return EUNREACHABLE;
     }
   }
