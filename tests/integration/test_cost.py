@@ -6,7 +6,8 @@ Determinism: after a warm-up run, three runs (N, N again, 2N rounds) end with a 
 the same in every budgeted phase of every protocol operation, on both NICs. Budgets: the budgeted total (every
 phase but the timing-dependent ack and ring) of one short message per side, at the count measured when the
 budget was set plus a small margin, so a change that makes the firmware fatter fails here; lower a budget when
-the firmware gets leaner. Needs ULNIC_BIN and ULNIC_PROGRAMS.
+the firmware gets leaner. And the block profile ($ULNIC_COST_PROFILE, tests/bench/cost_profile.py) of a VMMC
+ping-pong names the firmware functions its instructions went to. Needs ULNIC_BIN and ULNIC_PROGRAMS.
 """
 import os
 import shutil
@@ -16,7 +17,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import cost  # noqa: E402
-from bench_common import Cluster, runtime_parent  # noqa: E402
+import cost_profile  # noqa: E402
+from bench_common import Cluster, run_together, runtime_parent  # noqa: E402
 
 ULNIC = os.path.abspath(os.environ.get("ULNIC_BIN", "build/bin/ulnic"))
 BIN = os.path.abspath(os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC)))
@@ -87,6 +89,56 @@ class FirmwareCost(unittest.TestCase):
 
     def test_am_native(self):
         self.check("am")
+
+
+class BlockProfile(unittest.TestCase):
+    """$ULNIC_COST_PROFILE on a --cost cluster: each board writes its block profile when it goes down, and
+    tests/bench/cost_profile.py names the functions a VMMC ping-pong's instructions went to."""
+
+    ROUNDS = 200
+
+    def test_a_ping_pong_profile_names_the_firmware_functions(self):
+        runtime = tempfile.mkdtemp(prefix="ulnic-prof-", dir=runtime_parent())
+        prof = os.path.join(runtime, "profiles")
+        os.mkdir(prof)
+        old = os.environ.get("ULNIC_COST_PROFILE")
+        os.environ["ULNIC_COST_PROFILE"] = prof  # (Cluster passes os.environ to `ulnic cluster up`)
+        cluster = Cluster(os.path.dirname(os.path.dirname(ULNIC)), runtime, "costprof", 16, ["--cost"],
+                          prog="test_cost")
+        cluster.ulnic = ULNIC
+        try:
+            cluster.up()
+            argv = cost.commands("vmmc", self.ROUNDS, BIN, ULNIC, 64)
+            run_together([(a, cluster.env(node)) for a, node in argv], cost.LIMIT, "vmmc",
+                         failed=lambda out: "FAIL" in out)
+        finally:
+            cluster.down()
+            if old is None:
+                del os.environ["ULNIC_COST_PROFILE"]
+            else:
+                os.environ["ULNIC_COST_PROFILE"] = old
+        try:
+            files = sorted(os.listdir(prof))
+            self.assertEqual(files, ["costprof-node0.prof", "costprof-node1.prof"])
+            elf = os.path.join(os.path.dirname(os.path.dirname(ULNIC)), "firmware", "ulnic-fw.elf")
+            syms = cost_profile.symbols(elf)
+            work = {}
+            for f in files:
+                w, _ = cost_profile.by_function(syms, cost_profile.read_profile(os.path.join(prof, f)))
+                for name, n in w.items():
+                    work[name] = work.get(name, 0) + n
+            per_message = sum(work.values()) / (2 * self.ROUNDS)
+            print(f"block profile: {per_message:.0f} instructions in work items per message", file=sys.stderr)
+            # A message costs ~2500-3000 instructions over both sides (BUDGET) and setup adds a little.
+            self.assertGreater(per_message, 1000)
+            self.assertLess(per_message, 20000)
+            names = " ".join(n for n, v in work.items() if v > 0)
+            for fn in ("lcp::vmmc_place", "link::poll_rx", "link::send_segments", "lcp::send_start"):
+                self.assertIn(fn, names)
+            self.assertFalse([n for n in work if n.startswith("?") and work[n] > 0.01 * sum(work.values())],
+                             "work in blocks no symbol holds")
+        finally:
+            shutil.rmtree(runtime, ignore_errors=True)
 
 
 if __name__ == "__main__":
