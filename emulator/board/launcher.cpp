@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "ulnic/abi/sram.h"
 #include "ulnic/util/process.h"
@@ -84,9 +85,8 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
     // block, into DIR/<cluster>-node<k>.prof (tests/bench/cost_profile.py).
     std::string plugin = "file=" + qemu_escape(tool_path("ulnic-cost.so")) + ",sram=" + qemu_escape(p.sram);
     if (const char* dir = std::getenv("ULNIC_COST_PROFILE"); dir && *dir) {
-      const std::string node_dir = p.sram.substr(0, p.sram.rfind('/'));
-      const std::string cluster_dir = node_dir.substr(0, node_dir.rfind('/'));
-      const std::string name = cluster_dir.substr(cluster_dir.rfind('/') + 1) + "-" + node_dir.substr(node_dir.rfind('/') + 1);
+      const std::filesystem::path node_dir(p.dir);  // <base>/<cluster>/node<k>
+      const std::string name = node_dir.parent_path().filename().string() + "-" + node_dir.filename().string();
       plugin += ",profile=" + qemu_escape(std::string(dir) + "/" + name + ".prof");
     }
     a.insert(a.end(), {"-plugin", plugin});

@@ -66,12 +66,11 @@ uint32_t fw_endpoints_used = 0;  // bit i: firmware endpoint i taken
 // post again after a full ring) and (for a returned message) where it went
 // and what it was.
 struct InFlight {
-  uint64_t id = 0;                          // its user_data (0: a free entry of the table)
   Endpoint* ep = nullptr;
-  uint64_t span = 0;                        // its staging bytes (Staging::take)
+  uint64_t span = 0;                        // its staging bytes (StagingRing::take)
   en_t dest;
   PacketHeader header;
-  abi::SqEntry sqe;
+  abi::SqEntry sqe;                         // sqe.user_data: its id (0: a free entry of InFlightTable)
   Clock::time_point give_up{};              // set at the first refusal for a full ring
   std::chrono::microseconds backoff{0};
 };
@@ -91,34 +90,34 @@ class InFlightTable {
  public:
   InFlight* find(uint64_t id) {
     InFlight& f = ring_[id % kRing];
-    if (f.id == id) return &f;
+    if (f.sqe.user_data == id) return &f;
     auto it = spilled_.find(id);
     return it == spilled_.end() ? nullptr : &it->second;
   }
   void add(const InFlight& v) {
-    InFlight& f = ring_[v.id % kRing];
-    if (f.id) spilled_.emplace(f.id, f);
+    InFlight& f = ring_[v.sqe.user_data % kRing];
+    if (f.sqe.user_data) spilled_.emplace(f.sqe.user_data, f);
     f = v;
   }
   void erase(uint64_t id) {
     InFlight& f = ring_[id % kRing];
-    if (f.id == id) f.id = 0;
+    if (f.sqe.user_data == id) f.sqe.user_data = 0;
     else spilled_.erase(id);
   }
   // fn(InFlight&) -> true to erase it.
   template <class Fn>
   void erase_if(Fn fn) {
     for (InFlight& f : ring_)
-      if (f.id && fn(f)) f.id = 0;
+      if (f.sqe.user_data && fn(f)) f.sqe.user_data = 0;
     std::erase_if(spilled_, [&](auto& kv) { return fn(kv.second); });
   }
   template <class Fn>
   bool any_of(Fn fn) {
-    return std::any_of(ring_.begin(), ring_.end(), [&](InFlight& f) { return f.id && fn(f); }) ||
+    return std::any_of(ring_.begin(), ring_.end(), [&](InFlight& f) { return f.sqe.user_data && fn(f); }) ||
            std::any_of(spilled_.begin(), spilled_.end(), [&](auto& kv) { return fn(kv.second); });
   }
   void clear() {
-    for (InFlight& f : ring_) f.id = 0;
+    for (InFlight& f : ring_) f.sqe.user_data = 0;
     spilled_.clear();
   }
 
@@ -177,7 +176,7 @@ void complete(const abi::CqEntry& c) {
     }
   }
   InFlight done = f;
-  in_flight.erase(done.id);
+  in_flight.erase(done.sqe.user_data);
   state(*done.ep).spans.give(done.span);
   // A probe tells only what the destination NIC said: no process there, or
   // no such endpoint. A probe that timed out (a slow or unreachable NIC)
@@ -321,7 +320,7 @@ void native_close(Endpoint& ep) {
   // Sends waiting to be posted again are dropped (the NIC does not have them).
   in_flight.erase_if([&](const InFlight& f) {
     return f.ep == &ep &&
-           std::any_of(resends.begin(), resends.end(), [&](const Resend& r) { return r.user_data == f.id; });
+           std::any_of(resends.begin(), resends.end(), [&](const Resend& r) { return r.user_data == f.sqe.user_data; });
   });
   // Sends still in flight finish first: their staging bytes are the NIC's.
   while (in_flight.any_of([&](const InFlight& f) { return f.ep == &ep; }))
@@ -380,7 +379,7 @@ int native_send(Endpoint& ep, const en_t& dest, void* head, size_t head_len, con
   e.dst_node = dest.host;
   e.dst_slot = uint16_t(dest.port);
   e.user_data = next_user_data++;
-  in_flight.add(InFlight{e.user_data, &ep, span, dest, *h, e});
+  in_flight.add(InFlight{&ep, span, dest, *h, e});
   while (!nic->post(e)) {
     if (!wait_completion()) {
       in_flight.erase(e.user_data);
