@@ -13,6 +13,8 @@ local f = p.fields
 f.magic = ProtoField.uint32("ulnic.magic", "Magic", base.HEX)
 f.type = ProtoField.uint8("ulnic.type", "Type", base.DEC, types)
 f.flags = ProtoField.uint8("ulnic.flags", "Flags", base.HEX)
+-- kWireAckOk: the ack is an OK verdict too (on an ACK, once the sender's data through seq is delivered)
+f.ack_ok = ProtoField.bool("ulnic.ack_ok", "ACK says OK", 8, nil, 0x80)
 f.len = ProtoField.uint16("ulnic.len", "Payload length", base.DEC)
 f.src = ProtoField.uint16("ulnic.src", "Source NIC", base.DEC)
 f.dst = ProtoField.uint16("ulnic.dst", "Destination NIC", base.DEC)
@@ -38,6 +40,7 @@ function p.dissector(buf, pinfo, tree)
   t:add_le(f.magic, buf(0, 4))
   t:add_le(f.type, buf(4, 1))
   t:add_le(f.flags, buf(5, 1))
+  t:add(f.ack_ok, buf(5, 1))
   t:add_le(f.len, buf(6, 2))
   t:add_le(f.src, buf(8, 2))
   t:add_le(f.dst, buf(10, 2))
@@ -59,7 +62,9 @@ function p.dissector(buf, pinfo, tree)
   pinfo.cols.src = "nic" .. buf(8, 2):le_uint()
   pinfo.cols.dst = "nic" .. buf(10, 2):le_uint()
   if is_ack then
-    pinfo.cols.info = string.format("ACK ack=%u sack=0x%x", buf(16, 4):le_uint(), buf(32, 8):le_uint64():tonumber())
+    local ok = ""
+    if buf(5, 1):bitfield(0, 1) == 1 then ok = string.format(" OK after seq=%u", buf(12, 4):le_uint()) end
+    pinfo.cols.info = string.format("ACK ack=%u sack=0x%x%s", buf(16, 4):le_uint(), buf(32, 8):le_uint64():tonumber(), ok)
   else
     pinfo.cols.info = string.format("%s seq=%u ack=%u len=%u %s", typ, buf(12, 4):le_uint(), buf(16, 4):le_uint(),
       buf(6, 2):le_uint(), ops[buf(24, 1):le_uint()] or "")

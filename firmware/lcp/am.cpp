@@ -47,6 +47,10 @@ struct Assembly {
   // refuses it).
   uint32_t seg_key;
   uint64_t seg_va, seg_len;
+  // Its endpoint's ring (NIC address), translated at the first packet, and
+  // the tables' epoch then: good for as long as nothing in the tables
+  // changes (ring_of; a message's packets and its publish took three walks).
+  uint64_t ring, ring_epoch;
 };
 
 struct State {
@@ -111,6 +115,12 @@ uint64_t ring_nic(const Slot& s, const Endpoint& ep) {
   return nic;
 }
 
+// The ring `a`'s message goes to (0: its registration is gone).
+uint64_t ring_of(Assembly& a, const Slot& s, const Endpoint& ep) {
+  if (a.ring_epoch != g.t->epoch) a.ring = ring_nic(s, ep), a.ring_epoch = g.t->epoch;
+  return a.ring;
+}
+
 // What the process says it has consumed (untrusted: anything but a count
 // within the ring reads as "full").
 uint64_t consumed(uint64_t ring) {
@@ -130,8 +140,8 @@ Assembly* find(uint32_t src, uint64_t op_id) {
   return nullptr;
 }
 
-// The first packet: every check, then a ring entry for the message.
-uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
+// The first packet: every check, then a ring entry for the message (`out`).
+uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload, Assembly*& out) {
   if (h.payload_len < sizeof(abi::AmPrefix) || h.dst_addr != 0 || h.dst_slot >= abi::kMaxSlots)
     return abi::kCqAmBadEndpoint;
   abi::AmPrefix p;
@@ -172,8 +182,9 @@ uint8_t begin(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
   if (!a) return abi::kCqAmCongestion;
   if (owed) take_reply(*owed, p);
   ++g.in_used;
-  *a = Assembly{true,    src,     h.op_id,    h.src_slot, h.dst_slot, s.generation, p.dst_ep, ep.produced++,
-                p,       abi::kCqOk, ep.seg_key, ep.seg_va, ep.seg_len};
+  *a = Assembly{true,       src,        h.op_id,   h.src_slot, h.dst_slot, s.generation, p.dst_ep, ep.produced++,
+                p,          abi::kCqOk, ep.seg_key, ep.seg_va,  ep.seg_len, ring,         g.t->epoch};
+  out = a;
   return abi::kCqOk;
 }
 
@@ -200,7 +211,7 @@ uint8_t place(Assembly& a, uint64_t off, const uint8_t* bytes, uint32_t len) {
       n = uint32_t(long_start - off < len ? long_start - off : len);
     } else if (off < msg_end) {
       n = uint32_t(msg_end - off < len ? msg_end - off : len);
-      uint64_t ring = ring_nic(s, ep);
+      uint64_t ring = ring_of(a, s, ep);
       if (!ring) return abi::kCqAmBadEndpoint;
       nic = ring + sizeof(abi::AmRingControl) + (a.entry & (ep.entries - 1)) * abi::kAmEntryBytes +
             sizeof(abi::AmRxEntry) + (off - msg_start);
@@ -223,7 +234,7 @@ void publish(Assembly& a, bool ok) {
   if (!slot_live(*g.t, a.slot, a.generation)) return;
   Slot& s = g.t->slots[a.slot];
   Endpoint& ep = g.eps[a.slot][a.ep];
-  uint64_t ring = ep.used ? ring_nic(s, ep) : 0;
+  uint64_t ring = ep.used ? ring_of(a, s, ep) : 0;
   if (!ring) return;
   auto* e = reinterpret_cast<abi::AmRxEntry*>(ring + sizeof(abi::AmRingControl) +
                                               (a.entry & (ep.entries - 1)) * abi::kAmEntryBytes);
@@ -350,12 +361,11 @@ uint8_t am_place(uint32_t src, const abi::WireHeader& h, const uint8_t* payload)
       const bool gone = h.dst_slot < abi::kMaxSlots && g.t->slots[h.dst_slot].state != abi::SlotState::kActive;
       return gone ? abi::kCqRemoteBadSlot : abi::kCqAmBadEndpoint;
     }
-    uint8_t st = begin(src, h, payload);
+    uint8_t st = begin(src, h, payload, a);
     if (st != abi::kCqOk) {
       core::status::count(ulnic::abi::kCtrAmRefused);
       return st;
     }
-    a = find(src, h.op_id);
   }
   if (a->status == abi::kCqOk) a->status = place(*a, h.dst_addr, payload, h.payload_len);
   return a->status;

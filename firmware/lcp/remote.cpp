@@ -63,8 +63,8 @@ struct Pending {
 };
 
 // What a peer is owed for the operations that finished well since the last
-// kWireOpOkThrough went: the seq of the newest one's last packet, and (for
-// the cost plugin) which protocol's receiving side owes it.
+// OK went: the seq of the newest one's last packet, and (for the cost
+// plugin) which protocol's receiving side owes it.
 struct OkOwed {
   uint32_t seq;
   uint8_t cost_op;
@@ -85,8 +85,8 @@ struct Refusal {
 };
 
 // Sender: a peer's operations whose verdicts are due, in the order their
-// last packets went (so by seq, and a slot's in posting order): a
-// kWireOpOkThrough completes a prefix of the list.
+// last packets went (so by seq, and a slot's in posting order): an OK
+// (remote_ok_through) completes a prefix of the list.
 struct DueList {
   uint8_t head, tail;  // kNoOp: empty
 };
@@ -159,7 +159,7 @@ bool send_result(uint32_t dst, const Pending& p) {
     h.op_id = p.op_id;
     h.status = p.status;
   }
-  return link::send(dst, h, 0, 0, ~0u, 0) != 0;
+  return link::send(dst, h, 0, 0, ~0u, 0, p.op == abi::kWireOpResult) != 0;
 }
 
 // A verdict for `dst`: now, or in order behind those that wait for room on
@@ -181,15 +181,22 @@ void send_or_queue(uint32_t dst, const Pending& p) {
   }
   v.q[(v.head + v.count++) % kMaxPendingPerPeer] = p;
   ++g.verdicts_waiting;
+  link::set_ok_held(dst, true);  // no ack of ours says OK past a refusal not yet sent
 }
 
-// The OK verdict owed to `peer` goes (the receiving protocol's cost).
+// The OK verdict owed to `peer` goes (the receiving protocol's cost): in the
+// ACK the link owes it, at once (abi::kWireAckOk) -- or, while refusals to
+// it wait for room, as a kWireOpOkThrough queued behind them.
 void send_ok(uint32_t peer) {
   core::cost::Phase<abi::kPhaseVerdict> cost;
   const OkOwed& o = g.ok[peer];
   if (o.cost_op == abi::kCostOpVmmcRecv) core::cost::op<abi::kCostOpVmmcRecv>();
   else if (o.cost_op == abi::kCostOpAmRecv) core::cost::op<abi::kCostOpAmRecv>();
   else if (o.cost_op == abi::kCostOpViRecv) core::cost::op<abi::kCostOpViRecv>();
+  if (g.verdicts[peer].count == 0) {
+    (void)link::ack_now(peer);  // (a full ring: the link's ACK timer sends it)
+    return;
+  }
   send_or_queue(peer, Pending{o.seq, abi::kCqOk, abi::kWireOpOkThrough});
 }
 
@@ -312,11 +319,16 @@ abi::CqStatus reachable(uint32_t node, bool& local) {
 }
 
 // Its operation: bytes at NIC address `src`, or (short sends) a copy of the
-// payload that came with the descriptor.
-PutOp* new_message(Slot& s, const abi::SqEntry& e, uint64_t src, const uint8_t* inline_payload, bool local) {
+// payload that came with the descriptor: whole SQ entries (kInlineEntries,
+// as execute() passes it to send_start and unet_start),
+// copied as words, one or two of them.
+PutOp* new_message(Slot& s, const abi::SqEntry& e, uint64_t src, const abi::SqEntry* inline_payload, bool local) {
   PutOp* op = new_op(s, e, src);
   if (op && inline_payload) {
-    memcpy(op->inline_data, inline_payload, e.length);
+    static_assert(sizeof op->inline_data == kInlineEntries * sizeof(abi::SqEntry) && kInlineEntries == 2);
+    auto* to = static_cast<abi::SqEntry*>(__builtin_assume_aligned(op->inline_data, 8));
+    __builtin_memcpy_inline(&to[0], &inline_payload[0], sizeof to[0]);
+    if (e.length > sizeof to[0]) __builtin_memcpy_inline(&to[1], &inline_payload[1], sizeof to[1]);
     op->src = reinterpret_cast<uint64_t>(op->inline_data);
   }
   if (op) op->local = local;
@@ -397,7 +409,7 @@ abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   return abi::kCqOk;
 }
 
-abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload) {
+abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const abi::SqEntry* inline_payload) {
   (void)t;
   core::cost::op<abi::kCostOpVmmcSend>();
   if (e.length == 0 || e.length > abi::kMaxCopyBytes || (inline_payload && e.length > abi::kMaxInline))
@@ -454,7 +466,7 @@ abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   return abi::kCqOk;
 }
 
-abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload) {
+abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const abi::SqEntry* inline_payload) {
   (void)t;
   UnetRoute route{};
   abi::CqStatus st = unet_check_send(s, e, inline_payload != nullptr, route);
@@ -592,6 +604,7 @@ bool remote_poll(SlotTable& t) {
       --g.verdicts_waiting;
       worked = true;
     }
+    if (!v.count) link::set_ok_held(peer, false);
   }
   return worked;
 }
@@ -633,9 +646,7 @@ void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
     PutOp* op = find(h.op_id);
     if (op && op->dst_node == src) finish(*op, abi::CqStatus(h.status));
   } else if (h.op == abi::kWireOpOkThrough) {
-    core::cost::op<abi::kCostOpVerdict>();
-    ok_through(src, uint32_t(h.dst_addr));
-    vi_ok_through(src, uint32_t(h.dst_addr));
+    remote_ok_through(src, uint32_t(h.dst_addr));
   } else if (h.op == abi::kWireOpMail) {
     mail_deliver(src, h, payload);
   } else if (h.op >= abi::kWireOpViSend && h.op <= abi::kWireOpViConn) {
@@ -667,6 +678,7 @@ void remote_peer_lost(uint32_t peer) {
   if (peer < abi::kMaxNodes) {
     g.verdicts_waiting -= g.verdicts[peer].count;
     g.verdicts[peer].count = 0;
+    link::set_ok_held(peer, false);
     g.ok_owed &= ~(1ull << peer);
   }
   vmmc_peer_lost(peer);
@@ -693,8 +705,20 @@ void remote_slot_detached(uint32_t slot) {
   }
 }
 
+void remote_ok_through(uint32_t src, uint32_t seq) {
+  if (src >= abi::kMaxNodes) return;
+  // (Most packets that say OK complete nothing: the work item is the
+  // verdict's only where one does.)
+  const DueList& l = g.due[src];
+  if (l.head != kNoOp && link::seq_at_or_before(g.ops[l.head].wait.last_seq, seq)) {
+    core::cost::op<abi::kCostOpVerdict>();
+    ok_through(src, seq);
+  }
+  vi_ok_through(src, seq);
+}
+
 link::Upcalls remote_upcalls() {
-  return link::Upcalls{remote_deliver, remote_peer_lost, remote_payload_valid, remote_rx_done};
+  return link::Upcalls{remote_deliver, remote_peer_lost, remote_payload_valid, remote_rx_done, remote_ok_through};
 }
 
 bool remote_payload_valid(uint32_t slot, uint64_t generation) {

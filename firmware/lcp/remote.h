@@ -9,11 +9,15 @@
 // registration (key, RemoteWrite, bounds) before a byte is written; refused
 // packets are counted and turn the verdict into an error.
 // Verdicts: a refusal is a packet of its own (kWireOpResult, at once); the
-// operations that finished well share one (kWireOpOkThrough: "all your
-// operations up to seq S that I did not refuse"), sent when the receive pass
-// that placed them ends -- per burst of arrivals, not per operation. The
-// link delivers in order, so a refusal always reaches the sender before the
-// kWireOpOkThrough that covers its operation.
+// operations that finished well ride on the link's acks ("all your
+// operations up to the seq I ack that I did not refuse": abi::kWireAckOk,
+// as IB RC's ACK completes a send), and the ACK owed goes as soon as the
+// receive pass that placed them ends -- per burst of arrivals, not per
+// operation, and no sequenced packet of its own. The link delivers in order
+// and puts that flag only on packets every refusal went before, so a
+// refusal always reaches the sender before the OK that covers its
+// operation; while a refusal waits for room on the link, the OK is a
+// kWireOpOkThrough packet queued behind it.
 #pragma once
 
 #include "lcp/slots.h"
@@ -84,15 +88,16 @@ void remote_init(SlotTable& t);
 bool remote_can_start(const abi::SqEntry& e);
 // Validates a put and starts it; kCqOk if the slot should now feed it.
 abi::CqStatus put_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
-// Validates a VMMC send (kOpSend, or kOpSendInline with its payload) and
-// starts it; kCqOk if the slot should now feed it.
-abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload);
+// Validates a VMMC send (kOpSend, or kOpSendInline with its payload: the
+// ceil(length / 64) SQ entries that followed it) and starts it; kCqOk if the
+// slot should now feed it.
+abi::CqStatus send_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const abi::SqEntry* inline_payload);
 // Validates an AM message (kOpAmSend) and starts it; kCqOk if the slot
 // should now feed it.
 abi::CqStatus am_start(SlotTable& t, Slot& s, const abi::SqEntry& e);
 // Validates a U-Net send (kOpUnetSend, or kOpUnetSendInline with its
-// payload) and starts it; kCqOk if the slot should now feed it.
-abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const uint8_t* inline_payload);
+// payload, as send_start's) and starts it; kCqOk if the slot should now feed it.
+abi::CqStatus unet_start(SlotTable& t, Slot& s, const abi::SqEntry& e, const abi::SqEntry* inline_payload);
 // Hands more of the slot's current put or send to the link; true once it is all sent.
 bool put_feed(SlotTable& t, Slot& s);
 // Room on the link to `dst` for an operation's next packets: how many it
@@ -107,9 +112,10 @@ uint32_t link_room(uint32_t dst, uint64_t& stalled_since);
 // hear of that one operation alone (none does today: see remote_verdict_ok).
 void remote_send_result(uint32_t dst, uint64_t op_id, uint8_t status);
 // The operation whose last packet from `src` had sequence number `seq`
-// finished well: owed to `src` in the kWireOpOkThrough that goes when this
-// receive pass ends (remote_rx_done). `cost_op`: the receiving protocol's
-// abi::CostOp, which the cost plugin charges for sending it.
+// finished well: owed to `src` in the ACK that goes when this receive pass
+// ends (remote_rx_done: abi::kWireAckOk, or a kWireOpOkThrough while
+// refusals wait). `cost_op`: the receiving protocol's abi::CostOp, which the
+// cost plugin charges for sending it.
 void remote_verdict_ok(uint32_t src, uint32_t seq, uint8_t cost_op);
 // A receive pass ended (link upcall rx_done): the OK verdicts owed go, one
 // packet per peer.
@@ -130,6 +136,9 @@ void remote_slot_detached(uint32_t slot);
 // Link upcalls (remote_upcalls: all of them, for link::init).
 link::Upcalls remote_upcalls();
 void remote_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);
+// `src` says our operations to it up to `seq` that it did not refuse finished
+// well (a kWireOpOkThrough, or its ACK: abi::kWireAckOk).
+void remote_ok_through(uint32_t src, uint32_t seq);
 void remote_peer_lost(uint32_t peer);
 bool remote_payload_valid(uint32_t slot, uint64_t generation);
 

@@ -181,6 +181,19 @@ abi::CqStatus take_inline(Slot& s, uint32_t len, uint8_t* out) {
   return abi::kCqOk;
 }
 
+// A short send's payload as whole SQ entries, each copied as eight words
+// (the exact-length copy above was a call and a byte tail per entry): `out`
+// has room for ceil(len / 64) of them; the bytes past `len` are the entry's.
+abi::CqStatus take_inline_entries(Slot& s, uint32_t len, abi::SqEntry* out) {
+  for (uint32_t off = 0; off < len; off += sizeof(abi::SqEntry), ++out) {
+    const abi::SqEntry* c = s.sq.peek();
+    if (!c) return abi::kCqBadLength;
+    __builtin_memcpy_inline(out, c, sizeof *out);
+    s.sq.pop();
+  }
+  return abi::kCqOk;
+}
+
 void start_remote(Slot& s, const abi::SqEntry& e, abi::CqStatus st) {
   if (st != abi::kCqOk) return complete(s, e, st, 0);
   s.put_active = true;
@@ -256,14 +269,16 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
     case abi::kOpUnetSend:
       return start_remote(s, e, unet_start(t, s, e, nullptr));
     case abi::kOpUnetSendInline: {
-      uint8_t payload[abi::kMaxInline];
-      abi::CqStatus st = e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline(s, e.length, payload);
+      abi::SqEntry payload[kInlineEntries];
+      abi::CqStatus st =
+          e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline_entries(s, e.length, payload);
       if (st != abi::kCqOk) return complete(s, e, st, 0);
       return start_remote(s, e, unet_start(t, s, e, payload));
     }
     case abi::kOpSendInline: {
-      uint8_t payload[abi::kMaxInline];
-      abi::CqStatus st = e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline(s, e.length, payload);
+      abi::SqEntry payload[kInlineEntries];
+      abi::CqStatus st =
+          e.length == 0 || e.length > abi::kMaxInline ? abi::kCqBadLength : take_inline_entries(s, e.length, payload);
       if (st == abi::kCqOk && !send_fields_ok(e)) st = abi::kCqBadOpcode;
       if (st != abi::kCqOk) return complete(s, e, st, 0);
       return start_remote(s, e, send_start(t, s, e, payload));
@@ -302,7 +317,7 @@ bool service_slot(SlotTable& t, Slot& s) {
     if (!shared) break;
     core::cost::Phase<abi::kPhaseSqScan> cost;  // a descriptor found: the work item starts here
     abi::SqEntry e;  // copy once: the host may rewrite the entry under us
-    memcpy(&e, shared, sizeof e);
+    __builtin_memcpy_inline(&e, shared, sizeof e);  // (eight words, no call)
     // Every operation of its kind busy, or (U-Net/MM) a page of it not in
     // the NIC's TLB: it waits at the head (order kept).
     if (!vi_can_start(e) || !remote_can_start(e) || (s.unet_mm && !unet_can_start(s, e))) break;
@@ -342,13 +357,6 @@ uint32_t tagged_index(uint32_t& rng, uint32_t index) {
 
 abi::SlotHeader& header(const Slot& s) { return *reinterpret_cast<abi::SlotHeader*>(s.base); }
 
-abi::CqStatus slot_translate_tagged(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
-                                    uint32_t ptag, uint64_t& nic) {
-  abi::CqStatus st = slot_translate(s, key, addr, len, need, nic);
-  if (st == abi::kCqOk && s.regs[key & 0xff].ptag != ptag) return abi::kCqProtection;
-  return st;
-}
-
 void slot_complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t result) {
   complete(s, e, status, result);
 }
@@ -363,7 +371,7 @@ void slot_run_recv_posts(SlotTable& t, Slot& s) {
     if (!shared) break;
     core::cost::Phase<abi::kPhaseSqScan> cost;
     abi::SqEntry e;
-    memcpy(&e, shared, sizeof e);
+    __builtin_memcpy_inline(&e, shared, sizeof e);  // (eight words, no call)
     if (e.opcode != abi::kOpViPostRecv) break;  // anything else waits for the pass
     e.flags &= uint8_t(~abi::kSqTrace);         // a receive sends nothing to stamp
     s.sq.pop();

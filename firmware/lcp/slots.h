@@ -154,9 +154,13 @@ inline abi::CqStatus slot_translate(const Slot& s, uint32_t key, uint64_t addr, 
   return abi::kCqOk;
 }
 // The same, for a VI: the registration must also carry protection tag `ptag`
-// (kCqProtection if not).
-abi::CqStatus slot_translate_tagged(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
-                                    uint32_t ptag, uint64_t& nic);
+// (kCqProtection if not). (Inline: a VI message takes a dozen.)
+inline abi::CqStatus slot_translate_tagged(const Slot& s, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+                                           uint32_t ptag, uint64_t& nic) {
+  abi::CqStatus st = slot_translate(s, key, addr, len, need, nic);
+  if (st == abi::kCqOk && s.regs[key & 0xff].ptag != ptag) return abi::kCqProtection;
+  return st;
+}
 // A completion for the descriptor being executed now (no CQ entry was kept
 // for it; the pass made sure there is room).
 void slot_complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t result);
@@ -164,6 +168,10 @@ void slot_complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_
 // a message may arrive before the slot's pass got to a receive its process
 // had posted before the sender sent.
 void slot_run_recv_posts(SlotTable& t, Slot& s);
+// A short send's payload as execute() takes it off the SQ for send_start
+// and unet_start: whole entries (8-byte aligned), ceil(len / 64) of them.
+constexpr uint32_t kInlineEntries = abi::kMaxInline / sizeof(abi::SqEntry);
+static_assert(abi::kMaxInline % sizeof(abi::SqEntry) == 0);
 // Takes `len` bytes of payload that follow the current descriptor in the SQ
 // (ceil(len / 64) entries), as kOpSendInline does.
 abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out);

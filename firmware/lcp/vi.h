@@ -9,7 +9,7 @@
 // one MTU that never span a segment; the receiving NIC scatters them into the
 // receive descriptor it took at the message's first packet. Every operation
 // ends with the receiver's verdict (a refusal: kWireOpResult; success: the
-// kWireOpOkThrough that covers it, remote.h), so a send completes once
+// link ACK that covers it, abi::kWireAckOk, remote.h), so a send completes once
 // its bytes are placed, at every reliability level; what a level changes is
 // what an error at the receiver does (abi/slot.h kCqRemote*, host/vipl/SEMANTICS.md).
 #pragma once

@@ -52,11 +52,15 @@ union HeaderWords {
   uint64_t w[8];
 };
 static_assert(sizeof(HeaderWords) == sizeof(abi::WireHeader));
+static_assert(offsetof(abi::WireHeader, type) == 4 && offsetof(abi::WireHeader, src) == 8 &&
+              offsetof(abi::WireHeader, dst) == 10 && offsetof(abi::WireHeader, src_incarnation) == 48 &&
+              offsetof(abi::WireHeader, dst_incarnation) == 52, "the words a standalone ACK is built of");
 static_assert(offsetof(abi::WireHeader, flags) == 5 && offsetof(abi::WireHeader, payload_len) == 6 &&
               offsetof(abi::WireHeader, seq) == 12 && offsetof(abi::WireHeader, ack) == 16 &&
               offsetof(abi::WireHeader, checksum) == 20 && offsetof(abi::WireHeader, dst_addr) == 32,
               "the words send_segments() and a placed stream change");
-constexpr uint32_t kWordSeq = 1, kWordDstAddr = 4;
+constexpr uint32_t kWordSeq = 1, kWordOp = 3, kWordDstAddr = 4;
+static_assert(offsetof(abi::WireHeader, op) == 24, "op: the low byte of word kWordOp");
 
 // A stream whose packets the link places itself (place_next).
 struct Placed {
@@ -86,6 +90,15 @@ struct Peer {
   uint64_t rto_ticks;      // current retransmission timeout
   uint64_t rto_deadline;   // 0: no timer
   uint64_t last_progress;  // mtime of the last ACK progress
+  // OK verdicts we give it (abi::kWireAckOk): no packet up to the newest
+  // refusal we sent says OK (its ack may cover the refused operation; kept
+  // up with `acked`, so it stays near the seqs in use), and the ack the last
+  // packet that did said.
+  uint32_t last_refusal;
+  uint32_t ok_sent;
+  // abi::kWireAckOk, or 0 while refusals to it wait in the protocol layer
+  // for room on the link (set_ok_held): our packets' OK flag.
+  uint8_t ok_flag;
   TxEntry win[kWindow];    // by seq % kWindow (the widest window)
   // Receive side.
   uint32_t their_session;  // the peer's incarnation (0: not heard from yet)
@@ -95,6 +108,12 @@ struct Peer {
   uint32_t unacked_rx;     // packets since our last ACK
   bool ack_owed;
   uint64_t ack_deadline;
+  // OK verdicts from the peer (abi::kWireAckOk): the last watermark handed
+  // up (so an unchanged one is not handed up again), and one from a
+  // standalone ACK that waits until its packets before it are delivered.
+  uint32_t ok_given;
+  bool ok_waiting;
+  uint32_t ok_waiting_seq, ok_waiting_after;
   // Per-link statistics (status block).
   uint64_t tx_data, rx_data, retransmits, duplicates;
   bool unreachable;
@@ -175,6 +194,9 @@ void reset_peer(Peer& p, uint32_t their_session, uint64_t now) {
   memset(&p, 0, sizeof p);
   p.next_seq = p.resend_next = 1;
   p.expected = 1;
+  // (A restart's peer_lost upcall follows: the protocol layer's refusals for
+  // the peer are gone with it, so none holds the OK back.)
+  p.ok_flag = abi::kWireAckOk;
   p.rto_ticks = p.rto_base = initial_rto();
   p.last_progress = now;
   p.their_session = their_session;
@@ -244,39 +266,47 @@ void address(abi::WireHeader& h, uint32_t dst, uint8_t type) {
   copy_header(&pkt->h, h);
 }
 
-// The ACK rode along on a packet just written.
-void ack_sent(Peer& p) {
+// The ACK rode along on a packet just written (`ok`: saying OK too).
+void ack_sent(Peer& p, uint8_t ok) {
+  if (ok) p.ok_sent = p.expected - 1;
   p.ack_owed = false;
   p.unacked_rx = 0;
   p.ack_deadline = 0;
 }
 
-// The header and payload of a packet in the window. A retransmission asks
+// The header words and payload of a packet in the window, but for the words
+// the link fills in (addressing, flags and length, seq, ack, checksum,
+// incarnations: put_packet), and its flags and length. A retransmission asks
 // the protocol layer whether its source may still be read (the operation may
 // have failed and its memory been reused): if not, it goes as a sequence
 // filler. A first transmission's sender checked the source a moment ago.
-void packet_of(const TxEntry& e, bool first, abi::WireHeader& h, uint64_t& payload) {
+// (Words, not fields: a header built field by field took ~30 narrow stores.)
+void packet_of(const TxEntry& e, bool first, HeaderWords& w, uint8_t& flags, uint32_t& len, uint64_t& payload) {
   payload = 0;
+  flags = 0;
+  len = 0;
   if (e.seg) {
     const Segments& op = *e.seg;
-    h = abi::WireHeader{};
     if (op.h.op_id == e.seg_op && (first || (g.up.payload_valid && g.up.payload_valid(op.owner, op.generation)))) {
-      h = op.h;
-      segment_header(op, e.seg_offset, segment_length(op, e.seg_offset), h);
+      copy_header(&w.h, op.h);
+      len = segment_length(op, e.seg_offset);
+      flags = segment_flags(op, e.seg_offset, len);
+      w.w[kWordDstAddr] = op.h.dst_addr + e.seg_offset;
       payload = segment_src(op, e.seg_offset);
+    } else {
+      w = HeaderWords{};
     }
   } else {
-    h = e.h;
-    h.payload_len = 0;
+    copy_header(&w.h, e.h);
+    flags = e.h.flags;
     if (e.len && (first || (g.up.payload_valid && g.up.payload_valid(e.owner, e.generation)))) {
-      h.payload_len = e.len;
+      len = e.len;
       payload = e.payload;
     } else if (e.len) {
-      h.op = abi::kWireOpNone;  // the source is gone: keep the sequence, drop the bytes
-      h.flags = 0;
+      w.w[kWordOp] &= ~uint64_t(0xff);  // op = kWireOpNone: the source is gone: keep the sequence, drop the bytes
+      flags = 0;
     }
   }
-  h.seq = e.seq;
 }
 
 // A standalone ACK's selective part (its dst_addr): bit i set if we hold the
@@ -289,21 +319,54 @@ uint64_t held_bits(const Peer& p) {
 }
 
 // Writes one packet into the ring toward `dst` without publishing it (`e`:
-// a data packet of the window; none: an ACK); false if the ring is full.
+// a data packet of the window, `first` its first transmission; none: an
+// ACK); false if the ring is full.
 bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
   abi::Packet* pkt = tx_ring(tx_port(dst)).reserve();
   if (!pkt) {
     ++g.stats.ring_full;
     return false;
   }
-  abi::WireHeader h{};
-  uint64_t payload = 0;
-  if (e) packet_of(*e, first, h, payload);
-  else h.dst_addr = held_bits(g.peers[dst]);
-  address(h, dst, type);
-  fill(pkt, h, reinterpret_cast<const void*>(payload));
+  Peer& p = g.peers[dst];
+  uint8_t ok = p.ok_flag;
+  if (!e) {
+    // A standalone ACK, word by word (the header as fields took ~30 narrow
+    // stores): no payload. Its OK applies once the peer has delivered every
+    // data packet we sent so far (every refusal among them): seq names the
+    // newest.
+    HeaderWords w;
+    w.w[0] = uint64_t(abi::kWireMagic) | uint64_t(type) << 32 | uint64_t(ok) << 40;
+    w.w[1] = uint64_t(g.self) | uint64_t(dst) << 16 | uint64_t(ok ? p.next_seq - 1 : 0) << 32;
+    w.w[2] = uint32_t(p.expected - 1);  // ack (checksum 0)
+    w.w[3] = 0;
+    w.w[4] = held_bits(p);              // dst_addr: the selective ACK
+    w.w[5] = 0;
+    w.w[6] = uint64_t(g.incarnation) | uint64_t(p.their_session) << 32;
+    w.w[7] = 0;
+    if (g.checksums) w.h.checksum = checksum(w.h, ulnic::WireSum{});
+    uint64_t* out = reinterpret_cast<uint64_t*>(&pkt->h);
+    for (uint32_t i = 0; i < 8; ++i) out[i] = w.w[i];
+    tx_ring(tx_port(dst)).push();
+    ack_sent(p, ok);
+    return true;
+  }
+  HeaderWords w;
+  uint8_t flags;
+  uint32_t len;
+  uint64_t payload;
+  packet_of(*e, first, w, flags, len, payload);
+  // The ack is today's (on a retransmission too): it may say OK if every
+  // refusal went before this packet.
+  if (!seq_before(p.last_refusal, e->seq)) ok = 0;
+  flags = uint8_t((flags & ~abi::kWireAckOk) | ok);
+  // What address() adds, as words.
+  w.w[0] = uint64_t(abi::kWireMagic) | uint64_t(type) << 32 | uint64_t(flags) << 40 | uint64_t(len) << 48;
+  w.w[1] = uint64_t(g.self) | uint64_t(dst) << 16 | uint64_t(e->seq) << 32;
+  w.w[2] = uint32_t(p.expected - 1);  // ack (checksum: fill)
+  w.w[6] = uint64_t(g.incarnation) | uint64_t(p.their_session) << 32;
+  fill(pkt, w.h, reinterpret_cast<const void*>(payload));
   tx_ring(tx_port(dst)).push();
-  ack_sent(g.peers[dst]);
+  ack_sent(p, ok);
   return true;
 }
 
@@ -384,6 +447,7 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   sample_rtt(p, newest, now);
   note_delivered(p, newest);
   p.acked = ack;
+  if (seq_before(p.last_refusal, ack)) p.last_refusal = ack;  // (nothing up to ack goes again)
   p.unreachable = false;
   p.dup_acks = 0;
   p.timeouts = 0;
@@ -409,15 +473,34 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   ++p.rx_data;
 }
 
+// An OK verdict from peer `src` (abi::kWireAckOk) through our seq `seq`,
+// every packet before it delivered: up to the protocol layer, unless it
+// said the same last time.
+inline void take_ok(uint32_t src, Peer& p, uint32_t seq) {
+  if (seq == p.ok_given) return;
+  p.ok_given = seq;
+  if (g.up.ok_through) g.up.ok_through(src, seq);
+}
+
+// A standalone ACK's OK waits for the data packets the peer sent before it:
+// due once the one it named is delivered.
+[[gnu::always_inline]] inline void ok_waiting_due(uint32_t src, Peer& p) {
+  if (__builtin_expect(p.ok_waiting, 0) && seq_at_or_before(p.ok_waiting_after, p.expected - 1)) {
+    p.ok_waiting = false;
+    take_ok(src, p, p.ok_waiting_seq);
+  }
+}
+
 // The next packet of the stream placed for peer `p` (place_next): placed
 // here, with no upcall. False for anything else, which then takes the usual
 // way (receive()). The comparison is the whole check: every word but the ack
 // is what the packet the protocol layer checked said it would be.
-[[gnu::always_inline]] inline bool receive_placed(Peer& p, const HeaderWords& w, const uint8_t* payload,
-                                                  uint64_t now) {
+[[gnu::always_inline]] inline bool receive_placed(uint32_t src, Peer& p, const HeaderWords& w,
+                                                  const uint8_t* payload, uint64_t now) {
   Placed& s = p.placed;
   const uint64_t* e = s.next.w;
-  if (!s.epoch || *s.epoch != s.epoch_at || w.w[0] != e[0] ||
+  constexpr uint64_t kOkBit = uint64_t(abi::kWireAckOk) << 40;  // (flags: byte 5)
+  if (!s.epoch || *s.epoch != s.epoch_at || (w.w[0] & ~kOkBit) != e[0] ||
       w.w[kWordSeq] != (e[kWordSeq] | uint64_t(p.expected) << 32) || w.w[3] != e[3] ||
       w.w[kWordDstAddr] != e[kWordDstAddr] || w.w[5] != e[5] || w.w[6] != e[6] || w.w[7] != e[7])
     return false;
@@ -427,8 +510,10 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   s.next.h.dst_addr = dst + len;
   ++g.stats.placed;
   owe_ack(p, now);
+  if (w.w[0] & kOkBit) take_ok(src, p, w.h.ack);
   accept(p, now);
   if (w.h.ack != p.acked) take_ack(p, w.h.ack, now);
+  ok_waiting_due(src, p);
   return true;
 }
 
@@ -493,7 +578,9 @@ void deliver_held(uint32_t src, Peer& p, uint64_t now) {
     --p.held_count;
     accept(p, now);
     const abi::Packet& pkt = g.held[k];
+    if ((pkt.h.flags & abi::kWireAckOk) && pkt.h.dst_incarnation == g.incarnation) take_ok(src, p, pkt.h.ack);
     if (pkt.h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, pkt.h, pkt.payload);
+    ok_waiting_due(src, p);
     g.held_free[g.held_free_count++] = k;  // the payload was the upcall's until it returned
   }
   if (p.held_count) p.ack_deadline = now;
@@ -535,9 +622,20 @@ void receive(uint32_t from_port, const abi::WireHeader& h, const uint8_t* payloa
   if (h.dst_incarnation == g.incarnation) take_ack(p, h.ack, now);
   if (h.type == abi::kPktAck) {
     ++g.stats.rx_acks;
+    if (h.dst_incarnation != g.incarnation) return;
+    if (h.flags & abi::kWireAckOk) {
+      // Its OK verdict counts once the peer's data packets up to h.seq are
+      // delivered (a refusal among them first): now, or when they are.
+      p.ok_waiting = true;
+      p.ok_waiting_seq = h.ack;
+      p.ok_waiting_after = h.seq;
+      ok_waiting_due(src, p);
+    }
+    // The rest is the link's upkeep, which branches on what is in flight
+    // (timing): outside the per-message budgets.
+    core::cost::Phase<ulnic::abi::kPhaseAck> cost;
     // A receiver that holds packets beyond the gap says which (selective
     // ACK); then only the lost ones go again.
-    if (h.dst_incarnation != g.incarnation) return;
     if (h.dst_addr) {
       take_sack(p, h.ack, h.dst_addr, now);
       return;
@@ -572,7 +670,11 @@ void receive(uint32_t from_port, const abi::WireHeader& h, const uint8_t* payloa
     return;
   }
   accept(p, now);
+  // An OK verdict on it holds for what went before it: before the packet's
+  // own delivery (a disconnect after a VI's last send must find it done).
+  if ((h.flags & abi::kWireAckOk) && h.dst_incarnation == g.incarnation) take_ok(src, p, h.ack);
   if (h.op != abi::kWireOpNone && g.up.deliver) g.up.deliver(src, h, payload);
+  ok_waiting_due(src, p);
   if (p.held_count) deliver_held(src, p, now);
 }
 
@@ -675,6 +777,26 @@ uint32_t room(uint32_t dst) {
 
 bool can_send(uint32_t dst) { return room(dst) != 0; }
 
+void set_ok_held(uint32_t dst, bool held) {
+  if (dst >= abi::kMaxPorts) return;
+  g.peers[dst].ok_flag = held ? 0 : abi::kWireAckOk;
+}
+
+bool ack_now(uint32_t dst) {
+  if (!g.enabled || dst >= g.nodes || dst == g.self) return true;
+  Peer& p = g.peers[dst];
+  if (p.ok_sent == p.expected - 1) return true;  // a packet since said it
+  // (Charged to the caller's phase: the verdict this ACK carries.)
+  if (transmit(dst, abi::kPktAck, nullptr)) {
+    ++g.stats.tx_acks;
+    return true;
+  }
+  // The ring is full: the delayed-ACK timer sends it.
+  p.ack_owed = true;
+  if (!p.ack_deadline) p.ack_deadline = hal::clint::now();
+  return false;
+}
+
 bool in_flight(uint32_t dst) {
   return g.enabled && dst < g.nodes && seq_before(g.peers[dst].acked + 1, g.peers[dst].next_seq);
 }
@@ -714,11 +836,12 @@ uint64_t recoveries(uint32_t dst) {
 }
 
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
-              uint64_t generation) {
+              uint64_t generation, bool refusal) {
   if (!room(dst) || len > abi::kMtu) return 0;
   abi::WireHeader copy = h;
   copy.payload_len = len;
   uint32_t seq = take_seq(g.peers[dst], copy, payload, owner, generation, hal::clint::now());
+  if (refusal) g.peers[dst].last_refusal = seq;
   put_packet(dst, abi::kPktData, &g.peers[dst].win[seq % kWindow], true);  // room() said it fits
   publish_to(dst);
   return seq;
@@ -735,7 +858,7 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
   HeaderWords t;
   t.h = op.h;
   address(t.h, dst, abi::kPktData);
-  t.h.flags = 0, t.h.payload_len = 0, t.h.seq = 0, t.h.checksum = 0, t.h.dst_addr = 0;
+  t.h.flags = p.ok_flag, t.h.payload_len = 0, t.h.seq = 0, t.h.checksum = 0, t.h.dst_addr = 0;
   uint32_t seq = p.next_seq, n = 0;
   for (; n < max_packets && sent < op.length; ++n, ++seq) {
     uint32_t len = segment_length(op, sent);
@@ -767,7 +890,7 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
       core::cost::Phase<ulnic::abi::kPhaseAck> cost;  // as in take_seq()
       if (!p.rto_deadline) p.rto_deadline = now + p.rto_ticks, p.last_progress = now;
     }
-    ack_sent(p);
+    ack_sent(p, p.ok_flag);
     publish_to(dst);
   }
   return sent;
@@ -783,7 +906,7 @@ void place_next(uint32_t src, const abi::WireHeader& h, uint8_t first_flag, uint
     return;
   Placed& s = p.placed;
   s.next.h = h;
-  s.next.h.flags = uint8_t(h.flags & ~first_flag);
+  s.next.h.flags = uint8_t(h.flags & ~(first_flag | abi::kWireAckOk));  // (the OK flag: either way)
   s.next.h.seq = 0;
   s.next.h.ack = 0;
   s.next.h.checksum = 0;
@@ -818,7 +941,7 @@ bool poll_rx(uint64_t now) {
           core::cost::Phase<ulnic::abi::kPhaseRxCheck> cost;
           HeaderWords w;
           copy_header(&w.h, pkt->h);  // once: the ring is shared memory
-          if (!receive_placed(p, w, pkt->payload, now)) receive(from, w.h, pkt->payload, now);
+          if (!receive_placed(from, p, w, pkt->payload, now)) receive(from, w.h, pkt->payload, now);
         }
         rx.pop();
         // Entries go back a few at a time: the sender refills them while we

@@ -95,6 +95,10 @@ struct Upcalls {
   // A receive pass that delivered packets is over (what the deliveries owe
   // their senders may now go as one packet); may be null.
   void (*rx_done)();
+  // `src` says every operation of ours whose last packet had a seq <= `seq`
+  // and that it did not refuse (in a packet delivered before this call)
+  // finished well (abi::kWireAckOk); may be null.
+  void (*ok_through)(uint32_t src, uint32_t seq);
 };
 
 struct Stats {
@@ -126,8 +130,20 @@ bool in_flight(uint32_t dst);
 // The payload is read from `payload` (a NIC address in host memory) now and
 // again on every retransmission while payload_valid(owner, generation).
 // Returns the sequence number, or 0 if it could not be sent.
+// OK verdicts ride on the link's acks (abi::kWireAckOk): a packet's ack says
+// OK for what it covers unless a refusal to its destination waits
+// (set_ok_held) or the packet is one (`refusal`: it names an operation its
+// own ack may cover). h.flags never carries kWireAckOk: the link decides.
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
-              uint64_t owner_generation);
+              uint64_t owner_generation, bool refusal = false);
+// Refusals to `dst` wait in the protocol layer for room on the link (`held`)
+// or none do any more: while they wait, no packet to `dst` says OK.
+void set_ok_held(uint32_t dst, bool held);
+// A receive pass took operations from `dst` that finished well: the ACK
+// owed to it (which says so) goes now rather than after kAckDelayUs, unless
+// a packet since carried it. False if the ring to `dst` is full (the owed
+// ACK then goes when the delayed-ACK timer fires).
+bool ack_now(uint32_t dst);
 // Segmentation offload for the data path: the packets of one operation,
 // built from a header template. Packet k carries source bytes
 // [off_k, off_k + len_k) (len_k = kMtu but the last), with header `h` but

@@ -31,7 +31,7 @@ measured beside it (never modelled time), and writes OUT/cost.json.
 With --bytes B (up to 4096, one packet) VMMC and VIPL send B-byte messages instead: above 128 B a VMMC message is
 fetched by DMA, not carried inline; tests/bench/papers.py takes a full packet's cost from it for its cost model.
 
-  tests/bench/cost.py [--build DIR] [--out DIR] [--rounds N] [--protocols vmmc,vipl,am] [--bytes B]
+  tests/bench/cost.py [--build DIR] [--out DIR] [--rounds N] [--protocols vmmc,vipl,am] [--bytes B] [--firmware ELF]
 """
 import argparse
 import json
@@ -225,6 +225,8 @@ def main():
     ap.add_argument("--protocols", default=",".join(PROTOCOLS))
     ap.add_argument("--bytes", type=int, default=BYTES,
                     help=f"VMMC and VIPL message size, 8 .. {MAX_BYTES} (default {BYTES}; AM: always AM_Request4)")
+    ap.add_argument("--firmware", metavar="ELF",
+                    help="boot the NICs with this firmware instead of the build's (an A/B of two firmware builds)")
     a = ap.parse_args()
     if not 8 <= a.bytes <= MAX_BYTES:
         ap.error(f"--bytes: 8 .. {MAX_BYTES}")
@@ -251,7 +253,8 @@ def main():
         write_json({"benchmark": "cost", "results": results}, os.path.join(out, "cost.json"))
         return rc
 
-    return on_private_cluster(build, CLUSTER, 64, ["--cost"], PROG, run)
+    extra = ["--firmware", os.path.abspath(a.firmware)] if a.firmware else []
+    return on_private_cluster(build, CLUSTER, 64, ["--cost"] + extra, PROG, run)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,13 @@ struct FabricPeer {
   uint32_t heard = 0;     // our data packets it took in order
   bool acks = false;      // its data packets acknowledge `heard` (else they carry the ack they are given)
   bool hold = false;      // send() leaves its packets in the ring for a later link::poll_rx
-  uint32_t ok_throughs = 0;  // our kWireOpOkThrough packets it took
+  // Our OK verdicts it took: a kWireOpOkThrough, or a packet whose ack says
+  // OK (abi::kWireAckOk), that moved the watermark -- how many, the newest
+  // watermark, and the seq of our data packets it came after (every refusal
+  // of ours that covers is at or before it).
+  uint32_t ok_verdicts = 0;
+  uint32_t ok_seq = 0, ok_after = 0;
+  bool ok_heard = false;
   Heard log[kKept];       // the last kKept of them, by sequence number
   uint32_t logged = 0;    // how many it took in all
   // Node 1's last packets (kWireLast): the op id and seq of the last kKept.
@@ -123,6 +129,22 @@ struct FabricPeer {
     if (!hold) link::poll_rx(hal::clint::now());
   }
 
+  // Node 1 sends a standalone ACK of our packets through `ack`; with `ok`, it
+  // says OK for our operations through `ack` too (abi::kWireAckOk), once our
+  // link has delivered node 1's data packets through `after`.
+  void send_ack(uint32_t ack, bool ok, uint32_t after) {
+    abi::WireHeader h = header();
+    h.type = abi::kPktAck;
+    h.ack = ack;
+    if (ok) h.flags = abi::kWireAckOk, h.seq = after;
+    abi::Packet* p = to_us.reserve();
+    if (!p) return fail(__FILE__, __LINE__, "ring toward node 0 full");
+    p->h = h;
+    to_us.push();
+    to_us.publish();
+    if (!hold) link::poll_rx(hal::clint::now());
+  }
+
   // Takes everything our link sent node 1 (ACKs, data, retransmissions):
   // data packets next in order are kept in the log. Returns the last header
   // (zero if none).
@@ -130,9 +152,11 @@ struct FabricPeer {
     abi::WireHeader last{};
     while (const abi::Packet* p = from_us.peek()) {
       last = p->h;
+      if (last.flags & abi::kWireAckOk)
+        took_ok(last.ack, last.type == abi::kPktAck ? last.seq : last.seq - 1);
       if (last.type == abi::kPktData && last.seq == heard + 1) {
         ++heard;
-        if (last.op == abi::kWireOpOkThrough) ++ok_throughs;
+        if (last.op == abi::kWireOpOkThrough) took_ok(uint32_t(last.dst_addr), last.seq);
         Heard& e = log[logged++ % kKept];
         e.h = last;
         memcpy(e.payload, p->payload, last.payload_len < kKeptPayload ? last.payload_len : kKeptPayload);
@@ -141,6 +165,14 @@ struct FabricPeer {
     }
     from_us.release();
     return last;
+  }
+
+  void took_ok(uint32_t seq, uint32_t after) {
+    if (ok_heard && !link::seq_before(ok_seq, seq)) return;
+    ok_heard = true;
+    ok_seq = seq;
+    ok_after = after;
+    ++ok_verdicts;
   }
 
   // Our ACK, forced out now, tells node 1 our incarnation (after a packet of
@@ -171,21 +203,16 @@ struct FabricPeer {
     return nullptr;
   }
   // Our verdict on node 1's operation op_id has come back: its status; 0xffff if none.
-  // A refusal is a kWireOpResult naming it; success, a kWireOpOkThrough
-  // covering the seq of its last packet (newest first: a refusal comes
-  // before the kWireOpOkThrough that covers its seq).
+  // A refusal is a kWireOpResult naming it; success, an OK verdict (an ack
+  // with abi::kWireAckOk, or a kWireOpOkThrough) covering the seq of its last
+  // packet (a refusal comes before the OK that covers its seq).
   uint16_t verdict(uint64_t op_id) {
     if (const Heard* e = find(abi::kWireOpResult, op_id)) return e->h.status;
     uint32_t seq = 0;
     for (uint32_t i = 1; i <= kKept && i <= lasts_sent && !seq; ++i)
       if (lasts[(lasts_sent - i) % kKept].op_id == op_id) seq = lasts[(lasts_sent - i) % kKept].seq;
     if (!seq) return 0xffff;
-    const uint32_t kept = logged < kKept ? logged : kKept;
-    for (uint32_t i = 1; i <= kept; ++i) {
-      const Heard& e = log[(logged - i) % kKept];
-      if (e.h.op == abi::kWireOpOkThrough && link::seq_at_or_before(seq, uint32_t(e.h.dst_addr))) return abi::kCqOk;
-    }
-    return 0xffff;
+    return ok_heard && link::seq_at_or_before(seq, ok_seq) ? abi::kCqOk : 0xffff;
   }
 
   // Our link's view of node 1.

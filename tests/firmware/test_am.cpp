@@ -1544,90 +1544,143 @@ FW_TEST(remote_an_operation_whose_verdict_never_comes_fails_and_the_slot_goes_on
   g_a.drain();
 }
 
+// Node 0's puts to node 1 whose verdicts a test gives, one packet each (node
+// 1 hears each one's last packet), on a loop of the test's own.
+struct DuePuts {
+  lcp::LoopState loop{};
+  abi::SqEntry e[4];
+  uint64_t op[4];
+  uint32_t seq[4];
+  abi::CqEntry c{};
+  void passes() {
+    for (int i = 0; i < 4; ++i) lcp::loop_pass(loop, hal::clint::now());
+  }
+  // n puts of 100, 200, ... bytes, none complete yet.
+  bool start(uint32_t n) {
+    core::boot_config::Config cfg{};
+    lcp::loop_init(loop, cfg, hal::clint::now());
+    loop.slots = &g_t;
+    g_a.drain();
+    peer_acks();
+    for (uint32_t i = 0; i < n; ++i) {
+      e[i] = put_to_peer(100 + 100 * i);
+      g_a.submit(e[i]);
+      passes();
+      op[i] = peer_heard_put();
+      if (!EXPECT(op[i] != 0 && (i == 0 || op[i] != op[i - 1]))) return false;
+      const fwtest::FabricPeer::Heard* h = g_peer.find(abi::kWireOpPut, op[i]);
+      if (!EXPECT(h != nullptr)) return false;
+      seq[i] = h->h.seq;
+    }
+    return EXPECT(!g_a.reap(c));
+  }
+  // A's next completion: put `put`'s, with `status` and `result`.
+  bool completes(const abi::SqEntry& put, uint8_t status, uint32_t result) {
+    if (!EXPECT(g_a.reap(c))) return false;
+    return EXPECT_EQ(c.user_data, put.user_data) && EXPECT_EQ(c.status, status) && EXPECT_EQ(c.result, result);
+  }
+  bool none() { return EXPECT(!g_a.reap(c)); }
+  // Node 1 refuses put i.
+  void refuse(uint32_t i) {
+    abi::WireHeader r = g_peer.header();
+    r.op = abi::kWireOpResult;
+    r.op_id = op[i];
+    r.status = abi::kCqRemoteProtection;
+    g_peer.send(r, nullptr);
+    passes();
+  }
+};
+
 // OK verdicts are cumulative (remote.h, kWireOpOkThrough): one packet from
 // node 1 completes every operation of ours whose last packet it covers, in
 // the order they went; a refusal (kWireOpResult) before it fails its own
 // operation only; one that covers nothing of ours, or an old one, completes
 // nothing.
 FW_TEST(remote_one_ok_through_completes_the_operations_it_covers_in_order) {
-  core::boot_config::Config cfg{};
-  lcp::LoopState loop{};
-  lcp::loop_init(loop, cfg, hal::clint::now());
-  loop.slots = &g_t;
-  auto passes = [&] {
-    for (int i = 0; i < 4; ++i) lcp::loop_pass(loop, hal::clint::now());
-  };
-  g_a.drain();
-  peer_acks();
-  // Three puts, one packet each; node 1 hears each one's last packet.
-  abi::SqEntry e[3];
-  uint64_t op[3];
-  uint32_t seq[3];
-  for (int i = 0; i < 3; ++i) {
-    e[i] = put_to_peer(100 + 100 * uint32_t(i));
-    g_a.submit(e[i]);
-    passes();
-    op[i] = peer_heard_put();
-    CHECK(op[i] != 0 && (i == 0 || op[i] != op[i - 1]));
-    const fwtest::FabricPeer::Heard* h = g_peer.find(abi::kWireOpPut, op[i]);
-    CHECK(h != nullptr);
-    seq[i] = h->h.seq;
-  }
-  abi::CqEntry c{};
-  EXPECT(!g_a.reap(c));
-  // A's next completion: put `put`'s, with `status` and `result`.
-  auto completes = [&](const abi::SqEntry& put, uint8_t status, uint32_t result) {
-    CHECK(g_a.reap(c));
-    EXPECT_EQ(c.user_data, put.user_data);
-    EXPECT_EQ(c.status, status);
-    EXPECT_EQ(c.result, result);
-  };
+  DuePuts d;
+  CHECK(d.start(3));
   auto ok_through = [&](uint32_t s) {
     abi::WireHeader v = g_peer.header();
     v.op = abi::kWireOpOkThrough;
     v.dst_addr = s;
     g_peer.send(v, nullptr);
-    passes();
+    d.passes();
   };
   // Through the first: the first alone.
-  ok_through(seq[0]);
-  completes(e[0], abi::kCqOk, 100);
-  EXPECT(!g_a.reap(c));
+  ok_through(d.seq[0]);
+  d.completes(d.e[0], abi::kCqOk, 100);
+  d.none();
   // The same again (or older): nothing more.
-  ok_through(seq[0]);
-  ok_through(seq[0] - 1);
-  EXPECT(!g_a.reap(c));
+  ok_through(d.seq[0]);
+  ok_through(d.seq[0] - 1);
+  d.none();
   // The second refused, then OK through the third: each its own verdict, in order.
-  abi::WireHeader r = g_peer.header();
-  r.op = abi::kWireOpResult;
-  r.op_id = op[1];
-  r.status = abi::kCqRemoteProtection;
-  g_peer.send(r, nullptr);
-  passes();
-  ok_through(seq[2]);
-  completes(e[1], abi::kCqRemoteProtection, 0);
-  completes(e[2], abi::kCqOk, 300);
-  EXPECT(!g_a.reap(c));
+  d.refuse(1);
+  ok_through(d.seq[2]);
+  d.completes(d.e[1], abi::kCqRemoteProtection, 0);
+  d.completes(d.e[2], abi::kCqOk, 300);
+  d.none();
   // Far ahead of anything we sent, with nothing due: nothing happens; the
   // next put still waits for its own verdict, and takes it.
-  ok_through(seq[2] + 1000);
+  ok_through(d.seq[2] + 1000);
   abi::SqEntry next = put_to_peer(64);
   g_a.submit(next);
-  passes();
-  EXPECT(!g_a.reap(c));
+  d.passes();
+  d.none();
   const uint64_t op4 = peer_heard_put();
-  CHECK(op4 != 0 && op4 != op[2]);
+  CHECK(op4 != 0 && op4 != d.op[2]);
   ok_through(g_peer.find(abi::kWireOpPut, op4)->h.seq);
-  completes(next, abi::kCqOk, 64);
+  d.completes(next, abi::kCqOk, 64);
+  g_a.drain();
+}
+
+// OK verdicts ride on acks (abi::kWireAckOk): a standalone ACK that says OK
+// through a seq completes our operations it covers, oldest first -- but only
+// once node 1's data packets up to the seq it names are delivered (a refusal
+// among them must land first); a data packet that says OK completes them
+// before its own delivery; an ACK without the flag completes nothing.
+FW_TEST(remote_an_ack_that_says_ok_completes_what_it_covers_after_the_packets_before_it) {
+  DuePuts d;
+  CHECK(d.start(4));
+  // A plain ACK through all four: acknowledged, but no verdict.
+  g_peer.send_ack(d.seq[3], false, 0);
+  d.passes();
+  d.none();
+  // OK through the first, after node 1's data we have: the first alone.
+  g_peer.send_ack(d.seq[0], true, g_peer.next_seq - 1);
+  d.passes();
+  d.completes(d.e[0], abi::kCqOk, 100);
+  d.none();
+  // OK through the third, after a data packet of node 1's we have not had
+  // (a refusal of the second): it waits for it.
+  g_peer.send_ack(d.seq[2], true, g_peer.next_seq);
+  d.passes();
+  d.none();
+  d.refuse(1);
+  d.completes(d.e[1], abi::kCqRemoteProtection, 0);
+  d.completes(d.e[2], abi::kCqOk, 300);
+  d.none();
+  // A data packet (a sequence filler) whose ack says OK through the fourth.
+  abi::WireHeader f = g_peer.header();
+  f.flags = abi::kWireAckOk;
+  const bool acks = g_peer.acks;
+  g_peer.acks = false;
+  f.ack = d.seq[3];
+  g_peer.send(f, nullptr);
+  g_peer.acks = acks;
+  d.passes();
+  d.completes(d.e[3], abi::kCqOk, 400);
+  d.none();
   g_a.drain();
 }
 
 // The receiver's side: the messages one receive pass takes owe their
-// senders one kWireOpOkThrough between them, covering the last.
+// senders one OK verdict between them, covering the last: the ACK that goes
+// when the pass ends says it (abi::kWireAckOk), no packet of its own.
 FW_TEST(remote_the_messages_of_one_receive_pass_share_one_ok_verdict) {
   Ring r = new_ring(g_b, 4, 8, kTag);
   g_peer.drain();
-  const uint32_t oks = g_peer.ok_throughs;
+  const uint32_t oks = g_peer.ok_verdicts;
   abi::AmPrefix p[3];
   PeerAm op[3];
   g_peer.hold = true;
@@ -1641,13 +1694,13 @@ FW_TEST(remote_the_messages_of_one_receive_pass_share_one_ok_verdict) {
   EXPECT(!lcp::remote_results_pending());
   link::poll_rx(hal::clint::now());
   g_peer.drain();
-  EXPECT_EQ(g_peer.ok_throughs - oks, 1u);
+  EXPECT_EQ(g_peer.ok_verdicts - oks, 1u);
   for (uint32_t i = 0; i < 3; ++i) {
     EXPECT_EQ(g_peer.verdict(op[i].op_id), abi::kCqOk);
     EXPECT(holds_from(r, i, p[i], uint8_t(0x50 + i), kPeer, kPeerSlot));
   }
   // A refused one among them: its own verdict, first; the others' OK after it.
-  const uint32_t oks2 = g_peer.ok_throughs;
+  const uint32_t oks2 = g_peer.ok_verdicts;
   g_peer.hold = true;
   // (Each built and sent in turn: they are built in one source buffer.)
   PeerAm ok1 = peer_am(g_b, p[0], 0x60);
@@ -1660,15 +1713,18 @@ FW_TEST(remote_the_messages_of_one_receive_pass_share_one_ok_verdict) {
   g_peer.hold = false;
   link::poll_rx(hal::clint::now());
   g_peer.drain();
-  EXPECT_EQ(g_peer.ok_throughs - oks2, 1u);
+  EXPECT_EQ(g_peer.ok_verdicts - oks2, 1u);
   EXPECT_EQ(g_peer.verdict(ok1.op_id), abi::kCqOk);
   EXPECT(g_peer.verdict(refused.op_id) != abi::kCqOk && g_peer.verdict(refused.op_id) != 0xffff);
   EXPECT_EQ(g_peer.verdict(ok2.op_id), abi::kCqOk);
-  // The refusal went before the OK that covers its seq (the sender reads them in that order).
+  // The refusal went before the OK that covers its seq (the sender reads them
+  // in that order): the OK's ACK names a seq at or after the refusal's, and
+  // no sequenced OK packet went at all.
   const fwtest::FabricPeer::Heard* rv = g_peer.find(abi::kWireOpResult, refused.op_id);
-  const fwtest::FabricPeer::Heard* okv = g_peer.find(abi::kWireOpOkThrough, 0);
-  CHECK(rv != nullptr && okv != nullptr);
-  EXPECT(link::seq_before(rv->h.seq, okv->h.seq));
+  CHECK(rv != nullptr);
+  EXPECT(!(rv->h.flags & abi::kWireAckOk));  // (its own ack covers the operation it refuses)
+  EXPECT(link::seq_at_or_before(rv->h.seq, g_peer.ok_after));
+  EXPECT(g_peer.find(abi::kWireOpOkThrough, 0) == nullptr);
   abi::EqEntry ev{};
   while (g_b.event(ev)) {
   }

@@ -45,6 +45,15 @@ void deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload) {
 }
 uint32_t g_lost;  // peer_lost upcalls
 void peer_lost(uint32_t) { ++g_lost; }
+// ok_through upcalls (abi::kWireAckOk from node 1): how many, the last one's
+// seq, and how many packets had been delivered when it came.
+uint32_t g_oks, g_ok_seq, g_ok_delivered;
+void ok_through(uint32_t src, uint32_t seq) {
+  if (src != fwtest::FabricPeer::kNode) return;
+  ++g_oks;
+  g_ok_seq = seq;
+  g_ok_delivered = g_delivered;
+}
 bool payload_valid(uint32_t, uint64_t) { return true; }
 
 uint8_t byte_at(uint64_t offset, uint32_t salt) { return uint8_t(offset * 13 + salt * 7 + 1); }
@@ -87,7 +96,7 @@ const abi::LinkStatus& status_of_peer() { return g_peer.status(); }
 
 FW_TEST(the_link_comes_up_on_the_fabric_and_learns_the_peer) {
   core::board::discover(g_board);
-  CHECK(g_peer.up(g_board, link::Upcalls{deliver, peer_lost, payload_valid, nullptr}));
+  CHECK(g_peer.up(g_board, link::Upcalls{deliver, peer_lost, payload_valid, nullptr, ok_through}));
   // At boot the link announces itself: an ACK that acknowledges nothing and
   // carries our incarnation (a peer that knew an earlier boot forgets it now,
   // not when its first packet to this one is refused).
@@ -234,17 +243,24 @@ namespace {
 // ring taken raw: FabricPeer::drain keeps only the ones next in order).
 struct Resent {
   uint32_t seqs[64];
+  uint8_t flags[64];
   uint32_t n;
   bool has(uint32_t seq) const {
     for (uint32_t i = 0; i < n; ++i)
       if (seqs[i] == seq) return true;
     return false;
   }
+  // Did the packet with `seq` say OK (abi::kWireAckOk)? (false if not sent)
+  bool says_ok(uint32_t seq) const {
+    for (uint32_t i = 0; i < n; ++i)
+      if (seqs[i] == seq) return flags[i] & abi::kWireAckOk;
+    return false;
+  }
 };
 Resent take_data_from_us() {
   Resent r{};
   while (const abi::Packet* p = g_peer.from_us.peek()) {
-    if (p->h.type == abi::kPktData && r.n < 64) r.seqs[r.n++] = p->h.seq;
+    if (p->h.type == abi::kPktData && r.n < 64) r.flags[r.n] = p->h.flags, r.seqs[r.n++] = p->h.seq;
     g_peer.from_us.pop();
   }
   g_peer.from_us.release();
@@ -406,4 +422,90 @@ FW_TEST(a_silent_peer_is_unreachable_only_after_its_retransmissions_went_unanswe
   ack_from_peer(seq, 0);
   EXPECT_EQ(status_of_peer().acked, seq);
   EXPECT(status_of_peer().state != uint32_t(abi::LinkState::kUnreachable));
+}
+
+// OK verdicts on our acks (abi::kWireAckOk, docs/wire.md): an ACK says OK and
+// names our newest data seq (the peer applies it once it has that packet);
+// nothing says OK while the protocol layer holds it (a refusal waits for
+// room), nor does a refusal itself, nor a packet sent before one -- though a
+// packet after it does, retransmitted too.
+FW_TEST(our_packets_say_ok_only_where_every_refusal_went_before_them) {
+  abi::WireHeader mine{};
+  mine.op = abi::kWireOpMail;
+  g_peer.next_seq = status_of_peer().expected;  // (node 1 restarted as another, tests above)
+  ack_from_peer(link::last_sent(fwtest::FabricPeer::kNode), 0);  // nothing of ours in flight
+  take_from_us();
+  // Node 1's packet arrives: the ACK owed goes now, says OK through it, and
+  // names our newest seq; with nothing new since, no second one.
+  send(data(0xa1, 0, abi::kWireFirst | abi::kWireLast), 11);
+  CHECK(link::ack_now(fwtest::FabricPeer::kNode));
+  abi::WireHeader a = take_from_us();
+  EXPECT_EQ(a.type, abi::kPktAck);
+  EXPECT(a.flags & abi::kWireAckOk);
+  EXPECT_EQ(a.ack, g_peer.next_seq - 1);
+  EXPECT_EQ(a.seq, link::last_sent(fwtest::FabricPeer::kNode));
+  CHECK(link::ack_now(fwtest::FabricPeer::kNode));
+  EXPECT(take_from_us().type == 0);
+  // Held: neither the ACK nor a data packet says OK.
+  link::set_ok_held(fwtest::FabricPeer::kNode, true);
+  send(data(0xa2, 0, abi::kWireFirst | abi::kWireLast), 11);
+  CHECK(link::ack_now(fwtest::FabricPeer::kNode));
+  a = take_from_us();
+  EXPECT_EQ(a.type, abi::kPktAck);
+  EXPECT(!(a.flags & abi::kWireAckOk));
+  const uint32_t held = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
+  CHECK(held != 0);
+  Resent r = take_data_from_us();
+  EXPECT(r.has(held) && !r.says_ok(held));
+  link::set_ok_held(fwtest::FabricPeer::kNode, false);
+  // A refusal does not say OK (its own ack covers the operation it
+  // refuses); the packet after it does.
+  const uint32_t refusal = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0, true);
+  const uint32_t after = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
+  CHECK(refusal != 0 && after == refusal + 1);
+  r = take_data_from_us();
+  EXPECT(r.has(refusal) && !r.says_ok(refusal));
+  EXPECT(r.says_ok(after));
+  // A timeout sends them all again with today's ack: OK only after the refusal.
+  link::poll_timers(at(2 * link::kRtoMaxUs));
+  r = take_data_from_us();
+  EXPECT(r.has(held) && r.has(refusal) && r.has(after));
+  EXPECT(!r.says_ok(held));
+  EXPECT(!r.says_ok(refusal));
+  EXPECT(r.says_ok(after));
+  // Node 1 acknowledges them all: from now on its packets' OKs reach the upcall.
+  ack_from_peer(after, 0);
+  take_from_us();
+}
+
+// Node 1's OKs: an ACK that says OK through a seq reaches the protocol layer
+// once node 1's data packets up to the seq it names are delivered; a data
+// packet that says OK reaches it before the packet itself; the same OK twice
+// reaches it once.
+FW_TEST(an_ok_from_the_peer_waits_for_its_packets_before_it) {
+  const uint32_t oks = g_oks;
+  const uint32_t mine = link::last_sent(fwtest::FabricPeer::kNode);
+  g_peer.send_ack(mine, true, g_peer.next_seq - 1);  // node 1 sent nothing we lack
+  EXPECT_EQ(g_oks, oks + 1);
+  EXPECT_EQ(g_ok_seq, mine);
+  g_peer.send_ack(mine, true, g_peer.next_seq - 1);  // the same again
+  EXPECT_EQ(g_oks, oks + 1);
+  // Through a packet we have not had yet: it waits for it.
+  g_peer.send_ack(mine + 5, true, g_peer.next_seq);
+  EXPECT_EQ(g_oks, oks + 1);
+  const uint32_t delivered = g_delivered;
+  send(data(0xb1, 0, abi::kWireFirst | abi::kWireLast), 12);
+  EXPECT_EQ(g_delivered, delivered + 1);
+  EXPECT_EQ(g_oks, oks + 2);
+  EXPECT_EQ(g_ok_seq, mine + 5);
+  EXPECT_EQ(g_ok_delivered, delivered + 1);  // after the packet it waited for
+  // A data packet's OK, before the packet itself is delivered.
+  abi::WireHeader h = data(0xb2, 0, abi::kWireFirst | abi::kWireLast | abi::kWireAckOk);
+  h.ack = mine + 6;
+  send(h, 12);
+  EXPECT_EQ(g_oks, oks + 3);
+  EXPECT_EQ(g_ok_seq, mine + 6);
+  EXPECT_EQ(g_ok_delivered, delivered + 1);
+  EXPECT_EQ(g_delivered, delivered + 2);
+  take_from_us();
 }

@@ -243,17 +243,18 @@ class SwitchFaults(Cluster):
         # under two CPU burners beside the soak (stress.py, 2026-11-29).
         p = subprocess.run([tshark, "-n", "-X", f"lua_script:{lua}", "-r", self.pcap, "-c", "20000", "-T", "fields",
                             "-e", "ulnic.type", "-e", "ulnic.src", "-e", "ulnic.dst", "-e", "ulnic.seq",
-                            "-e", "ulnic.op", "-e", "ulnic.status", "-e", "ulnic.sack"],
+                            "-e", "ulnic.op", "-e", "ulnic.status", "-e", "ulnic.sack", "-e", "ulnic.ack_ok"],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = [r.split("\t") for r in p.stdout.splitlines() if r.strip()]
         self.assertGreater(len(rows), 100)
         self.assertTrue(any(r[0] == "1" and r[1] == "0" and r[2] == "1" for r in rows), rows[:5])
-        # The puts' verdicts: every one finished well, so they came back as kWireOpOkThrough (op 12), never
-        # as a kWireOpResult (op 2) with status 0 (docs/wire.md).
-        data_back = [r for r in rows if r[0] == "1" and r[1] == "1" and r[2] == "0"]
-        self.assertTrue(any(r[4] in ("12", "OK_THROUGH") for r in data_back), data_back[:5])
-        self.assertFalse([r for r in data_back if r[4] in ("2", "RESULT") and r[5] == "0"], data_back[:5])
+        # The puts' verdicts: every one finished well, so they came back on node 1's ACKs (kWireAckOk: the
+        # dissector's ack_ok), never as a kWireOpResult (op 2) with status 0 (docs/wire.md).
+        back = [r for r in rows if r[1] == "1" and r[2] == "0"]
+        self.assertTrue(any(r[0] == "2" and r[7] in ("1", "True") for r in back),
+                        (back[:5], sorted({tuple(r[:3]) for r in rows}), rows[:3]))
+        self.assertFalse([r for r in back if r[0] == "1" and r[4] in ("2", "RESULT") and r[5] == "0"], back[:5])
 
 
 class PeerLoss(Cluster):

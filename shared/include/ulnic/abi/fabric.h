@@ -81,8 +81,9 @@ enum WireOp : uint8_t {
   kWireOpOkThrough = 12, // receiver -> sender: every operation (put, VMMC send, AM, U-Net,
                          // VI send or RDMA write) whose last packet had a seq <= dst_addr
                          // (mod 2^32) and was not refused by a kWireOpResult sent before
-                         // this packet finished well. One per batch of arrivals, not one
-                         // per operation: the OK verdicts of a burst ride together.
+                         // this packet finished well. Sent only while a refusal to that
+                         // peer waits for room on the link (queued behind it); otherwise
+                         // the link's ACK says the same (kWireAckOk).
 };
 
 enum WireFlags : uint8_t {
@@ -95,6 +96,16 @@ enum WireFlags : uint8_t {
                              // sender's process went away mid-operation; drop what came
   kWireTrace = 1u << 6,      // every packet of a kSqTrace operation: the receiver stamps
                              // the last one in the destination slot's SlotTrace
+  // The link's, on any packet: its `ack` is also an OK verdict. Every
+  // operation of the packet's receiver whose last packet had a seq <= ack
+  // (mod 2^32) and that the packet's sender did not refuse (kWireOpResult)
+  // finished well -- as a kWireOpOkThrough through `ack` would say, without
+  // a sequenced packet of its own. Set only where every refusal for those
+  // operations went before the packet: on a data packet's first
+  // transmission (it applies before the packet is delivered: every packet
+  // before it was), and on a standalone ACK, whose `seq` then holds the
+  // sender's newest data seq (it applies once that one is delivered).
+  kWireAckOk = 1u << 7,
 };
 
 struct Packet {
