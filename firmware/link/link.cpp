@@ -236,17 +236,16 @@ abi::RingProducer<abi::Packet>& tx_ring(uint32_t port) {
   return tx;
 }
 
-// What the link adds to every packet toward `dst`: addressing, the
-// piggybacked ACK, both incarnations.
-void address(abi::WireHeader& h, uint32_t dst, uint8_t type) {
+// What the link adds to every packet toward `dst`, as words (field by field
+// a header took ~30-40 narrow stores): addressing, the packet's flags,
+// length and seq, the piggybacked ACK (checksum 0: fill()), both incarnations.
+[[gnu::always_inline]] inline void address(HeaderWords& w, uint32_t dst, uint8_t type, uint8_t flags, uint32_t len,
+                                           uint32_t seq) {
   const Peer& p = g.peers[dst];
-  h.magic = abi::kWireMagic;
-  h.type = type;
-  h.src = uint16_t(g.self);
-  h.dst = uint16_t(dst);
-  h.ack = p.expected - 1;
-  h.src_incarnation = g.incarnation;
-  h.dst_incarnation = p.their_session;
+  w.w[0] = uint64_t(abi::kWireMagic) | uint64_t(type) << 32 | uint64_t(flags) << 40 | uint64_t(len) << 48;
+  w.w[1] = uint64_t(g.self) | uint64_t(dst) << 16 | uint64_t(seq) << 32;
+  w.w[2] = uint32_t(p.expected - 1);
+  w.w[6] = uint64_t(g.incarnation) | uint64_t(p.their_session) << 32;
 }
 
 // A header is 64 bytes: copied inline, word by word (a call to memcpy per
@@ -329,42 +328,28 @@ bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
   }
   Peer& p = g.peers[dst];
   uint8_t ok = p.ok_flag;
-  if (!e) {
-    // A standalone ACK, word by word (the header as fields took ~30 narrow
-    // stores): no payload. Its OK applies once the peer has delivered every
-    // data packet we sent so far (every refusal among them): seq names the
-    // newest.
-    HeaderWords w;
-    w.w[0] = uint64_t(abi::kWireMagic) | uint64_t(type) << 32 | uint64_t(ok) << 40;
-    w.w[1] = uint64_t(g.self) | uint64_t(dst) << 16 | uint64_t(ok ? p.next_seq - 1 : 0) << 32;
-    w.w[2] = uint32_t(p.expected - 1);  // ack (checksum 0)
-    w.w[3] = 0;
-    w.w[4] = held_bits(p);              // dst_addr: the selective ACK
-    w.w[5] = 0;
-    w.w[6] = uint64_t(g.incarnation) | uint64_t(p.their_session) << 32;
-    w.w[7] = 0;
-    if (g.checksums) w.h.checksum = checksum(w.h, ulnic::WireSum{});
-    uint64_t* out = reinterpret_cast<uint64_t*>(&pkt->h);
-    for (uint32_t i = 0; i < 8; ++i) out[i] = w.w[i];
-    tx_ring(tx_port(dst)).push();
-    ack_sent(p, ok);
-    return true;
-  }
   HeaderWords w;
-  uint8_t flags;
-  uint32_t len;
-  uint64_t payload;
-  packet_of(*e, first, w, flags, len, payload);
-  // The ack is today's (on a retransmission too): it may say OK if every
-  // refusal went before this packet.
-  if (!seq_before(p.last_refusal, e->seq)) ok = 0;
-  flags = uint8_t((flags & ~abi::kWireAckOk) | ok);
-  // What address() adds, as words.
-  w.w[0] = uint64_t(abi::kWireMagic) | uint64_t(type) << 32 | uint64_t(flags) << 40 | uint64_t(len) << 48;
-  w.w[1] = uint64_t(g.self) | uint64_t(dst) << 16 | uint64_t(e->seq) << 32;
-  w.w[2] = uint32_t(p.expected - 1);  // ack (checksum: fill)
-  w.w[6] = uint64_t(g.incarnation) | uint64_t(p.their_session) << 32;
-  fill(pkt, w.h, reinterpret_cast<const void*>(payload));
+  if (!e) {
+    // A standalone ACK: no payload. Its OK applies once the peer has
+    // delivered every data packet we sent so far (every refusal among them):
+    // seq names the newest.
+    address(w, dst, type, ok, 0, ok ? p.next_seq - 1 : 0);
+    w.w[3] = 0;
+    w.w[4] = held_bits(p);  // dst_addr: the selective ACK
+    w.w[5] = 0;
+    w.w[7] = 0;
+    fill(pkt, w.h, nullptr);
+  } else {
+    uint8_t flags;
+    uint32_t len;
+    uint64_t payload;
+    packet_of(*e, first, w, flags, len, payload);
+    // The ack is today's (on a retransmission too): it may say OK if every
+    // refusal went before this packet.
+    if (!seq_before(p.last_refusal, e->seq)) ok = 0;
+    address(w, dst, type, uint8_t((flags & ~abi::kWireAckOk) | ok), len, e->seq);
+    fill(pkt, w.h, reinterpret_cast<const void*>(payload));
+  }
   tx_ring(tx_port(dst)).push();
   ack_sent(p, ok);
   return true;
@@ -855,10 +840,11 @@ uint32_t send_segments(uint32_t dst, const Segments& op, uint32_t sent, uint32_t
     uint32_t free = tx.free_space(max_packets);
     if (free < max_packets) max_packets = free;
   }
+  // The burst's template: the operation's words and the link's, with each
+  // packet's flags, length, seq and dst_addr to add.
   HeaderWords t;
-  t.h = op.h;
-  address(t.h, dst, abi::kPktData);
-  t.h.flags = p.ok_flag, t.h.payload_len = 0, t.h.seq = 0, t.h.checksum = 0, t.h.dst_addr = 0;
+  copy_header(&t.h, op.h);
+  address(t, dst, abi::kPktData, p.ok_flag, 0, 0);
   uint32_t seq = p.next_seq, n = 0;
   for (; n < max_packets && sent < op.length; ++n, ++seq) {
     uint32_t len = segment_length(op, sent);

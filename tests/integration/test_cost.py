@@ -40,8 +40,8 @@ ROUNDS = 10
 # from the same slot into the same export); AM scanned its 32 assemblies and 32 owed-reply entries (~160 each);
 # new_op cleared its record through a call to memset (~110); copies under 32 bytes went byte by byte and every
 # copy ran up to 15 alignment nops.
-# 2026-12-02: vmmc send 1360 / recv 811, vipl send 2077 / recv 1763, am request send 1483 / recv 1423 (reply recv
-# 1463). OK verdicts ride on the link's ACK (abi::kWireAckOk): the receiver's verdict is the ACK its receive pass
+# 2026-12-02: vmmc send 1357 / recv 810, vipl send 2076 / recv 1762, am request send 1480 / recv 1422 (reply recv
+# 1462). OK verdicts ride on the link's ACK (abi::kWireAckOk): the receiver's verdict is the ACK its receive pass
 # sends (~240, built as eight words) where a sequenced verdict packet was ~420, and the sender takes that ACK, not a
 # data packet. SQ entries and short payloads copied as words, not through memcpy; a VI operation's record no
 # longer cleared whole (~260) and its translations inline; data packets' headers built as words (~30 narrow
