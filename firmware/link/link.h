@@ -132,8 +132,9 @@ bool in_flight(uint32_t dst);
 // Returns the sequence number, or 0 if it could not be sent.
 // OK verdicts ride on the link's acks (abi::kWireAckOk): a packet's ack says
 // OK for what it covers unless a refusal to its destination waits
-// (set_ok_held) or the packet is one (`refusal`: it names an operation its
-// own ack may cover). h.flags never carries kWireAckOk: the link decides.
+// (set_ok_held), or the packet is one (`refusal`: it names an operation its
+// own ack may cover) or came before one in the sequence (a retransmission).
+// h.flags never carries kWireAckOk: the link decides.
 uint32_t send(uint32_t dst, const abi::WireHeader& h, uint64_t payload, uint16_t len, uint32_t owner,
               uint64_t owner_generation, bool refusal = false);
 // Refusals to `dst` wait in the protocol layer for room on the link (`held`)

@@ -101,10 +101,12 @@ enum WireFlags : uint8_t {
   // (mod 2^32) and that the packet's sender did not refuse (kWireOpResult)
   // finished well -- as a kWireOpOkThrough through `ack` would say, without
   // a sequenced packet of its own. Set only where every refusal for those
-  // operations went before the packet: on a data packet's first
-  // transmission (it applies before the packet is delivered: every packet
-  // before it was), and on a standalone ACK, whose `seq` then holds the
-  // sender's newest data seq (it applies once that one is delivered).
+  // operations went before the packet: on a data packet (first sent or sent
+  // again) with a seq above every refusal to that peer, never a refusal
+  // itself (it applies before the packet is delivered: every packet before
+  // it was), and on a standalone ACK, whose `seq` then holds the sender's
+  // newest data seq (it applies once that one is delivered); on none while
+  // a refusal waits for room on the link.
   kWireAckOk = 1u << 7,
 };
 
