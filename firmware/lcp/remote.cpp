@@ -569,6 +569,10 @@ bool verdict_overdue(uint32_t dst, VerdictWait& w, uint64_t progress, uint64_t n
     w.waited = 0;
     return false;
   }
+  // Acknowledged, and no OK since the last look: the ACK that said it may
+  // have been lost, and what acknowledged the operation since could not say
+  // it (a refusal). Ask again (issue 20: no operation lost to one lost ACK).
+  link::ask_ok(dst, now);
   const uint64_t step = now - w.since, step_max = hal::clint::us_to_ticks(kVerdictStepMaxUs);
   w.waited += step < step_max ? step : step_max;
   w.since = now;

@@ -96,6 +96,7 @@ struct Peer {
   // packet that did said.
   uint32_t last_refusal;
   uint32_t ok_sent;
+  uint64_t ok_asked;       // mtime of our last kWireOkProbe to it (ask_ok)
   // abi::kWireAckOk, or 0 while refusals to it wait in the protocol layer
   // for room on the link (set_ok_held): our packets' OK flag.
   uint8_t ok_flag;
@@ -320,7 +321,7 @@ uint64_t held_bits(const Peer& p) {
 // Writes one packet into the ring toward `dst` without publishing it (`e`:
 // a data packet of the window, `first` its first transmission; none: an
 // ACK); false if the ring is full.
-bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
+bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first, uint8_t ack_flags = 0) {
   abi::Packet* pkt = tx_ring(tx_port(dst)).reserve();
   if (!pkt) {
     ++g.stats.ring_full;
@@ -333,7 +334,7 @@ bool put_packet(uint32_t dst, uint8_t type, const TxEntry* e, bool first) {
     // A standalone ACK: no payload. Its OK applies once the peer has
     // delivered every data packet we sent so far (every refusal among them):
     // seq names the newest.
-    address(w, dst, type, ok, 0, ok ? p.next_seq - 1 : 0);
+    address(w, dst, type, uint8_t(ok | ack_flags), 0, ok ? p.next_seq - 1 : 0);
     w.w[3] = 0;
     w.w[4] = held_bits(p);  // dst_addr: the selective ACK
     w.w[5] = 0;
@@ -616,6 +617,10 @@ void receive(uint32_t from_port, const abi::WireHeader& h, const uint8_t* payloa
       p.ok_waiting_after = h.seq;
       ok_waiting_due(src, p);
     }
+    if (h.flags & abi::kWireOkProbe) {  // the peer asks for its OK: an ACK goes at the next timer pass
+      p.ack_owed = true;
+      p.ack_deadline = now;
+    }
     // The rest is the link's upkeep, which branches on what is in flight
     // (timing): outside the per-message budgets.
     core::cost::Phase<ulnic::abi::kPhaseAck> cost;
@@ -780,6 +785,14 @@ bool ack_now(uint32_t dst) {
   p.ack_owed = true;
   if (!p.ack_deadline) p.ack_deadline = hal::clint::now();
   return false;
+}
+
+void ask_ok(uint32_t dst, uint64_t now) {
+  if (!g.enabled || dst >= g.nodes || dst == g.self) return;
+  Peer& p = g.peers[dst];
+  if (p.ok_asked && now - p.ok_asked < hal::clint::us_to_ticks(kOkProbeUs)) return;
+  p.ok_asked = now;
+  if (put_packet(dst, abi::kPktAck, nullptr, false, abi::kWireOkProbe)) publish_to(dst), ++g.stats.tx_acks;
 }
 
 bool in_flight(uint32_t dst) {

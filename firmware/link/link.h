@@ -145,6 +145,12 @@ void set_ok_held(uint32_t dst, bool held);
 // a packet since carried it. False if the ring to `dst` is full (the owed
 // ACK then goes when the delayed-ACK timer fires).
 bool ack_now(uint32_t dst);
+// An operation to `dst` whose last packet was acknowledged has waited for
+// its OK (the ACK that said it may have been lost, and what acknowledged it
+// since could not say it: a refusal): ask `dst` to say it again
+// (abi::kWireOkProbe; at most one ask per peer per kOkProbeUs).
+constexpr uint64_t kOkProbeUs = 5'000;
+void ask_ok(uint32_t dst, uint64_t now);
 // Segmentation offload for the data path: the packets of one operation,
 // built from a header template. Packet k carries source bytes
 // [off_k, off_k + len_k) (len_k = kMtu but the last), with header `h` but

@@ -1674,6 +1674,37 @@ FW_TEST(remote_an_ack_that_says_ok_completes_what_it_covers_after_the_packets_be
   g_a.drain();
 }
 
+// An operation acknowledged without its OK (the ACK that said it was lost,
+// and what acknowledged the operation could not say it: a refusal): once
+// the verdict checks find it still waiting, our link asks node 1 for its OK
+// (an ACK with kWireOkProbe), and the answer completes it.
+FW_TEST(remote_an_acknowledged_operation_without_its_ok_asks_for_it) {
+  DuePuts d;
+  CHECK(d.start(1));
+  g_peer.send_ack(d.seq[0], false, 0);  // acknowledged; no OK
+  d.passes();
+  d.none();
+  g_peer.drain();
+  // (Later than any time the tests above passed the loop: the verdict
+  // checks' clock is the firmware's, and they left it ahead of the CLINT.)
+  const uint64_t t = hal::clint::now() + hal::clint::us_to_ticks(60'000'000),
+                 check = hal::clint::us_to_ticks(lcp::kVerdictCheckUs + 1000);
+  for (uint64_t i = 1; i <= 3; ++i) lcp::loop_pass(d.loop, t + i * check);
+  uint32_t asked = 0;
+  while (const abi::Packet* p = g_peer.from_us.peek()) {
+    if (p->h.type == abi::kPktAck && (p->h.flags & abi::kWireOkProbe)) ++asked;
+    g_peer.from_us.pop();
+  }
+  g_peer.from_us.release();
+  EXPECT(asked >= 1);
+  d.none();
+  g_peer.send_ack(d.seq[0], true, g_peer.next_seq - 1);  // node 1's answer
+  d.passes();
+  d.completes(d.e[0], abi::kCqOk, 100);
+  d.none();
+  g_a.drain();
+}
+
 // The receiver's side: the messages one receive pass takes owe their
 // senders one OK verdict between them, covering the last: the ACK that goes
 // when the pass ends says it (abi::kWireAckOk), no packet of its own.

@@ -509,3 +509,23 @@ FW_TEST(an_ok_from_the_peer_waits_for_its_packets_before_it) {
   EXPECT_EQ(g_delivered, delivered + 2);
   take_from_us();
 }
+
+// The peer asks for its OK (an ACK with kWireOkProbe: an operation of its
+// was acknowledged without one): our link answers with an ACK that says OK
+// at its next timer pass, though it owed none.
+FW_TEST(a_peer_that_asks_for_its_ok_gets_an_ack_that_says_it) {
+  link::ack_now(fwtest::FabricPeer::kNode);  // what the test before owes
+  take_from_us();
+  CHECK(link::ack_now(fwtest::FabricPeer::kNode));  // nothing owed now: nothing sent
+  EXPECT(take_from_us().type == 0);
+  abi::WireHeader h = g_peer.header();
+  h.type = abi::kPktAck;
+  h.flags = abi::kWireOkProbe;
+  h.ack = link::last_sent(fwtest::FabricPeer::kNode);
+  g_peer.send(h, nullptr, g_peer.next_seq);  // (an ACK's seq stays node 1's next)
+  link::poll_timers(hal::clint::now());
+  const abi::WireHeader a = take_from_us();
+  EXPECT_EQ(a.type, abi::kPktAck);
+  EXPECT(a.flags & abi::kWireAckOk);
+  EXPECT_EQ(a.ack, g_peer.next_seq - 1);
+}

@@ -108,6 +108,11 @@ enum WireFlags : uint8_t {
   // newest data seq (it applies once that one is delivered); on none while
   // a refusal waits for room on the link.
   kWireAckOk = 1u << 7,
+  // On a standalone ACK (kWireLast's bit, which an ACK has no use for): its
+  // sender has operations whose last packets were acknowledged without
+  // their OK (the ACK that said it was lost): the receiver answers with an
+  // ACK at once, which says OK as kWireAckOk allows.
+  kWireOkProbe = kWireLast,
 };
 
 struct Packet {
