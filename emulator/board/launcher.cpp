@@ -52,6 +52,9 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
   std::vector<std::string> a = {
       s.qemu, "-M", "virt,aia=aplic-imsic,memory-backend=sram", "-m", mb, "-smp", "1,maxcpus=2", "-bios", "none",
       "-nodefaults", "-display", "none", "-no-user-config",
+      // Thread names: the daemon finds the vCPU thread ("CPU 0/TCG") by its
+      // name, and tells the processes that follow it (AttachReply::nic_thread).
+      "-name", "ulnic-nic,debug-threads=on",
       "-object", "memory-backend-file,id=sram,size=" + mb + ",mem-path=" + qemu_escape(p.sram) + ",share=on",
       "-chardev", "socket,id=qmp,path=" + qemu_escape(p.qmp) + ",server=on,wait=off",
       "-mon", "chardev=qmp,mode=control",

@@ -236,6 +236,27 @@ int32_t pinned_cpu(pid_t qemu) {
     if (CPU_ISSET(c, &s)) return c;
   return -1;
 }
+
+// The thread of QEMU that runs the NIC ("CPU 0/TCG": launcher.cpp names
+// QEMU's threads), 0 if not found. Processes follow it (host/core/pin.cpp).
+int32_t vcpu_thread(pid_t qemu) {
+  if (!qemu) return 0;
+  const std::string dir = "/proc/" + std::to_string(qemu) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int32_t found = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/comm");
+    std::string name;
+    if (std::getline(f, name) && name.rfind("CPU ", 0) == 0) {
+      found = int32_t(std::atoi(e->d_name));
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
 }  // namespace
 
 Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply& reply) {
@@ -283,6 +304,7 @@ Result<uint32_t> Daemon::attach(int conn, pid_t pid, uid_t uid, abi::AttachReply
   reply.generation = generation_;
   reply.slot_size = slot_size_;
   reply.nic_cpu = pinned_cpu(qemu_pid_);
+  reply.nic_thread = vcpu_thread(qemu_pid_);
   std::snprintf(reply.message, sizeof reply.message, "slot %u of node %u", k, opts_.node);
   int fds[3] = {slot_fd.get(), nic_vectors_[abi::kVectorSlotBase + k].get(), own_vectors_[k].get()};
   if (auto s = send_with_fds(conn, &reply, sizeof reply, fds, 3); !s) {

@@ -1,5 +1,6 @@
 // Cold path: attach, slot mapping, heap, registration. The hot path
 // (descriptors and completions) is in queue.cpp.
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -136,6 +137,8 @@ Result<void> Nic::attach(const std::string& socket) {
   free_[layout_.heap_offset] = layout_.heap_size;
   trace::register_nic(this);
   detail::follow_nic_cpu(reply.nic_cpu);
+  if (reply.nic_thread > 0)  // followed from sleep_once (pin.cpp)
+    nic_stat_fd_.reset(::open(("/proc/" + std::to_string(reply.nic_thread) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
   return {};
 }
 

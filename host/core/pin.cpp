@@ -3,9 +3,11 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 namespace ulnic::detail {
@@ -65,6 +67,71 @@ void follow_nic_cpu(int32_t cpu) {
   if (::sched_setaffinity(0, sizeof one, &one) != 0) return;
   pin.cpu = cpu;
   pin.before = now;
+}
+
+// A NIC rings a process that sleeps on it from its QEMU vCPU thread. On a
+// 2-CPU VM both CPUs are then usually busy (the two NICs spin for their
+// conversation), and Linux queues the woken thread on the CPU it slept on:
+// if that is not the ringing NIC's, it waits ~30-80 us for the hypervisor's
+// IPI and for the vCPU there to give way; on the NIC's own CPU it runs
+// within a few microseconds (docs/platform.md). So a thread goes to sleep on
+// the CPU its NIC's vCPU last ran on: if it runs elsewhere, its affinity is
+// narrowed to that CPU (the kernel moves it there at once) and given back
+// straight away (a running thread stays where it is). It is never left
+// pinned: awake, it is the kernel's to place (a thread that computes must
+// not be held on a crowded CPU), and QEMU's threads are never pinned by it.
+// In a ping-pong a thread wakes where it sleeps, so it moves only when the
+// kernel moved it or the vCPU: on a 2-vCPU VM small messages of every
+// protocol went from 61-128 to 22-27 us one way (RTT/2; hop_bench, 2000
+// rounds each, the same hour); pinned while asleep (two affinity changes
+// per sleep) 28-37, left pinned 23-35.
+namespace {
+struct NearNic {
+  const void* nic = nullptr;
+  int32_t cpu = -1;
+  int64_t looked_ns = 0;
+};
+thread_local NearNic near_nic;
+constexpr int64_t kLookEveryNs = 1'000'000;  // /proc/TID/stat costs ~3 us here; a vCPU moves every few ms at most
+
+int64_t monotonic_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+int32_t last_cpu(int stat_fd) {
+  char buf[1024];
+  const ssize_t n = stat_fd < 0 ? -1 : ::pread(stat_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  // "pid (comm) state ..." -- comm may hold spaces and parentheses: count
+  // the fields after its last ')', which ends field 2.
+  const char* p = std::strrchr(buf, ')');
+  if (!p) return -1;
+  int field = 2;
+  for (; *p && field < 39; ++p)
+    if (*p == ' ') ++field;
+  if (field != 39 || *p < '0' || *p > '9') return -1;
+  return int32_t(std::strtol(p, nullptr, 10));
+}
+
+bool sleep_near_nic(const void* nic, int stat_fd) {
+  if (stat_fd < 0 || nic_pin.cpu >= 0 || off()) return false;
+  NearNic& n = near_nic;
+  const int64_t now = monotonic_ns();
+  if (n.nic != nic || now - n.looked_ns >= kLookEveryNs) n = NearNic{nic, last_cpu(stat_fd), now};
+  if (n.cpu < 0 || n.cpu >= CPU_SETSIZE || ::sched_getcpu() == n.cpu) return false;
+  cpu_set_t mine;
+  if (::sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2 || !CPU_ISSET(n.cpu, &mine))
+    return false;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(n.cpu, &one);
+  if (::sched_setaffinity(0, sizeof one, &one) != 0) return false;
+  (void)::sched_setaffinity(0, sizeof mine, &mine);
+  return true;
 }
 
 AwayFromNic::AwayFromNic() {

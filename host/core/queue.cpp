@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "pin.h"
 #include "ulnic/nic.h"
 #include "ulnic/trace.h"
 #include "ulnic/util/sched_attr.h"
@@ -204,6 +205,7 @@ void Nic::sleep_once(std::chrono::nanoseconds t) {
   lock.unlock();
   pollfd p{completion_fd_.get(), POLLIN, 0};
   const timespec ts{time_t(t.count() / 1'000'000'000), long(t.count() % 1'000'000'000)};
+  detail::sleep_near_nic(this, nic_stat_fd_.get());  // the NIC's ring then wakes us at once
   if (::ppoll(&p, 1, &ts, nullptr) > 0) {
     uint64_t count;
     ssize_t ignored = ::read(completion_fd_.get(), &count, sizeof count);

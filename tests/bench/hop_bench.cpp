@@ -1219,7 +1219,11 @@ Json& head_json(Json& j, const char* benchmark, const std::string& proto, uint32
 
 int run_proto(const std::string& proto, const Options& o) {
   if (o.styles.empty() || o.styles.size() > 2) die("--styles: one or two of wait, poll");
-  const uint32_t warmup = uint32_t(o.warmup >= 0 ? o.warmup : std::max(20, o.iters / 10));
+  // At least 1000 unmeasured rounds: the first pass over a fresh slot's
+  // rings touches pages QEMU has not mapped yet (~13 us each on a VM:
+  // docs/platform.md), and native AM's first 300 rounds on a new cluster
+  // took 138 us RTT/2 against 26 after them.
+  const uint32_t warmup = uint32_t(o.warmup >= 0 ? o.warmup : std::max(1000, o.iters / 10));
   const uint32_t rounds = warmup + uint32_t(o.iters);
   const Machine m = machine_facts();
   std::unique_ptr<Proto> p =

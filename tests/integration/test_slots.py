@@ -40,7 +40,7 @@ ATTACH_MAGIC = int.from_bytes(b"UATT", "little")
 ABI_VERSION = 6                               # ULNIC_ABI_VERSION (types.h); checked against the NIC below
 ATTACH_OK, ATTACH_NO_FREE_SLOT, ATTACH_BAD_VERSION, ATTACH_NIC_DOWN, ATTACH_BAD_REQUEST = range(5)
 REQUEST = struct.Struct("<IIII")              # magic, abi_version, flags, reserved
-REPLY = struct.Struct("<IIIIQQiI88s")         # magic, status, slot, node_id, generation, slot_size, nic_cpu, reserved, message
+REPLY = struct.Struct("<IIIIQQii88s")         # magic, status, slot, node_id, generation, slot_size, nic_cpu, nic_thread, message
 
 
 def attach_request(version=ABI_VERSION, magic=ATTACH_MAGIC):
@@ -474,6 +474,18 @@ def cpus_allowed(pid, tid=None):
     raise AssertionError(f"no Cpus_allowed_list for {pid}")
 
 
+def attached_worker(case, env=None, cpus=None):
+    """A copy_worker that has attached to case's node (its daemon logged it), still running."""
+    before = len([l for l in case.log_lines() if "attached to slot" in l])
+    p = subprocess.Popen([COPY_WORKER, "--ops", "1000000000", "--quiet"], env=dict(case.env, **(env or {})),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    case.addCleanup(lambda: (p.kill(), p.communicate(timeout=30)))
+    attached = wait_for(lambda: len([l for l in case.log_lines() if "attached to slot" in l]) > before, 30)
+    case.assertTrue(attached, "\n".join(case.log_lines()[-20:]))
+    return p
+
+
 class Affinity(NodeCase):
     """ULNIC_NIC_AFFINITY=node (board/node.h, nic_cpu): the node's QEMU on one
     CPU, and the processes that attach to it follow it there (Nic::attach)
@@ -493,17 +505,6 @@ class Affinity(NodeCase):
     def qemu_cpus(self):
         return {cpus_allowed(self.qemu_pid, tid) for tid in os.listdir(f"/proc/{self.qemu_pid}/task")}
 
-    def attached_worker(self, env=None, cpus=None):
-        """A copy_worker that has attached (its daemon logged it), still running."""
-        before = len([l for l in self.log_lines() if "attached to slot" in l])
-        p = subprocess.Popen([COPY_WORKER, "--ops", "1000000000", "--quiet"], env=dict(self.env, **(env or {})),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-        self.addCleanup(lambda: (p.kill(), p.communicate(timeout=30)))
-        attached = wait_for(lambda: len([l for l in self.log_lines() if "attached to slot" in l]) > before, 30)
-        self.assertTrue(attached, "\n".join(self.log_lines()[-20:]))
-        return p
-
     def test_qemu_runs_on_the_nodes_cpu_and_says_so_at_attach(self):
         # Node 0: the first CPU the starter may use; every thread of QEMU.
         self.assertEqual(self.qemu_cpus(), {str(self.cpus[0])})
@@ -521,7 +522,7 @@ class Affinity(NodeCase):
     def test_an_attached_process_follows_its_nic(self):
         if len(self.cpus) < 2:
             self.skipTest("one CPU: nothing to pin")
-        p = self.attached_worker()
+        p = attached_worker(self)
         self.assertTrue(wait_for(lambda: cpus_allowed(p.pid) == str(self.cpus[0]), 10), cpus_allowed(p.pid))
 
     def test_a_child_forked_after_the_attach_is_not_pinned(self):
@@ -537,9 +538,9 @@ class Affinity(NodeCase):
         if len(self.cpus) < 2:
             self.skipTest("one CPU: nothing to pin")
         every = cpus_allowed(os.getpid())
-        off = self.attached_worker(env={"ULNIC_AFFINITY": "off"})
+        off = attached_worker(self, env={"ULNIC_AFFINITY": "off"})
         self.assertEqual(cpus_allowed(off.pid), every)
-        chosen = self.attached_worker(cpus={self.cpus[-1]})
+        chosen = attached_worker(self, cpus={self.cpus[-1]})
         self.assertEqual(cpus_allowed(chosen.pid), str(self.cpus[-1]))
         # The NIC still serves both: their copies run (each checks every byte).
         time.sleep(0.5)
@@ -564,6 +565,48 @@ class Affinity(NodeCase):
                              {cpus_allowed(os.getpid())})
         finally:
             subprocess.run([ULNIC, "node", "stop", "-c", "affinity-free"], env=env, capture_output=True, timeout=120)
+
+
+class FollowNic(NodeCase):
+    """Without ULNIC_NIC_AFFINITY, QEMU runs where the kernel puts it; the
+    daemon names the NIC's vCPU thread at attach, and a thread about to
+    sleep on its NIC moves to the CPU that thread last ran on, so that the
+    NIC's ring wakes it there -- without being left pinned
+    (host/core/pin.cpp, sleep_near_nic; tests/host/test_follow_nic.cpp)."""
+
+    cluster = "follow"
+    cpus = sorted(os.sched_getaffinity(0))
+
+    def test_the_attach_reply_names_the_nics_vcpu_thread(self):
+        s = DaemonGarbage.connect(self)
+        try:
+            s.sendall(attach_request())
+            r, fds = DaemonGarbage.read_reply(self, s)
+            for fd in fds:
+                os.close(fd)
+        finally:
+            s.close()
+        self.assertEqual(r["status"], ATTACH_OK, r)
+        self.assertEqual(r["nic_cpu"], -1)  # QEMU is not pinned
+        self.assertGreater(r["nic_thread"], 0, r)
+        with open(f"/proc/{self.qemu_pid}/task/{r['nic_thread']}/comm") as f:
+            self.assertTrue(f.read().startswith("CPU "), "not QEMU's vCPU thread")
+
+    def test_processes_that_sleep_on_their_nic_are_never_left_pinned(self):
+        if len(self.cpus) < 2:
+            self.skipTest("one CPU: nothing to follow")
+        every = cpus_allowed(os.getpid())
+        self.assertEqual({cpus_allowed(self.qemu_pid, t) for t in os.listdir(f"/proc/{self.qemu_pid}/task")}, {every})
+        follower = attached_worker(self)
+        off = attached_worker(self, env={"ULNIC_AFFINITY": "off"})
+        chosen = attached_worker(self, cpus={self.cpus[-1]})
+        for _ in range(20):  # each copy waits on the NIC: they sleep on it meanwhile, over and over
+            time.sleep(0.05)
+            self.assertEqual(cpus_allowed(follower.pid), every)
+            self.assertEqual(cpus_allowed(off.pid), every)
+            self.assertEqual(cpus_allowed(chosen.pid), str(self.cpus[-1]))
+        for p in (follower, off, chosen):  # the NIC serves them all (each checks every byte)
+            self.assertIsNone(p.poll())
 
 
 class Abuse(NodeCase):
@@ -706,9 +749,9 @@ class DaemonGarbage(NodeCase):
             for fd in fds:
                 os.close(fd)
             return None, []
-        magic, status, slot, node, gen, size, cpu, _, message = REPLY.unpack(data)
+        magic, status, slot, node, gen, size, cpu, thread, message = REPLY.unpack(data)
         return {"magic": magic, "status": status, "slot": slot, "generation": gen, "slot_size": size,
-                "nic_cpu": cpu, "message": message.split(b"\0")[0].decode()}, fds
+                "nic_cpu": cpu, "nic_thread": thread, "message": message.split(b"\0")[0].decode()}, fds
 
     def daemon_fds(self):
         return len(os.listdir(f"/proc/{self.daemon_pid}/fd"))

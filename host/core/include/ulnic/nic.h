@@ -280,6 +280,7 @@ class Nic {
   abi::SlotHeader& header() const { return *reinterpret_cast<abi::SlotHeader*>(base_); }
 
   UniqueFd conn_, slot_fd_, doorbell_fd_, completion_fd_;
+  UniqueFd nic_stat_fd_;  // /proc/TID/stat of the NIC's vCPU thread: a sleeper follows it (pin.h)
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
   uint32_t slot_ = 0, node_ = 0;

@@ -42,7 +42,7 @@ struct AttachReply {
   uint64_t generation;     // the slot header carries the same value
   uint64_t slot_size;
   int32_t nic_cpu;         // the one host CPU the NIC's QEMU is pinned to, -1 if not pinned
-  uint32_t reserved;       // 0
+  int32_t nic_thread;      // the host thread id of the NIC's vCPU, 0 if unknown
   char message[88];        // human-readable, NUL-terminated
 };
 ULNIC_ABI_CHECK_SIZE(AttachReply, 128);
