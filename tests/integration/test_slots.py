@@ -474,6 +474,20 @@ def cpus_allowed(pid, tid=None):
     raise AssertionError(f"no Cpus_allowed_list for {pid}")
 
 
+def raw_attach(case):
+    """The daemon's AttachReply to a bare attach request (its fds closed, the slot given back on close)."""
+    s = DaemonGarbage.connect(case)
+    try:
+        s.sendall(attach_request())
+        r, fds = DaemonGarbage.read_reply(case, s)
+        for fd in fds:
+            os.close(fd)
+    finally:
+        s.close()
+    case.assertEqual(r["status"], ATTACH_OK, r)
+    return r
+
+
 def attached_worker(case, env=None, cpus=None):
     """A copy_worker that has attached to case's node (its daemon logged it), still running."""
     before = len([l for l in case.log_lines() if "attached to slot" in l])
@@ -508,15 +522,7 @@ class Affinity(NodeCase):
     def test_qemu_runs_on_the_nodes_cpu_and_says_so_at_attach(self):
         # Node 0: the first CPU the starter may use; every thread of QEMU.
         self.assertEqual(self.qemu_cpus(), {str(self.cpus[0])})
-        s = DaemonGarbage.connect(self)
-        try:
-            s.sendall(attach_request())
-            r, fds = DaemonGarbage.read_reply(self, s)
-            for fd in fds:
-                os.close(fd)
-        finally:
-            s.close()
-        self.assertEqual(r["status"], ATTACH_OK, r)
+        r = raw_attach(self)
         self.assertEqual(r["nic_cpu"], self.cpus[0])
 
     def test_an_attached_process_follows_its_nic(self):
@@ -578,15 +584,7 @@ class FollowNic(NodeCase):
     cpus = sorted(os.sched_getaffinity(0))
 
     def test_the_attach_reply_names_the_nics_vcpu_thread(self):
-        s = DaemonGarbage.connect(self)
-        try:
-            s.sendall(attach_request())
-            r, fds = DaemonGarbage.read_reply(self, s)
-            for fd in fds:
-                os.close(fd)
-        finally:
-            s.close()
-        self.assertEqual(r["status"], ATTACH_OK, r)
+        r = raw_attach(self)
         self.assertEqual(r["nic_cpu"], -1)  # QEMU is not pinned
         self.assertGreater(r["nic_thread"], 0, r)
         with open(f"/proc/{self.qemu_pid}/task/{r['nic_thread']}/comm") as f:
