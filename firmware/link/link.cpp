@@ -363,9 +363,10 @@ void publish_to(uint32_t dst) {
   ring_doorbell(port);
 }
 
-// One packet on the wire now (ACKs, retransmissions); false if the ring is full.
-bool transmit(uint32_t dst, uint8_t type, const TxEntry* e) {
-  if (!put_packet(dst, type, e, false)) return false;
+// One packet on the wire now (ACKs, retransmissions); false if the ring is
+// full. `ack_flags`: more flags on a standalone ACK (kWireOkProbe).
+bool transmit(uint32_t dst, uint8_t type, const TxEntry* e, uint8_t ack_flags = 0) {
+  if (!put_packet(dst, type, e, false, ack_flags)) return false;
   publish_to(dst);
   return true;
 }
@@ -792,7 +793,7 @@ void ask_ok(uint32_t dst, uint64_t now) {
   Peer& p = g.peers[dst];
   if (p.ok_asked && now - p.ok_asked < hal::clint::us_to_ticks(kOkProbeUs)) return;
   p.ok_asked = now;
-  if (put_packet(dst, abi::kPktAck, nullptr, false, abi::kWireOkProbe)) publish_to(dst), ++g.stats.tx_acks;
+  if (transmit(dst, abi::kPktAck, nullptr, abi::kWireOkProbe)) ++g.stats.tx_acks;
 }
 
 bool in_flight(uint32_t dst) {

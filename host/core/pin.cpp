@@ -7,8 +7,9 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <mutex>
+
+#include "ulnic/trace.h"
 
 namespace ulnic::detail {
 
@@ -93,12 +94,6 @@ struct NearNic {
 };
 thread_local NearNic near_nic;
 constexpr int64_t kLookEveryNs = 1'000'000;  // /proc/TID/stat costs ~3 us here; a vCPU moves every few ms at most
-
-int64_t monotonic_ns() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 }  // namespace
 
 int32_t last_cpu(int stat_fd) {
@@ -120,7 +115,7 @@ int32_t last_cpu(int stat_fd) {
 bool sleep_near_nic(const void* nic, int stat_fd) {
   if (stat_fd < 0 || nic_pin.cpu >= 0 || off()) return false;
   NearNic& n = near_nic;
-  const int64_t now = monotonic_ns();
+  const int64_t now = trace::monotonic_ns();
   if (n.nic != nic || now - n.looked_ns >= kLookEveryNs) n = NearNic{nic, last_cpu(stat_fd), now};
   if (n.cpu < 0 || n.cpu >= CPU_SETSIZE || ::sched_getcpu() == n.cpu) return false;
   cpu_set_t mine;
