@@ -200,13 +200,17 @@ void send_ok(uint32_t peer) {
   send_or_queue(peer, Pending{o.seq, abi::kCqOk, abi::kWireOpOkThrough});
 }
 
+// Does an OK through `seq` from `src` cover the oldest operation due there?
+bool head_ok(uint32_t src, uint32_t seq) {
+  const DueList& l = g.due[src];
+  return l.head != kNoOp && link::seq_at_or_before(g.ops[l.head].wait.last_seq, seq);
+}
+
 // Sender: `src` says every operation whose last packet had a seq <= `seq`
 // and that it did not refuse finished well: a prefix of its due list.
 void ok_through(uint32_t src, uint32_t seq) {
-  const DueList& l = g.due[src];
-  while (l.head != kNoOp && link::seq_at_or_before(g.ops[l.head].wait.last_seq, seq)) finish(g.ops[l.head], abi::kCqOk);
+  while (head_ok(src, seq)) finish(g.ops[g.due[src].head], abi::kCqOk);
 }
-
 
 // (Every operation's last packet asks: a scan of the whole table was ~320
 // instructions of each message's receive side, issue 22.)
@@ -713,8 +717,7 @@ void remote_ok_through(uint32_t src, uint32_t seq) {
   if (src >= abi::kMaxNodes) return;
   // (Most packets that say OK complete nothing: the work item is the
   // verdict's only where one does.)
-  const DueList& l = g.due[src];
-  if (l.head != kNoOp && link::seq_at_or_before(g.ops[l.head].wait.last_seq, seq)) {
+  if (head_ok(src, seq)) {
     core::cost::op<abi::kCostOpVerdict>();
     ok_through(src, seq);
   }

@@ -167,23 +167,12 @@ bool send_fields_ok(const abi::SqEntry& e) {
   return vmmc_fields_ok(e) && e.src_key == 0 && e.dst_key == 0 && (e.opcode == abi::kOpSend || e.src_addr == 0);
 }
 
-// A short send's payload follows it in the SQ; the host published it with
-// the descriptor. A payload the host did not publish fails the send (and
-// whatever it publishes later is read as descriptors).
-abi::CqStatus take_inline(Slot& s, uint32_t len, uint8_t* out) {
-  for (uint32_t off = 0; off < len; off += sizeof(abi::SqEntry)) {
-    const abi::SqEntry* c = s.sq.peek();
-    if (!c) return abi::kCqBadLength;
-    uint32_t n = len - off < sizeof(abi::SqEntry) ? len - off : uint32_t(sizeof(abi::SqEntry));
-    memcpy(out + off, c, n);
-    s.sq.pop();
-  }
-  return abi::kCqOk;
-}
-
-// A short send's payload as whole SQ entries, each copied as eight words
-// (the exact-length copy above was a call and a byte tail per entry): `out`
-// has room for ceil(len / 64) of them; the bytes past `len` are the entry's.
+// A short send's payload follows it in the SQ, as whole entries the host
+// published with the descriptor; each is copied as eight words (an exact-
+// length copy was a call and a byte tail per entry): `out` has room for
+// ceil(len / 64) of them; the bytes past `len` are the entry's. A payload
+// the host did not publish fails the send (and whatever it publishes later
+// is read as descriptors).
 abi::CqStatus take_inline_entries(Slot& s, uint32_t len, abi::SqEntry* out) {
   for (uint32_t off = 0; off < len; off += sizeof(abi::SqEntry), ++out) {
     const abi::SqEntry* c = s.sq.peek();
@@ -208,7 +197,7 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       // A refused connect or listen still owns the entries of its discriminator.
       uint8_t disc[abi::kViMaxDiscriminator];
       if ((e.opcode == abi::kOpViConnect || e.opcode == abi::kOpViListen) && e.access <= abi::kViMaxDiscriminator)
-        (void)take_inline(s, e.access, disc);
+        (void)slot_take_inline(s, e.access, disc);
       return complete(s, e, abi::kCqBadOpcode, 0);
     }
     return vi_execute(t, s, e);
@@ -361,7 +350,13 @@ void slot_complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_
   complete(s, e, status, result);
 }
 
-abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out) { return take_inline(s, len, out); }
+abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out) {
+  abi::SqEntry entries[kInlineEntries];
+  if (len > sizeof entries) return abi::kCqBadLength;
+  abi::CqStatus st = take_inline_entries(s, len, entries);
+  if (st == abi::kCqOk) memcpy(out, entries, len);
+  return st;
+}
 
 void slot_run_recv_posts(SlotTable& t, Slot& s) {
   if (s.state != abi::SlotState::kActive) return;

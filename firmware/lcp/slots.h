@@ -172,8 +172,8 @@ void slot_run_recv_posts(SlotTable& t, Slot& s);
 // and unet_start: whole entries (8-byte aligned), ceil(len / 64) of them.
 constexpr uint32_t kInlineEntries = abi::kMaxInline / sizeof(abi::SqEntry);
 static_assert(abi::kMaxInline % sizeof(abi::SqEntry) == 0);
-// Takes `len` bytes of payload that follow the current descriptor in the SQ
-// (ceil(len / 64) entries), as kOpSendInline does.
+// Takes `len` bytes (at most kMaxInline) of payload that follow the current
+// descriptor in the SQ (ceil(len / 64) entries), as kOpSendInline does.
 abi::CqStatus slot_take_inline(Slot& s, uint32_t len, uint8_t* out);
 // A completion for work that finished outside the slot's own pass (remote
 // puts); dropped if the slot has changed hands since (generation).

@@ -667,6 +667,22 @@ void in_order(Ep& ep, uint32_t seq, Message&& m, const uint8_t* bytes = nullptr)
   drain(ep, p);
 }
 
+// A piece of a message (a chunk of a stream, a fragment) repeats its
+// message's header, its send's id included: one that disagrees with the
+// pieces kept so far (`kept`), or whose bit is already in `have`, is
+// dropped with a warning.
+bool piece_ok(const Message& kept, uint32_t have, const Message& m, uint32_t bit, const char* what) {
+  if (kept.len != m.len || kept.tag != m.tag || kept.data != m.data || kept.flags != m.flags || kept.sid != m.sid) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a %s that disagrees with its message's others\n", what);
+    return false;
+  }
+  if (have & bit) {
+    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a %s that came twice\n", what);
+    return false;
+  }
+  return true;
+}
+
 // Chunk `h.chunk` (n bytes at `bytes`, in our segment) of streamed message
 // h.seq: into its bound receive's buffer, or kept until one is posted (or
 // the whole message becomes an unexpected one). Chunks that disagree with
@@ -680,19 +696,12 @@ void on_chunk(Ep& ep, PeerRx& p, const WireHdr& h, Message&& m, const uint8_t* b
       return;
     }
     it = p.streams.emplace(h.seq, Stream{}).first;
-    it->second.m = std::move(m);
+    it->second.m = std::move(m);  // (m keeps its header fields for piece_ok)
     it->second.m.kind = kEager;
-  } else if (it->second.m.len != m.len || it->second.m.tag != m.tag || it->second.m.data != m.data ||
-             it->second.m.flags != m.flags) {
-    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a chunk that disagrees with its message's others\n");
-    return;
   }
   Stream& st = it->second;
   const uint32_t bit = 1u << h.chunk;
-  if (st.have & bit) {
-    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a chunk that came twice\n");
-    return;
-  }
+  if (!piece_ok(st.m, st.have, m, bit, "chunk")) return;
   drain(ep, p);  // binds it if it is next in order and a receive waits
   if (st.bound) {
     if (off < st.r.len) std::memcpy(static_cast<uint8_t*>(st.r.buf) + off, bytes, std::min<uint64_t>(n, st.r.len - off));
@@ -725,20 +734,13 @@ void on_fragment(Ep& ep, uint32_t seq, Message&& m, uint64_t off, const uint8_t*
   auto [it, fresh] = p.partial.try_emplace(seq);
   Partial& a = it->second;
   if (fresh) {
-    a.m = std::move(m);
+    a.m = std::move(m);  // (m keeps its header fields for piece_ok)
     a.m.kind = kEager;
     a.m.payload.resize(a.m.len);
     ep.unexpected_bytes += a.m.len + sizeof(Message);
-  } else if (a.m.len != m.len || a.m.tag != m.tag || a.m.data != m.data || a.m.flags != m.flags ||
-             a.m.sid != m.sid) {
-    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a fragment that disagrees with its message's others\n");
-    return;
   }
   const uint32_t bit = 1u << (off / kEagerMax);
-  if (a.have & bit) {
-    ULNIC_WARN(FI_LOG_EP_DATA, "dropped a fragment that came twice\n");
-    return;
-  }
+  if (!piece_ok(a.m, a.have, m, bit, "fragment")) return;
   a.have |= bit;
   std::memcpy(a.m.payload.data() + off, bytes, n);
   const uint32_t frags = uint32_t((a.m.len + kEagerMax - 1) / kEagerMax);
