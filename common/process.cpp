@@ -56,7 +56,8 @@ void set_child_priority(int nice) {
 
 }  // namespace
 
-Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice, int cpu) {
+Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice, int cpu,
+                           const std::vector<int>& inherit) {
   if (argv.empty()) return fail("spawn: empty command");
   cpu_set_t one;
   CPU_ZERO(&one);
@@ -88,6 +89,8 @@ Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::stri
     ::dup2(log, 2);
     if (nice) set_child_priority(nice);
     if (cpu >= 0 && ::sched_setaffinity(0, sizeof one, &one) != 0) child_fail(wr.get(), errno);
+    for (int fd : inherit)
+      if (::fcntl(fd, F_SETFD, 0) != 0) child_fail(wr.get(), errno);
     ::execvp(args[0], args.data());
     child_fail(wr.get(), errno);
   }

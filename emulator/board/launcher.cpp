@@ -83,6 +83,12 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
                        "ivshmem-doorbell,chardev=fabric,vectors=" + std::to_string(s.fabric_vectors) +
                            ",ioeventfd=off,addr=" + pci_addr(abi::kFabricPciDev)});
   }
+  if (!s.fabric_socket.empty() && s.wake_fd >= 0) {
+    // The NIC sleeps on its doorbells in its vCPU thread (abi/wake.h); the
+    // plugin takes them from the fabric server's answer on wake_fd.
+    a.insert(a.end(), {"-plugin", "file=" + qemu_escape(tool_path("ulnic-wake.so")) + ",sram=" + qemu_escape(p.sram) +
+                                      ",fd=" + std::to_string(s.wake_fd)});
+  }
   if (s.cost) {
     // $ULNIC_COST_PROFILE (a directory): the plugin also profiles the NIC by
     // block, into DIR/<cluster>-node<k>.prof (tests/bench/cost_profile.py).

@@ -269,6 +269,7 @@ Result<StartResult> start_node(const StartOptions& o) {
   BoardSpec spec = o.board;
   spec.qemu = *qemu;
   std::optional<abi::FabricHeader> geometry;
+  UniqueFd wake;  // ours until QEMU has inherited it
   if (o.fabric) {
     FabricSpec fs_spec = o.fabric_spec;
     fs_spec.vectors = o.board.fabric_vectors;
@@ -276,6 +277,8 @@ Result<StartResult> start_node(const StartOptions& o) {
     if (!g) return cleanup_on_error(g.error());
     geometry = *g;
     spec.fabric_socket = fabric::Paths::nic_socket(fabric_dir(o.cluster), o.board.node);
+    wake = connect_wake(o.cluster, o.board.node);
+    spec.wake_fd = wake ? wake.get() : -1;
   }
   auto sram = SramFile::create(p.sram);
   if (!sram) return cleanup_on_error(sram.error());
@@ -290,7 +293,8 @@ Result<StartResult> start_node(const StartOptions& o) {
   const NicPriority prio = nic_priority();
   auto cpu = nic_cpu(o.board.node);
   if (!cpu) return cleanup_on_error(cpu.error());
-  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, prio.adaptive ? 0 : prio.nice, *cpu);
+  auto pid = spawn_daemon(qemu_command(spec, p), p.qemu_log, prio.adaptive ? 0 : prio.nice, *cpu,
+                          wake ? std::vector<int>{wake.get()} : std::vector<int>{});
   if (!pid) return cleanup_on_error(pid.error());
   write_pid_file(p.pid, *pid);
   res.pid = *pid;
@@ -371,6 +375,7 @@ Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool chec
   info.status = sram->read_status();
   info.links = sram->read_links(sram->boot_config().num_nodes);
   info.cost = sram->read_cost();
+  info.wake = sram->read_wake();
   if (info.running) {
     if (auto q = Qmp::connect(p.qmp, 2s))
       if (auto s = q->run_state()) info.vm_state = *s;

@@ -12,6 +12,7 @@
 #include "board/fabric_control.h"
 #include "board/launcher.h"
 #include "ulnic/abi/cost.h"
+#include "ulnic/abi/wake.h"
 #include "ulnic/abi/status.h"
 
 namespace ulnic::board {
@@ -55,6 +56,7 @@ struct NodeInfo {
   pid_t daemon_pid = 0;                 // its ulnicd, 0 if not running
   std::vector<abi::LinkStatus> links;   // by peer node (the cluster's nodes)
   abi::CostBlock cost{};                // instruction counts (magic 0: no --cost)
+  abi::WakeBlock wake{};                // the wake plugin's counts (vectors 0: no plugin)
 };
 
 // The emulated NICs' priority on the host ($ULNIC_NIC_NICE). A NIC is

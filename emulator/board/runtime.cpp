@@ -3,7 +3,10 @@
 #include "ulnic/util/runtime_dir.h"
 #include "ulnic/abi/fabric.h"
 #include "ulnic/abi/sram.h"
+#include "fabric/fabric_server.h"
+#include "ulnic/util/unix_socket.h"
 
+#include <poll.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -77,6 +80,16 @@ NodePaths node_paths(const std::string& cluster, uint32_t node) {
   p.firmware = p.dir + "/firmware.elf";
   p.lock = p.dir + ".lock";
   return p;
+}
+
+UniqueFd connect_wake(const std::string& cluster, uint32_t node) {
+  if (const char* e = std::getenv("ULNIC_WAKE_PLUGIN"); e && std::string(e) == "off") return {};
+  if (!fs::exists(tool_path("ulnic-wake.so"))) return {};
+  auto s = connect_unix(fabric::Paths::wake_socket(fabric_dir(cluster), node));
+  if (!s) return {};
+  pollfd answer{s->get(), POLLIN, 0};
+  if (::poll(&answer, 1, 5000) != 1 || !(answer.revents & POLLIN)) return {};
+  return std::move(*s);
 }
 
 std::string tool_path(const std::string& name) {

@@ -13,6 +13,8 @@
 // slot files are sparse and cost only the pages that are touched).
 #pragma once
 
+#include "ulnic/util/fd.h"
+
 #include <cstdint>
 #include <string>
 
@@ -31,6 +33,14 @@ struct NodePaths {
 };
 NodePaths node_paths(const std::string& cluster, uint32_t node);
 std::string fabric_dir(const std::string& cluster);
+// A connection to the fabric server's wake socket for NIC `node` that the
+// server has taken (its answer, the NIC's doorbells, waits in it for the
+// wake plugin; abi/wake.h): QEMU inherits it as BoardSpec::wake_fd. Taken
+// before QEMU starts, because QEMU connects its fabric device before it
+// loads plugins, and the server must know by then. Invalid with
+// $ULNIC_WAKE_PLUGIN=off, without ulnic-wake.so, or if the server does not
+// answer: the NIC then sleeps in WFI, woken through QEMU's main loop.
+UniqueFd connect_wake(const std::string& cluster, uint32_t node);
 std::string hosts_path(const std::string& cluster);
 
 // Our own executables (ulnic-fabricd, ...): $ULNIC_BINDIR, then the directory

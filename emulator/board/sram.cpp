@@ -85,4 +85,11 @@ abi::CostBlock SramFile::read_cost() const {
   return read_stable(shared, shared->seq, true);  // the plugin counts at every firmware marker
 }
 
+abi::WakeBlock SramFile::read_wake() const {
+  // Counters a reader takes one by one: no snapshot to hold together.
+  abi::WakeBlock w;
+  std::memcpy(&w, at(abi::kWakeOffset), sizeof w);
+  return w;
+}
+
 }  // namespace ulnic::board

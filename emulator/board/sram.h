@@ -8,6 +8,7 @@
 #include "board/elf_image.h"
 #include "ulnic/abi/boot_config.h"
 #include "ulnic/abi/cost.h"
+#include "ulnic/abi/wake.h"
 #include "ulnic/abi/status.h"
 #include "ulnic/util/mapping.h"
 
@@ -31,6 +32,8 @@ class SramFile {
   // The cost plugin's block (zero without --cost), re-read until its
   // sequence number is even and unchanged.
   abi::CostBlock read_cost() const;
+  // The wake plugin's words (abi/wake.h; zero without the plugin).
+  abi::WakeBlock read_wake() const;
 
   uint8_t* at(uint64_t offset) const { return map_.data() + offset; }
 

@@ -256,7 +256,8 @@ const char* counter_name(uint32_t i) {
       "spin_window_us",  "link_placed",     "verdict_timeouts",
       "unet_messages",   "unet_drops",      "unet_bad_tag",
       "link_held",       "link_sacked",
-      "unet_tlb_hits",   "unet_tlb_misses", "unet_tlb_fills"};
+      "unet_tlb_hits",   "unet_tlb_misses", "unet_tlb_fills",
+      "wake_sleeps"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }
@@ -330,6 +331,10 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
   for (uint32_t i = 0; i < abi::kCounterCount; ++i)
     std::printf("%s\"%s\": %llu", i ? ", " : "", counter_name(i), static_cast<unsigned long long>(s.counters[i]));
   std::printf("}");
+  // The wake plugin (abi/wake.h): the doorbells it polls (0: the NIC sleeps
+  // in WFI), the sleeps it took and how many a doorbell ended.
+  std::printf(",\n \"wake_plugin\": {\"vectors\": %u, \"sleeps\": %llu, \"rung\": %llu}", n.wake.vectors,
+              static_cast<unsigned long long>(n.wake.sleeps), static_cast<unsigned long long>(n.wake.rung));
   print_cost_json(n.cost);
   std::printf("}\n");
 }

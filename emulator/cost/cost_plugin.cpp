@@ -27,39 +27,10 @@
 #include <map>
 #include <vector>
 
+#include "plugin/qemu_plugin.h"
 #include "ulnic/abi/cost.h"
 
 namespace abi = ulnic::abi;
-
-// The QEMU 7.2 plugin API (include/qemu/qemu-plugin.h, plugin API version 1),
-// declared here because Debian ships QEMU without its plugin header. Only
-// what this plugin calls; the functions live in the qemu-system binary.
-extern "C" {
-typedef uint64_t qemu_plugin_id_t;
-struct qemu_plugin_tb;
-struct qemu_plugin_insn;
-enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
-enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb* tb);
-typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void* userdata);
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb* tb);
-uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb* tb);
-struct qemu_plugin_insn* qemu_plugin_tb_get_insn(const struct qemu_plugin_tb* tb, size_t idx);
-const void* qemu_plugin_insn_data(const struct qemu_plugin_insn* insn);
-size_t qemu_plugin_insn_size(const struct qemu_plugin_insn* insn);
-void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb* tb, enum qemu_plugin_op op, void* ptr,
-                                              uint64_t imm);
-void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb* tb, qemu_plugin_vcpu_udata_cb_t cb,
-                                          enum qemu_plugin_cb_flags flags, void* userdata);
-void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn* insn, qemu_plugin_vcpu_udata_cb_t cb,
-                                            enum qemu_plugin_cb_flags flags, void* userdata);
-void qemu_plugin_outs(const char* string);
-
-__attribute__((visibility("default"))) extern const int qemu_plugin_version;
-__attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const void* info, int argc,
-                                                               char** argv);
-}
 
 const int qemu_plugin_version = 1;
 
@@ -156,16 +127,6 @@ void on_marker(unsigned int, void* udata) {
 // image is dropped, not charged.
 void on_entry(unsigned int, void*) { g.depth = 0; }
 
-// `slti x0, x0, imm`: OP-IMM (0x13), funct3 2, rd 0, rs1 0.
-bool is_marker(const qemu_plugin_insn* insn, int32_t& imm) {
-  if (qemu_plugin_insn_size(insn) != 4) return false;
-  uint32_t w;
-  std::memcpy(&w, qemu_plugin_insn_data(insn), 4);
-  if ((w & 0xfffff) != 0x02013) return false;
-  imm = int32_t(w) >> 20;
-  return true;
-}
-
 void on_block(unsigned int, void* udata) {
   BlockCounts& c = *static_cast<BlockCounts*>(udata);
   if (g.depth) ++c.work;
@@ -203,7 +164,7 @@ void on_translate(qemu_plugin_id_t, qemu_plugin_tb* tb) {
   for (size_t i = 0; i < n; ++i) {
     qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
     int32_t imm;
-    if (!is_marker(insn, imm)) continue;
+    if (!qemu_plugin_marker(insn, imm)) continue;
     qemu_plugin_register_vcpu_insn_exec_cb(insn, on_marker, QEMU_PLUGIN_CB_NO_REGS,
                                            reinterpret_cast<void*>(pack(imm, i, n)));
   }

@@ -59,6 +59,9 @@ Result<void> Server::init(const Options& opts) {
     auto d = listen_unix(Paths::daemon_socket(opts.dir, k));
     if (!d) return std::unexpected(d.error());
     daemon_listeners_.push_back(std::move(*d));
+    auto w = listen_unix(Paths::wake_socket(opts.dir, k));
+    if (!w) return std::unexpected(w.error());
+    wake_listeners_.push_back(std::move(*w));
   }
   auto h = listen_unix(Paths::host_socket(opts.dir));
   if (!h) return std::unexpected(h.error());
@@ -120,6 +123,45 @@ void Server::drop_stuck() {
   }
 }
 
+Result<const std::vector<UniqueFd>*> Server::mailbox(int64_t id) {
+  auto it = mailboxes_.find(id);
+  if (it != mailboxes_.end()) return &it->second;
+  std::vector<UniqueFd> box;
+  for (uint32_t v = 0; v < opts_.vectors; ++v) {
+    UniqueFd e(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!e) return fail_errno("eventfd", errno);
+    box.push_back(std::move(e));
+  }
+  return &mailboxes_.emplace(id, std::move(box)).first->second;
+}
+
+// NIC `node`'s wake plugin: the count of its vectors, then each vector's
+// eventfd. Its connection stays registered until it closes (a restarted
+// QEMU's plugin replaces it).
+Result<void> Server::accept_waker(int listener, uint32_t node) {
+  UniqueFd s(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!s) return fail_errno("accept", errno);
+  auto box = mailbox(node);
+  if (!box) return std::unexpected(box.error());
+  bool sent = send_i64_with_fd(s.get(), int64_t((*box)->size()), -1).has_value();
+  for (uint32_t v = 0; sent && v < (*box)->size(); ++v) sent = send_i64_with_fd(s.get(), v, (**box)[v].get()).has_value();
+  if (sent) wakers_[node] = std::move(s);
+  return {};
+}
+
+bool Server::waker_alive(uint32_t node) {
+  auto it = wakers_.find(node);
+  if (it == wakers_.end()) return false;
+  // The plugin never writes: 0 is its QEMU gone, EAGAIN a live connection.
+  char junk[64];
+  const ssize_t n = ::recv(it->second.get(), junk, sizeof junk, MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+    wakers_.erase(it);
+    return false;
+  }
+  return true;
+}
+
 Result<void> Server::accept_peer(int listener, int64_t id) {
   UniqueFd s(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!s) return fail_errno("accept", errno);
@@ -127,17 +169,10 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
   if (id >= 0 && peers_.count(id) && hung_up(id)) drop_peer(id);
   if (id < 0 || peers_.count(id)) return {};  // id really taken: refuse by closing
   // A fixed id keeps its mailbox (eventfds) across reconnections; everyone
-  // who was given them once keeps ringing the right place.
-  bool fresh = !mailboxes_.count(id);
-  if (fresh) {
-    std::vector<UniqueFd> box;
-    for (uint32_t v = 0; v < opts_.vectors; ++v) {
-      UniqueFd e(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-      if (!e) return fail_errno("eventfd", errno);
-      box.push_back(std::move(e));
-    }
-    mailboxes_.emplace(id, std::move(box));
-  }
+  // who was given them once keeps ringing the right place. (A NIC's wake
+  // plugin may have made it before the NIC's first connection.)
+  const bool fresh = announced_.insert(id).second;
+  if (auto box = mailbox(id); !box) return std::unexpected(box.error());
   Peer p;
   p.sock = std::move(s);
   p.serial = ++next_serial_;
@@ -151,13 +186,21 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
   // owner is away), and -- on a first connection only -- the newcomer's
   // mailbox to everyone connected.
   for (auto& [other_id, box] : mailboxes_) {
-    if (other_id == id || (other_id >= kAnonymousIdBase && !peers_.count(other_id))) continue;
+    // (Not a mailbox only a wake plugin has asked for yet: its NIC announces it.)
+    if (other_id == id || (other_id >= kAnonymousIdBase && !peers_.count(other_id)) || !announced_.count(other_id))
+      continue;
     for (uint32_t v = 0; v < shared_vectors(id, other_id); ++v) send_or_mark(id, other_id, box[v].get());
     if (fresh && peers_.count(other_id))
       for (uint32_t v = 0; v < shared_vectors(other_id, id); ++v) send_or_mark(other_id, id, mine[v].get());
   }
-  // Step 5: the newcomer's own vectors, for receiving.
-  for (uint32_t v = 0; v < opts_.vectors; ++v) send_or_mark(id, id, mine[v].get());
+  // Step 5: the newcomer's own vectors, for receiving -- a NIC whose wake
+  // plugin holds the real ones gets eventfds nobody rings.
+  const bool woken_by_plugin = id < kDaemonIdBase && waker_alive(uint32_t(id));
+  for (uint32_t v = 0; v < opts_.vectors; ++v) {
+    UniqueFd unrung(woken_by_plugin ? ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1);
+    if (woken_by_plugin && !unrung) return fail_errno("eventfd", errno);
+    send_or_mark(id, id, woken_by_plugin ? unrung.get() : mine[v].get());
+  }
   drop_stuck();
   return {};
 }
@@ -170,6 +213,7 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
 void Server::drop_peer(int64_t id) {
   peers_.erase(id);
   if (id < kAnonymousIdBase) return;
+  announced_.erase(id);
   auto box = mailboxes_.find(id);
   for (auto& [other_id, other] : peers_)
     if (box != mailboxes_.end() && shared_vectors(other_id, id) > 0) send_or_mark(other_id, id, -1);
@@ -180,6 +224,7 @@ void Server::cleanup() {
   for (uint32_t k = 0; k < nic_listeners_.size(); ++k) {
     ::unlink(Paths::nic_socket(opts_.dir, k).c_str());
     ::unlink(Paths::daemon_socket(opts_.dir, k).c_str());
+    ::unlink(Paths::wake_socket(opts_.dir, k).c_str());
   }
   ::unlink(Paths::host_socket(opts_.dir).c_str());
   ::unlink(Paths::pid_file(opts_.dir).c_str());
@@ -189,7 +234,8 @@ Result<void> Server::run(const std::atomic<bool>* stop_flag) {
   while (!stop_flag->load()) {
     std::vector<pollfd> fds;
     // Per pollfd: >= 0 peer id; -1-id a listener handing out that fixed id;
-    // -1000 the anonymous listener; -2000 the wake pipe.
+    // -1000 the anonymous listener; -2000 the wake pipe; -3000-k node k's
+    // wake listener; -5000-k node k's wake plugin.
     std::vector<int64_t> ids;
     std::vector<uint64_t> serials;  // per pollfd: the peer connection's serial (0: not a peer)
     for (uint32_t k = 0; k < nic_listeners_.size(); ++k) {
@@ -197,6 +243,12 @@ Result<void> Server::run(const std::atomic<bool>* stop_flag) {
       ids.push_back(-1 - int64_t(k));
       fds.push_back({daemon_listeners_[k].get(), POLLIN, 0});
       ids.push_back(-1 - (kDaemonIdBase + int64_t(k)));
+      fds.push_back({wake_listeners_[k].get(), POLLIN, 0});
+      ids.push_back(-3000 - int64_t(k));
+    }
+    for (auto& [node, sock] : wakers_) {  // readable: closed (its QEMU went)
+      fds.push_back({sock.get(), POLLIN, 0});
+      ids.push_back(-5000 - int64_t(node));
     }
     fds.push_back({host_listener_.get(), POLLIN, 0});
     ids.push_back(-1000);
@@ -221,6 +273,10 @@ Result<void> Server::run(const std::atomic<bool>* stop_flag) {
         char drain[64];
         while (::read(wake_rd_.get(), drain, sizeof drain) > 0) {
         }
+      } else if (ids[i] <= -5000) {
+        (void)waker_alive(uint32_t(-5000 - ids[i]));
+      } else if (ids[i] <= -3000) {
+        (void)accept_waker(fds[i].fd, uint32_t(-3000 - ids[i]));
       } else if (ids[i] == -1000) {
         (void)accept_peer(fds[i].fd, free_host_id());
       } else if (ids[i] < 0) {

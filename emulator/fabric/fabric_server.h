@@ -14,6 +14,12 @@
 // drop_peer()); anonymous peers are announced when they leave and their ids
 // are never handed out again.
 //
+// NIC k's wake plugin (emulator/wake/wake_plugin.cpp, in NIC k's QEMU)
+// connects to <dir>/wake<k>.sock before the NIC does and receives the
+// NIC's own eventfds: while that connection is open, the NIC's ivshmem
+// device is given eventfds nobody rings for its own vectors, so only the
+// plugin reads the real ones (shared/include/ulnic/abi/wake.h).
+//
 // Who learns whose eventfds is topology-aware, so fd counts stay small in
 // big clusters (a QEMU keeps every fd it is sent): a NIC gets the other NICs'
 // first `nic_peer_vectors` vectors (enough to ring their fabric vector) and
@@ -24,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +59,7 @@ struct Paths {
   static std::string daemon_socket(const std::string& dir, uint32_t k) {
     return dir + "/daemon" + std::to_string(k) + ".sock";
   }
+  static std::string wake_socket(const std::string& dir, uint32_t k) { return dir + "/wake" + std::to_string(k) + ".sock"; }
   static std::string host_socket(const std::string& dir) { return dir + "/host.sock"; }
   static std::string pid_file(const std::string& dir) { return dir + "/fabricd.pid"; }
   static std::string log_file(const std::string& dir) { return dir + "/fabricd.log"; }
@@ -77,6 +85,11 @@ class Server {
   // How many of `peer`'s vectors `receiver` is given (0: not announced).
   uint32_t shared_vectors(int64_t receiver, int64_t peer) const;
   Result<void> accept_peer(int listener, int64_t id);
+  Result<void> accept_waker(int listener, uint32_t node);
+  // Is node's wake plugin still connected? (Forgets it if not.)
+  bool waker_alive(uint32_t node);
+  // Id `id`'s eventfds, made on first use.
+  Result<const std::vector<UniqueFd>*> mailbox(int64_t id);
   void drop_peer(int64_t id);
   bool hung_up(int64_t id);
   // Sends one message; a peer whose socket is full or broken is marked stuck.
@@ -90,10 +103,13 @@ class Server {
   UniqueFd wake_rd_, wake_wr_;  // self-pipe: run() sleeps without a timeout
   std::vector<UniqueFd> nic_listeners_;     // index = node id
   std::vector<UniqueFd> daemon_listeners_;  // index = node id
+  std::vector<UniqueFd> wake_listeners_;    // index = node id
+  std::map<uint32_t, UniqueFd> wakers_;     // node -> its wake plugin's connection
   UniqueFd host_listener_;
   std::map<int64_t, Peer> peers_;                        // connected
   uint64_t next_serial_ = 0;
   std::map<int64_t, std::vector<UniqueFd>> mailboxes_;   // eventfds per id: ring vector v
+  std::set<int64_t> announced_;  // ids whose mailbox went to everyone at their first connection
   int64_t next_anonymous_ = kAnonymousIdBase;
   std::vector<int64_t> stuck_;
 };

@@ -9,6 +9,7 @@
 #include "lcp/remote.h"
 #include "lcp/vi.h"
 #include "link/link.h"
+#include "ulnic/abi/wake.h"
 
 namespace lcp {
 
@@ -74,15 +75,39 @@ void note_outside_work(LoopState& s, uint64_t now) {
   s.spin_ticks = spin_window(s.epochs[0], s.epochs[1]);
 }
 
+namespace {
+// Doorbell `vector` was rung (an MSI, or the wake plugin saw its eventfd).
+void rung(LoopState& s, uint32_t vector) {
+  core::status::count(abi::kCtrExtWakeups);
+  if (s.slots && vector >= abi::kVectorSlotBase && vector < abi::kVectorSlotBase + abi::kMaxSlots)
+    slot_wake(*s.slots, vector - abi::kVectorSlotBase);
+}
+
+// Sleeps in the wake plugin (abi/wake.h) until a doorbell or `deadline`:
+// true if the plugin took the sleep (`vectors`: the ones rung meanwhile),
+// false if no plugin did (the caller sleeps in WFI instead).
+bool plugin_sleep(uint64_t now, uint64_t deadline, uint64_t& vectors) {
+  auto& w = *reinterpret_cast<abi::WakeBlock*>(abi::kSramBase + abi::kWakeOffset);
+  const uint64_t seq = w.fw_seq + 1;
+  __atomic_store_n(&w.sleep_us, deadline > now ? hal::clint::ticks_to_us(deadline - now) : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&w.fw_seq, seq, __ATOMIC_RELEASE);
+#ifdef __riscv  // (the fuzz build runs this code on the host: no plugin there)
+  // The plugin runs before this instruction, in this thread: the memory
+  // clobber keeps the stores above before it and the loads below after it.
+  asm volatile("slti zero, zero, %0" ::"i"(abi::kMarkSleep) : "memory");
+#endif
+  if (__atomic_load_n(&w.plugin_seq, __ATOMIC_ACQUIRE) != seq) return false;
+  vectors = __atomic_load_n(&w.woke, __ATOMIC_RELAXED);
+  return true;
+}
+}  // namespace
+
 bool drain_interrupts(LoopState& s) {
   bool any = false;
   // Identity = MSI-X vector + 1 (identity 0 does not exist in the IMSIC).
   for (uint32_t id; (id = hal::imsic::claim()) != 0;) {
     any = true;
-    core::status::count(abi::kCtrExtWakeups);
-    uint32_t vector = id - 1;
-    if (s.slots && vector >= abi::kVectorSlotBase && vector < abi::kVectorSlotBase + abi::kMaxSlots)
-      slot_wake(*s.slots, vector - abi::kVectorSlotBase);
+    rung(s, id - 1);
   }
   return any;
 }
@@ -135,31 +160,44 @@ bool loop_idle(LoopState& s, uint64_t now) {
     if (s.slots) slots_woke(*s.slots);
     return false;
   }
-  // mtimecmp is written only when the deadline moves: under TCG each write
-  // re-arms a QEMU timer and wakes QEMU's main loop (an eventfd write and a
-  // contended global lock per sleep, measured, issue 19).
-  if (deadline != s.timer_at) {
-    hal::clint::set_deadline(deadline);
-    s.timer_at = deadline;
-  }
-  HAL_CSR_SET(mie, hal::kMieMTIE);
   core::status::count(abi::kCtrWfi);
-  // A deadline already past, or an MSI that arrived since the last claim,
-  // leaves an interrupt pending and WFI returns at once: no lost wake-up.
   const uint64_t slept_at = hal::clint::now();
-  hal::wait_for_interrupt();
-  HAL_CSR_CLEAR(mie, hal::kMieMTIE);  // the timer stays set; only the wake-up is masked
+  // The wake plugin's sleep first: a doorbell rung since the slots went
+  // dormant is still in its eventfd, and the plugin returns at once.
+  uint64_t vectors = 0;
+  const bool plugin = plugin_sleep(slept_at, deadline, vectors);
+  if (plugin) {
+    core::status::count(abi::kCtrWakeSleeps);
+    for (uint32_t v = 0; v < 64; ++v)
+      if (vectors >> v & 1) rung(s, v);
+  } else {
+    // mtimecmp is written only when the deadline moves: under TCG each write
+    // re-arms a QEMU timer and wakes QEMU's main loop (an eventfd write and a
+    // contended global lock per sleep, measured, issue 19).
+    if (deadline != s.timer_at) {
+      hal::clint::set_deadline(deadline);
+      s.timer_at = deadline;
+    }
+    HAL_CSR_SET(mie, hal::kMieMTIE);
+    // A deadline already past, or an MSI that arrived since the last claim,
+    // leaves an interrupt pending and WFI returns at once: no lost wake-up.
+    hal::wait_for_interrupt();
+    HAL_CSR_CLEAR(mie, hal::kMieMTIE);  // the timer stays set; only the wake-up is masked
+  }
   const uint64_t woke = hal::clint::now();
   // Woken a second or more past the timer: the host did not run this NIC
   // (its peers may have given up on it meanwhile; board/node.h, nic_priority).
-  if (int64_t(woke - s.timer_at) > int64_t(hal::clint::us_to_ticks(kOversleptUs)))
+  if (int64_t(woke - deadline) > int64_t(hal::clint::us_to_ticks(kOversleptUs)))
     core::log("loop: woke %lu ms after its timer (slept %lu ms): the host did not run this NIC\n",
-              (unsigned long)(hal::clint::ticks_to_us(woke - s.timer_at) / 1000),
+              (unsigned long)(hal::clint::ticks_to_us(woke - deadline) / 1000),
               (unsigned long)(hal::clint::ticks_to_us(woke - slept_at) / 1000));
-  if (woke >= s.timer_at) core::status::count(abi::kCtrTimerWakeups);
+  if (woke >= deadline) core::status::count(abi::kCtrTimerWakeups);
   link::woke();
   if (s.slots) slots_woke(*s.slots);
-  s.last_work = s.last_pass = woke;
+  s.last_pass = woke;
+  // A plugin sleep that ended early with nothing rung (its limit, kMaxWakeSleepUs)
+  // is no work: the NIC goes back to sleep without a spin window.
+  if (!plugin || vectors || woke >= deadline) s.last_work = woke;
   return true;
 }
 

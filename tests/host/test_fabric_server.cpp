@@ -413,6 +413,81 @@ TEST_F(FabricServer, HostClientCanRingANic) {
   EXPECT_TRUE(readable(c0->own[1].get(), kGuardMs));
 }
 
+// ---------------------------------------------------------- wake plugins
+
+// The wake plugin's side of wake<k>.sock (emulator/wake/wake_plugin.cpp):
+// the count of the NIC's vectors, then each vector with its eventfd.
+std::vector<UniqueFd> take_doorbells(UniqueFd& sock, const std::string& path) {
+  auto s = ulnic::connect_unix(path);
+  if (!s) {
+    ADD_FAILURE() << s.error().message;
+    return {};
+  }
+  sock = std::move(*s);
+  Msg m;
+  if (recv_msg(sock.get(), m) != Got::kMsg) {
+    ADD_FAILURE() << "no count on " << path;
+    return {};
+  }
+  EXPECT_EQ(m.value, int64_t(kVectors));
+  EXPECT_EQ(m.nfds, 0);
+  std::vector<UniqueFd> bells;
+  for (uint32_t v = 0; v < kVectors; ++v) {
+    if (recv_msg(sock.get(), m) != Got::kMsg) {
+      ADD_FAILURE() << "vector " << v << " missing on " << path;
+      return {};
+    }
+    EXPECT_EQ(m.value, int64_t(v));
+    EXPECT_EQ(m.nfds, 1);
+    EXPECT_TRUE(is_eventfd(m.fd.get()));
+    bells.push_back(std::move(m.fd));
+  }
+  return bells;
+}
+
+TEST_F(FabricServer, AWakePluginHoldsItsNicsDoorbellsAndTheDeviceGetsUnrungOnes) {
+  auto h = join(host());  // before the NIC: told of it when it arrives
+  ASSERT_TRUE(h);
+  UniqueFd plugin;
+  auto bells = take_doorbells(plugin, Paths::wake_socket(dir_, 1));
+  ASSERT_EQ(bells.size(), kVectors);
+  EXPECT_FALSE(readable(h->sock.get(), 300)) << "a plugin's connection is announced to nobody";
+  auto c0 = join(nic(0));
+  auto c1 = join(nic(1));
+  ASSERT_TRUE(c0 && c1);
+  EXPECT_EQ(c0->peers.count(1), 0u) << "NIC 1's mailbox shown before NIC 1 came";
+  ASSERT_NO_FATAL_FAILURE(expect_arrival(*h, 0));
+  ASSERT_NO_FATAL_FAILURE(expect_arrival(*h, 1));  // once, at its arrival
+  ASSERT_NO_FATAL_FAILURE(expect_arrival(*c0, 1));
+  EXPECT_FALSE(readable(h->sock.get(), 300)) << "NIC 1 announced twice";
+  // Whoever rings NIC 1 (a host, a peer NIC) rings the plugin's eventfd; the
+  // one QEMU's device got stays quiet.
+  ring(h->peers[1][1].get());
+  ASSERT_TRUE(readable(bells[1].get(), kGuardMs));
+  EXPECT_FALSE(readable(bells[0].get(), 0)) << "the wrong vector was rung";
+  EXPECT_FALSE(readable(c1->own[1].get(), 0)) << "the device saw a doorbell meant for the plugin";
+  ring(c0->peers[1][0].get());
+  ASSERT_TRUE(readable(bells[0].get(), kGuardMs));
+  EXPECT_FALSE(readable(c1->own[0].get(), 0));
+  // NIC 0 has no plugin: its device gets its real doorbells.
+  ring(c1->peers[0][0].get());
+  EXPECT_TRUE(readable(c0->own[0].get(), kGuardMs));
+}
+
+TEST_F(FabricServer, ANicWhosePluginWentGetsItsRealDoorbellsAgain) {
+  auto h = join(host());
+  ASSERT_TRUE(h);
+  {
+    UniqueFd plugin;
+    ASSERT_EQ(take_doorbells(plugin, Paths::wake_socket(dir_, 2)).size(), kVectors);
+  }  // its QEMU went before the NIC connected (or was restarted without it)
+  auto c2 = join(nic(2));
+  ASSERT_TRUE(c2);
+  ASSERT_NO_FATAL_FAILURE(expect_arrival(*h, 2));
+  ring(h->peers[2][1].get());
+  EXPECT_TRUE(readable(c2->own[1].get(), kGuardMs));
+}
+
 // ------------------------------------------------------------- occupancy
 
 TEST_F(FabricServer, SecondConnectionOnAnOccupiedNicSocketIsClosed) {

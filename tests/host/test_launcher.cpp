@@ -201,6 +201,25 @@ TEST(Launcher, NoFabricSocketMeansNoDoorbell) {
   EXPECT_EQ(count_containing(a, "id=fabric"), 0u);
 }
 
+TEST(Launcher, AWakeConnectionLoadsTheWakePluginOnIt) {
+  ScopedEnv bindir("ULNIC_BINDIR", "/opt/ulnic/bin");
+  BoardSpec s;
+  s.fabric_socket = "/f.sock";
+  s.wake_fd = 7;
+  auto a = ulnic::board::qemu_command(s, fixed_paths());
+  EXPECT_TRUE(HasOption(a, "-plugin", "file=/opt/ulnic/bin/ulnic-wake.so,sram=/rt/lab/node3/sram,fd=7"));
+  EXPECT_EQ(count_containing(a, "-plugin"), 1u);
+}
+
+TEST(Launcher, NoWakeConnectionOrNoFabricMeansNoPlugin) {
+  BoardSpec s;
+  s.fabric_socket = "/f.sock";  // wake_fd -1: the NIC sleeps in WFI
+  EXPECT_EQ(count_containing(ulnic::board::qemu_command(s, fixed_paths()), "-plugin"), 0u);
+  BoardSpec t;
+  t.wake_fd = 7;  // no fabric device, no doorbells to sleep on
+  EXPECT_EQ(count_containing(ulnic::board::qemu_command(t, fixed_paths()), "-plugin"), 0u);
+}
+
 TEST(Launcher, ExtraArgsAreAppendedVerbatimAtTheEnd) {
   BoardSpec s;
   s.fabric_socket = "/f.sock";

@@ -1,6 +1,7 @@
 // Node lifecycle through the library (board/node.h) on real QEMU boards:
 // the launcher's and flasher's error paths, and that nothing is left behind.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -69,6 +70,31 @@ TEST(PidFile, AReaderNeverSeesAnEmptyOrPartialPid) {
   EXPECT_EQ(ulnic::read_pid_file(path + ".missing"), 0);
   fs::remove(path);
   EXPECT_FALSE(ulnic::write_pid_file("/nonexistent-dir/x.pid", 1));
+}
+
+// The board hands QEMU its wake connection this way (board/runtime.h,
+// connect_wake): the daemon keeps the fds it is told to under their numbers,
+// and no other: the caller's close-on-exec fds stay out of it.
+TEST(SpawnDaemon, InheritsExactlyTheFdsItIsGiven) {
+  const std::string dir = fs::temp_directory_path().string() + "/ulnic-inherit-" + std::to_string(::getpid());
+  fs::create_directories(dir);
+  int kept[2], other[2];
+  ASSERT_EQ(::pipe2(kept, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(other, O_CLOEXEC), 0);
+  const std::string out = dir + "/fds";
+  const std::string probe = "for f in " + std::to_string(kept[0]) + " " + std::to_string(other[0]) +
+                            "; do if [ -e /proc/self/fd/$f ]; then echo open $f; else echo closed $f; fi; done > " +
+                            out + ".tmp && mv " + out + ".tmp " + out;
+  auto pid = ulnic::spawn_daemon({"/bin/sh", "-c", probe}, dir + "/log", 0, -1, {kept[0]});
+  ASSERT_TRUE(pid) << pid.error().message;
+  for (int i = 0; i < 500 && !fs::exists(out); ++i) std::this_thread::sleep_for(10ms);
+  std::ifstream f(out);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "open " + std::to_string(kept[0]) + "\nclosed " + std::to_string(other[0]) + "\n");
+  // ... and in the caller the fd is still close-on-exec.
+  EXPECT_EQ(::fcntl(kept[0], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  for (int fd : {kept[0], kept[1], other[0], other[1]}) ::close(fd);
+  fs::remove_all(dir);
 }
 
 TEST_F(NodeLifecycle, StartBootsTheFirmwareAndStopRemovesEverything) {

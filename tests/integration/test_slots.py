@@ -109,11 +109,13 @@ class NodeCase(unittest.TestCase):
     cluster = "slots"
     rundir_suffix = ""  # appended to ULNIC_RUNTIME_DIR as given to the programs
     slot_mib = 16
+    extra_env = {}      # for the board and the programs
 
     @classmethod
     def setUpClass(cls):
         cls.rundir = tempfile.mkdtemp(prefix="ulnic-slots-", dir="/tmp")
-        cls.env = dict(os.environ, ULNIC_RUNTIME_DIR=cls.rundir + cls.rundir_suffix, ULNIC_CLUSTER=cls.cluster)
+        cls.env = dict(os.environ, ULNIC_RUNTIME_DIR=cls.rundir + cls.rundir_suffix, ULNIC_CLUSTER=cls.cluster,
+                       **cls.extra_env)
         cls.node_dir = os.path.join(cls.rundir, cls.cluster, "node0")
         cls.socket_path = os.path.join(cls.node_dir, "ulnicd.sock")
         cls.log_path = os.path.join(cls.node_dir, "ulnicd.log")
@@ -988,6 +990,61 @@ class ForkTrailingSlash(Fork):
     # device and inode, not paths).
     def test_2_child_closes_every_fd_but_keeps_the_mapping(self):
         super().test_2_child_closes_every_fd_but_keeps_the_mapping()
+
+
+class WakeCase(NodeCase):
+    """How a sleeping NIC is woken: its doorbells rung by processes (attach, descriptors) after pauses."""
+
+    def wake(self):
+        return self.status()["wake_plugin"]
+
+    def run_workers_after_pauses(self, runs=3, ops=40):
+        for i in range(runs):
+            time.sleep(0.3)  # the NIC goes to sleep
+            (p,) = self.workers(1, ops)
+            self.assertWorkerOk(p, ops)
+
+
+class WakePlugin(WakeCase):
+    """The NIC sleeps on its doorbells in its own QEMU thread (the wake plugin, abi/wake.h), and every doorbell --
+    a process's, the daemon's -- reaches it there: QEMU's device was given eventfds nobody rings."""
+
+    cluster = "wake"
+
+    def test_doorbells_wake_the_nic_in_the_plugin(self):
+        self.wait_all_free()
+        w0, c0 = self.wake(), self.counters()
+        self.assertGreaterEqual(w0["vectors"], 10, "the plugin holds no doorbells:\n" + self.diagnostics())
+        self.run_workers_after_pauses()
+        w1, c1 = self.wake(), self.counters()
+        # Each worker attached (the daemon's control doorbell) and posted to a dormant slot (its slot's doorbell)
+        # while the NIC slept in the plugin, which saw the doorbells: nothing else could have woken it early.
+        self.assertGreater(w1["sleeps"], w0["sleeps"], self.diagnostics())
+        self.assertGreaterEqual(w1["rung"] - w0["rung"], 3, self.diagnostics())
+        self.assertGreater(c1["wake_sleeps"], c0["wake_sleeps"])
+        self.assertGreaterEqual(c1["slot_wakeups"] - c0["slot_wakeups"], 3, self.diagnostics())
+        # Every sleep went through the plugin (the firmware counts wfi for both kinds).
+        self.assertEqual(c1["wfi"] - c0["wfi"], c1["wake_sleeps"] - c0["wake_sleeps"], self.diagnostics())
+        self.assertNicHealthy()
+
+
+class WakeInWfi(WakeCase):
+    """ULNIC_WAKE_PLUGIN=off: no plugin, the NIC sleeps in WFI and QEMU's device takes the doorbells (MSIs)."""
+
+    cluster = "wfi"
+    extra_env = {"ULNIC_WAKE_PLUGIN": "off"}
+
+    def test_doorbells_wake_the_nic_in_wfi(self):
+        self.wait_all_free()
+        c0 = self.counters()
+        self.assertEqual(self.wake(), {"vectors": 0, "sleeps": 0, "rung": 0})
+        self.run_workers_after_pauses()
+        c1 = self.counters()
+        self.assertEqual(c1["wake_sleeps"], 0)
+        self.assertGreater(c1["wfi"], c0["wfi"], self.diagnostics())
+        self.assertGreaterEqual(c1["ext_wakeups"] - c0["ext_wakeups"], 3, self.diagnostics())
+        self.assertGreaterEqual(c1["slot_wakeups"] - c0["slot_wakeups"], 3, self.diagnostics())
+        self.assertNicHealthy()
 
 
 class Idle(NodeCase):

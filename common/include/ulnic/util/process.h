@@ -21,9 +21,11 @@ namespace ulnic {
 // autogroups, Linux shares the CPUs between sessions first, so only that
 // one counts). Best effort: without the privilege to raise a priority the
 // daemon runs at the default. A `cpu` of 0 or more pins the daemon (and
-// every thread it starts) to that one CPU.
+// every thread it starts) to that one CPU. The fds in `inherit` stay open in
+// the daemon under their numbers (in the caller they keep their close-on-exec
+// flag: nothing else the caller starts meanwhile gets them).
 Result<pid_t> spawn_daemon(const std::vector<std::string>& argv, const std::string& log_path, int nice = 0,
-                           int cpu = -1);
+                           int cpu = -1, const std::vector<int>& inherit = {});
 
 // Starts argv as a child of the caller sharing its stdout/stderr; reap it
 // with wait_child(). Exec failure shows as exit status 127.

@@ -7,7 +7,8 @@
 //   0xFF1000              status block      (written by the firmware only)
 //   0xFF2000              per-link state    (written by the firmware only; status.h)
 //   0xFF3000              cost block        (written by the cost plugin only; cost.h)
-//   0xFF4000 .. 0xFFFFFF  reserved
+//   0xFF4000              wake block        (firmware and wake plugin, a word each; wake.h)
+//   0xFF5000 .. 0xFFFFFF  reserved
 #pragma once
 
 #include "ulnic/abi/types.h"

@@ -79,6 +79,7 @@ enum Counter : uint32_t {
   kCtrUnetTlbHits,         // U-Net/MM: segment pages the NIC's TLB translated
   kCtrUnetTlbMisses,       // U-Net/MM: ... it had no frame for (the host was asked)
   kCtrUnetTlbFills,        // U-Net/MM: translations the hosts gave it (maps and unmaps)
+  kCtrWakeSleeps,          // sleeps the wake plugin took (abi/wake.h), blocked on the doorbells; counted in wfi too
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;

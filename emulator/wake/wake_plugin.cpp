@@ -1,0 +1,194 @@
+// The wake plugin: a QEMU TCG plugin the board loads into every NIC that has
+// a fabric (`-plugin ulnic-wake.so,sram=<SRAM file>,fd=<wake connection>`).
+// It lets the NIC sleep on its doorbells in its own vCPU thread, so that a
+// doorbell wakes that thread directly instead of going through QEMU's main
+// loop, an MSI and the global lock (shared/include/ulnic/abi/wake.h has the
+// handshake with the firmware).
+//
+// The board connects to the fabric server's wake socket for this node before
+// it starts QEMU (QEMU connects its fabric device before it loads plugins)
+// and QEMU inherits the connection (`fd=N`); at install the plugin reads the
+// NIC's own doorbell eventfds from it (the ones host processes, the daemon
+// and peer NICs write). While it is open the server gives QEMU's ivshmem
+// device eventfds nobody rings, so only this plugin reads the real ones and
+// no doorbell can be taken from under it. Without them it stays out of the
+// way: it never acknowledges a sleep, and the firmware sleeps in WFI as
+// without a plugin.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plugin/qemu_plugin.h"
+#include "ulnic/abi/sram.h"
+#include "ulnic/abi/wake.h"
+#include "ulnic/util/fd.h"
+#include "ulnic/util/sched_attr.h"
+
+namespace abi = ulnic::abi;
+
+const int qemu_plugin_version = 1;
+
+namespace {
+
+constexpr int kAnswerMs = 5000;      // how long install waits for the fabric server
+constexpr uint64_t kSliceNs = 100'000;  // the vCPU thread's scheduler slice (ask_short_slice)
+
+// One NIC hart (-smp 1): the callback runs on its vCPU thread only.
+struct State {
+  abi::WakeBlock* block = nullptr;  // in the SRAM file
+  std::vector<pollfd> doorbells;    // index = vector
+  std::vector<ulnic::UniqueFd> owned;
+  bool slice_asked = false;
+} g;
+
+template <class T>
+void put(T& field, T v) {
+  __atomic_store_n(&field, v, __ATOMIC_RELAXED);
+}
+
+// The vCPU thread asks for a short scheduler slice (Linux >= 6.12; older
+// kernels ignore it), as a process that sleeps on its NIC does
+// (host/core/queue.cpp): woken by a doorbell onto a CPU where the process
+// that rang spins, it then runs at once instead of after that process's
+// slice (~3.5 ms here: measured, slot_bench section 4, spin-poll).
+void ask_short_slice() {
+  ulnic::SchedAttr a;
+  if (!ulnic::get_sched_attr(a) || a.sched_policy != 0 /* SCHED_OTHER */) return;
+  if (a.sched_runtime != 0 && a.sched_runtime <= kSliceNs) return;
+  ulnic::SchedAttr want;
+  want.sched_flags = a.sched_flags & ulnic::kSchedFlagResetOnFork;
+  want.sched_nice = a.sched_nice;
+  want.sched_runtime = kSliceNs;
+  (void)ulnic::set_sched_attr(want);
+}
+
+void say(const std::string& line) { qemu_plugin_outs(("ulnic-wake: " + line + "\n").c_str()); }
+
+// The firmware's sleep marker: block until a doorbell or the sleep's limit,
+// then say which vectors were rung and acknowledge the sleep.
+void on_sleep(unsigned int, void*) {
+  if (!g.slice_asked) {
+    g.slice_asked = true;
+    ask_short_slice();
+  }
+  abi::WakeBlock& w = *g.block;
+  const uint64_t seq = __atomic_load_n(&w.fw_seq, __ATOMIC_ACQUIRE);
+  uint64_t us = __atomic_load_n(&w.sleep_us, __ATOMIC_RELAXED);
+  if (us > abi::kMaxWakeSleepUs) us = abi::kMaxWakeSleepUs;
+  timespec limit{time_t(us / 1000000), long(us % 1000000) * 1000};
+  for (pollfd& p : g.doorbells) p.revents = 0;
+  int n;
+  while ((n = ::ppoll(g.doorbells.data(), g.doorbells.size(), &limit, nullptr)) < 0 && errno == EINTR) {
+  }
+  uint64_t woke = 0;
+  for (size_t v = 0; n > 0 && v < g.doorbells.size(); ++v) {
+    if (!(g.doorbells[v].revents & POLLIN)) continue;
+    uint64_t count;
+    if (::read(g.doorbells[v].fd, &count, sizeof count) == ssize_t(sizeof count)) woke |= uint64_t(1) << v;
+  }
+  put(w.woke, woke);
+  put(w.sleeps, w.sleeps + 1);
+  if (woke) put(w.rung, w.rung + 1);
+  __atomic_store_n(&w.plugin_seq, seq, __ATOMIC_RELEASE);
+}
+
+void on_translate(qemu_plugin_id_t, qemu_plugin_tb* tb) {
+  for (size_t i = 0, n = qemu_plugin_tb_n_insns(tb); i < n; ++i) {
+    qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
+    int32_t imm;
+    if (qemu_plugin_marker(insn, imm) && imm == abi::kMarkSleep)
+      qemu_plugin_register_vcpu_insn_exec_cb(insn, on_sleep, QEMU_PLUGIN_CB_NO_REGS, nullptr);
+  }
+}
+
+// One message of the fabric server: an int64 and at most one fd (-1 if
+// none). False on a timeout, a short message or a closed connection.
+bool recv_message(int sock, int64_t& value, int& fd) {
+  fd = -1;
+  pollfd p{sock, POLLIN, 0};
+  if (::poll(&p, 1, kAnswerMs) != 1) return false;
+  iovec iov{&value, sizeof value};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  if (n == ssize_t(sizeof value) && !(m.msg_flags & MSG_CTRUNC)) return true;
+  if (fd >= 0) ::close(fd);
+  return false;
+}
+
+// The NIC's doorbell eventfds from the fabric server, on the connection the
+// board made before starting QEMU (fd `sock`, inherited): a count, then that
+// many (vector, eventfd) messages. An empty string, or what went wrong.
+std::string take_doorbells(int sock) {
+  ulnic::UniqueFd s(sock);
+  if (::fcntl(sock, F_SETFD, FD_CLOEXEC) != 0) return "fd " + std::to_string(sock) + " is not open";
+  int64_t count = 0;
+  int fd = -1;
+  if (!recv_message(sock, count, fd)) return "no answer";
+  ulnic::UniqueFd stray(fd);
+  if (count <= 0 || count > 64) return "a count of " + std::to_string(count) + " vectors";
+  std::vector<pollfd> bells(size_t(count), pollfd{-1, POLLIN, 0});
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t v = 0;
+    if (!recv_message(sock, v, fd)) return "vector message " + std::to_string(k) + " missing";
+    ulnic::UniqueFd bell(fd);
+    if (v < 0 || v >= count || !bell || bells[size_t(v)].fd >= 0) return "a bad vector message";
+    bells[size_t(v)].fd = bell.get();
+    g.owned.push_back(std::move(bell));
+  }
+  g.doorbells = std::move(bells);
+  // The connection stays open for QEMU's life: the server gives this NIC's
+  // device the unrung eventfds while it is.
+  g.owned.push_back(std::move(s));
+  return "";
+}
+
+}  // namespace
+
+int qemu_plugin_install(qemu_plugin_id_t id, const void*, int argc, char** argv) {
+  const char* sram = nullptr;
+  int sock = -1;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "sram=", 5) == 0) sram = argv[i] + 5;
+    if (std::strncmp(argv[i], "fd=", 3) == 0) sock = std::atoi(argv[i] + 3);
+  }
+  if (!sram || sock < 0) {
+    say("needs sram=<the board's SRAM file> and fd=<its connection to the fabric server's wake socket>");
+    return -1;
+  }
+  int fd = ::open(sram, O_RDWR | O_CLOEXEC);
+  void* p = fd < 0 ? MAP_FAILED
+                   : ::mmap(nullptr, abi::kWakeSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(abi::kWakeOffset));
+  if (fd >= 0) ::close(fd);
+  if (p == MAP_FAILED) {
+    say(std::string("cannot map ") + sram);
+    return -1;
+  }
+  g.block = static_cast<abi::WakeBlock*>(p);
+  put(g.block->vectors, 0u);
+  if (const std::string why = take_doorbells(sock); !why.empty()) {
+    // Out of the way: the firmware sleeps in WFI, woken through QEMU's device.
+    say("no doorbells from the fabric server (" + why + "): the NIC sleeps in WFI");
+    return 0;
+  }
+  put(g.block->vectors, uint32_t(g.doorbells.size()));
+  qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+  return 0;
+}

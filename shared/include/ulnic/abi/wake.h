@@ -1,0 +1,56 @@
+// The wake block: how the NIC sleeps on its doorbells in its own QEMU thread.
+//
+// Asleep in WFI, a NIC is woken through QEMU's main loop: a doorbell's
+// eventfd wakes the main loop, which raises the MSI and kicks the vCPU
+// thread, which then waits for the global lock the main loop holds (three
+// threads and four context switches, 100-300 us on a 2-vCPU VM:
+// docs/platform.md). The board loads a QEMU TCG plugin
+// (emulator/wake/wake_plugin.cpp) that runs in the vCPU thread: the
+// firmware asks it to sleep with one marker instruction, and it blocks in
+// ppoll on the NIC's own doorbell eventfds, which the fabric server hands
+// it instead of to QEMU's device (QEMU's gets eventfds nobody rings). A
+// doorbell then wakes the NIC's thread itself.
+//
+// The handshake, per sleep: the firmware writes `sleep_us` and then bumps
+// `fw_seq` and executes the marker; the plugin, if it holds the eventfds,
+// sleeps until one is rung or `sleep_us` passes (at most kMaxWakeSleepUs),
+// clears the ones rung, writes their vector bits to `woke` and then sets
+// `plugin_seq` to `fw_seq`. The firmware sees plugin_seq == fw_seq, or
+// (no plugin, or one without eventfds) sleeps in WFI as before. Without the
+// plugin the marker is a no-op (`slti x0, x0, imm`, as the cost markers).
+#pragma once
+
+#include "ulnic/abi/types.h"
+
+namespace ulnic::abi {
+
+// SRAM at kWakeOffset (sram.h's reserved range).
+constexpr uint64_t kWakeOffset = 0xFF'4000;
+constexpr uint64_t kWakeSize = 0x1000;
+
+// The marker's immediate (cost.h's markers use 1..kPhaseCount, 0x40.. and
+// 0x7ff; the cost plugin ignores this one).
+constexpr int32_t kMarkSleep = 0x7fe;
+
+// The longest one plugin sleep lasts: a vCPU blocked in the plugin holds up
+// whatever waits for it to stop (a QMP stop, the gdb stub of a flash), so
+// a NIC with nothing to do wakes this often (~0.2% of a core here).
+constexpr uint64_t kMaxWakeSleepUs = 100'000;
+
+struct WakeBlock {
+  // Written by the firmware only.
+  uint64_t fw_seq;       // bumped before each marker
+  uint64_t sleep_us;     // the longest this sleep may last (the NIC's next timer)
+  uint8_t fw_pad[48];
+  // Written by the plugin only.
+  uint64_t plugin_seq;   // fw_seq of the last sleep the plugin took
+  uint64_t woke;         // bit v: vector v was rung during that sleep
+  uint32_t vectors;      // the NIC's doorbell eventfds the plugin polls (0: none yet)
+  uint32_t reserved;
+  uint64_t sleeps;       // sleeps taken
+  uint64_t rung;         // of them, ended by a doorbell
+};
+ULNIC_ABI_CHECK_SIZE(WakeBlock, 104);
+static_assert(sizeof(WakeBlock) <= kWakeSize);
+
+}  // namespace ulnic::abi
