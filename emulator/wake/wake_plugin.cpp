@@ -41,14 +41,20 @@ const int qemu_plugin_version = 1;
 namespace {
 
 constexpr int kAnswerMs = 5000;      // how long install waits for the fabric server
-constexpr uint64_t kSliceNs = 100'000;  // the vCPU thread's scheduler slice (ask_short_slice)
+constexpr uint64_t kSliceNs = 100'000;  // the vCPU thread's scheduler slice while it sleeps (set_slice)
+
+// The vCPU thread's scheduler slice awake and asleep (set_slice).
+struct Slice {
+  bool known = false, use = false;
+  ulnic::SchedAttr awake, asleep;  // the thread's own; the sleeping one
+};
 
 // One NIC hart (-smp 1): the callback runs on its vCPU thread only.
 struct State {
   abi::WakeBlock* block = nullptr;  // in the SRAM file
   std::vector<pollfd> doorbells;    // index = vector
   std::vector<ulnic::UniqueFd> owned;
-  bool slice_asked = false;
+  Slice slice;
 } g;
 
 template <class T>
@@ -56,20 +62,32 @@ void put(T& field, T v) {
   __atomic_store_n(&field, v, __ATOMIC_RELAXED);
 }
 
-// The vCPU thread asks for a short scheduler slice (Linux >= 6.12; older
-// kernels ignore it), as a process that sleeps on its NIC does
-// (host/core/queue.cpp): woken by a doorbell onto a CPU where the process
-// that rang spins, it then runs at once instead of after that process's
-// slice (~3.5 ms here: measured, slot_bench section 4, spin-poll).
-void ask_short_slice() {
-  ulnic::SchedAttr a;
-  if (!ulnic::get_sched_attr(a) || a.sched_policy != 0 /* SCHED_OTHER */) return;
-  if (a.sched_runtime != 0 && a.sched_runtime <= kSliceNs) return;
-  ulnic::SchedAttr want;
-  want.sched_flags = a.sched_flags & ulnic::kSchedFlagResetOnFork;
-  want.sched_nice = a.sched_nice;
-  want.sched_runtime = kSliceNs;
-  (void)ulnic::set_sched_attr(want);
+// While it sleeps in the plugin the vCPU thread has a short scheduler slice
+// (Linux >= 6.12; older kernels ignore it), as a process that sleeps on its
+// NIC has (host/core/queue.cpp): woken by a doorbell onto a CPU where the
+// process that rang spins, it then preempts that process at once instead of
+// waiting out its slice. Once awake it gets its own slice back: kept short,
+// a NIC streaming beside busy processes was preempted every 100 us (FM's
+// depth-16 rate ~8% lower, measured). $ULNIC_WAKE_SLICE_US: the slice (0:
+// leave the thread's alone).
+void set_slice(Slice& s, bool sleeping) {
+  if (!s.known) {
+    s.known = true;
+    uint64_t ns = kSliceNs;
+    if (const char* e = std::getenv("ULNIC_WAKE_SLICE_US"); e && *e) ns = std::strtoull(e, nullptr, 10) * 1000;
+    ulnic::SchedAttr a;
+    // SCHED_OTHER only, and never longer than its own.
+    if (ns == 0 || !ulnic::get_sched_attr(a) || a.sched_policy != 0 || (a.sched_runtime && a.sched_runtime <= ns))
+      return;
+    s.awake = ulnic::SchedAttr{};
+    s.awake.sched_flags = a.sched_flags & ulnic::kSchedFlagResetOnFork;
+    s.awake.sched_nice = a.sched_nice;
+    s.awake.sched_runtime = a.sched_runtime;
+    s.asleep = s.awake;
+    s.asleep.sched_runtime = ns;
+    s.use = true;
+  }
+  if (s.use) (void)ulnic::set_sched_attr(sleeping ? s.asleep : s.awake);
 }
 
 void say(const std::string& line) { qemu_plugin_outs(("ulnic-wake: " + line + "\n").c_str()); }
@@ -77,19 +95,17 @@ void say(const std::string& line) { qemu_plugin_outs(("ulnic-wake: " + line + "\
 // The firmware's sleep marker: block until a doorbell or the sleep's limit,
 // then say which vectors were rung and acknowledge the sleep.
 void on_sleep(unsigned int, void*) {
-  if (!g.slice_asked) {
-    g.slice_asked = true;
-    ask_short_slice();
-  }
   abi::WakeBlock& w = *g.block;
   const uint64_t seq = __atomic_load_n(&w.fw_seq, __ATOMIC_ACQUIRE);
   uint64_t us = __atomic_load_n(&w.sleep_us, __ATOMIC_RELAXED);
   if (us > abi::kMaxWakeSleepUs) us = abi::kMaxWakeSleepUs;
   timespec limit{time_t(us / 1000000), long(us % 1000000) * 1000};
   for (pollfd& p : g.doorbells) p.revents = 0;
+  set_slice(g.slice, true);
   int n;
   while ((n = ::ppoll(g.doorbells.data(), g.doorbells.size(), &limit, nullptr)) < 0 && errno == EINTR) {
   }
+  set_slice(g.slice, false);
   uint64_t woke = 0;
   for (size_t v = 0; n > 0 && v < g.doorbells.size(); ++v) {
     pollfd& p = g.doorbells[v];
