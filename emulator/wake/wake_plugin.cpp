@@ -46,7 +46,7 @@ constexpr uint64_t kSliceNs = 100'000;  // the vCPU thread's scheduler slice whi
 // The vCPU thread's scheduler slice awake and asleep (set_slice).
 struct Slice {
   bool known = false, use = false;
-  ulnic::SchedAttr awake, asleep;  // the thread's own; the sleeping one
+  uint64_t own_ns = 0, sleeping_ns = 0;  // sched_runtime: the thread's own (0: the kernel's), asleep
 };
 
 // One NIC hart (-smp 1): the callback runs on its vCPU thread only.
@@ -73,21 +73,26 @@ void put(T& field, T v) {
 void set_slice(Slice& s, bool sleeping) {
   if (!s.known) {
     s.known = true;
-    uint64_t ns = kSliceNs;
-    if (const char* e = std::getenv("ULNIC_WAKE_SLICE_US"); e && *e) ns = std::strtoull(e, nullptr, 10) * 1000;
+    s.sleeping_ns = kSliceNs;
+    if (const char* e = std::getenv("ULNIC_WAKE_SLICE_US"); e && *e) s.sleeping_ns = std::strtoull(e, nullptr, 10) * 1000;
     ulnic::SchedAttr a;
     // SCHED_OTHER only, and never longer than its own.
-    if (ns == 0 || !ulnic::get_sched_attr(a) || a.sched_policy != 0 || (a.sched_runtime && a.sched_runtime <= ns))
+    if (s.sleeping_ns == 0 || !ulnic::get_sched_attr(a) || a.sched_policy != 0 ||
+        (a.sched_runtime && a.sched_runtime <= s.sleeping_ns))
       return;
-    s.awake = ulnic::SchedAttr{};
-    s.awake.sched_flags = a.sched_flags & ulnic::kSchedFlagResetOnFork;
-    s.awake.sched_nice = a.sched_nice;
-    s.awake.sched_runtime = a.sched_runtime;
-    s.asleep = s.awake;
-    s.asleep.sched_runtime = ns;
+    s.own_ns = a.sched_runtime;
     s.use = true;
   }
-  if (s.use) (void)ulnic::set_sched_attr(sleeping ? s.asleep : s.awake);
+  if (!s.use) return;
+  // The nice value as it is now: the node daemon's priority guard may have
+  // raised QEMU's threads meanwhile (emulator/daemon/priority_guard.h).
+  ulnic::SchedAttr now;
+  if (!ulnic::get_sched_attr(now) || now.sched_policy != 0) return;
+  ulnic::SchedAttr want;
+  want.sched_flags = now.sched_flags & ulnic::kSchedFlagResetOnFork;
+  want.sched_nice = now.sched_nice;
+  want.sched_runtime = sleeping ? s.sleeping_ns : s.own_ns;
+  (void)ulnic::set_sched_attr(want);
 }
 
 void say(const std::string& line) { qemu_plugin_outs(("ulnic-wake: " + line + "\n").c_str()); }
