@@ -172,12 +172,13 @@ Result<void> Server::accept_peer(int listener, int64_t id) {
   // who was given them once keeps ringing the right place. (A NIC's wake
   // plugin may have made it before the NIC's first connection.)
   const bool fresh = announced_.insert(id).second;
-  if (auto box = mailbox(id); !box) return std::unexpected(box.error());
+  auto own = mailbox(id);
+  if (!own) return std::unexpected(own.error());
   Peer p;
   p.sock = std::move(s);
   p.serial = ++next_serial_;
   peers_.emplace(id, std::move(p));
-  const std::vector<UniqueFd>& mine = mailboxes_.at(id);
+  const std::vector<UniqueFd>& mine = **own;
   // Steps 1-3 of the protocol: version, id, shared memory.
   send_or_mark(id, kProtocolVersion, -1);
   send_or_mark(id, id, -1);
