@@ -332,9 +332,11 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
     std::printf("%s\"%s\": %llu", i ? ", " : "", counter_name(i), static_cast<unsigned long long>(s.counters[i]));
   std::printf("}");
   // The wake plugin (abi/wake.h): the doorbells it polls (0: the NIC sleeps
-  // in WFI), the sleeps it took and how many a doorbell ended.
-  std::printf(",\n \"wake_plugin\": {\"vectors\": %u, \"sleeps\": %llu, \"rung\": %llu}", n.wake.vectors,
-              static_cast<unsigned long long>(n.wake.sleeps), static_cast<unsigned long long>(n.wake.rung));
+  // in WFI), the sleeps it took, how many a doorbell ended, and the times it
+  // gave the host CPU away.
+  std::printf(",\n \"wake_plugin\": {\"vectors\": %u, \"sleeps\": %llu, \"rung\": %llu, \"yields\": %llu}",
+              n.wake.vectors, static_cast<unsigned long long>(n.wake.sleeps),
+              static_cast<unsigned long long>(n.wake.rung), static_cast<unsigned long long>(n.wake.yields));
   print_cost_json(n.cost);
   std::printf("}\n");
 }

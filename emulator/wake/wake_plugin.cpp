@@ -14,8 +14,13 @@
 // no doorbell can be taken from under it. Without them it stays out of the
 // way: it never acknowledges a sleep, and the firmware sleeps in WFI as
 // without a plugin.
+//
+// It also yields the host CPU where the firmware asks (kMarkYield: the NIC
+// polls without finding work). $ULNIC_WAKE_YIELD=off leaves those markers
+// alone (no-ops, as without a plugin).
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -55,6 +60,7 @@ struct State {
   std::vector<pollfd> doorbells;    // index = vector
   std::vector<ulnic::UniqueFd> owned;
   Slice slice;
+  bool yield = true;                // $ULNIC_WAKE_YIELD is not "off"
 } g;
 
 template <class T>
@@ -128,12 +134,22 @@ void on_sleep(unsigned int, void*) {
   __atomic_store_n(&w.plugin_seq, seq, __ATOMIC_RELEASE);
 }
 
+// The firmware's yield marker: whoever else waits for this CPU runs first
+// (a peer NIC whose ring this one waits on, a process that polls it).
+void on_yield(unsigned int, void*) {
+  ::sched_yield();
+  put(g.block->yields, g.block->yields + 1);
+}
+
 void on_translate(qemu_plugin_id_t, qemu_plugin_tb* tb) {
   for (size_t i = 0, n = qemu_plugin_tb_n_insns(tb); i < n; ++i) {
     qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
     int32_t imm;
-    if (qemu_plugin_marker(insn, imm) && imm == abi::kMarkSleep)
+    if (!qemu_plugin_marker(insn, imm)) continue;
+    if (imm == abi::kMarkSleep)
       qemu_plugin_register_vcpu_insn_exec_cb(insn, on_sleep, QEMU_PLUGIN_CB_NO_REGS, nullptr);
+    else if (imm == abi::kMarkYield && g.yield)
+      qemu_plugin_register_vcpu_insn_exec_cb(insn, on_yield, QEMU_PLUGIN_CB_NO_REGS, nullptr);
   }
 }
 
@@ -215,6 +231,7 @@ int qemu_plugin_install(qemu_plugin_id_t id, const void*, int argc, char** argv)
     return 0;
   }
   put(g.block->vectors, uint32_t(g.doorbells.size()));
+  if (const char* e = std::getenv("ULNIC_WAKE_YIELD"); e && std::strcmp(e, "off") == 0) g.yield = false;
   qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
   return 0;
 }

@@ -36,7 +36,7 @@ void publish_link_counters() {
 void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now) {
   s.heartbeat_ticks = hal::clint::us_to_ticks(cfg.heartbeat_us);
   s.next_refresh = now;
-  s.last_work = s.last_outside = s.last_pass = now;
+  s.last_work = s.last_yield = s.last_outside = s.last_pass = now;
   s.epochs[0] = s.epochs[1] = GapEpoch{};
   s.epoch_start = now;
   s.spin_ticks = hal::clint::us_to_ticks(kIdleSpinUs);
@@ -115,7 +115,10 @@ bool drain_interrupts(LoopState& s) {
 bool loop_pass(LoopState& s, uint64_t now) {
   core::status::count(abi::kCtrLoopIterations);
   const uint64_t since = now - s.last_pass;
-  if (since > hal::clint::us_to_ticks(kStallUs)) s.last_work += since;  // see kStallUs
+  if (since > hal::clint::us_to_ticks(kStallUs)) {  // see kStallUs
+    s.last_work += since;
+    s.last_yield += since;
+  }
   s.last_pass = now;
   bool outside = drain_interrupts(s);
   if (s.control) outside |= control_poll(*s.control, *s.slots);
@@ -201,10 +204,19 @@ bool loop_idle(LoopState& s, uint64_t now) {
   return true;
 }
 
+void loop_yield(LoopState& s, uint64_t now) {
+  const uint64_t every = hal::clint::us_to_ticks(kYieldUs);
+  if (now - s.last_work < every || now - s.last_yield < every) return;
+  s.last_yield = now;
+#ifdef __riscv  // (the fuzz build runs this code on the host: no plugin there)
+  asm volatile("slti zero, zero, %0" ::"i"(abi::kMarkYield) : "memory");
+#endif
+}
+
 void run(LoopState& s) {
   for (;;) {
     uint64_t now = hal::clint::now();
-    if (!loop_pass(s, now)) loop_idle(s, now);
+    if (!loop_pass(s, now) && !loop_idle(s, now)) loop_yield(s, now);
   }
 }
 

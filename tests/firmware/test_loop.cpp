@@ -120,3 +120,40 @@ FW_TEST(time_off_the_cpu_is_not_idle_time) {
   for (int i = 0; i < int(lcp::kIdleSpinUs) + 2; ++i) lcp::loop_pass(s, now += us(1));
   EXPECT(now - s.last_work >= s.spin_ticks);
 }
+
+FW_TEST(polling_without_work_yields_every_kYieldUs_of_its_own_time) {
+  lcp::LoopState s{};
+  uint64_t t = 1'000'000;
+  lcp::loop_init(s, cfg(100'000), t);
+  lcp::loop_pass(s, t);  // the refresh: work
+  const uint64_t worked = s.last_work, every = us(lcp::kYieldUs);
+  // Passes a microsecond apart without work: no yield before kYieldUs of them.
+  uint64_t now = t;
+  while (now + us(1) - worked < every) {
+    lcp::loop_pass(s, now += us(1));
+    lcp::loop_yield(s, now);
+    EXPECT_EQ(s.last_yield, t);
+  }
+  lcp::loop_pass(s, now += us(1));
+  lcp::loop_yield(s, now);
+  EXPECT_EQ(s.last_yield, now);
+  // Not again until kYieldUs more of polling.
+  const uint64_t yielded = now;
+  lcp::loop_pass(s, now += us(1));
+  lcp::loop_yield(s, now);
+  EXPECT_EQ(s.last_yield, yielded);
+  // The yield gave the CPU away for 400 us (another party ran): that time is
+  // not the NIC's, so the next yield is kYieldUs of polling later, not at once.
+  lcp::loop_pass(s, now += us(400));
+  EXPECT_EQ(s.last_yield, yielded + us(400));
+  lcp::loop_yield(s, now);
+  EXPECT_EQ(s.last_yield, yielded + us(400));
+  while (now + us(1) - s.last_yield < every) {
+    lcp::loop_pass(s, now += us(1));
+    lcp::loop_yield(s, now);
+    EXPECT_EQ(s.last_yield, yielded + us(400));
+  }
+  lcp::loop_pass(s, now += us(1));
+  lcp::loop_yield(s, now);
+  EXPECT_EQ(s.last_yield, now);
+}

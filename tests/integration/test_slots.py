@@ -1025,6 +1025,10 @@ class WakePlugin(WakeCase):
         self.assertGreaterEqual(c1["slot_wakeups"] - c0["slot_wakeups"], 3, self.diagnostics())
         # Every sleep went through the plugin (the firmware counts wfi for both kinds).
         self.assertEqual(c1["wfi"] - c0["wfi"], c1["wake_sleeps"] - c0["wake_sleeps"], self.diagnostics())
+        # Each doorbell that ended a sleep brought work, and the NIC polled its spin window (kIdleSpinUs or more)
+        # before it slept again: it gave the CPU away once per kYieldUs of that polling (firmware/lcp/loop.h).
+        self.assertGreater(w1["yields"] - w0["yields"], 0, self.diagnostics())
+        self.assertGreaterEqual(w1["yields"] - w0["yields"], w1["rung"] - w0["rung"], self.diagnostics())
         self.assertNicHealthy()
 
 
@@ -1037,13 +1041,29 @@ class WakeInWfi(WakeCase):
     def test_doorbells_wake_the_nic_in_wfi(self):
         self.wait_all_free()
         c0 = self.counters()
-        self.assertEqual(self.wake(), {"vectors": 0, "sleeps": 0, "rung": 0})
+        self.assertEqual(self.wake(), {"vectors": 0, "sleeps": 0, "rung": 0, "yields": 0})
         self.run_workers_after_pauses()
         c1 = self.counters()
         self.assertEqual(c1["wake_sleeps"], 0)
         self.assertGreater(c1["wfi"], c0["wfi"], self.diagnostics())
         self.assertGreaterEqual(c1["ext_wakeups"] - c0["ext_wakeups"], 3, self.diagnostics())
         self.assertGreaterEqual(c1["slot_wakeups"] - c0["slot_wakeups"], 3, self.diagnostics())
+        self.assertNicHealthy()
+
+
+class WakeNoYield(WakeCase):
+    """ULNIC_WAKE_YIELD=off: the plugin still takes the NIC's sleeps but leaves its yield markers alone."""
+
+    cluster = "noyield"
+    extra_env = {"ULNIC_WAKE_YIELD": "off"}
+
+    def test_sleeps_in_the_plugin_without_yielding(self):
+        self.wait_all_free()
+        w0 = self.wake()
+        self.run_workers_after_pauses(runs=2)
+        w1 = self.wake()
+        self.assertGreater(w1["rung"], w0["rung"], self.diagnostics())
+        self.assertEqual(w1["yields"], 0, self.diagnostics())
         self.assertNicHealthy()
 
 

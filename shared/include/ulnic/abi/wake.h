@@ -18,6 +18,14 @@
 // `plugin_seq` to `fw_seq`. The firmware sees plugin_seq == fw_seq, or
 // (no plugin, or one without eventfds) sleeps in WFI as before. Without the
 // plugin the marker is a no-op (`slti x0, x0, imm`, as the cost markers).
+//
+// A second marker gives the host's CPU away: a NIC that polls without
+// finding work (its spin window, a full ring toward a peer, a stream it
+// waits on) executes kMarkYield now and then, and the plugin calls
+// sched_yield in the vCPU thread. Alone on its CPU that is a system call;
+// beside another runnable party (a peer NIC, a process) on the same CPU,
+// that party runs now instead of when the scheduler preempts the NIC. No
+// handshake: the firmware does not wait for an answer.
 #pragma once
 
 #include "ulnic/abi/types.h"
@@ -28,9 +36,10 @@ namespace ulnic::abi {
 constexpr uint64_t kWakeOffset = 0xFF'4000;
 constexpr uint64_t kWakeSize = 0x1000;
 
-// The marker's immediate (cost.h's markers use 1..kPhaseCount, 0x40.. and
-// 0x7ff; the cost plugin ignores this one).
+// The markers' immediates (cost.h's markers use 1..kPhaseCount, 0x40.. and
+// 0x7ff; the cost plugin ignores these two).
 constexpr int32_t kMarkSleep = 0x7fe;
+constexpr int32_t kMarkYield = 0x7fd;
 
 // The longest one plugin sleep lasts: a vCPU blocked in the plugin holds up
 // whatever waits for it to stop (a QMP stop, the gdb stub of a flash), so
@@ -49,8 +58,9 @@ struct WakeBlock {
   uint32_t reserved;
   uint64_t sleeps;       // sleeps taken
   uint64_t rung;         // of them, ended by a doorbell
+  uint64_t yields;       // kMarkYield markers the plugin yielded at
 };
-ULNIC_ABI_CHECK_SIZE(WakeBlock, 104);
+ULNIC_ABI_CHECK_SIZE(WakeBlock, 112);
 static_assert(sizeof(WakeBlock) <= kWakeSize);
 
 }  // namespace ulnic::abi
