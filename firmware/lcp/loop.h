@@ -67,9 +67,9 @@ constexpr uint64_t kStreamSpinUs = 500;
 // shares its CPU runs then, not when the scheduler next preempts the NIC.
 // Two NICs on one CPU streaming to each other otherwise took turns of a
 // whole scheduler slice, each spinning most of its turn on a ring the other
-// had to empty (VMMC 1 MiB one-way: 390 MB/s, against 2,350 on two CPUs).
-// Alone on its CPU a yield is one system call (~1 us here) per this much
-// polling.
+// had to empty (VMMC 1 MiB one-way, both QEMUs on one CPU: 396 MB/s; 1,070-
+// 1,816 with the yields; 2,350 on two CPUs). Alone on its CPU a yield is
+// one system call (~1.2 us here) per this much polling.
 constexpr uint64_t kYieldUs = 20;
 // A wake-up this late past the NIC's own timer is logged: the host left the
 // NIC's vCPU unscheduled (board/node.h, nic_priority).
