@@ -200,12 +200,49 @@ Result<MemRegion> bounce_buffer(Domain& d, size_t n, uint32_t access, uint64_t p
 // still in use has moved (adjacent buffers of an MPI window). A copy at
 // memcpy speed costs less than the registration's NIC round trips anyway.
 // The first error if neither works.
+// `busy`: operations in flight hold room that comes back (Held): the caller
+// waits for it rather than moving the application's pages.
 Result<MemRegion> bounce_or_register(Domain& d, void* buf, size_t n, uint32_t access, uint64_t peer,
-                                     uint8_t*& bounce) {
+                                     uint8_t*& bounce, bool busy) {
   auto b = bounce_buffer(d, n, access, peer, bounce);
-  if (b) return b;
+  if (b || busy) return b;
   auto r = d.nic->register_memory(buf, n, access);
   return r ? r : b;
+}
+
+// Slot-heap room that the domain's operations in flight hold (bounce
+// buffers, or buffers registered in place), each giving it back as it ends:
+// rendezvous receives until their FIN (`rx`), and sends' puts and RMA
+// (`tx`), which end by their own NIC's completion. A buffer that finds no
+// room while some is held waits for it: the slot is smaller than what an
+// application may have in flight (an MPI window of 128 1 MiB messages, a
+// 64 MiB slot), and failing the operation would fail the job. Receives
+// hold at most kRxHeldShare of the slot (but one always may): two peers
+// that fill their slots with receives each waiting for the other's put
+// would wait for ever, while a put's room comes back without the peer.
+struct Held {
+  uint64_t rx = 0, tx = 0;
+  bool any() const { return rx || tx; }
+};
+constexpr uint64_t kRxHeldShare = 4;  // a quarter of the slot
+
+uint64_t held_by_receives(const Domain& d) {
+  uint64_t n = 0;
+  for (const Ep* e : d.eps)
+    for (const auto& [id, rv] : e->rndv)
+      if (rv.reg.key) n += rv.reg.length;
+  return n;
+}
+
+Held held(const Domain& d) {
+  Held h{held_by_receives(d), 0};
+  for (const Ep* e : d.eps) {
+    for (const auto& [id, s] : e->sends)
+      if (s.reg.key) h.tx += s.reg.length;
+    for (const auto& [id, op] : e->rma)
+      if (op.reg.key) h.tx += op.reg.length;
+  }
+  return h;
 }
 
 // A rendezvous's registration and bounce buffer, given back: deregistered
@@ -271,7 +308,8 @@ bool post_put(Ep& ep, PostKind kind, uint64_t op, const Addr& dst, uint64_t src,
 }
 
 // The put of a rendezvous whose CTS came. False if it must wait (no room in
-// the SQ); a source the NIC will not register fails the send.
+// the SQ, or in the slot heap while operations in flight hold some: Held); a
+// source the NIC will not register fails the send.
 bool start_put(Ep& ep, Send& s) {
   Domain& d = *ep.dom;
   uint32_t key;
@@ -279,7 +317,9 @@ bool start_put(Ep& ep, Send& s) {
     key = s.desc->region.key;
   } else {
     if (!s.reg.key) {
-      auto r = bounce_or_register(d, const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal, 0, s.bounce);
+      const bool busy = held(d).any();
+      auto r = bounce_or_register(d, const_cast<uint8_t*>(s.buf), s.put_len, abi::kAccessLocal, 0, s.bounce, busy);
+      if (!r && busy) return false;  // room comes back as those end
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a send buffer: %s\n", r.error().message.c_str());
         WireHdr f = header(ep, kFin);
@@ -481,9 +521,9 @@ void complete_recv(Ep& ep, const Recv& r, const Message& m, uint64_t n) {
   report(ep, recv_completion(ep, r, m, n), r.completion);
 }
 
-// A rendezvous receive's CTS. False if it must wait for a send buffer; a
-// buffer the NIC will not register fails the receive (and, by a failed CTS,
-// the send).
+// A rendezvous receive's CTS. False if it must wait for a send buffer or for
+// room in the slot heap (Held); a buffer the NIC will not register fails the
+// receive (and, by a failed CTS, the send).
 bool send_cts(Ep& ep, uint64_t id) {
   auto it = ep.rndv.find(id);
   if (it == ep.rndv.end()) return true;
@@ -497,8 +537,12 @@ bool send_cts(Ep& ep, uint64_t id) {
     if (mr_covers(d, rv.r.desc, rv.r.buf, rv.n)) {
       h.key = rv.r.desc->region.key;
     } else if (!rv.reg.key) {
+      const uint64_t rx = held_by_receives(d);
+      if (rx && rx + rv.n > d.nic->slot_size() / kRxHeldShare) return false;  // a FIN gives room back
+      const bool busy = held(d).any();
       auto r = bounce_or_register(d, rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite, rv.m.src_id,
-                                  rv.bounce);
+                                  rv.bounce, busy);
+      if (!r && busy) return false;  // room comes back as those end
       if (!r) {
         ULNIC_WARN(FI_LOG_EP_DATA, "cannot register a receive buffer: %s\n", r.error().message.c_str());
         h.flags = kWireFailed;
@@ -1330,8 +1374,10 @@ ssize_t do_rma(Ep& ep, bool read, void* buf, size_t len, void* desc, fi_addr_t d
   if (!(flags & FI_INJECT) && mr_covers(d, mr, buf, len)) {
     lkey = mr->region.key;
   } else {
+    const bool busy = held(d).any();
     auto r = (flags & FI_INJECT) ? bounce_buffer(d, len, access, op.peer_id, op.bounce)
-                                 : bounce_or_register(d, buf, len, access, op.peer_id, op.bounce);
+                                 : bounce_or_register(d, buf, len, access, op.peer_id, op.bounce, busy);
+    if (!r && busy) return -FI_EAGAIN;  // room comes back as those end: try again after progress
     if (!r) {
       ULNIC_WARN(FI_LOG_EP_DATA, "cannot register an RMA buffer: %s\n", r.error().message.c_str());
       return -FI_ENOMEM;

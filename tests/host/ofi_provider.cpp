@@ -1234,6 +1234,58 @@ TEST(OfiMsg, MoreThan65535MessagesToOnePeer) {
   ASSERT_EQ(received, kMessages);
 }
 
+// More rendezvous in flight than the slot heap holds (16 MiB slots here;
+// 40 messages of 1 MiB each way at once, every receive posted first, as an
+// MPI window of Irecv and Isend posts them): a buffer that finds no room
+// waits for the room operations in flight give back, none fails, and every
+// byte arrives. Both ways at once: receives that took all of a slot would
+// leave none for the puts that end the peer's receives.
+TEST(OfiMsg, MoreRendezvousInFlightThanTheSlotHoldsWaitForRoom) {
+  Pair p;
+  constexpr size_t kMessages = 40, kLen = size_t(1) << 20;
+  struct Way {
+    Side* from;
+    Side* to;
+    fi_addr_t dest;
+    uint32_t seed;
+    std::vector<Bytes> out, in;
+  };
+  Way ways[2] = {{&p.a, &p.b, p.a_to_b, 1000, {}, {}}, {&p.b, &p.a, p.b_to_a, 2000, {}, {}}};
+  for (Way& w : ways)
+    for (size_t i = 0; i < kMessages; ++i) {
+      w.out.emplace_back(kLen);
+      pattern(w.out.back().data(), kLen, w.seed + uint32_t(i));
+      w.in.emplace_back(kLen, 0);
+      ASSERT_EQ(fi_recv(w.to->ep, w.in.back().data(), kLen, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    }
+  size_t sent[2] = {0, 0}, done[2] = {0, 0};  // per side (a, b): completions of its sends and receives
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  while ((done[0] < 2 * kMessages || done[1] < 2 * kMessages) && std::chrono::steady_clock::now() < end) {
+    for (int k = 0; k < 2; ++k)
+      while (sent[k] < kMessages) {
+        ssize_t r = fi_send(ways[k].from->ep, ways[k].out[sent[k]].data(), kLen, nullptr, ways[k].dest, nullptr);
+        if (r == -FI_EAGAIN) break;
+        ASSERT_EQ(r, 0);
+        ++sent[k];
+      }
+    for (int k = 0; k < 2; ++k) {
+      fi_cq_tagged_entry e{};
+      ssize_t r;
+      while ((r = fi_cq_read(ways[k].from->cq, &e, 1)) == 1) ++done[k];
+      if (r == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        ASSERT_EQ(fi_cq_readerr(ways[k].from->cq, &err, 0), 1);
+        FAIL() << "side " << k << ": " << fi_cq_strerror(ways[k].from->cq, err.prov_errno, err.err_data, nullptr, 0);
+      }
+    }
+  }
+  ASSERT_EQ(done[0], 2 * kMessages);
+  ASSERT_EQ(done[1], 2 * kMessages);
+  for (const Way& w : ways)
+    for (size_t i = 0; i < kMessages; ++i)
+      ASSERT_TRUE(check_pattern(w.in[i].data(), kLen, w.seed + uint32_t(i))) << "seed " << w.seed << ", message " << i;
+}
+
 // A send to an endpoint that is gone fails with an error entry whose text
 // says what the NIC said, eager or rendezvous.
 TEST(OfiMsg, SendsToAClosedEndpointFailWithTheNicsReason) {
