@@ -135,6 +135,8 @@ int domain_close(fid* f) {
                "%llu by rendezvous, %llu streamed through a lane\n", static_cast<unsigned long long>(d->sent[0]),
                static_cast<unsigned long long>(d->sent[1]), static_cast<unsigned long long>(d->sent[2]),
                static_cast<unsigned long long>(d->sent[3]), static_cast<unsigned long long>(d->sent[4]));
+    ULNIC_INFO(FI_LOG_DOMAIN, "CQ and counter reads that found nothing blocked on the NIC %llu times\n",
+               static_cast<unsigned long long>(d->nic->tight_blocks()));
     while (drop_idle_bounce(*d)) {
     }
   }

@@ -7,12 +7,18 @@
  * tests/integration/test_mpi.py runs it so on an emulated cluster.
  *
  *   mpirun -np 2 mpi_pingpong [--max BYTES] [--iters N] [--window W]
+ *                             [--burst BYTES] [--bursts N]
  *
  * Prints, per size from 1 byte to --max (default 1 MiB) by 4x and --max
  * itself: RTT/2 in microseconds (median of --iters round trips) and the
- * one-way bandwidth of --window messages in flight (MB/s = 1e6 B/s; after
- * one untimed window); then "ok". Fills and checks stay outside the timed
- * parts. Exit status 1 (and "FAIL ...") on any wrong byte, 3 if it hangs. */
+ * one-way bandwidth of a window of messages in flight (MB/s = 1e6 B/s; the
+ * median of --bursts timed windows, default 5, after one untimed). A window
+ * holds --window messages (default 16) or, if more, as many as make
+ * --burst bytes (default 8 MiB; at most 1024 messages): a window of 16
+ * small messages is over in a millisecond, so a scheduler's hiccup would be
+ * most of what it measured (am_logp's bursts move 8 MiB too, so the two
+ * compare). Then "ok". Fills and checks stay outside the timed parts. Exit
+ * status 1 (and "FAIL ...") on any wrong byte, 3 if it hangs. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 
@@ -29,10 +35,10 @@ static void check(const unsigned char *p, size_t n, uint32_t seq, const char *wh
 }
 
 int main(int argc, char **argv) {
-  int rank, ranks, max, iters, window, i, w, pass;
-  size_t size;
+  int rank, ranks, max, iters, window, burst, bursts, most, i, w, pass;
+  size_t size, win_bytes;
   unsigned char *buf, *out, *win;
-  double *rtt;
+  double *rtt, *bws;
   MPI_Request *req;
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -41,20 +47,30 @@ int main(int argc, char **argv) {
   max = prog_arg(argc, argv, "--max", 1 << 20);
   iters = prog_arg(argc, argv, "--iters", 100);
   window = prog_arg(argc, argv, "--window", 16);
-  if (ranks < 2 || max < 1 || iters < 1 || window < 1) prog_fail("needs 2 ranks, --max, --iters, --window >= 1");
+  burst = prog_arg(argc, argv, "--burst", 8 << 20);
+  bursts = prog_arg(argc, argv, "--bursts", 5);
+  if (ranks < 2 || max < 1 || iters < 1 || window < 1 || burst < 0 || bursts < 1)
+    prog_fail("needs 2 ranks, --max, --iters, --window, --bursts >= 1, --burst >= 0");
+  most = window > 1024 ? window : 1024; /* messages in a window, at most */
+  /* The largest window in bytes: --window of --max, or about --burst. */
+  win_bytes = (size_t)max * (size_t)window > (size_t)burst ? (size_t)max * (size_t)window : (size_t)burst;
   buf = malloc((size_t)max);
   out = malloc((size_t)max);
-  win = malloc((size_t)max * (size_t)window);
+  win = malloc(win_bytes);
   rtt = malloc(sizeof *rtt * (size_t)iters);
-  req = malloc(sizeof *req * (size_t)window);
-  if (!buf || !out || !win || !rtt || !req) prog_fail("out of memory");
+  bws = malloc(sizeof *bws * (size_t)bursts);
+  req = malloc(sizeof *req * (size_t)most);
+  if (!buf || !out || !win || !rtt || !bws || !req) prog_fail("out of memory");
   /* Touched before any timing, as benchmark buffers are (first-touch page
    * faults are no transport's cost). */
-  memset(buf, 0, (size_t)max), memset(out, 0, (size_t)max), memset(win, 0, (size_t)max * (size_t)window);
+  memset(buf, 0, (size_t)max), memset(out, 0, (size_t)max), memset(win, 0, win_bytes);
   if (rank == 0) printf("%10s %12s %12s\n", "bytes", "RTT/2 us", "MB/s");
   for (size = 1;; size = size * 4 > (size_t)max && size < (size_t)max ? (size_t)max : size * 4) {
     uint32_t base = (uint32_t)size * 7919u;
-    double t0, bw = 0;
+    double t0;
+    /* This size's window: --window messages, or --burst bytes of them. */
+    int n = (size_t)burst / size > (size_t)window ? (int)((size_t)burst / size) : window;
+    if (n > most) n = most;
     /* Every message is filled before and checked after the time it is in:
      * rank 1 answers from a buffer it filled after its last answer, and
      * checks a ping after answering it (while rank 0 checks the pong and
@@ -80,44 +96,44 @@ int main(int argc, char **argv) {
     }
     /* A window of messages in flight, then a one-byte acknowledgement: once
      * untimed (a transport's first use of buffers this size warms it up, as
-     * the ping-pong's first round trips do its median), then timed. */
-    for (pass = 0; pass < 2 && rank < 2; pass++) {
+     * the ping-pong's first round trips do its median), then --bursts times
+     * timed. */
+    for (pass = 0; pass <= bursts && rank < 2; pass++) {
       if (rank == 0)
-        for (w = 0; w < window; w++)
-          prog_fill(win + (size_t)w * size, size, base + 100000u + (uint32_t)(pass * window + w));
+        for (w = 0; w < n; w++)
+          prog_fill(win + (size_t)w * size, size, base + 100000u + (uint32_t)(pass * n + w));
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
-      for (w = 0; w < window; w++) {
+      for (w = 0; w < n; w++) {
         unsigned char *p = win + (size_t)w * size;
         if (rank == 0)
           MPI_Isend(p, (int)size, MPI_BYTE, 1, 3, MPI_COMM_WORLD, &req[w]);
         else
           MPI_Irecv(p, (int)size, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &req[w]);
       }
-      MPI_Waitall(window, req, MPI_STATUSES_IGNORE);
+      MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
       if (rank == 1) {  /* acknowledged first, checked after: the check is not in the time */
         MPI_Send(buf, 1, MPI_BYTE, 0, 4, MPI_COMM_WORLD);
-        for (w = 0; w < window; w++)
-          check(win + (size_t)w * size, size, base + 100000u + (uint32_t)(pass * window + w), "stream", size);
+        for (w = 0; w < n; w++)
+          check(win + (size_t)w * size, size, base + 100000u + (uint32_t)(pass * n + w), "stream", size);
       } else {
         MPI_Recv(buf, 1, MPI_BYTE, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        bw = (double)size * window / (MPI_Wtime() - t0) / 1e6;
+        if (pass > 0) bws[pass - 1] = (double)size * n / (MPI_Wtime() - t0) / 1e6;
       }
     }
-    if (rank >= 2) {  /* the others take part in the windows' barriers */
-      MPI_Barrier(MPI_COMM_WORLD);
-      MPI_Barrier(MPI_COMM_WORLD);
-    }
+    if (rank >= 2) /* the others take part in the windows' barriers */
+      for (pass = 0; pass <= bursts; pass++) MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
       qsort(rtt, (size_t)iters, sizeof *rtt, cmp_double);
-      printf("%10zu %12.2f %12.1f\n", size, rtt[iters / 2], bw);
+      qsort(bws, (size_t)bursts, sizeof *bws, cmp_double);
+      printf("%10zu %12.2f %12.1f\n", size, rtt[iters / 2], bws[bursts / 2]);
       fflush(stdout);
     }
     if (size >= (size_t)max) break;
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) printf("ok\n");
-  free(buf), free(out), free(win), free(rtt), free(req);
+  free(buf), free(out), free(win), free(rtt), free(bws), free(req);
   MPI_Finalize();
   return 0;
 }
