@@ -99,7 +99,7 @@ class MpiOverUlnic(PrivateCluster, unittest.TestCase):
 
     def test_ulnic_mpirun_sets_the_job_up_itself(self):
         # Only what a user has: the cluster's name and Open MPI's root permission (tests may run as root);
-        # `ulnic mpirun` sets the provider path, the PML/MTL and oversubscription.
+        # `ulnic mpirun` sets the provider path, the PML/MTL, oversubscription and no binding.
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OMPI_MCA_", "FI_")) and k not in ("ULNIC_NODE", "ULNIC_CLUSTER")}
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "ULNIC_NODE": "3"})
@@ -111,6 +111,17 @@ class MpiOverUlnic(PrivateCluster, unittest.TestCase):
         self.assertIn("ok: 4 ranks, 1 rounds", p.stdout)
         # One rank per node (ULNIC_NODE, which would put all four on node 3, is dropped).
         self.assertTrue(all(m > 0 for m in moved), moved)
+        # Ranks are left unbound (the NICs' vCPUs share the cores), unless the user chose a binding.
+        show = ["/bin/sh", "-c", "grep Cpus_allowed_list: /proc/self/status"]
+        everywhere = "Cpus_allowed_list:\t" + open("/proc/self/status").read().split("Cpus_allowed_list:\t")[1].split("\n")[0]
+        for policy, want in [(None, [everywhere] * 2), ("core", ["Cpus_allowed_list:\t0", "Cpus_allowed_list:\t1"])]:
+            e = dict(env, **({"OMPI_MCA_hwloc_base_binding_policy": policy} if policy else {}))
+            p = subprocess.run([ULNIC, "mpirun", "-n", "2", "-c", self.cluster, *show], env=e, capture_output=True,
+                               text=True, timeout=LIMIT)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            if policy and os.cpu_count() < 2:
+                continue
+            self.assertEqual(sorted(p.stdout.split("\n")[:-1]), want, policy)
         # mpirun's own exit status comes back; errors are one line, before anything starts.
         p = subprocess.run([ULNIC, "mpirun", "-n", "2", "-c", self.cluster, "/bin/false"], env=env,
                            capture_output=True, text=True, timeout=LIMIT)
