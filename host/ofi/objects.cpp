@@ -137,6 +137,9 @@ int domain_close(fid* f) {
                static_cast<unsigned long long>(d->sent[3]), static_cast<unsigned long long>(d->sent[4]));
     ULNIC_INFO(FI_LOG_DOMAIN, "CQ and counter reads that found nothing blocked on the NIC %llu times\n",
                static_cast<unsigned long long>(d->nic->tight_blocks()));
+    ULNIC_INFO(FI_LOG_DOMAIN, "pages moved into the slot to register buffers in place: %llu (%llu registrations "
+               "found theirs there already)\n", static_cast<unsigned long long>(d->nic->pages_moved_in()),
+               static_cast<unsigned long long>(d->nic->registration_cache_hits()));
     while (drop_idle_bounce(*d)) {
     }
   }
