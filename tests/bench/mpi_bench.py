@@ -5,8 +5,8 @@ own transports on the same machine, and beside native AM, in one run.
 Builds nothing. Brings up a private two-node cluster and runs
 tests/programs/mpi_pingpong (2 ranks: RTT/2 of MPI_Send/MPI_Recv and the
 bandwidth of windows of MPI_Isend -- each at least 8 MiB, as am_logp's bulk
-bursts, the median of 5 after an untimed one -- 1 B .. 1 MiB, every byte
-checked outside the timed parts) under
+bursts, the median of 5 back to back after an untimed one -- 1 B .. 1 MiB, every byte
+checked outside the timed parts; of the windows, the last) under
 Debian's mpirun with each transport:
 
   ulnic      the cm PML, OFI MTL, libfabric provider ulnic (rank 0 on node
@@ -16,6 +16,8 @@ Debian's mpirun with each transport:
              (its shm provider is not one the MTL takes here: "PML cm cannot
              be selected");
 
+libfabric's own fi_pingpong (RDM endpoints, its data check on: -c) with
+each provider -- ulnic between the two nodes, tcp over loopback, shm --
 and, as the provider's reference, native AM on the same cluster (am_logp:
 AM_Request4 RTT/2 and AM_RequestXfer bandwidth at 64 KiB and 1 MiB). Each
 transport runs --rounds times (default 3; --quick 1), interleaved; a figure
@@ -28,8 +30,8 @@ if the ulnic run fails or any run's data check fails.
   tests/bench/mpi_bench.py [--build DIR] [--out DIR] [--quick] [--rounds N]
 """
 import argparse
-import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +52,59 @@ TRANSPORTS = (
     ("ofi-tcp", {"OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi", "OMPI_MCA_mtl_ofi_provider_include": "tcp",
                  "FI_TCP_IFACE": "lo"}),
 )
+
+
+FI_PROVIDERS = ("ulnic", "shm", "tcp")
+FI_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_fi(out):
+    """fi_pingpong's table (bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec) -> {size: (usec_per_xfer,
+    mb_per_s)}; None if it has no rows."""
+    rows = {}
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) == 8 and w[0][:1].isdigit() and w[0].rstrip("kmg").isdigit():
+            rows[int(w[0].rstrip("kmg")) * FI_UNITS[w[0][-1] if w[0][-1] in "kmg" else ""]] = (float(w[6]),
+                                                                                              float(w[5]))
+    return rows or None
+
+
+def listening(port):
+    """Is a TCP socket of this machine listening on `port` (IPv4 or IPv6)?"""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    w = line.split()
+                    if w[3] == "0A" and int(w[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def fi_pingpong(prov, cluster, build, port, iters, timeout):
+    """fi_pingpong -p PROV -e rdm -c between a server and a client (ulnic: on nodes 1 and 0) -> (rows or None,
+    output). The server's control port is `port`; the client starts once it listens."""
+    base = [shutil.which("fi_pingpong") or "fi_pingpong", "-p", prov, "-e", "rdm", "-I", str(iters), "-c"]
+    env = dict(cluster.env(0), FI_PROVIDER_PATH=os.path.join(build, "lib"), FI_TCP_IFACE="lo")
+    server = subprocess.Popen(base + ["-B", str(port)], env=dict(env, ULNIC_NODE="1"), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.time() + 10
+        while not listening(port) and server.poll() is None and time.time() < end:
+            time.sleep(0.02)
+        c = subprocess.run(base + ["-P", str(port), "127.0.0.1"], env=env, capture_output=True, text=True,
+                           timeout=timeout)
+        out, _ = server.communicate(timeout=timeout)
+        ok = c.returncode == 0 and server.returncode == 0
+        return (parse_fi(c.stdout) if ok else None), c.stdout + c.stderr + out
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 def parse(out):
@@ -79,9 +134,12 @@ def main():
         print(f"{PROG}: {prog} is not built (MPI not found at configure time?)", file=sys.stderr)
         return 1
     data = {"benchmark": "mpi_bench", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rounds": rounds,
-            "iters": int(iters), "runs": {t: [] for t, _ in TRANSPORTS}, "am_native": [], "failed": []}
+            "iters": int(iters), "runs": {t: [] for t, _ in TRANSPORTS}, "am_native": [], "failed": [],
+            "fi_pingpong": {p: [] for p in FI_PROVIDERS}}
+    port = 47600 + os.getpid() % 1000  # fi_pingpong's control ports: one per run
 
     def run(cluster):
+        nonlocal port
         work = tempfile.mkdtemp(prefix="mpi_bench-work-")
         for r in range(rounds):
             for name, env in TRANSPORTS:
@@ -98,6 +156,14 @@ def main():
                 else:
                     data["failed"].append({"round": r + 1, "transport": name, "exit": p.returncode,
                                            "output": (p.stdout + p.stderr)[-3000:]})
+            for prov in FI_PROVIDERS:
+                port += 1
+                rows, out = fi_pingpong(prov, cluster, args.build, port, iters, args.timeout)
+                print(f"[round {r + 1}/{rounds}] fi_pingpong -p {prov}: {'ok' if rows else 'FAILED'}", flush=True)
+                if rows:
+                    data["fi_pingpong"][prov].append(rows)
+                else:
+                    data["failed"].append({"round": r + 1, "transport": "fi_pingpong " + prov, "output": out[-3000:]})
             res = Runner(args.build, work, args.timeout, args.quick).am(
                 f"native_r{r}", "native", cluster.env(0), cluster.env(1),
                 ["--args", "4", "--sections", "rtt,bulk", "--bulk-sizes", "65536,1048576", "--no-floors",
@@ -111,7 +177,7 @@ def main():
     rc = on_private_cluster(args.build, "mpibench", 64, [], PROG, run)
     table(data)
     write_json(data, os.path.join(out, "mpi_bench.json"))
-    ulnic_failed = any(f["transport"] in ("ulnic", "am_native") for f in data["failed"])
+    ulnic_failed = any(f["transport"] in ("ulnic", "am_native", "fi_pingpong ulnic") for f in data["failed"])
     return 1 if rc or ulnic_failed or not data["runs"]["ulnic"] else 0
 
 
@@ -148,6 +214,20 @@ def table(data):
             if b:
                 print(f"provider over native AM: {size_name(s)} bandwidth {b / v:.2f}x (target >= 0.90x)")
         data["am_native_figures"] = {"rtt_half_us": am_rtt, "xfer_mb_per_s": am_bw}
+    fi = data["fi_pingpong"]
+    fi_sizes = sorted({s for rs in fi.values() for r in rs for s in r})
+    if fi_sizes:
+        print(f"\n== fi_pingpong -e rdm -c (libfabric's own test, data checked), medians of the rounds; "
+              f"usec/xfer | MB/s as it prints them")
+        print(f"{'size':>8}" + "".join(f"{p:>20}" for p in FI_PROVIDERS))
+        for s in fi_sizes:
+            cells = []
+            for p in FI_PROVIDERS:
+                us, mb = med(fi[p], s, 0), med(fi[p], s, 1)
+                cells.append("-" if us is None else f"{us:9.1f} |{mb:8.1f}")
+            print(f"{size_name(s):>8}" + "".join(f"{c:>20}" for c in cells))
+        data["fi_figures"] = {p: {str(s): {"usec_per_xfer": med(fi[p], s, 0), "mb_per_s": med(fi[p], s, 1)}
+                                  for s in fi_sizes} for p in FI_PROVIDERS}
     for f in data["failed"]:
         print(f"FAILED: round {f['round']} {f['transport']}: {f.get('why') or f.get('output', '')[-400:]}")
 
