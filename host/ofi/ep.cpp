@@ -10,10 +10,10 @@
 // a lane, in fragments of kEagerMax bytes, one ring entry each, which the
 // receiver puts together before it matches the message. One trip, where a
 // rendezvous takes four, each waiting for a host's turn on a CPU. Up to
-// kStreamMax (1 MiB), when the lane has room for all of it now, a message
-// streams through it in kChunkBytes Longs, bound to its receive once it is
-// next in order.
-// Rendezvous, above that (or without lane room): RTS; when a receive matches, the
+// kStreamMax (1 MiB) a message streams through the lane in kChunkBytes
+// Longs as the credits allow, bound to its receive once it is next in
+// order.
+// Rendezvous, above that (or before the lane is granted): RTS; when a receive matches, the
 // receiver registers its buffer (remote write) and answers CTS with the key;
 // the sender's NIC puts the data straight into that buffer (kOpPut, or
 // kOpCopy within a node) and the sender sends FIN once the put completed
@@ -376,17 +376,6 @@ LaneResult post_in_lane(Ep& ep, const Addr& dst, WireHdr h, const void* buf, siz
   return kLanePosted;
 }
 
-// Does lane `t` have room for a stream of n bytes now (its chunks at the
-// next positions, each skipping to the lane's start rather than wrapping)?
-bool lane_room(const LaneTx& t, uint64_t n) {
-  uint64_t head = t.head;
-  for (uint64_t off = 0; off < n; off += kChunkBytes) {
-    const uint64_t piece = std::min<uint64_t>(kChunkBytes, n - off), place = head % t.size;
-    head += (place + piece > t.size ? t.size - place : 0) + piece;
-  }
-  return head - t.credited <= t.size;
-}
-
 // Posts the fragments (or a stream's chunks) of send `s` that buffers, SQ
 // room and lane credits allow; true once all are posted.
 bool post_frags(Ep& ep, Send& s) {
@@ -427,13 +416,15 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   if (!ep.frags_waiting.empty()) return -FI_EAGAIN;
   const bool frags = len > kEagerMax && len <= d.eager_max;
   // Above the eager size, a stream through our lane at dst if we have one
-  // (the first such message asks for it and goes by rendezvous) and it has
-  // room for all of it now: one trip, as for a ping-pong. A message that
-  // would wait for credits goes by rendezvous, whose puts go straight into
-  // the receive buffer, many at once: in a window of large messages the
-  // lane would carry one lane's worth per round of credits.
-  const LaneTx* lane_tx = len > kEagerMax && !frags && len <= kStreamMax ? lane_to(ep, *dst) : nullptr;
-  const bool stream = lane_tx && lane_room(*lane_tx, len);
+  // (the first such message asks for it and goes by rendezvous): one trip,
+  // and its chunks go as far as the credits reach, the rest when more come
+  // (the receiver copies every chunk out as it arrives, so the lane drains
+  // whether or not a receive waits). A window of such messages streams
+  // through the lane as the credits come back each quarter lane. Measured
+  // against sending by rendezvous whatever the lane had no room for now
+  // (MPI windows of 8 MiB, 2 vCPUs, three interleaved pairs): 256 KiB
+  // 1157-1663 MB/s against 781-1048, 1 MiB 1139-1686 against 726-1563.
+  const bool stream = len > kEagerMax && !frags && len <= kStreamMax && lane_to(ep, *dst);
   const bool rendezvous = len > kEagerMax && !frags && !stream;
   WireHdr h = header(ep, frags ? kEagerFrag : stream ? kEagerLong : rendezvous ? kRts : kEager);
   h.flags = (tagged ? kWireTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kWireData : 0) | (stream ? kWireChunk : 0);
@@ -900,8 +891,8 @@ void on_long(Ep& ep, const abi::AmRxEntry& e, const WireHdr& h, Message&& m) {
     l->done.erase(l->done.begin());
   }
   // The sender is told each quarter lane freed, and whenever the lane is
-  // empty again (nothing taken out of order) with a chunk's worth freed:
-  // it sends a stream only when the lane has room for all of it.
+  // empty again (nothing taken out of order) with a chunk's worth freed: a
+  // stream's next chunks may be waiting for just that.
   if (l->freed - l->reported >= (l->done.empty() ? kChunkBytes : kLaneBytes / 4)) {
     WireHdr c = header(ep, kCredit);
     c.len = l->freed;

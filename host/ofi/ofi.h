@@ -133,9 +133,9 @@ static_assert(kDefaultEagerSize <= kFragMsgMax);
 // leave it room, else in fragments. min(kMaxLanes, slot / 16 / kLaneBytes).
 constexpr size_t kLaneBytes = size_t(1) << 20;
 // Messages above the eager size up to kStreamMax go as a stream of
-// kChunkBytes Longs through the sender's lane when it has room for all of
-// them now: one trip instead of the rendezvous's four, for a copy on each
-// side. Larger ones, or without lane room: rendezvous.
+// kChunkBytes Longs through the sender's lane, each chunk when the credits
+// leave it room: one trip instead of the rendezvous's four, for a copy on
+// each side. Larger ones, or before the lane is granted: rendezvous.
 constexpr size_t kChunkBytes = size_t(64) << 10;
 constexpr size_t kStreamMax = size_t(1) << 20;
 static_assert(kStreamMax / kChunkBytes <= 32 && kChunkBytes <= kFragMsgMax);

@@ -1022,28 +1022,21 @@ TEST_F(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
   EXPECT_TRUE(check_pattern(raw.seg + re.long_offset, kMsg, 705));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
   // Above 64 KiB (up to 1 MiB): a stream of 64 KiB chunks, each a Long at
-  // the lane's next position -- when the lane has room for all of it now;
-  // else a rendezvous (RTS). 200000 of the 320000 bytes sent so far are
-  // free: 120000 of 260000 in use, no room for 150000.
+  // the lane's next position, as far as the credits reach; the rest waits
+  // for credits, and the messages after it wait behind it (-FI_EAGAIN).
+  // 200000 of the 320000 bytes sent so far are free: 120000 of 260000 in
+  // use, room for two of its three chunks.
   credit(200000, 7);
   constexpr size_t kBig = 150000;  // chunks of 65536, 65536, 18928
   Bytes big(kBig), got_big(kBig);
   pattern(big.data(), kBig, 77);
-  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
-  ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
-  EXPECT_EQ(rh.kind, ofi::kRts);
-  EXPECT_EQ(rh.len, kBig);
-  // Everything free: the next one streams.
   uint64_t pos = 5 * kMsg + 20000;
-  credit(pos, 7);
-  (void)fi_cq_read(p.b.cq, &e, 0);  // b takes the credit from its ring
-  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
-  for (uint32_t c = 0; c < 3; ++c) {
+  auto chunk = [&](uint32_t c) {
     const size_t n = std::min<size_t>(65536, kBig - c * 65536);
     ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq})) << c;
     ASSERT_EQ(rh.kind, ofi::kEagerLong);
     EXPECT_TRUE(rh.flags & ofi::kWireChunk);
-    EXPECT_EQ(rh.seq, 7u);
+    EXPECT_EQ(rh.seq, 6u);
     EXPECT_EQ(rh.len, kBig);
     EXPECT_EQ(rh.chunk, c);
     ASSERT_EQ(re.long_len, n);
@@ -1053,7 +1046,14 @@ TEST_F(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
     EXPECT_EQ(re.long_offset, kLaneOff + (pos + skip) % kLane) << c;
     std::memcpy(got_big.data() + c * 65536, raw.seg + re.long_offset, n);
     pos += skip + n;
-  }
+  };
+  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
+  chunk(0);
+  chunk(1);
+  EXPECT_EQ(fi_send(p.b.ep, out[6].data(), kMsg, nullptr, to_raw, nullptr), -FI_EAGAIN) << "behind the stream";
+  credit(pos, 7);                   // everything sent so far is free again
+  (void)fi_cq_read(p.b.cq, &e, 0);  // b takes the credit and posts the last chunk
+  chunk(2);
   EXPECT_TRUE(check_pattern(got_big.data(), kBig, 77));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
 }
@@ -1235,14 +1235,15 @@ TEST(OfiMsg, MoreThan65535MessagesToOnePeer) {
 }
 
 // More rendezvous in flight than the slot heap holds (16 MiB slots here;
-// 40 messages of 1 MiB each way at once, every receive posted first, as an
-// MPI window of Irecv and Isend posts them): a buffer that finds no room
+// 40 messages of 1 MiB + 4 KiB each way at once -- above kStreamMax, so
+// every one a rendezvous -- every receive posted first, as an MPI window of
+// Irecv and Isend posts them): a buffer that finds no room
 // waits for the room operations in flight give back, none fails, and every
 // byte arrives. Both ways at once: receives that took all of a slot would
 // leave none for the puts that end the peer's receives.
 TEST(OfiMsg, MoreRendezvousInFlightThanTheSlotHoldsWaitForRoom) {
   Pair p;
-  constexpr size_t kMessages = 40, kLen = size_t(1) << 20;
+  constexpr size_t kMessages = 40, kLen = (size_t(1) << 20) + 4096;
   struct Way {
     Side* from;
     Side* to;
