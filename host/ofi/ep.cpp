@@ -85,6 +85,7 @@ bool post_msg(Ep& ep, const Addr& dst, const WireHdr& h, const void* payload, si
   post.wire = h.kind;
   (long_offset ? post.long_buf : post.buf) = b;
   post.op = op;
+  post.dst = dst;
   abi::SqEntry& e = post.sqe;
   e.opcode = abi::kOpAmSend;
   e.length = uint32_t(abi::am_send_bytes(pre.msg_len, pre.long_len));
@@ -597,27 +598,34 @@ void deliver(Ep& ep, Message&& m, const uint8_t* bytes = nullptr) {
   (tagged ? ep.unexpected_tagged : ep.unexpected_msg).push_back(std::move(m));
 }
 
+// What we have from a sender, dropped, when another process has taken its
+// slot and endpoint or it is gone (peer_gone): its messages not whole or not
+// in order yet, its lane (free again); receives bound to its streams fail
+// (`prov_errno`: the rest will not come).
+void forget_sender(Ep& ep, PeerRx& p, int prov_errno) {
+  for (auto& [seq, old] : p.early) ep.unexpected_bytes -= old.payload.size() + sizeof(Message);
+  for (auto& [seq, part] : p.partial) ep.unexpected_bytes -= part.m.payload.size() + sizeof(Message);
+  for (auto& [seq, st] : p.streams) {
+    if (!st.bound) {
+      ep.unexpected_bytes -= st.m.payload.size() + (st.m.payload.empty() ? 0 : sizeof(Message));
+      continue;
+    }
+    Completion c = recv_completion(ep, st.r, st.m, 0);
+    c.err = FI_EIO;
+    c.prov_errno = prov_errno;
+    c.err_text = prov_strerror(prov_errno);
+    report(ep, std::move(c), true);
+  }
+  if (p.lane >= 0) ep.lanes[p.lane] = LaneRx{};
+  p = PeerRx{};
+}
+
 // What we have from the sender of `m`: started over if it is a new process
 // on that slot and endpoint.
 PeerRx& peer_rx(Ep& ep, const Message& m) {
   PeerRx& p = ep.rx[m.src_id];
   if (p.incarnation != m.src.tag) {
-    for (auto& [seq, old] : p.early) ep.unexpected_bytes -= old.payload.size() + sizeof(Message);
-    for (auto& [seq, part] : p.partial) ep.unexpected_bytes -= part.m.payload.size() + sizeof(Message);
-    for (auto& [seq, st] : p.streams) {
-      if (!st.bound) {
-        ep.unexpected_bytes -= st.m.payload.size() + (st.m.payload.empty() ? 0 : sizeof(Message));
-        continue;
-      }
-      // Its sender is gone before the rest came.
-      Completion c = recv_completion(ep, st.r, st.m, 0);
-      c.err = FI_EIO;
-      c.prov_errno = kErrRemoteFailed;
-      c.err_text = prov_strerror(kErrRemoteFailed);
-      report(ep, std::move(c), true);
-    }
-    if (p.lane >= 0) ep.lanes[p.lane] = LaneRx{};  // the old process's lane is free again
-    p = PeerRx{};
+    forget_sender(ep, p, kErrRemoteFailed);
     p.incarnation = m.src.tag;
   }
   return p;
@@ -1021,6 +1029,7 @@ void handle_entry(Ep& ep, const abi::AmRxEntry& e, const uint8_t* msg) {
     case kWriteData:
       on_write_data(ep, m, h);
       return;
+    case kProbe:  // its sender asked its NIC whether we are here: the answer was the delivery
     default:
       return;
   }
@@ -1679,6 +1688,88 @@ int ep_control(fid* f, int command, void* arg) {
 int no_ops_open(fid*, const char*, uint64_t, void**, void*) { return -FI_ENOSYS; }
 fi_ops ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, no_ops_open, nullptr, nullptr};
 
+// ---------------------------------------------------------------- peers that are gone
+
+// Rendezvous receive `id` fails (`status`): its buffer deregistered (the
+// sender's NIC can no longer put into it) and an error entry.
+void fail_rndv(Ep& ep, uint64_t id, int status) {
+  auto it = ep.rndv.find(id);
+  if (it == ep.rndv.end()) return;
+  release(*ep.dom, it->second.reg, it->second.bounce);
+  Completion c = recv_completion(ep, it->second.r, it->second.m, 0);
+  c.err = FI_EIO;
+  c.prov_errno = status;
+  c.err_text = prov_strerror(status);
+  report(ep, std::move(c), true);
+  ep.rndv.erase(it);
+}
+
+// Does the NIC's verdict on a message say its endpoint is gone: no such
+// endpoint (or another process's now), its slot detached, its NIC silent?
+bool peer_is_gone(uint16_t status) {
+  switch (status) {
+    case abi::kCqAmBadEndpoint:
+    case abi::kCqAmBadTag:
+    case abi::kCqBadSlot:
+    case abi::kCqRemoteBadSlot:
+    case abi::kCqUnreachable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The operations of ours that wait for peer `a`'s word: sends waiting for
+// its CTS or its credits, rendezvous receives waiting for its put and FIN
+// (or for room), reads waiting for it to serve them, receives bound to its
+// streams. (Those with a NIC descriptor in flight -- puts, writes, eager
+// messages -- end by their own completions.)
+template <class F>
+void for_waits(Ep& ep, F&& each) {
+  for (auto& [id, s] : ep.sends)
+    if (!s.cts && (s.rendezvous || s.stream)) each(s.dst);
+  for (auto& [id, rv] : ep.rndv) each(rv.m.src);
+  for (auto& [id, op] : ep.rma)
+    if (op.read) each(op.dst);
+  for (auto& [src, p] : ep.rx)
+    for (auto& [seq, st] : p.streams)
+      if (st.bound) each(st.m.src);
+}
+
+// Peer `a` is gone (a message to it failed so): every operation of ours that
+// waits for it ends with an error entry (`status`, the NIC's word), and what
+// we had from it is dropped. A peer that dies in the middle of a rendezvous
+// or a stream would otherwise leave its partner waiting for ever.
+void peer_gone(Ep& ep, const Addr& a, uint16_t status) {
+  const uint64_t id = addr_id(a);
+  std::vector<uint64_t> sends, rndv, reads;
+  for (auto& [sid, s] : ep.sends)
+    if (!s.cts && (s.rendezvous || s.stream) && addr_id(s.dst) == id && s.dst.tag == a.tag) sends.push_back(sid);
+  for (auto& [rid, rv] : ep.rndv)
+    if (rv.m.src_id == id && rv.m.src.tag == a.tag) rndv.push_back(rid);
+  for (auto& [oid, op] : ep.rma)
+    if (op.read && op.peer_id == id && op.dst.tag == a.tag) reads.push_back(oid);
+  if (!sends.empty() || !rndv.empty() || !reads.empty())
+    ULNIC_WARN(FI_LOG_EP_DATA, "a peer is gone (%s): %zu sends, %zu receives and %zu reads with it fail\n",
+               prov_strerror(status), sends.size(), rndv.size(), reads.size());
+  for (uint64_t sid : sends) fail_send(ep, sid, status);
+  for (uint64_t rid : rndv) fail_rndv(ep, rid, status);
+  for (uint64_t oid : reads) end_rma(ep, oid, FI_EIO, status);
+  auto p = ep.rx.find(id);
+  if (p != ep.rx.end() && p->second.incarnation == a.tag) forget_sender(ep, p->second, status);
+}
+
+// Every kProbeNs, a kProbe to each peer an operation of ours waits for: the
+// peer ignores it, and its NIC's verdict says whether it is still there.
+void probe_peers(Ep& ep, int64_t now) {
+  if (ep.next_probe_ns == 0) ep.next_probe_ns = now + kProbeNs;
+  if (now < ep.next_probe_ns) return;
+  ep.next_probe_ns = now + kProbeNs;
+  std::map<std::pair<uint64_t, uint64_t>, Addr> peers;
+  for_waits(ep, [&](const Addr& a) { peers.emplace(std::make_pair(addr_id(a), a.tag), a); });
+  for (const auto& [key, a] : peers) post_ctl(ep, a, header(ep, kProbe));
+}
+
 }  // namespace
 
 Addr Ep::self() const {
@@ -1771,7 +1862,6 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   return 0;
 }
 
-// Under d.mu: control messages and rendezvous steps that waited, then the ring.
 bool drop_idle_bounce(Domain& d) {
   if (d.idle.empty()) return false;
   Bounce& b = d.idle.front();
@@ -1782,6 +1872,8 @@ bool drop_idle_bounce(Domain& d) {
   return true;
 }
 
+// Under d.mu: control messages and rendezvous steps that waited, then the
+// ring; the peers we wait for probed now and then.
 bool ep_progress(Ep& ep) {
   bool did = false;
   while (!ep.ctl_backlog.empty()) {
@@ -1824,6 +1916,8 @@ bool ep_progress(Ep& ep) {
     consume_entry(ep);
     did = true;
   }
+  probe_peers(ep, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count());
   return did;
 }
 
@@ -1901,20 +1995,13 @@ void ep_nic_done(Ep& ep, Post& post, const abi::CqEntry& c) {
       if (!ok) end_rma(ep, post.op, FI_EIO, c.status);
       return;
     case kCts:
-      if (!ok) {
-        auto it = ep.rndv.find(post.op);
-        if (it == ep.rndv.end()) return;
-        release(*ep.dom, it->second.reg, it->second.bounce);
-        Completion cc = recv_completion(ep, it->second.r, it->second.m, 0);
-        cc.err = FI_EIO;
-        cc.prov_errno = c.status;
-        cc.err_text = prov_strerror(c.status);
-        report(ep, std::move(cc), true);
-        ep.rndv.erase(it);
-      }
+      if (!ok) fail_rndv(ep, post.op, c.status);
       return;
     default:
-      if (!ok) ULNIC_WARN(FI_LOG_EP_DATA, "a control message was lost: %s\n", prov_strerror(c.status));
+      if (ok) return;
+      if (post.wire != kProbe)
+        ULNIC_WARN(FI_LOG_EP_DATA, "a control message was lost: %s\n", prov_strerror(c.status));
+      if (peer_is_gone(c.status)) peer_gone(ep, post.dst, c.status);
       return;
   }
 }

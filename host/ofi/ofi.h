@@ -34,6 +34,8 @@
 //            stream (generation `sid`): the sender may reuse them;
 //   kLaneRelease the sender's endpoint closes: its lane (generation `sid`)
 //            is free for another sender.
+//   kProbe   nothing: its sender waits for us and asks its NIC whether we
+//            are still there (the message's verdict); ignored.
 // kEager, kEagerFrag, kEagerLong and kRts carry `seq`, the sender endpoint's message number to this
 // receiver endpoint: the NIC refuses a message when the receiving ring is
 // full (the sender resends it later), so messages can arrive out of order,
@@ -95,7 +97,7 @@ inline uint64_t addr_id(const Addr& a) { return addr_id(a.node, a.slot, a.ep); }
 
 enum WireKind : uint8_t {
   kEager = 1, kRts = 2, kCts = 3, kFin = 4, kReadReq = 5, kReadDone = 6, kWriteData = 7, kEagerFrag = 8,
-  kEagerLong = 9, kLaneReq = 10, kLaneGrant = 11, kCredit = 12, kLaneRelease = 13
+  kEagerLong = 9, kLaneReq = 10, kLaneGrant = 11, kCredit = 12, kLaneRelease = 13, kProbe = 14
 };
 // kWireChunk: a kEagerLong that is chunk `chunk` (kChunkBytes each) of a
 // message of `len` bytes (kEagerMax < len <= kStreamMax) streamed through
@@ -151,6 +153,10 @@ constexpr size_t kMaxUnexpectedBytes = 64u << 20;  // beyond: the ring is left f
 constexpr uint32_t kMaxEndpoints = abi::kMaxAmEndpoints;
 constexpr size_t kCqDataSize = 8;
 constexpr int64_t kRetryNs = 200'000;  // a refused message waits this long before it goes again
+// Peers that operations of ours wait for are probed this often (kProbe): a
+// peer that is gone fails them (ep.cpp, peer_gone) within about two periods
+// of the application's CQ reads.
+constexpr int64_t kProbeNs = 1'000'000'000;
 
 // Provider errors (prov_errno of an error completion, fi_cq_strerror):
 // NIC statuses (abi::CqStatus) as they are, ours above them.
@@ -305,6 +311,7 @@ struct Post {
   uint64_t op = 0;      // Send id (kEager, kRts, put), RndvRecv id (kCts), RmaOp id (write, kReadReq),
                         // ServedRead id (read put)
   abi::SqEntry sqe{};   // to post it again after a refusal (kCqAmCongestion)
+  Addr dst{};           // a message's destination (peer_gone when the NIC says it is gone)
 };
 
 // An fi_write / fi_read of ours.
@@ -428,6 +435,7 @@ struct Ep {
   std::map<uint64_t, RmaOp> rma;                 // our writes and reads, by id
   std::map<uint64_t, ServedRead> serving;        // peers' reads whose put is in flight, by id
   std::deque<ServedRead> reads_waiting;          // ... waiting for SQ room
+  int64_t next_probe_ns = 0;                     // when the peers we wait for are probed next (kProbeNs)
   Addr self() const;
 };
 

@@ -1171,6 +1171,59 @@ TEST_F(OfiLanes, StreamsArriveInChunksInAnyOrder) {
   EXPECT_TRUE(check_pattern(in5.data(), 64, 305));
 }
 
+// A peer that dies in the middle of a rendezvous (our own endpoint, closed
+// after it took the provider's CTS, or its RTS): the provider probes the
+// peers its operations wait for (kProbe, every kProbeNs) and, when the NIC
+// says one is gone, fails what waits for it -- the receive waiting for the
+// put and FIN, the send waiting for the CTS -- with an error entry within a
+// few seconds, and goes on with everyone else.
+TEST_F(OfiLanes, APeerThatDiesMidRendezvousFailsWhatWaitsForIt) {
+  namespace ofi = ulnic::ofi;
+  constexpr size_t kBig = (size_t(2) << 20);  // above kStreamMax: a rendezvous
+  auto expect_failure = [&](fid_cq* cq, void* ctx, const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(cq, &e, {}, nullptr, 15000ms), -FI_EAVAIL) << what;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fi_cq_err_entry err{};
+    ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1) << what;
+    EXPECT_EQ(err.op_context, ctx) << what;
+    EXPECT_EQ(err.err, FI_EIO) << what;
+    EXPECT_NE(err.prov_errno, 0) << what;
+    EXPECT_LT(s, 2.5 * double(ofi::kProbeNs) / 1e9 + 2) << what << ": seconds to fail";
+  };
+  // The receive: b answers our RTS with its CTS, and we die.
+  Bytes in(kBig, 0);
+  int rctx = 0;
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), kBig, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ofi::WireHdr h = raw.header(ofi::kRts);
+  h.seq = 0;
+  h.len = kBig;
+  h.sid = 11;
+  ASSERT_EQ(raw.send(to, h, nullptr, 0), ulnic::abi::kCqOk);
+  ASSERT_TRUE(raw.next_of(ofi::kCts, re, rh, body, {p.b.cq}));
+  EXPECT_EQ(rh.sid, 11u);
+  raw.nic.reset();
+  expect_failure(p.b.cq, &rctx, "the receive whose sender died after its CTS");
+  // The send: a new endpoint of ours takes b's RTS and dies.
+  RawEp peer;
+  ASSERT_NO_FATAL_FAILURE(peer.open());
+  fi_addr_t to_peer = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(p.b.av, &peer.addr, 1, &to_peer, 0, nullptr), 1);
+  Bytes out(kBig);
+  pattern(out.data(), kBig, 5);
+  int sctx = 0;
+  ASSERT_EQ(fi_send(p.b.ep, out.data(), kBig, nullptr, to_peer, &sctx), 0);
+  ASSERT_TRUE(peer.next_of(ofi::kRts, re, rh, body, {p.b.cq}));
+  peer.nic.reset();
+  expect_failure(p.b.cq, &sctx, "the send whose receiver died after its RTS");
+  // Everyone else goes on: a -> b, a rendezvous too.
+  fi_cq_tagged_entry got{};
+  auto send_a = [&](void* buf, size_t len, void* ctx) { return fi_send(p.a.ep, buf, len, nullptr, p.a_to_b, ctx); };
+  p.exchange(kBig, kBig, send_a, got);
+  EXPECT_EQ(got.len, kBig);
+}
+
 // FI_ULNIC_EAGER_SIZE (read when a domain opens) decides how a message goes:
 // a send in fragments completes once the receiving NIC took them all, with
 // no receive posted (the receiver keeps it as unexpected); a rendezvous send
