@@ -91,8 +91,6 @@ int check_hints(uint32_t version, const fi_info* h, fi_ep_type type) {
   }
   if (h->domain_attr) {
     const fi_domain_attr* d = h->domain_attr;
-    if (d->data_progress == FI_PROGRESS_AUTO || d->control_progress == FI_PROGRESS_AUTO)
-      return refuse("FI_PROGRESS_AUTO (progress is manual: it runs in fi_cq_read/sread and in posts)");
     if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_TABLE && d->av_type != FI_AV_MAP)
       return refuse("this AV type");
     if (d->cq_data_size > kCqDataSize) return refuse("cq_data_size above 8");
@@ -174,8 +172,14 @@ fi_info* make_info(uint32_t version, const fi_info* h, fi_ep_type type, const st
   d->name = dup("ulnic" + std::to_string(node));
   // The Nic serializes under the domain's lock: any threading works.
   d->threading = h && h->domain_attr && h->domain_attr->threading ? h->domain_attr->threading : FI_THREAD_SAFE;
-  d->control_progress = FI_PROGRESS_MANUAL;
-  d->data_progress = FI_PROGRESS_MANUAL;
+  // Manual unless the application asks for FI_PROGRESS_AUTO: then the
+  // domain runs a progress thread (objects.cpp, auto_progress), which costs
+  // a wake-up of its own per arrival on a host whose cores the NICs share.
+  const auto asked = [&](fi_progress fi_domain_attr::*which) {
+    return h && h->domain_attr && h->domain_attr->*which == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+  };
+  d->control_progress = asked(&fi_domain_attr::control_progress);
+  d->data_progress = asked(&fi_domain_attr::data_progress);
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = h && h->domain_attr && h->domain_attr->av_type ? h->domain_attr->av_type : FI_AV_TABLE;
   // No mode is required of the application: buffers without a desc are

@@ -124,9 +124,28 @@ fi_ops_fabric fabric_ops = {sizeof(fi_ops_fabric), domain_open, no_pep, eq_open,
 
 // ---------------------------------------------------------------- domain
 
+// FI_PROGRESS_AUTO: progress under the domain's lock, then a sleep on the
+// NIC until it has a completion or an event for the slot (1 ms while
+// refused messages wait to go again), until the domain closes.
+void auto_progress(Domain* d) {
+  while (!d->stop_progress.load()) {
+    milliseconds slice(kAutoSliceMs);
+    {
+      std::lock_guard lk(d->mu);
+      (void)progress(*d);
+      if (!d->retry.empty()) slice = milliseconds(1);
+    }
+    (void)d->nic->wait_ready(slice);
+  }
+}
+
 int domain_close(fid* f) {
   auto* d = as<Domain>(f);
   if (!d->eps.empty() || !d->cqs.empty() || !d->cntrs.empty() || !d->mrs.empty()) return -FI_EBUSY;
+  if (d->progress_thread.joinable()) {  // it sees the flag within a slice
+    d->stop_progress = true;
+    d->progress_thread.join();
+  }
   {
     std::lock_guard lk(d->mu);
     ULNIC_INFO(FI_LOG_DOMAIN, "bounce buffers: %llu taken registered from the cache, %llu registered anew\n",
@@ -209,6 +228,8 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* conte
   size_t eager = 0;
   if (fi_param_get_size_t(&g_prov, "eager_size", &eager) == FI_SUCCESS)
     d->eager_max = std::clamp<size_t>(eager, kEagerMax, kFragMsgMax);
+  if (info->domain_attr->data_progress == FI_PROGRESS_AUTO || info->domain_attr->control_progress == FI_PROGRESS_AUTO)
+    d->progress_thread = std::thread(auto_progress, d);
   *dom = &d->fid;
   return 0;
 }

@@ -53,6 +53,7 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -60,6 +61,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -157,6 +159,7 @@ constexpr int64_t kRetryNs = 200'000;  // a refused message waits this long befo
 // peer that is gone fails them (ep.cpp, peer_gone) within about two periods
 // of the application's CQ reads.
 constexpr int64_t kProbeNs = 1'000'000'000;
+constexpr int kAutoSliceMs = 50;  // FI_PROGRESS_AUTO: the progress thread's longest sleep
 
 // Provider errors (prov_errno of an error completion, fi_cq_strerror):
 // NIC statuses (abi::CqStatus) as they are, ours above them.
@@ -453,6 +456,12 @@ struct Domain {
   Fabric* fabric;
   std::mutex mu;
   std::unique_ptr<Nic> nic;
+  // FI_PROGRESS_AUTO, when the hints asked for it: a thread of the domain's
+  // own runs progress whenever the NIC has something for the slot (and at
+  // least every kAutoSliceMs), so rendezvous steps, served reads and copies
+  // into receive buffers go on while the application computes.
+  std::thread progress_thread;
+  std::atomic<bool> stop_progress{false};
   std::vector<Ep*> eps;
   std::vector<Cq*> cqs;
   std::vector<Cntr*> cntrs;

@@ -134,6 +134,7 @@ struct Options {
   fi_ep_type type = FI_EP_RDM;
   bool rma = false;  // ask for FI_RMA (with FI_MR_VIRT_ADDR | FI_MR_PROV_KEY, which it needs)
   bool counters = false;  // bind Side::tx_cntr and rx_cntr (FI_WAIT_UNSPEC)
+  bool auto_progress = false;  // ask for FI_PROGRESS_AUTO (control and data)
 };
 
 void open_side(Side& s, int node, const Options& o = {}) {
@@ -142,6 +143,7 @@ void open_side(Side& s, int node, const Options& o = {}) {
     h->caps |= FI_RMA;
     h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
   }
+  if (o.auto_progress) h->domain_attr->control_progress = h->domain_attr->data_progress = FI_PROGRESS_AUTO;
   ASSERT_EQ(getinfo(h, &s.info, node), 0);
   fi_freeinfo(h);
   ASSERT_EQ(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr), 0);
@@ -286,7 +288,6 @@ TEST(OfiGetinfo, RefusesWhatItDoesNotSupport) {
       {"FI_ATOMIC", [](fi_info* h) { h->caps |= FI_ATOMIC; }},
       {"FI_MULTI_RECV", [](fi_info* h) { h->caps |= FI_MULTI_RECV; }},
       {"FI_EP_MSG", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
-      {"FI_PROGRESS_AUTO", [](fi_info* h) { h->domain_attr->data_progress = FI_PROGRESS_AUTO; }},
       {"FI_SOCKADDR_IN", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IN; }},
       {"tx iov_limit 4", [](fi_info* h) { h->tx_attr->iov_limit = 4; }},
       {"inject_size 8192", [](fi_info* h) { h->tx_attr->inject_size = 8192; }},
@@ -1917,6 +1918,58 @@ TEST(OfiMsg, KeptBounceBuffersAreReusedAndGiveWay) {
     p.exchange(n, n, send_from(p.a.ep, p.a_to_b), got);
     EXPECT_EQ(got.len, n);
   }
+}
+
+// FI_PROGRESS_AUTO, when the hints ask for it: the domain's own thread runs
+// progress, so what needs the peer's provider goes on while that
+// application never calls it -- a rendezvous into a receive posted before
+// (CTS, FIN, the copy into the buffer), and a read it serves (kReadReq).
+// The peer's completions wait in its CQ for it. Without the hint,
+// progress stays manual.
+TEST(OfiProgress, AutoProgressMovesDataWhileThePeerNeverCallsIn) {
+  {
+    fi_info* info = nullptr;
+    ASSERT_EQ(getinfo(hints(), &info), 0);
+    EXPECT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+    EXPECT_EQ(info->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+    fi_freeinfo(info);
+  }
+  Options o;
+  o.rma = true;
+  o.auto_progress = true;
+  Pair p(o);
+  EXPECT_EQ(p.b.info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+  EXPECT_EQ(p.b.info->domain_attr->control_progress, FI_PROGRESS_AUTO);
+  // b posts a receive, then never calls the provider until the data is there.
+  constexpr size_t kBig = size_t(2) << 20;  // above kStreamMax: a rendezvous
+  Bytes out(kBig), in(kBig, 0);
+  pattern(out.data(), kBig, 91);
+  int rctx = 0, sctx = 0;
+  ASSERT_EQ(fi_recv(p.b.ep, in.data(), kBig, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_send(p.a.ep, out.data(), kBig, nullptr, p.a_to_b, &sctx), 0);
+  fi_cq_tagged_entry e{};
+  ASSERT_EQ(read_one(p.a.cq, &e, {}), 1) << "the send needs b's CTS";
+  EXPECT_EQ(e.op_context, &sctx);
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  while (!check_pattern(in.data(), kBig, 91) && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(check_pattern(in.data(), kBig, 91)) << "b's buffer, before b ever read its CQ";
+  ASSERT_EQ(fi_cq_read(p.b.cq, &e, 1), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, kBig);
+  // a reads b's registered buffer; b never calls in.
+  Bytes src(65536), dst(65536, 0);
+  pattern(src.data(), src.size(), 92);
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(fi_mr_reg(p.b.domain, src.data(), src.size(), FI_REMOTE_READ, 0, 0, 0, &mr, nullptr), 0);
+  int ractx = 0;
+  ASSERT_EQ(fi_read(p.a.ep, dst.data(), dst.size(), nullptr, p.a_to_b, reinterpret_cast<uint64_t>(src.data()),
+                    fi_mr_key(mr), &ractx),
+            0);
+  ASSERT_EQ(read_one(p.a.cq, &e, {}), 1) << "the read needs b's provider to serve it";
+  EXPECT_EQ(e.op_context, &ractx);
+  EXPECT_TRUE(check_pattern(dst.data(), dst.size(), 92));
+  EXPECT_EQ(fi_close(&mr->fid), 0);
 }
 
 TEST(OfiCq, SreadBlocksWithoutSpinningAndTimesOut) {
