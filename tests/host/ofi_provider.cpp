@@ -1928,11 +1928,12 @@ TEST(OfiMsg, KeptBounceBuffersAreReusedAndGiveWay) {
 // progress stays manual.
 TEST(OfiProgress, AutoProgressMovesDataWhileThePeerNeverCallsIn) {
   {
-    fi_info* info = nullptr;
-    ASSERT_EQ(getinfo(hints(), &info), 0);
+    fi_info *h = hints(), *info = nullptr;
+    ASSERT_EQ(getinfo(h, &info), 0);
     EXPECT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
     EXPECT_EQ(info->domain_attr->control_progress, FI_PROGRESS_MANUAL);
     fi_freeinfo(info);
+    fi_freeinfo(h);
   }
   Options o;
   o.rma = true;
