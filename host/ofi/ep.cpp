@@ -425,7 +425,8 @@ ssize_t do_send(Ep& ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
   // against sending by rendezvous whatever the lane had no room for now
   // (MPI windows of 8 MiB, 2 vCPUs, three interleaved pairs): 256 KiB
   // 1157-1663 MB/s against 781-1048, 1 MiB 1139-1686 against 726-1563.
-  const bool stream = len > kEagerMax && !frags && len <= kStreamMax && lane_to(ep, *dst);
+  const LaneTx* lane_tx = len > kEagerMax && !frags && len <= kStreamMax ? lane_to(ep, *dst) : nullptr;
+  const bool stream = lane_tx && lane_tx->size >= kChunkBytes;  // a lane that holds no chunk would never take one
   const bool rendezvous = len > kEagerMax && !frags && !stream;
   WireHdr h = header(ep, frags ? kEagerFrag : stream ? kEagerLong : rendezvous ? kRts : kEager);
   h.flags = (tagged ? kWireTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kWireData : 0) | (stream ? kWireChunk : 0);
@@ -899,9 +900,9 @@ void on_long(Ep& ep, const abi::AmRxEntry& e, const WireHdr& h, Message&& m) {
     l->done.erase(l->done.begin());
   }
   // The sender is told each quarter lane freed, and whenever the lane is
-  // empty again (nothing taken out of order) with a chunk's worth freed: a
-  // stream's next chunks may be waiting for just that.
-  if (l->freed - l->reported >= (l->done.empty() ? kChunkBytes : kLaneBytes / 4)) {
+  // empty again (nothing taken out of order) with 64 KiB freed: its next
+  // eager message may be waiting for just that.
+  if (l->freed - l->reported >= (l->done.empty() ? kDefaultEagerSize : kLaneBytes / 4)) {
     WireHdr c = header(ep, kCredit);
     c.len = l->freed;
     c.sid = l->gen;
@@ -1778,11 +1779,11 @@ Addr Ep::self() const {
 
 namespace {
 // Lanes and Long staging, if the slot heap has room for them (lanes take a
-// sixteenth of the slot at most, staging a sixty-fourth, two buffers at
+// sixteenth of the slot at most, staging a thirty-second, two buffers at
 // least); without, messages above kEagerMax go in fragments.
 void open_lanes(Domain& d, Ep& ep) {
   const size_t lanes = std::min<size_t>(kMaxLanes, d.nic->slot_size() / 16 / kLaneBytes);
-  const size_t longs = std::clamp<size_t>(d.nic->slot_size() / 64 / kLongBufBytes, 2, kLongBufs);
+  const size_t longs = std::clamp<size_t>(d.nic->slot_size() / 32 / kLongBufBytes, 2, kLongBufs);
   if (!lanes) return;
   ep.segment = static_cast<uint8_t*>(d.nic->alloc(lanes * kLaneBytes, 4096));
   ep.longs = static_cast<uint8_t*>(d.nic->alloc(longs * kLongBufBytes, 4096));

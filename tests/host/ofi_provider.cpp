@@ -635,7 +635,7 @@ struct RawEp {
   ulnic::ofi::Addr addr{};
   static constexpr uint32_t kEntries = 256;
   static constexpr size_t kSeg = size_t(1) << 20;
-  static constexpr size_t kBuf = 128 + 70000;
+  static constexpr size_t kBuf = 128 + ulnic::ofi::kChunkBytes + 8192;  // a chunk or an eager Long, and its header
 
   void open() {
     ulnic::NicOptions where;
@@ -1022,45 +1022,86 @@ TEST_F(OfiLanes, SendsGoIntoTheLaneAsFarAsItsCreditsReach) {
   EXPECT_EQ(re.long_offset, kLaneOff);
   EXPECT_TRUE(check_pattern(raw.seg + re.long_offset, kMsg, 705));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
-  // Above 64 KiB (up to 1 MiB): a stream of 64 KiB chunks, each a Long at
-  // the lane's next position, as far as the credits reach; the rest waits
-  // for credits, and the messages after it wait behind it (-FI_EAGAIN).
-  // 200000 of the 320000 bytes sent so far are free: 120000 of 260000 in
-  // use, room for two of its three chunks.
-  credit(200000, 7);
-  constexpr size_t kBig = 150000;  // chunks of 65536, 65536, 18928
-  Bytes big(kBig), got_big(kBig);
+  // Above 64 KiB: a stream needs a lane that holds a chunk (kChunkBytes);
+  // ours (260000 bytes) does not, so the message goes by rendezvous.
+  static_assert(kLane < ofi::kChunkBytes);
+  constexpr size_t kBig = 150000;
+  Bytes big(kBig);
   pattern(big.data(), kBig, 77);
-  uint64_t pos = 5 * kMsg + 20000;
-  auto chunk = [&](uint32_t c) {
-    const size_t n = std::min<size_t>(65536, kBig - c * 65536);
-    ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq})) << c;
+  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
+  ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
+  EXPECT_EQ(rh.kind, ofi::kRts);
+  EXPECT_EQ(rh.len, kBig);
+}
+
+// A stream through a lane that holds chunks (a receiver of our own, which
+// grants a whole kLaneBytes lane): chunks of kChunkBytes, each a Long at the
+// lane's next position -- skipping to its start rather than wrapping -- as
+// far as the credits reach; the rest waits for credits, and the sender's
+// next messages wait behind it (-FI_EAGAIN).
+TEST_F(OfiLanes, AStreamGoesAsFarAsTheCreditsReachAndWaitsForTheRest) {
+  namespace ofi = ulnic::ofi;
+  fi_addr_t to_raw = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(p.b.av, &raw.addr, 1, &to_raw, 0, nullptr), 1);
+  constexpr uint64_t kLane = ofi::kLaneBytes, C = ofi::kChunkBytes;
+  constexpr size_t kBig = 2 * C + 75712;  // 600000: chunks of C, C and 75712
+  Bytes big(kBig), got(kBig);
+  pattern(big.data(), kBig, 78);
+  fi_cq_tagged_entry e{};
+  // The first one asks for the lane and goes by rendezvous (never answered).
+  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
+  ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
+  ASSERT_EQ(rh.kind, ofi::kLaneReq);
+  ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq}));
+  ASSERT_EQ(rh.kind, ofi::kRts);
+  ofi::WireHdr g = raw.header(ofi::kLaneGrant);
+  g.data = 0;
+  g.len = kLane;
+  g.sid = 9;
+  ASSERT_EQ(raw.send(to, g, nullptr, 0), ulnic::abi::kCqOk);
+  (void)fi_cq_read(p.b.cq, &e, 0);
+  uint64_t pos = 0;
+  auto chunk = [&](uint32_t seq, uint32_t c) {
+    const size_t n = std::min<size_t>(C, kBig - c * C);
+    ASSERT_TRUE(raw.next(re, rh, body, {p.b.cq})) << seq << "/" << c;
     ASSERT_EQ(rh.kind, ofi::kEagerLong);
     EXPECT_TRUE(rh.flags & ofi::kWireChunk);
-    EXPECT_EQ(rh.seq, 6u);
+    EXPECT_EQ(rh.seq, seq);
     EXPECT_EQ(rh.len, kBig);
     EXPECT_EQ(rh.chunk, c);
     ASSERT_EQ(re.long_len, n);
     const uint64_t place = pos % kLane, skip = place + n > kLane ? kLane - place : 0;
     EXPECT_EQ(rh.rid, pos) << c;
     EXPECT_EQ(rh.key, skip) << c;
-    EXPECT_EQ(re.long_offset, kLaneOff + (pos + skip) % kLane) << c;
-    std::memcpy(got_big.data() + c * 65536, raw.seg + re.long_offset, n);
+    EXPECT_EQ(re.long_offset, (pos + skip) % kLane) << c;
+    std::memcpy(got.data() + c * C, raw.seg + re.long_offset, n);
     pos += skip + n;
   };
+  // Message 1: all three chunks fit the lane.
   ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
-  chunk(0);
-  chunk(1);
-  EXPECT_EQ(fi_send(p.b.ep, out[6].data(), kMsg, nullptr, to_raw, nullptr), -FI_EAGAIN) << "behind the stream";
-  credit(pos, 7);                   // everything sent so far is free again
-  (void)fi_cq_read(p.b.cq, &e, 0);  // b takes the credit and posts the last chunk
-  chunk(2);
-  EXPECT_TRUE(check_pattern(got_big.data(), kBig, 77));
+  for (uint32_t c = 0; c < 3; ++c) ASSERT_NO_FATAL_FAILURE(chunk(1, c));
+  EXPECT_TRUE(check_pattern(got.data(), kBig, 78));
+  ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
+  // Message 2: its chunk 0 fits behind message 1; chunk 1 would skip to the
+  // lane's start, which message 1 still holds: it waits, and so does the
+  // next message.
+  std::memset(got.data(), 0, kBig);
+  ASSERT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), 0);
+  ASSERT_NO_FATAL_FAILURE(chunk(2, 0));
+  EXPECT_EQ(fi_send(p.b.ep, big.data(), kBig, nullptr, to_raw, nullptr), -FI_EAGAIN) << "behind the stream";
+  ofi::WireHdr c = raw.header(ofi::kCredit);
+  c.len = pos;  // everything sent so far is free again
+  c.sid = 9;
+  ASSERT_EQ(raw.send(to, c, nullptr, 0), ulnic::abi::kCqOk);
+  (void)fi_cq_read(p.b.cq, &e, 0);  // b takes the credit and posts the rest
+  ASSERT_NO_FATAL_FAILURE(chunk(2, 1));
+  ASSERT_NO_FATAL_FAILURE(chunk(2, 2));
+  EXPECT_TRUE(check_pattern(got.data(), kBig, 78));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
 }
 
-// Streams (messages above 64 KiB through a lane, in 64 KiB chunks) at the
-// receiver, from a sender of our own: chunks out of order; a stream that
+// Streams (messages above 64 KiB through a lane, in kChunkBytes chunks) at
+// the receiver, from a sender of our own: chunks out of order; a stream that
 // arrives before its receive is posted (kept, then copied in when the
 // receive comes) and one whose receive waits (chunks straight into it, and
 // the next message matched before the stream is whole); a receive shorter
@@ -1075,7 +1116,7 @@ TEST_F(OfiLanes, StreamsArriveInChunksInAnyOrder) {
   const uint64_t lane = rh.len, lane_off = rh.data;
   ASSERT_GT(lane, 0u);
   uint64_t pos = 0, freed = 0;
-  constexpr size_t C = 65536;
+  constexpr size_t C = ofi::kChunkBytes;
   std::vector<Bytes> msgs;
   // Chunk c of message `seq` (msgs[seq], `len` bytes; `n` overrides the
   // chunk's size, a lie the lane check refuses: its range is not taken, so
@@ -1100,19 +1141,20 @@ TEST_F(OfiLanes, StreamsArriveInChunksInAnyOrder) {
     // Give the lane back as the receiver frees it (its credits come each quarter lane).
     while (pos - freed > lane / 2 && raw.next_of(ofi::kCredit, re, rh, body, {p.b.cq})) freed = rh.len;
   };
-  const size_t sizes[] = {200000, 70000, 300000, 100000, 66000, 150000};
+  // In chunks: 4 (the last 13568 bytes), 2, 4, 2, 2 (the last 1856); 5 goes in one entry.
+  const size_t sizes[] = {3 * C + 13568, C + 17856, 1000000, C + 137856, C + 1856, 150000};
   for (size_t i = 0; i < std::size(sizes); ++i) {
     msgs.emplace_back(sizes[i]);
     pattern(msgs.back().data(), sizes[i], 300 + uint32_t(i));
   }
-  Bytes in0(200000), in1(70000), in2(300000), small(100000), in4(66000), in5(150000);
+  Bytes in0(sizes[0]), in1(sizes[1]), small(sizes[3]), in4(sizes[4]), in5(sizes[5]);
   int c0, c1, c2, c3, c4;
   fi_cq_tagged_entry e{};
   // 0: two chunks out of order before its receive is posted, then the receive, then the rest.
   ASSERT_NO_FATAL_FAILURE(chunk(0, 2));
   ASSERT_NO_FATAL_FAILURE(chunk(0, 0));
   ASSERT_NO_FATAL_FAILURE(chunk(0, 0));              // chunk 0 again: dropped
-  ASSERT_NO_FATAL_FAILURE(chunk(0, 1, 200001));       // another length: dropped
+  ASSERT_NO_FATAL_FAILURE(chunk(0, 1, sizes[0] + 1));  // another length: dropped
   ASSERT_NO_FATAL_FAILURE(chunk(0, 3, -1, 100));      // the wrong size for the last chunk: dropped
   ASSERT_NO_FATAL_FAILURE(chunk(0, 4, -1, 100));      // past the end: dropped
   ASSERT_EQ(fi_recv(p.b.ep, in0.data(), in0.size(), nullptr, FI_ADDR_UNSPEC, &c0), 0);
@@ -1124,33 +1166,33 @@ TEST_F(OfiLanes, StreamsArriveInChunksInAnyOrder) {
   ASSERT_EQ(fi_recv(p.b.ep, in1.data(), in1.size(), nullptr, FI_ADDR_UNSPEC, &c1), 0);
   ASSERT_EQ(fi_recv(p.b.ep, small.data(), 1000, nullptr, FI_ADDR_UNSPEC, &c2), 0);  // 2 into 1000 bytes
   ASSERT_NO_FATAL_FAILURE(chunk(1, 1));
-  ASSERT_NO_FATAL_FAILURE(chunk(2, 4));
+  ASSERT_NO_FATAL_FAILURE(chunk(2, 3));
   ASSERT_NO_FATAL_FAILURE(chunk(0, 3));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
   EXPECT_EQ(e.op_context, &c0);
-  EXPECT_EQ(e.len, 200000u);
-  EXPECT_TRUE(check_pattern(in0.data(), 200000, 300));
-  for (uint32_t c : {0u, 1u, 2u, 3u}) ASSERT_NO_FATAL_FAILURE(chunk(2, c));
+  EXPECT_EQ(e.len, sizes[0]);
+  EXPECT_TRUE(check_pattern(in0.data(), sizes[0], 300));
+  for (uint32_t c : {0u, 1u, 2u}) ASSERT_NO_FATAL_FAILURE(chunk(2, c));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), -FI_EAVAIL);
   fi_cq_err_entry err{};
   ASSERT_EQ(fi_cq_readerr(p.b.cq, &err, 0), 1);
   EXPECT_EQ(err.op_context, &c2);
   EXPECT_EQ(err.err, FI_ETRUNC);
-  EXPECT_EQ(err.olen, 300000u - 1000);
+  EXPECT_EQ(err.olen, sizes[2] - 1000);
   EXPECT_TRUE(check_pattern(small.data(), 1000, 302));
   EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN) << "1 complete without its chunk 0";
   ASSERT_NO_FATAL_FAILURE(chunk(1, 0));
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
   EXPECT_EQ(e.op_context, &c1);
-  EXPECT_TRUE(check_pattern(in1.data(), 70000, 301));
+  EXPECT_TRUE(check_pattern(in1.data(), sizes[1], 301));
   // 3: whole before any receive: an unexpected message, taken by a later receive.
   for (uint32_t c : {1u, 0u}) ASSERT_NO_FATAL_FAILURE(chunk(3, c));
   EXPECT_EQ(fi_cq_read(p.b.cq, &e, 1), -FI_EAGAIN);
   ASSERT_EQ(fi_recv(p.b.ep, small.data(), small.size(), nullptr, FI_ADDR_UNSPEC, &c3), 0);
   ASSERT_EQ(read_one(p.b.cq, &e, {}), 1);
   EXPECT_EQ(e.op_context, &c3);
-  EXPECT_EQ(e.len, 100000u);
-  EXPECT_TRUE(check_pattern(small.data(), 100000, 303));
+  EXPECT_EQ(e.len, sizes[3]);
+  EXPECT_TRUE(check_pattern(small.data(), sizes[3], 303));
   // 4: bound, then its sender is replaced (a new tag on its slot and
   // endpoint) before the rest: the receive fails; the new sender's message
   // 0 arrives.
