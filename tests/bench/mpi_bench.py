@@ -188,23 +188,30 @@ def table(data):
         vals = [r[size][k] for r in rs if size in r]
         return statistics.median(vals) if vals else None
 
-    sizes = sorted({s for rs in data["runs"].values() for r in rs for s in r})
+    def two_column_table(title, runs, names, keys):
+        """Prints one row per size, a "first | second" cell per name (medians of the rounds) -> the figures."""
+        sizes = sorted({s for rs in runs.values() for r in rs for s in r})
+        if not sizes:
+            return {}
+        print(title)
+        print(f"{'size':>8}" + "".join(f"{n:>20}" for n in names))
+        for s in sizes:
+            cells = []
+            for n in names:
+                a, b = med(runs[n], s, 0), med(runs[n], s, 1)
+                cells.append("-" if a is None else f"{a:9.1f} |{b:8.1f}")
+            print(f"{size_name(s):>8}" + "".join(f"{c:>20}" for c in cells))
+        return {n: {str(s): {keys[0]: med(runs[n], s, 0), keys[1]: med(runs[n], s, 1)} for s in sizes} for n in names}
+
     names = [t for t, _ in TRANSPORTS]
     am = data["am_native"]
     am_rtt = statistics.median(x["short"][-1]["rtt_half_us"]["median"] for x in am) if am else None
     am_bw = {s: statistics.median(next(b["bytes_per_s"]["median"] for b in x["bulk"] if b["size"] == s) / 1e6
                                   for x in am) for s in (65536, 1 << 20)} if am else {}
-    print(f"\n== MPI ping-pong (mpi_pingpong, 2 ranks), {data['rounds']} round(s), medians; "
-          f"RTT/2 us | MB/s of a window of >= 16 messages and >= 8 MiB (median of 5)")
-    print(f"{'size':>8}" + "".join(f"{n:>20}" for n in names))
-    for s in sizes:
-        cells = []
-        for n in names:
-            rtt, bw = med(data["runs"][n], s, 0), med(data["runs"][n], s, 1)
-            cells.append("-" if rtt is None else f"{rtt:9.1f} |{bw:8.1f}")
-        print(f"{size_name(s):>8}" + "".join(f"{c:>20}" for c in cells))
-    data["figures"] = {n: {str(s): {"rtt_half_us": med(data["runs"][n], s, 0), "mb_per_s": med(data["runs"][n], s, 1)}
-                           for s in sizes} for n in names}
+    data["figures"] = two_column_table(
+        f"\n== MPI ping-pong (mpi_pingpong, 2 ranks), {data['rounds']} round(s), medians; "
+        f"RTT/2 us | MB/s of a window of >= 16 messages and >= 8 MiB (median of 5)",
+        data["runs"], names, ("rtt_half_us", "mb_per_s"))
     if am_rtt:
         small = med(data["runs"]["ulnic"], 16, 0)
         print(f"\nnative AM (am_logp, same cluster): AM_Request4 RTT/2 {am_rtt:.1f} us"
@@ -216,20 +223,9 @@ def table(data):
             if b:
                 print(f"provider over native AM: {size_name(s)} bandwidth {b / v:.2f}x (target >= 0.90x)")
         data["am_native_figures"] = {"rtt_half_us": am_rtt, "xfer_mb_per_s": am_bw}
-    fi = data["fi_pingpong"]
-    fi_sizes = sorted({s for rs in fi.values() for r in rs for s in r})
-    if fi_sizes:
-        print(f"\n== fi_pingpong -e rdm (libfabric's own test), medians of the rounds; one way: "
-              f"usec/xfer | MB/s as it prints them")
-        print(f"{'size':>8}" + "".join(f"{p:>20}" for p in FI_PROVIDERS))
-        for s in fi_sizes:
-            cells = []
-            for p in FI_PROVIDERS:
-                us, mb = med(fi[p], s, 0), med(fi[p], s, 1)
-                cells.append("-" if us is None else f"{us:9.1f} |{mb:8.1f}")
-            print(f"{size_name(s):>8}" + "".join(f"{c:>20}" for c in cells))
-        data["fi_figures"] = {p: {str(s): {"usec_per_xfer": med(fi[p], s, 0), "mb_per_s": med(fi[p], s, 1)}
-                                  for s in fi_sizes} for p in FI_PROVIDERS}
+    data["fi_figures"] = two_column_table(
+        "\n== fi_pingpong -e rdm (libfabric's own test), medians of the rounds; one way: "
+        "usec/xfer | MB/s as it prints them", data["fi_pingpong"], FI_PROVIDERS, ("usec_per_xfer", "mb_per_s"))
     for f in data["failed"]:
         print(f"FAILED: round {f['round']} {f['transport']}: {f.get('why') or f.get('output', '')[-400:]}")
 
