@@ -1720,15 +1720,18 @@ bool peer_is_gone(uint16_t status) {
   }
 }
 
-// The operations of ours that wait for peer `a`'s word: sends waiting for
-// its CTS or its credits, rendezvous receives waiting for its put and FIN
-// (or for room), reads waiting for it to serve them, receives bound to its
-// streams. (Those with a NIC descriptor in flight -- puts, writes, eager
-// messages -- end by their own completions.)
+// A send that waits for its peer's word: a rendezvous for its CTS, a stream
+// for credits. (One with a NIC descriptor in flight -- a put, an eager
+// message -- ends by its own completion.)
+bool waits_on_peer(const Send& s) { return !s.cts && (s.rendezvous || s.stream); }
+
+// The operations of ours that wait for a peer's word: such sends,
+// rendezvous receives waiting for its put and FIN (or for room), reads
+// waiting for it to serve them, receives bound to its streams.
 template <class F>
 void for_waits(Ep& ep, F&& each) {
   for (auto& [id, s] : ep.sends)
-    if (!s.cts && (s.rendezvous || s.stream)) each(s.dst);
+    if (waits_on_peer(s)) each(s.dst);
   for (auto& [id, rv] : ep.rndv) each(rv.m.src);
   for (auto& [id, op] : ep.rma)
     if (op.read) each(op.dst);
@@ -1745,7 +1748,7 @@ void peer_gone(Ep& ep, const Addr& a, uint16_t status) {
   const uint64_t id = addr_id(a);
   std::vector<uint64_t> sends, rndv, reads;
   for (auto& [sid, s] : ep.sends)
-    if (!s.cts && (s.rendezvous || s.stream) && addr_id(s.dst) == id && s.dst.tag == a.tag) sends.push_back(sid);
+    if (waits_on_peer(s) && addr_id(s.dst) == id && s.dst.tag == a.tag) sends.push_back(sid);
   for (auto& [rid, rv] : ep.rndv)
     if (rv.m.src_id == id && rv.m.src.tag == a.tag) rndv.push_back(rid);
   for (auto& [oid, op] : ep.rma)
