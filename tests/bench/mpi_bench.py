@@ -128,7 +128,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
-    iters = "30" if args.quick else "200"
+    iters = "100" if args.quick else "200"
     out = args.out or tempfile.mkdtemp(prefix="mpi_bench-")
     os.makedirs(out, exist_ok=True)
     prog = os.path.join(args.build, "bin", "mpi_pingpong")
