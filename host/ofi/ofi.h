@@ -142,8 +142,9 @@ constexpr size_t kLaneBytes = size_t(1) << 20;
 // rendezvous's four, for a copy on each side. Larger ones, or before the
 // lane is granted: rendezvous. 256 KiB chunks against 64 KiB (MPI windows
 // of 8 MiB and ping-pongs, 2 vCPUs, six interleaved pairs): 1 MiB windows
-// 1328-1702 MB/s against 679-1674, 1 MiB RTT/2 1.8-2.3 ms against 2.2-2.7,
-// 64 KiB eager messages (fewer staging buffers now) no slower.
+// 1328-1702 MB/s against 679-1674, 1 MiB RTT/2 1.8-2.3 ms against 2.2-2.7;
+// 64 KiB eager messages (fewer staging buffers now) 1307-1822 against
+// 1050-1795 in five of the pairs, 502 in the sixth.
 constexpr size_t kChunkBytes = size_t(256) << 10;
 constexpr size_t kStreamMax = size_t(1) << 20;
 static_assert(kStreamMax / kChunkBytes <= 32 && kChunkBytes >= kFragMsgMax);
