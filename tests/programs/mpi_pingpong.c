@@ -10,15 +10,17 @@
  *                             [--window W] [--burst BYTES] [--bursts N]
  *
  * Prints, per size from --min (default 1 byte) to --max (default 1 MiB) by
- * 4x and --max itself: RTT/2 in microseconds (median of --iters round trips) and the
- * one-way bandwidth of a window of messages in flight (MB/s = 1e6 B/s; the
- * median of --bursts timed windows, default 5, after one untimed). A window
- * holds --window messages (default 16) or, if more, as many as make
- * --burst bytes (default 8 MiB; at most 1024 messages): a window of 16
- * small messages is over in a millisecond, so a scheduler's hiccup would be
- * most of what it measured (am_logp's bursts move 8 MiB too, so the two
- * compare). Then "ok". Fills and checks stay outside the timed parts. Exit
- * status 1 (and "FAIL ...") on any wrong byte, 3 if it hangs. */
+ * 4x and --max itself: RTT/2 in microseconds (median of --iters round
+ * trips) and the one-way bandwidth of a window of messages in flight (MB/s
+ * = 1e6 B/s; the median of --bursts timed windows, default 5, back to back
+ * after one untimed). A window holds --window messages (default 16) or, if
+ * more, as many as make --burst bytes (default 8 MiB; at most 1024
+ * messages): a window of 16 small messages is over in a millisecond, so a
+ * scheduler's hiccup would be most of what it measured (am_logp's bursts
+ * move 8 MiB too, so the two compare). Then "ok". Fills and checks stay
+ * outside the timed parts: every ping and pong is checked, and of the
+ * windows the last (the others hold the same bytes). Exit status 1 (and
+ * "FAIL ...") on any wrong byte, 3 if it hangs. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 
