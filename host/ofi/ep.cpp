@@ -227,17 +227,11 @@ struct Held {
 };
 constexpr uint64_t kRxHeldShare = 4;  // a quarter of the slot
 
-uint64_t held_by_receives(const Domain& d) {
-  uint64_t n = 0;
-  for (const Ep* e : d.eps)
-    for (const auto& [id, rv] : e->rndv)
-      if (rv.reg.key) n += rv.reg.length;
-  return n;
-}
-
 Held held(const Domain& d) {
-  Held h{held_by_receives(d), 0};
+  Held h;
   for (const Ep* e : d.eps) {
+    for (const auto& [id, rv] : e->rndv)
+      if (rv.reg.key) h.rx += rv.reg.length;
     for (const auto& [id, s] : e->sends)
       if (s.reg.key) h.tx += s.reg.length;
     for (const auto& [id, op] : e->rma)
@@ -530,9 +524,9 @@ bool send_cts(Ep& ep, uint64_t id) {
     if (mr_covers(d, rv.r.desc, rv.r.buf, rv.n)) {
       h.key = rv.r.desc->region.key;
     } else if (!rv.reg.key) {
-      const uint64_t rx = held_by_receives(d);
-      if (rx && rx + rv.n > d.nic->slot_size() / kRxHeldShare) return false;  // a FIN gives room back
-      const bool busy = held(d).any();
+      const Held now = held(d);
+      if (now.rx && now.rx + rv.n > d.nic->slot_size() / kRxHeldShare) return false;  // a FIN gives room back
+      const bool busy = now.any();
       auto r = bounce_or_register(d, rv.r.buf, rv.n, abi::kAccessLocal | abi::kAccessRemoteWrite, rv.m.src_id,
                                   rv.bounce, busy);
       if (!r && busy) return false;  // room comes back as those end
