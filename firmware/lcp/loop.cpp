@@ -164,14 +164,12 @@ bool loop_idle(LoopState& s, uint64_t now) {
     if (s.slots) slots_woke(*s.slots);
     return false;
   }
-  core::status::count(abi::kCtrWfi);
   const uint64_t slept_at = hal::clint::now();
   // The wake plugin's sleep first: a doorbell rung since the slots went
   // dormant is still in its eventfd, and the plugin returns at once.
   uint64_t vectors = 0;
   const bool plugin = plugin_sleep(slept_at, deadline, vectors);
   if (plugin) {
-    core::status::count(abi::kCtrWakeSleeps);
     for (uint32_t v = 0; v < 64; ++v)
       if (vectors >> v & 1) rung(s, v);
   } else {
@@ -189,6 +187,10 @@ bool loop_idle(LoopState& s, uint64_t now) {
     HAL_CSR_CLEAR(mie, hal::kMieMTIE);  // the timer stays set; only the wake-up is masked
   }
   const uint64_t woke = hal::clint::now();
+  // Both counted on waking, side by side: a reader of the status block
+  // mid-sleep sees neither, so wfi == wake_sleeps holds between sleeps.
+  core::status::count(abi::kCtrWfi);
+  if (plugin) core::status::count(abi::kCtrWakeSleeps);
   // Woken a second or more past the timer: the host did not run this NIC
   // (its peers may have given up on it meanwhile; board/node.h, nic_priority).
   if (int64_t(woke - deadline) > int64_t(hal::clint::us_to_ticks(kOversleptUs)))

@@ -28,7 +28,7 @@ enum BootConfigVerdict : uint32_t {
 // Counters are indexed by this enum; the host prints them by name.
 enum Counter : uint32_t {
   kCtrLoopIterations = 0,  // event-loop passes
-  kCtrWfi,                 // times the NIC went to sleep
+  kCtrWfi,                 // sleeps the NIC took (counted on waking)
   kCtrTimerWakeups,        // wake-ups by the CLINT timer
   kCtrExtWakeups,          // wake-ups by an external (MSI) interrupt
   kCtrPcieDevices,         // PCI functions seen at boot
