@@ -73,8 +73,8 @@ struct Placed {
 // Which packets a resend pass (resend_next .. next_seq) sends again.
 enum class Resend : uint8_t {
   kLost,      // those a packet sent after them overtook (selective ACKs: RACK's rule)
-  kUnsacked,  // all but those the peer holds (a timeout, or duplicate ACKs without selective ACKs)
-  kAll,       // all (timeouts in a row: the peer's selective ACKs are not trusted)
+  kUnsacked,  // all but those the peer holds (duplicate ACKs without selective ACKs)
+  kProbe,     // the oldest and the newest unacknowledged (a timeout: their ACK tells the rest)
 };
 
 struct Peer {
@@ -90,6 +90,7 @@ struct Peer {
   uint64_t rto_ticks;      // current retransmission timeout
   uint64_t rto_deadline;   // 0: no timer
   uint64_t last_progress;  // mtime of the last ACK progress
+  uint64_t timeout_at;     // mtime of the last retransmission timeout
   // OK verdicts we give it (abi::kWireAckOk): no packet up to the newest
   // refusal we sent says OK (its ack may cover the refused operation; kept
   // up with `acked`, so it stays near the seqs in use), and the ack the last
@@ -404,8 +405,14 @@ void declare_unreachable(uint32_t peer, uint64_t now) {
 // whenever a full window took longer than it to drain. A packet the peer
 // held beyond a gap is sampled when the selective ACK says so: the
 // cumulative ACK covers it only once the gap is filled, a round trip later.
+// No sample from a packet sent twice (Karn), nor from one sent before the
+// last timeout (Karn's rule again, for what the timeout did not send
+// again): the ACK that tells of it may answer the timeout's probe, and its
+// wait would count the timeout in. At 30% loss each way such samples pushed
+// the timeout to its cap.
 void sample_rtt(Peer& p, const TxEntry& e, uint64_t now) {
-  if (e.retransmitted || e.sacked || int64_t(now - e.sent_at) <= 0) return;
+  if (e.retransmitted || e.sacked || int64_t(now - e.sent_at) <= 0 || int64_t(e.sent_at - p.timeout_at) <= 0)
+    return;
   uint64_t r = now - e.sent_at;
   if (p.srtt == 0) {
     p.srtt = r;
@@ -427,12 +434,27 @@ void note_delivered(Peer& p, const TxEntry& e) {
 }
 bool lost(const Peer& p, const TxEntry& e) { return !e.sacked && seq_before(e.xmit, p.delivered_xmit); }
 
+// A resend pass for the lost packets, if any and if none is under way (one
+// under way sends them anyway, but for a timeout's probe).
+void resend_lost(Peer& p) {
+  if (p.resend_next != p.next_seq && p.resend != Resend::kProbe) return;
+  for (uint32_t seq = p.acked + 1; seq_before(seq, p.next_seq); ++seq) {
+    const TxEntry& e = p.win[seq % kWindow];
+    if (lost(p, e)) {
+      p.resend_next = seq;
+      p.resend = Resend::kLost;
+      return;
+    }
+  }
+}
+
 void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   core::cost::Phase<ulnic::abi::kPhaseAck> cost;
   if (!seq_before(p.acked, ack) || !seq_before(ack, p.next_seq)) return;  // old or impossible
   const TxEntry& newest = p.win[ack % kWindow];
   sample_rtt(p, newest, now);
   note_delivered(p, newest);
+  const bool resent = newest.retransmitted;
   p.acked = ack;
   if (seq_before(p.last_refusal, ack)) p.last_refusal = ack;  // (nothing up to ack goes again)
   p.unreachable = false;
@@ -442,6 +464,12 @@ void take_ack(Peer& p, uint32_t ack, uint64_t now) {
   p.last_progress = now;
   p.rto_ticks = p.rto_base;  // progress ends any backoff
   p.rto_deadline = seq_before(p.acked + 1, p.next_seq) ? now + p.rto_ticks : 0;
+  // The ACK covers a packet sent again (a timeout's probe, a resend): what
+  // was sent before that and is neither acknowledged nor held was lost. If
+  // instead the packets after the probe had arrived (the timeout was
+  // spurious: the peer was only late), the ACK covers them too and names one
+  // sent once; then nothing goes again.
+  if (resent) resend_lost(p);
 }
 
 // An ACK is owed for a data packet that arrived (in order or not).
@@ -521,15 +549,7 @@ void take_sack(Peer& p, uint32_t ack, uint64_t bits, uint64_t now) {
     ++g.stats.sacked;
     note_delivered(p, e);
   }
-  if (p.resend_next != p.next_seq) return;
-  for (uint32_t seq = p.acked + 1; seq_before(seq, p.next_seq); ++seq) {
-    const TxEntry& e = p.win[seq % kWindow];
-    if (lost(p, e)) {
-      p.resend_next = seq;
-      p.resend = Resend::kLost;
-      return;
-    }
-  }
+  resend_lost(p);
 }
 
 // Should a resend pass send this packet again?
@@ -537,7 +557,7 @@ bool resend_wanted(const Peer& p, const TxEntry& e) {
   switch (p.resend) {
     case Resend::kLost: return lost(p, e);
     case Resend::kUnsacked: return !e.sacked;
-    default: return true;
+    default: return true;  // kProbe: two packets chosen by the pass
   }
 }
 
@@ -982,13 +1002,25 @@ bool poll_timers(uint64_t now) {
       declare_unreachable(n, now);
       worked = true;
     }
-    if (outstanding && p.rto_deadline && now >= p.rto_deadline) {
-      // Everything not held goes again; after timeouts in a row, everything
-      // (the peer's selective ACKs may have been wrong).
+    // Our own receive rings may hold the ACK we wait for: a NIC that was off
+    // its CPU past the deadline and then took a full budget of packets
+    // judges once it has read them (for at most one more timeout).
+    const bool unread = g.rx_behind && now - p.rto_deadline < p.rto_ticks;
+    if (outstanding && p.rto_deadline && now >= p.rto_deadline && !unread) {
+      // Two packets go again, a probe: the oldest unacknowledged (whatever
+      // the peer's selective ACKs said of it: one that named a packet it
+      // does not hold cannot stall the link) and the newest, which, held
+      // beyond a gap, makes the peer say at once what it lacks (a tail loss
+      // probe's choice). Their ACK tells what else was lost (take_ack,
+      // take_sack) -- or that nothing was: on a loaded 2-core host most
+      // timeouts are a peer off its CPU, and sending the whole window at
+      // each made every such pause a window's worth of copies both sides
+      // then had to handle (a soak resent 17-21% of its packets; now 3-5%).
       p.resend_next = p.acked + 1;
       if (p.timeouts < 0xff) ++p.timeouts;
       ++p.timeouts_total;
-      p.resend = p.timeouts < kTimeoutsBeforeAll ? Resend::kUnsacked : Resend::kAll;
+      p.timeout_at = now;
+      p.resend = Resend::kProbe;
       // Back off, but on a lossy link only once timeouts come in a row:
       // there a resend and its ACK both get through only half the time
       // (30% loss each way), and doubling at every timeout made the
@@ -1013,6 +1045,8 @@ bool poll_timers(uint64_t now) {
       ++g.stats.retransmits;
       ++p.retransmits;
       resent = true;
+      if (p.resend == Resend::kProbe)  // the oldest, then the newest
+        p.resend_next = seq_at_or_before(p.resend_next, p.next_seq - 1) ? p.next_seq - 1 : p.next_seq;
     }
     if (resent) publish_to(n), worked = true;
     if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= g.ack_every)) {

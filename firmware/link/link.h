@@ -70,10 +70,6 @@ constexpr uint64_t kUnreachableUs = 5'000'000;
 // binds; a live peer behind 30% loss each way fails 24 rounds with p ~ 1e-7.
 constexpr uint32_t kUnreachableTimeouts = 24;
 constexpr uint32_t kFastRetransmitAcks = 2;      // duplicate ACKs (without selective ACKs) that resend early
-// A timeout resends what the peer does not hold; this many in a row without
-// progress resend everything (a peer's selective ACKs are not trusted to
-// hold the link up: one that named a packet it does not hold would stall it).
-constexpr uint32_t kTimeoutsBeforeAll = 3;
 // On a lossy link the timeout doubles only after this many in a row (see
 // poll_timers); on the direct fabric, where only a descheduled peer is late,
 // at every one.

@@ -343,26 +343,137 @@ FW_TEST(selective_acks_make_the_sender_resend_only_what_was_lost) {
   ack_from_peer(s - 1, 0b101);
   link::poll_timers(hal::clint::now());
   EXPECT_EQ(take_data_from_us().n, 0u);
-  // A timeout sends again what node 1 does not hold. Timeouts in a row
-  // without progress end with everything sent again (selective ACKs that
-  // named a packet node 1 did not have cannot stall the link).
+  // A timeout sends a probe: the oldest unacknowledged and the newest.
   link::poll_timers(at(300'000));
   r = take_data_from_us();
   EXPECT_EQ(r.n, 2u);
-  EXPECT(!r.has(s + 1) && !r.has(s + 3));
-  bool all = false;
-  for (uint32_t t = 2; t <= link::kTimeoutsBeforeAll && !all; ++t) {
-    link::poll_timers(at(300'000 * t));
-    r = take_data_from_us();
-    all = r.n == 4;
-  }
-  EXPECT(all);
+  EXPECT(r.has(s) && r.has(s + 3));
+  // Node 1 acknowledges the probe's s, and nothing sent after it: s + 2,
+  // sent before the probe and not held, was lost again and goes at once.
+  ack_from_peer(s, 0);
+  link::poll_timers(hal::clint::now());
+  r = take_data_from_us();
+  EXPECT_EQ(r.n, 1u);
+  EXPECT(r.has(s + 2));
+  // s + 1, which node 1 said it held, is the oldest unacknowledged now: the
+  // next timeout's probe sends it all the same (selective ACKs that named a
+  // packet node 1 did not have cannot stall the link).
+  link::poll_timers(at(600'000));
+  r = take_data_from_us();
+  EXPECT_EQ(r.n, 2u);
+  EXPECT(r.has(s + 1) && r.has(s + 3));
   // The cumulative ACK ends it: nothing outstanding, nothing sent again.
   ack_from_peer(s + 3, 0);
   EXPECT_EQ(status_of_peer().acked, s + 3);
   link::poll_timers(at(1'200'000));
   EXPECT_EQ(take_data_from_us().n, 0u);
   link::set_rx_drop(0, 1);
+}
+
+namespace {
+// Four packets of ours toward node 1 (taken off its ring); the first's seq.
+uint32_t send_four() {
+  abi::WireHeader mine{};
+  mine.op = abi::kWireOpMail;
+  uint32_t s = 0;
+  for (uint32_t i = 0; i < 4; ++i) {
+    uint32_t seq = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
+    if (i == 0) s = seq;
+  }
+  return take_data_from_us().n == 4 ? s : 0;
+}
+}  // namespace
+
+// A timeout is a guess: the packets may be lost, or node 1 may only be late
+// (its vCPU off the CPU). It sends a probe, the oldest and the newest
+// packet, and node 1's ACK says which: if it covers the oldest and nothing
+// sent once after it, what was sent before the probe was lost and goes
+// again at once; if it covers packets sent once, they arrived and nothing
+// goes again.
+FW_TEST(a_timeout_sends_a_probe_and_its_ack_tells_what_else_was_lost) {
+  for (uint32_t lossy = 0; lossy < 2; ++lossy) {
+    link::set_rx_drop(lossy, 1);
+    // Lost: node 1 got nothing, then the probe.
+    uint32_t s = send_four();
+    CHECK(s != 0);
+    link::poll_timers(at(300'000));
+    Resent r = take_data_from_us();
+    EXPECT_EQ(r.n, 2u);
+    EXPECT(r.has(s) && r.has(s + 3));
+    ack_from_peer(s, 0);
+    link::poll_timers(hal::clint::now());
+    r = take_data_from_us();
+    EXPECT_EQ(r.n, 2u);
+    EXPECT(r.has(s + 1) && r.has(s + 2));
+    ack_from_peer(s + 3, 0);
+    link::poll_timers(at(600'000));
+    EXPECT_EQ(take_data_from_us().n, 0u);
+    // Late: node 1 read the four packets after the timeout; its ACKs name
+    // packets sent once (the probe is a duplicate to it).
+    s = send_four();
+    CHECK(s != 0);
+    link::poll_timers(at(300'000));
+    r = take_data_from_us();
+    EXPECT_EQ(r.n, 2u);
+    EXPECT(r.has(s) && r.has(s + 3));
+    ack_from_peer(s + 1, 0);
+    link::poll_timers(hal::clint::now());
+    EXPECT_EQ(take_data_from_us().n, 0u);
+    ack_from_peer(s + 3, 0);
+    EXPECT_EQ(status_of_peer().acked, s + 3);
+    link::poll_timers(at(600'000));
+    EXPECT_EQ(take_data_from_us().n, 0u);
+  }
+  link::set_rx_drop(0, 1);
+}
+
+// A NIC that was off its CPU past a timeout may find the ACK it waits for
+// still in its receive ring: with a full budget of packets taken and more
+// unread, it reads on before it judges (for one timeout at most).
+FW_TEST(a_timeout_waits_for_acks_still_unread_in_the_receive_ring) {
+  // Node 1's ACKs (the last one new, the rest older than our cumulative ACK:
+  // not duplicate ACKs) in our ring, more than one poll takes.
+  auto acks_in_ring = [](uint32_t stale, uint32_t last) {
+    g_peer.hold = true;
+    for (uint32_t i = 0; i < 40; ++i) ack_from_peer(stale, 0);
+    ack_from_peer(last, 0);
+    g_peer.hold = false;
+  };
+  uint32_t s = send_four();
+  CHECK(s != 0);
+  uint64_t t0 = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
+  CHECK(rto > 0);
+  const uint32_t stale = status_of_peer().acked;
+  acks_in_ring(stale - 1, s + 3);
+  link::poll_rx(t0 + rto * 3 / 2);  // a budget's worth, half a timeout late: the new ACK is unread
+  CHECK(link::rx_behind());
+  EXPECT_EQ(status_of_peer().acked, stale);
+  link::poll_timers(t0 + rto * 3 / 2);
+  EXPECT_EQ(take_data_from_us().n, 0u);
+  while (link::rx_behind()) link::poll_rx(t0 + rto * 3 / 2);
+  EXPECT_EQ(status_of_peer().acked, s + 3);
+  link::poll_timers(t0 + rto * 3 / 2);
+  EXPECT_EQ(take_data_from_us().n, 0u);
+  // Unread packets delay the judgement by one timeout, not for ever.
+  s = send_four();
+  CHECK(s != 0);
+  t0 = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
+  acks_in_ring(s - 2, s - 2);
+  link::poll_rx(t0 + rto * 3 / 2);
+  CHECK(link::rx_behind());
+  link::poll_timers(t0 + rto * 3 / 2);
+  EXPECT_EQ(take_data_from_us().n, 0u);
+  while (link::rx_behind()) link::poll_rx(t0 + rto * 3 / 2);
+  acks_in_ring(s - 2, s - 2);
+  link::poll_rx(t0 + rto * 5 / 2);
+  CHECK(link::rx_behind());
+  link::poll_timers(t0 + rto * 5 / 2);
+  Resent r = take_data_from_us();
+  EXPECT_EQ(r.n, 2u);
+  EXPECT(r.has(s) && r.has(s + 3));
+  while (link::rx_behind()) link::poll_rx(t0 + rto * 5 / 2);
+  ack_from_peer(s + 3, 0);
+  EXPECT_EQ(status_of_peer().acked, s + 3);
 }
 
 FW_TEST(packets_held_for_a_peer_that_restarts_are_forgotten) {
@@ -466,13 +577,19 @@ FW_TEST(our_packets_say_ok_only_where_every_refusal_went_before_them) {
   r = take_data_from_us();
   EXPECT(r.has(refusal) && !r.says_ok(refusal));
   EXPECT(r.says_ok(after));
-  // A timeout sends them all again with today's ack: OK only after the refusal.
+  // A timeout's probe sends the oldest and the newest again, and node 1's
+  // ACK for the oldest the one between, each with today's ack: OK only
+  // after the refusal.
   link::poll_timers(at(2 * link::kRtoMaxUs));
   r = take_data_from_us();
-  EXPECT(r.has(held) && r.has(refusal) && r.has(after));
+  EXPECT(r.n == 2 && r.has(held) && r.has(after));
   EXPECT(!r.says_ok(held));
-  EXPECT(!r.says_ok(refusal));
   EXPECT(r.says_ok(after));
+  ack_from_peer(held, 0);
+  link::poll_timers(hal::clint::now());
+  r = take_data_from_us();
+  EXPECT(r.n == 1 && r.has(refusal));
+  EXPECT(!r.says_ok(refusal));
   // Node 1 acknowledges them all: from now on its packets' OKs reach the upcall.
   ack_from_peer(after, 0);
   take_from_us();

@@ -200,10 +200,14 @@ class Soak:
     # ---- faults and observation
 
     def counters(self, n):
+        """Node n's counters, with its links' retransmission timeouts summed as link_timeouts."""
         p = self.ulnic("node", "status", "-c", CLUSTER, "-n", str(n), "--json", timeout=60)
         try:
-            return json.loads(p.stdout)["counters"]
-        except (ValueError, KeyError):
+            status = json.loads(p.stdout)
+            c = status["counters"]
+            c["link_timeouts"] = sum(l["timeouts"] for l in status["links"])
+            return c
+        except (ValueError, KeyError, TypeError):
             return None
 
     def fold_link(self, n):
@@ -325,11 +329,13 @@ class Soak:
             print(f"{name:<9}{str(s['nodes']):<8}{s['runs']:>6}{s['ok']:>6}{s['ended_by_kill']:>8}{s['lost']:>6}"
                   f"{s['messages']:>12,}{s['bytes'] / 1e6:>12.1f}")
         print("\nlink counters per node (summed over restarts):")
-        keys = ("link_tx_data", "link_retransmits", "link_duplicates", "link_out_of_order", "link_bad_packets",
-                "link_restarts", "link_unreachable")
-        print(f"{'node':<6}" + "".join(f"{k[5:]:>15}" for k in keys))
+        keys = ("link_tx_data", "link_retransmits", "link_timeouts", "link_duplicates", "link_out_of_order",
+                "link_bad_packets", "link_restarts", "link_unreachable")
+        print(f"{'node':<6}" + "".join(f"{k[5:]:>15}" for k in keys) + f"{'resent %':>10}")
         for n in range(NODES):
-            print(f"{n:<6}" + "".join(f"{self.link[n].get(k, 0):>15,}" for k in keys))
+            c = self.link[n]
+            resent = 100 * c.get("link_retransmits", 0) / max(1, c.get("link_tx_data", 0))
+            print(f"{n:<6}" + "".join(f"{c.get(k, 0):>15,}" for k in keys) + f"{resent:>10.2f}")
         leaks = []
         print("\nresident memory, kB (first, second, last, largest sample):")
         for label, s in sorted(self.memory.items()):
