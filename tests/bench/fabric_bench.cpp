@@ -137,6 +137,9 @@ int serve(const std::string& info, uint64_t size) {
   std::memset(buf, 0, size);
   auto mr = n.register_memory(buf, size, abi::kAccessLocal | abi::kAccessRemoteWrite);
   if (!mr) die("register: " + mr.error().message);
+  // A FILE.done an earlier client left would end this server before its
+  // client starts (its puts then fail: the slot is gone).
+  std::remove((info + ".done").c_str());
   {
     std::ofstream tmp(info + ".tmp");
     tmp << n.slot() << " " << mr->key << " " << reinterpret_cast<uint64_t>(buf) << " " << size << "\n";
