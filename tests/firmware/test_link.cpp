@@ -279,6 +279,21 @@ void ack_from_peer(uint32_t ack, uint64_t bits) {
 
 uint64_t at(uint64_t us) { return hal::clint::now() + hal::clint::us_to_ticks(us); }
 
+// Four packets of ours toward node 1 (taken off its ring): the first's seq,
+// or 0 if one was not sent.
+uint32_t send_four() {
+  abi::WireHeader mine{};
+  mine.op = abi::kWireOpMail;
+  uint32_t s = 0;
+  bool sent = true;
+  for (uint32_t i = 0; i < 4; ++i) {
+    uint32_t seq = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
+    sent = sent && seq != 0;
+    if (i == 0) s = seq;
+  }
+  return take_data_from_us().n == 4 && sent ? s : 0;
+}
+
 // Our timers run at `when`: a timeout, whose probe is `oldest` and `newest` again.
 bool probe_at(uint64_t when, uint32_t oldest, uint32_t newest) {
   link::poll_timers(when);
@@ -327,15 +342,8 @@ FW_TEST(a_lossy_link_holds_packets_beyond_a_gap_and_delivers_them_in_order_once_
 
 FW_TEST(selective_acks_make_the_sender_resend_only_what_was_lost) {
   link::set_rx_drop(1, 1);
-  abi::WireHeader mine{};
-  mine.op = abi::kWireOpMail;
-  uint32_t s = 0;
-  for (uint32_t i = 0; i < 4; ++i) {
-    uint32_t seq = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
-    CHECK(seq != 0);
-    if (i == 0) s = seq;
-  }
-  CHECK_EQ(take_data_from_us().n, 4u);
+  const uint32_t s = send_four();
+  CHECK(s != 0);
   const uint64_t sacked = link::stats().sacked;
   // Node 1 holds s + 1 and s + 3: s and s + 2, sent before s + 3, were lost,
   // and only they go again, before any timeout.
@@ -370,20 +378,6 @@ FW_TEST(selective_acks_make_the_sender_resend_only_what_was_lost) {
   EXPECT_EQ(take_data_from_us().n, 0u);
   link::set_rx_drop(0, 1);
 }
-
-namespace {
-// Four packets of ours toward node 1 (taken off its ring); the first's seq.
-uint32_t send_four() {
-  abi::WireHeader mine{};
-  mine.op = abi::kWireOpMail;
-  uint32_t s = 0;
-  for (uint32_t i = 0; i < 4; ++i) {
-    uint32_t seq = link::send(fwtest::FabricPeer::kNode, mine, 0, 0, ~0u, 0);
-    if (i == 0) s = seq;
-  }
-  return take_data_from_us().n == 4 ? s : 0;
-}
-}  // namespace
 
 // A timeout is a guess: the packets may be lost, or node 1 may only be late
 // (its vCPU off the CPU). It sends a probe, the oldest and the newest
