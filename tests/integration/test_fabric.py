@@ -26,6 +26,7 @@ from cluster_case import keep_logs  # noqa: E402
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
 PUT = os.path.join(BIN, "put_worker")
+FABRIC_ABUSE = os.path.join(BIN, "fabric_abuse")
 
 # CqStatus values (shared/include/ulnic/abi/slot.h)
 BAD_SLOT, UNREACHABLE, REMOTE_BAD_KEY, REMOTE_PROTECTION, REMOTE_BAD_SLOT = 6, 9, 10, 11, 12
@@ -370,6 +371,51 @@ class DeadNodeBehindTheSwitch(Cluster):
         # What node 0 sent node 1 after it died -- the window in flight and two packets per timeout -- fit in
         # node 1's ring and the switch's queue: nothing was dropped for a stalled port.
         self.assertEqual(links[(0, 1)]["stalled"], 0, links)
+
+    def switch_links(self):
+        with open(os.path.join(self.rundir, self.cluster, "fabric", "switch.json")) as f:
+            return {(l["src"], l["dst"]): l for l in json.load(f)["links"]}
+
+    def test_b_a_sender_that_floods_a_dead_port_loses_only_those_packets(self):
+        """What the stalled-port drop is for, now that the NICs' own links do not flood: a hostile or broken
+        sender on port 1 (tests/programs/fabric_abuse.cpp --to) pours 2000 packets for node 1, which is dead,
+        into its uplink, then 100 for node 2 behind them. The switch takes what fits in node 1's ring and its
+        queue for it, holds the rest in the uplink until the port has taken nothing for 50 ms, then drops
+        them; so every packet of the flood went into the uplink (fabric_abuse waits at most 30 s for room,
+        else fails), and the 100 behind them reached node 2's port. Without the drop the uplink stays full
+        for ever and both runs fail."""
+        p = ulnic("node", "status", "-c", self.cluster, "-n", "1", "--json")
+        if p.returncode == 0:  # (run alone: the test before leaves node 1 dead)
+            os.kill(json.loads(p.stdout)["pid"], signal.SIGKILL)
+            time.sleep(0.5)
+        time.sleep(1.2)  # the switch rewrites its counters every second
+        before = self.switch_links()
+        fabric = os.path.join(self.rundir, self.cluster, "fabric")
+        for dst, count in ((1, 2000), (2, 100)):
+            r = subprocess.run([FABRIC_ABUSE, "--fabric", fabric, "--as", "1", "--to", str(dst),
+                                "--count", str(count)], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(json.loads(r.stdout)["sent"], count, r.stdout)
+
+        def delta(link, key):
+            return after.get(link, {}).get(key, 0) - before.get(link, {}).get(key, 0)
+        deadline = time.time() + 30
+        while True:  # the uplink is first in, first out: once node 2's 100 are through, so is the flood
+            time.sleep(1.2)
+            after = self.switch_links()
+            if delta((1, 2), "forwarded") >= 100 or time.time() > deadline:
+                break
+        self.assertEqual(delta((1, 2), "forwarded"), 100, after)
+        self.assertEqual(delta((1, 2), "stalled"), 0, after)
+        flood = delta((1, 1), "forwarded") + delta((1, 1), "stalled")
+        self.assertEqual(flood, 2000, after)
+        # At most node 1's ring and the switch's queue for it (256 packets each) took any: the rest was dropped.
+        self.assertGreaterEqual(delta((1, 1), "stalled"), 2000 - 512, after)
+        # The live nodes' own links through the switch were not held up: node 0 still reaches node 2.
+        keeper, kinfo = self.serve(2, "keeper2")
+        r = self.put(0, kinfo, 2, "--ops", "300", "--max-size", "9000", timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("300 puts checked", self.finish(keeper))
 
 
 class LossyLink(Cluster):

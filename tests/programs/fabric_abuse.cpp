@@ -16,6 +16,16 @@
 // between other nodes: keys travel there, and a peer is hostile, not root.
 // Prints one JSON line: packets sent by kind, the NICs' packets it took.
 // Exit 0 when all N went out, 1 otherwise (a NIC that stopped taking them).
+//
+//   fabric_abuse --fabric DIR --as K --count N --to D
+//
+// On a fabric with a switch: N packets from port K (a node that is down)
+// to node D, through K's uplink to the switch, as a sender that never stops
+// would send them (well formed, the link's first data packet, no protocol
+// operation). To a dead D they stall that port: the switch must drop them
+// once it has taken nothing for a while, or everything behind them in K's
+// uplink waits for ever. It does not read the rings toward K. Exit 0 when
+// all N went into the uplink (none waited 30 s for room), 1 otherwise.
 #include <poll.h>
 #include <unistd.h>
 
@@ -58,22 +68,81 @@ struct Peer {  // one live NIC, as port K sees it
   std::exit(1);
 }
 
+// --to: `count` packets from port `as` to node `to`, through the uplink
+// ring[as -> switch]; the switch's mailbox comes as a notice (its peer id is
+// in its port area), to ring it when it sleeps.
+int flood_through_switch(const ulnic::UniqueFd& sock, const abi::FabricHeader& geo, abi::RingControl* up_ctl,
+                         abi::PortArea& sw, uint32_t as, uint32_t to, uint64_t count) {
+  if (to >= geo.switch_port) die("--to names no node");
+  abi::RingProducer<abi::Packet> up;
+  if (!up.attach(up_ctl, reinterpret_cast<abi::Packet*>(up_ctl + 1), geo.ring_capacity))
+    die("the uplink of port " + std::to_string(as) + " is corrupt already");
+  std::vector<ulnic::UniqueFd> mailbox;
+  auto ring_switch = [&] {
+    for (;;) {  // notices: (peer id, one eventfd of its mailbox), a mailbox's vectors in order
+      ulnic::UniqueFd f;
+      auto who = ulnic::recv_i64_with_fd(sock.get(), f, 0);
+      if (!who) break;
+      if (f && *who == int64_t(__atomic_load_n(&sw.peer_id, __ATOMIC_RELAXED))) mailbox.push_back(std::move(f));
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);  // our tail before its flag
+    if (mailbox.size() <= abi::kVectorFabric || !__atomic_load_n(&sw.rx_asleep, __ATOMIC_RELAXED)) return;
+    uint64_t one = 1;
+    ssize_t ignored = ::write(mailbox[abi::kVectorFabric].get(), &one, sizeof one);
+    (void)ignored;
+  };
+  const uint32_t incarnation = 0x5eed0001;
+  uint64_t sent = 0, waits = 0;
+  auto last_progress = Clock::now();
+  while (sent < count) {
+    abi::Packet* pkt = up.reserve();
+    if (!pkt) {  // full: the switch has not taken the head yet
+      ring_switch();
+      if (Clock::now() - last_progress > std::chrono::seconds(30)) break;
+      ++waits;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    last_progress = Clock::now();
+    abi::WireHeader& h = pkt->h;
+    std::memset(&h, 0, sizeof h);
+    h.magic = abi::kWireMagic;
+    h.type = abi::kPktData;
+    h.src = uint16_t(as);
+    h.dst = uint16_t(to);
+    h.src_incarnation = incarnation;
+    h.seq = 1;
+    h.op = abi::kWireOpNone;
+    up.push();
+    up.publish();
+    if (++sent % 16 == 0) ring_switch();
+  }
+  ring_switch();
+  std::printf("{\"ok\": %s, \"sent\": %" PRIu64 ", \"waits\": %" PRIu64 "}\n", sent == count ? "true" : "false",
+              sent, waits);
+  return sent == count ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string dir;
   uint32_t as = 0;
   uint64_t count = 1000000, seed = 1;
+  long to = -1;  // --to: flood node `to` through the switch
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--fabric") dir = v;
     else if (a == "--as") as = uint32_t(std::strtoul(v.c_str(), nullptr, 0));
     else if (a == "--count") count = std::strtoull(v.c_str(), nullptr, 0);
     else if (a == "--seed") seed = std::strtoull(v.c_str(), nullptr, 0);
+    else if (a == "--to") to = std::strtol(v.c_str(), nullptr, 0);
     else dir.clear(), i = argc;
   }
   if (dir.empty() || argc % 2 == 0) {
-    std::fprintf(stderr, "usage: fabric_abuse --fabric DIR --as K --count N [--seed S]\n");
+    std::fprintf(stderr,
+                 "usage: fabric_abuse --fabric DIR --as K --count N [--seed S]\n"
+                 "       fabric_abuse --fabric DIR --as K --count N --to D   (a fabric with a switch)\n");
     return 2;
   }
   // Join as an anonymous peer (emulator/fabric/fabric_server.h: host.sock;
@@ -88,8 +157,9 @@ int main(int argc, char** argv) {
   abi::FabricHeader geo{};
   if (::pread(mem_fd.get(), &geo, sizeof geo, 0) != ssize_t(sizeof geo) || geo.magic != abi::kFabricMagic)
     die("the fabric has no geometry");
-  if (geo.switch_port != abi::kNoSwitch) die("a fabric with a switch: use its fault injection instead");
-  if (as >= geo.ports) die("--as names no port");
+  if ((geo.switch_port != abi::kNoSwitch) != (to >= 0))
+    die(to >= 0 ? "--to: the fabric has no switch" : "a fabric with a switch: use its fault injection, or --to");
+  if (as >= geo.ports || as == geo.switch_port) die("--as names no node's port");
   auto map = ulnic::Mapping::map_file(dir + "/fabric.mem", geo.size, true);
   if (!map) die(map.error().message);
   uint8_t* mem = map->data();
@@ -99,6 +169,8 @@ int main(int argc, char** argv) {
   auto port = [&](uint32_t p) -> abi::PortArea& {
     return reinterpret_cast<abi::PortArea*>(mem + abi::kPortAreaOffset)[p];
   };
+  if (to >= 0) return flood_through_switch(*sock, geo, ring(as, geo.switch_port), port(geo.switch_port), as,
+                                           uint32_t(to), count);
   std::vector<Peer> peers(geo.ports);
   std::vector<uint32_t> live;
   for (uint32_t j = 0; j < geo.ports; ++j) {
