@@ -62,7 +62,17 @@ constexpr int kMaxDepth = 16;              // credits a VI is provisioned for
 constexpr int kRecvs = 3 * kMaxDepth + 2;  // requests + replies + refusals in, greeting, spare
 constexpr int kSends = 2 * kMaxDepth + 2;  // requests + replies out, two control messages
 constexpr uint32_t kMagicVi = 0x49564D41;  // "AMVI"
-constexpr VIP_ULONG kConnectTimeoutMs = 5000;
+// How long a live peer's process may leave us waiting: for its listener to
+// take a connection (the peer's NIC answers VIP_NO_MATCH meanwhile), and for
+// its greeting after the connection (a peer that dies breaks the VI first,
+// which ends that wait). It was 5 s, which a loaded 2-core host exceeds: in
+// issue 20's stress (two CPU burners, two test groups at once) processes
+// and NICs went unscheduled for 1-20 s, and a ring token between two live
+// ranks came back EUNREACHABLE. A connection request is also asked again
+// until the peer's NIC has answered kConnectAnswers times, so a requester
+// left unscheduled still gives the peer its chances.
+constexpr int kPeerWaitMs = 30000;
+constexpr uint32_t kConnectAnswers = 1000;
 
 // Every VI message starts with this: who sends, its segment as of now, and
 // (a large medium) where the receiver reads the payload from.
@@ -414,14 +424,21 @@ void listen_loop(Endpoint* ep) {
 
 // VipConnectRequest as VIPL clients call it: a request for which the peer's
 // NIC finds no ConnectWait (its listener is between two, or not started yet)
-// is VIP_NO_MATCH at once, so ask again shortly, for up to kConnectTimeoutMs.
+// is VIP_NO_MATCH at once, so ask again shortly (kPeerWaitMs,
+// kConnectAnswers). Each request waits for the NICs' answer without a
+// deadline of its own: the link says VIP_NOT_REACHABLE if the peer is gone,
+// judged by the rounds it left unanswered while this NIC ran, not by the
+// clock. A 5 s clock here failed connections to live peers whenever the host
+// left a NIC unscheduled that long (issue 20's stress, under two CPU
+// burners: NICs off the CPU for 1-20 s; a NIC stopped 8 s during a connect
+// returned the first request EUNREACHABLE).
 VIP_RETURN request(VIP_VI_HANDLE vi, std::vector<uint8_t>& local, std::vector<uint8_t>& remote,
                    VIP_VI_ATTRIBUTES* ra) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
-  for (;;) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kPeerWaitMs);
+  for (uint32_t answers = 1;; ++answers) {
     VIP_RETURN rc = VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
-                                      reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), kConnectTimeoutMs, ra);
-    if (rc != VIP_NO_MATCH || Clock::now() >= deadline) return rc;
+                                      reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), VIP_INFINITE, ra);
+    if (rc != VIP_NO_MATCH || (answers >= kConnectAnswers && Clock::now() >= deadline)) return rc;
     usleep(1000);
   }
 }
@@ -614,7 +631,7 @@ void vipl_close(Endpoint& ep) {
 // handed over ran through in milliseconds: the Long went unplaced and came
 // back EBADSEGOFF). False if the VI broke or no greeting came in time.
 bool await_greeting(Endpoint& ep, Conn& c) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kPeerWaitMs);
   while (!c.greeted && !c.broken) {
     if (Clock::now() >= deadline) return false;
     if (lib().transport->poll(ep, kPollBudget) == 0) usleep(100);
