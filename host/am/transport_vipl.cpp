@@ -428,10 +428,9 @@ void listen_loop(Endpoint* ep) {
 // kConnectAnswers). Each request waits for the NICs' answer without a
 // deadline of its own: the link says VIP_NOT_REACHABLE if the peer is gone,
 // judged by the rounds it left unanswered while this NIC ran, not by the
-// clock. A 5 s clock here failed connections to live peers whenever the host
-// left a NIC unscheduled that long (issue 20's stress, under two CPU
-// burners: NICs off the CPU for 1-20 s; a NIC stopped 8 s during a connect
-// returned the first request EUNREACHABLE).
+// clock. A 5 s clock here failed a connection to a live peer when the host
+// left NICs and processes unscheduled that long (issue 20's stress, under
+// two CPU burners: off the CPU for 1-20 s, while no link gave a peer up).
 VIP_RETURN request(VIP_VI_HANDLE vi, std::vector<uint8_t>& local, std::vector<uint8_t>& remote,
                    VIP_VI_ATTRIBUTES* ra) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(kPeerWaitMs);
