@@ -783,6 +783,12 @@ def main():
         print(f"wrote {report_html(data, out)}")
     print(f"{PROG}: {len(data['runs'])} driver runs in {data['runtime_s']:.0f} s; "
           + ("every one completed and verified its data" if not failed else f"FAILED: {', '.join(failed)}"))
+    # A failed driver's own words, where they outlive OUT (a test's assertion shows the end of stderr).
+    for r in data["runs"]:
+        if r["exit"] != 0:
+            with open(os.path.join(out, r["log"]), errors="replace") as f:
+                tail = f.read()[-1500:]
+            print(f"{PROG}: {r['name']} exited {r['exit']}; the end of its log:\n{tail}", file=sys.stderr)
     return 0 if not failed and drawn else 1
 
 
