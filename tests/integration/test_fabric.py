@@ -365,8 +365,7 @@ class DeadNodeBehindTheSwitch(Cluster):
         self.assertIn("3000 puts, 0 failed", p.stdout)
         self.assertIn("3000 puts checked", self.finish(keeper))
         time.sleep(1.2)  # the switch rewrites its counters every second
-        with open(os.path.join(self.rundir, self.cluster, "fabric", "switch.json")) as f:
-            links = {(l["src"], l["dst"]): l for l in json.load(f)["links"]}
+        links = self.switch_links()
         self.assertEqual(links[(0, 2)]["stalled"], 0, links)
         # What node 0 sent node 1 after it died -- the window in flight and two packets per timeout -- fit in
         # node 1's ring and the switch's queue: nothing was dropped for a stalled port.
