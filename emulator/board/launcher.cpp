@@ -85,9 +85,14 @@ std::vector<std::string> qemu_command(const BoardSpec& s, const NodePaths& p) {
   }
   if (!s.fabric_socket.empty() && s.wake_fd >= 0) {
     // The NIC sleeps on its doorbells in its vCPU thread (abi/wake.h); the
-    // plugin takes them from the fabric server's answer on wake_fd.
-    a.insert(a.end(), {"-plugin", "file=" + qemu_escape(tool_path("ulnic-wake.so")) + ",sram=" + qemu_escape(p.sram) +
-                                      ",fd=" + std::to_string(s.wake_fd)});
+    // plugin takes them from the fabric server's answer on wake_fd. It is
+    // also the board's copy engine, on the files behind the slots and the
+    // fabric.
+    std::string plugin = "file=" + qemu_escape(tool_path("ulnic-wake.so")) + ",sram=" + qemu_escape(p.sram) +
+                         ",fd=" + std::to_string(s.wake_fd);
+    for (uint32_t k = 0; k < s.num_slots; ++k) plugin += ",slot" + std::to_string(k) + "=" + qemu_escape(p.slot(k));
+    if (!s.fabric_memory.empty()) plugin += ",fabric=" + qemu_escape(s.fabric_memory);
+    a.insert(a.end(), {"-plugin", plugin});
   }
   if (s.cost) {
     // $ULNIC_COST_PROFILE (a directory): the plugin also profiles the NIC by

@@ -17,6 +17,7 @@ struct BoardSpec {
   uint64_t slot_size = 256ull << 20;   // bytes per slot BAR; a power of two
   uint32_t fabric_vectors = 16;        // MSI-X vectors of the fabric device (>= abi::kNicVectors)
   std::string fabric_socket;           // ivshmem server socket; "" = no fabric device
+  std::string fabric_memory;           // the file behind the fabric's memory (the wake plugin's copy engine maps it)
   int wake_fd = -1;                    // a connection to the fabric server's wake socket, inherited by QEMU:
                                        // load the wake plugin on it (abi/wake.h; -1 = none, the NIC sleeps in WFI)
   std::string qemu = "qemu-system-riscv64";

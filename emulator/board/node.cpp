@@ -277,6 +277,7 @@ Result<StartResult> start_node(const StartOptions& o) {
     if (!g) return cleanup_on_error(g.error());
     geometry = *g;
     spec.fabric_socket = fabric::Paths::nic_socket(fabric_dir(o.cluster), o.board.node);
+    spec.fabric_memory = fabric::Paths::memory(fabric_dir(o.cluster));
     wake = connect_wake(o.cluster, o.board.node);
     spec.wake_fd = wake ? wake.get() : -1;
   }
@@ -376,6 +377,7 @@ Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool chec
   info.links = sram->read_links(sram->boot_config().num_nodes);
   info.cost = sram->read_cost();
   info.wake = sram->read_wake();
+  info.copy = sram->read_copy();
   if (info.running) {
     if (auto q = Qmp::connect(p.qmp, 2s))
       if (auto s = q->run_state()) info.vm_state = *s;

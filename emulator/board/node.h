@@ -57,6 +57,7 @@ struct NodeInfo {
   std::vector<abi::LinkStatus> links;   // by peer node (the cluster's nodes)
   abi::CostBlock cost{};                // instruction counts (magic 0: no --cost)
   abi::WakeBlock wake{};                // the wake plugin's counts (vectors 0: no plugin)
+  abi::CopyBlock copy{};                // its copy engine's (mapped 0: none)
 };
 
 // The emulated NICs' priority on the host ($ULNIC_NIC_NICE). A NIC is

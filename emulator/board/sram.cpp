@@ -92,4 +92,10 @@ abi::WakeBlock SramFile::read_wake() const {
   return w;
 }
 
+abi::CopyBlock SramFile::read_copy() const {
+  abi::CopyBlock c;
+  std::memcpy(&c, at(abi::kCopyOffset), sizeof c);
+  return c;
+}
+
 }  // namespace ulnic::board

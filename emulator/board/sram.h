@@ -34,6 +34,8 @@ class SramFile {
   abi::CostBlock read_cost() const;
   // The wake plugin's words (abi/wake.h; zero without the plugin).
   abi::WakeBlock read_wake() const;
+  // The copy engine's words (abi/wake.h; zero without the plugin).
+  abi::CopyBlock read_copy() const;
 
   uint8_t* at(uint64_t offset) const { return map_.data() + offset; }
 

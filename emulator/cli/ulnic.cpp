@@ -337,6 +337,12 @@ void print_status_json(const std::string& cluster, const board::NodeInfo& n) {
   std::printf(",\n \"wake_plugin\": {\"vectors\": %u, \"sleeps\": %llu, \"rung\": %llu, \"yields\": %llu}",
               n.wake.vectors, static_cast<unsigned long long>(n.wake.sleeps),
               static_cast<unsigned long long>(n.wake.rung), static_cast<unsigned long long>(n.wake.yields));
+  // Its copy engine: the regions it maps (bit k: slot k; bit 8: the fabric),
+  // the copies it made for the firmware and their bytes, and the copies it
+  // refused (an end outside every region: the firmware copied those itself).
+  std::printf(",\n \"copy_engine\": {\"mapped\": %u, \"copies\": %llu, \"bytes\": %llu, \"refused\": %llu}",
+              n.copy.mapped, static_cast<unsigned long long>(n.copy.copies),
+              static_cast<unsigned long long>(n.copy.bytes), static_cast<unsigned long long>(n.copy.refused));
   print_cost_json(n.cost);
   std::printf("}\n");
 }

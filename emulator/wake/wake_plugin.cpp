@@ -18,6 +18,11 @@
 // It also yields the host CPU where the firmware asks (kMarkYield: the NIC
 // polls without finding work). $ULNIC_WAKE_YIELD=off leaves those markers
 // alone (no-ops, as without a plugin).
+//
+// And it is the board's copy engine (kMarkCopy): it maps the files behind
+// the NIC's slots and fabric (`slot<k>=`, `fabric=`) and makes the copies
+// the firmware asks for between them with memcpy. $ULNIC_WAKE_COPY=off
+// leaves those markers alone: the firmware copies everything itself.
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -33,7 +38,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "plugin/qemu_plugin.h"
+#include "wake/copy_regions.h"
 #include "ulnic/abi/sram.h"
 #include "ulnic/abi/wake.h"
 #include "ulnic/util/fd.h"
@@ -57,10 +65,13 @@ struct Slice {
 // One NIC hart (-smp 1): the callback runs on its vCPU thread only.
 struct State {
   abi::WakeBlock* block = nullptr;  // in the SRAM file
+  abi::CopyBlock* copy = nullptr;   // in the same page
+  ulnic::wake::Mapped regions[abi::kCopyRegions];
   std::vector<pollfd> doorbells;    // index = vector
   std::vector<ulnic::UniqueFd> owned;
   Slice slice;
   bool yield = true;                // $ULNIC_WAKE_YIELD is not "off"
+  bool copies = true;               // $ULNIC_WAKE_COPY is not "off"
 } g;
 
 template <class T>
@@ -141,6 +152,27 @@ void on_yield(unsigned int, void*) {
   put(g.block->yields, g.block->yields + 1);
 }
 
+// The firmware's copy marker: copy, count, acknowledge; or refuse (no
+// acknowledgement: the firmware copies it itself). A copy of length 0 is the
+// boot's question whether the engine is here.
+void on_copy(unsigned int, void*) {
+  abi::CopyBlock& c = *g.copy;
+  const uint64_t seq = __atomic_load_n(&c.fw_seq, __ATOMIC_ACQUIRE);
+  const uint64_t n = __atomic_load_n(&c.len, __ATOMIC_RELAXED);
+  if (n) {
+    uint8_t* dst = ulnic::wake::resolve(c.regions, g.regions, __atomic_load_n(&c.dst, __ATOMIC_RELAXED), n);
+    const uint8_t* src = ulnic::wake::resolve(c.regions, g.regions, __atomic_load_n(&c.src, __ATOMIC_RELAXED), n);
+    if (!dst || !src) {
+      put(c.refused, c.refused + 1);
+      return;
+    }
+    std::memmove(dst, src, n);  // (the firmware never overlaps them; memmove makes it harmless if it did)
+    put(c.copies, c.copies + 1);
+    put(c.bytes, c.bytes + n);
+  }
+  __atomic_store_n(&c.plugin_seq, seq, __ATOMIC_RELEASE);
+}
+
 void on_translate(qemu_plugin_id_t, qemu_plugin_tb* tb) {
   for (size_t i = 0, n = qemu_plugin_tb_n_insns(tb); i < n; ++i) {
     qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
@@ -150,6 +182,8 @@ void on_translate(qemu_plugin_id_t, qemu_plugin_tb* tb) {
       qemu_plugin_register_vcpu_insn_exec_cb(insn, on_sleep, QEMU_PLUGIN_CB_NO_REGS, nullptr);
     else if (imm == abi::kMarkYield && g.yield)
       qemu_plugin_register_vcpu_insn_exec_cb(insn, on_yield, QEMU_PLUGIN_CB_NO_REGS, nullptr);
+    else if (imm == abi::kMarkCopy && g.copy->mapped)
+      qemu_plugin_register_vcpu_insn_exec_cb(insn, on_copy, QEMU_PLUGIN_CB_NO_REGS, nullptr);
   }
 }
 
@@ -202,14 +236,33 @@ std::string take_doorbells(int sock) {
   return "";
 }
 
+// Maps the file behind region k (a slot or the fabric's memory) whole; an
+// empty string, or what went wrong.
+std::string map_region(uint32_t k, const char* path) {
+  ulnic::UniqueFd fd(::open(path, O_RDWR | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return std::string("cannot open ") + path;
+  void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return std::string("cannot map ") + path;
+  g.regions[k] = ulnic::wake::Mapped{static_cast<uint8_t*>(p), uint64_t(st.st_size)};
+  return "";
+}
+
 }  // namespace
 
 int qemu_plugin_install(qemu_plugin_id_t id, const void*, int argc, char** argv) {
   const char* sram = nullptr;
   int sock = -1;
+  const char* files[abi::kCopyRegions] = {};  // slot<k>=, fabric=
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "sram=", 5) == 0) sram = argv[i] + 5;
     if (std::strncmp(argv[i], "fd=", 3) == 0) sock = std::atoi(argv[i] + 3);
+    if (std::strncmp(argv[i], "fabric=", 7) == 0) files[abi::kCopyFabricRegion] = argv[i] + 7;
+    char* end = nullptr;
+    if (std::strncmp(argv[i], "slot", 4) == 0) {
+      const unsigned long k = std::strtoul(argv[i] + 4, &end, 10);
+      if (end != argv[i] + 4 && *end == '=' && k < abi::kMaxSlots) files[k] = end + 1;
+    }
   }
   if (!sram || sock < 0) {
     say("needs sram=<the board's SRAM file> and fd=<its connection to the fabric server's wake socket>");
@@ -224,7 +277,9 @@ int qemu_plugin_install(qemu_plugin_id_t id, const void*, int argc, char** argv)
     return -1;
   }
   g.block = static_cast<abi::WakeBlock*>(p);
+  g.copy = reinterpret_cast<abi::CopyBlock*>(static_cast<uint8_t*>(p) + (abi::kCopyOffset - abi::kWakeOffset));
   put(g.block->vectors, 0u);
+  put(g.copy->mapped, 0u);
   if (const std::string why = take_doorbells(sock); !why.empty()) {
     // Out of the way: the firmware sleeps in WFI, woken through QEMU's device.
     say("no doorbells from the fabric server (" + why + "): the NIC sleeps in WFI");
@@ -232,6 +287,16 @@ int qemu_plugin_install(qemu_plugin_id_t id, const void*, int argc, char** argv)
   }
   put(g.block->vectors, uint32_t(g.doorbells.size()));
   if (const char* e = std::getenv("ULNIC_WAKE_YIELD"); e && std::strcmp(e, "off") == 0) g.yield = false;
+  if (const char* e = std::getenv("ULNIC_WAKE_COPY"); e && std::strcmp(e, "off") == 0) g.copies = false;
+  uint32_t mapped = 0;
+  for (uint32_t k = 0; g.copies && k < abi::kCopyRegions; ++k) {
+    if (!files[k]) continue;
+    if (const std::string why = map_region(k, files[k]); !why.empty())
+      say(why + ": the firmware copies to and from it itself");
+    else
+      mapped |= 1u << k;
+  }
+  put(g.copy->mapped, mapped);
   qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
   return 0;
 }

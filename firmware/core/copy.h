@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/copy_engine.h"
+
 namespace core {
 
 namespace copy_detail {
@@ -95,8 +97,11 @@ namespace copy_detail {
 
 }  // namespace copy_detail
 
+// A long copy between the slots and the fabric goes to the board's copy
+// engine when there is one (core/copy_engine.h).
 [[gnu::always_inline]] inline void copy_bytes(void* dst, const void* src, size_t n) {
   using namespace copy_detail;
+  if (copy_engine::worth(dst, src, n) && copy_engine::copy(dst, src, n)) return;
   auto* d = static_cast<uint8_t*>(dst);
   auto* s = static_cast<const uint8_t*>(src);
   const uintptr_t apart = uintptr_t(d) ^ uintptr_t(s);

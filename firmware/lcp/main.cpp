@@ -1,6 +1,7 @@
 // Firmware entry after boot/start.S: status block, serial log, boot config,
 // PCIe bring-up, then the event loop.
 #include "core/board.h"
+#include "core/copy_engine.h"
 #include "core/boot_config.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -104,6 +105,8 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
 #endif
 
   wire_doorbells(g_board);
+  core::copy_engine::init(g_board);
+  if (core::copy_engine::g_on) core::log("copy engine: the wake plugin copies between slots and fabric\n");
   lcp::slots_init(g_slots, g_board, hal::clint::now());
   lcp::control_init(g_control);
   lcp::remote_init(g_slots);

@@ -206,8 +206,26 @@ TEST(Launcher, AWakeConnectionLoadsTheWakePluginOnIt) {
   BoardSpec s;
   s.fabric_socket = "/f.sock";
   s.wake_fd = 7;
+  s.num_slots = 0;
   auto a = ulnic::board::qemu_command(s, fixed_paths());
   EXPECT_TRUE(HasOption(a, "-plugin", "file=/opt/ulnic/bin/ulnic-wake.so,sram=/rt/lab/node3/sram,fd=7"));
+  EXPECT_EQ(count_containing(a, "-plugin"), 1u);
+}
+
+// The plugin is also the board's copy engine: it maps the files behind the
+// slots and the fabric's memory (abi/wake.h), named the way QEMU's own
+// backends are, commas doubled.
+TEST(Launcher, TheWakePluginIsToldTheSlotAndFabricFiles) {
+  ScopedEnv bindir("ULNIC_BINDIR", "/opt/ulnic/bin");
+  BoardSpec s;
+  s.fabric_socket = "/f.sock";
+  s.fabric_memory = "/rt/lab/fab,ric/fabric.mem";
+  s.wake_fd = 7;
+  s.num_slots = 2;
+  auto a = ulnic::board::qemu_command(s, fixed_paths());
+  EXPECT_TRUE(HasOption(a, "-plugin",
+                        "file=/opt/ulnic/bin/ulnic-wake.so,sram=/rt/lab/node3/sram,fd=7,slot0=/rt/lab/node3/slot0,"
+                        "slot1=/rt/lab/node3/slot1,fabric=/rt/lab/fab,,ric/fabric.mem"));
   EXPECT_EQ(count_containing(a, "-plugin"), 1u);
 }
 

@@ -998,6 +998,9 @@ class WakeCase(NodeCase):
     def wake(self):
         return self.status()["wake_plugin"]
 
+    def engine(self):
+        return self.status()["copy_engine"]
+
     def run_workers_after_pauses(self, runs=3, ops=40):
         for i in range(runs):
             time.sleep(0.3)  # the NIC goes to sleep
@@ -1031,6 +1034,27 @@ class WakePlugin(WakeCase):
         self.assertGreaterEqual(w1["yields"] - w0["yields"], w1["rung"] - w0["rung"], self.diagnostics())
         self.assertNicHealthy()
 
+    def test_long_copies_go_through_the_copy_engine(self):
+        """The plugin is the board's copy engine (abi/wake.h): it maps every slot's file and the fabric's memory, and
+        makes the NIC's copies of core::copy_engine::kMinBytes (1 KiB) or more with memcpy; shorter ones stay in the
+        firmware's loop. Every byte is checked by the workers either way."""
+        self.wait_all_free()
+        e0 = self.engine()
+        self.assertEqual(e0["mapped"], (1 << (NUM_SLOTS + 1)) - 1, self.diagnostics())  # slots 0-7 and the fabric
+        short = self.workers(1, 200, max_size=1000)
+        self.assertWorkerOk(short[0], 200)
+        e1 = self.engine()
+        self.assertEqual(e1["copies"], e0["copies"], self.diagnostics())
+        ws = self.workers(2, 300, max_size=65536)
+        for w in ws:
+            self.assertWorkerOk(w, 300)
+        e2 = self.engine()
+        # Copies of 1 KiB or more, all made by the engine (none refused: both ends lie in a slot it maps).
+        self.assertGreater(e2["copies"], e1["copies"], self.diagnostics())
+        self.assertGreaterEqual(e2["bytes"] - e1["bytes"], 1024 * (e2["copies"] - e1["copies"]), self.diagnostics())
+        self.assertEqual(e2["refused"], 0, self.diagnostics())
+        self.assertNicHealthy()
+
 
 class WakeInWfi(WakeCase):
     """ULNIC_WAKE_PLUGIN=off: no plugin, the NIC sleeps in WFI and QEMU's device takes the doorbells (MSIs)."""
@@ -1042,6 +1066,7 @@ class WakeInWfi(WakeCase):
         self.wait_all_free()
         c0 = self.counters()
         self.assertEqual(self.wake(), {"vectors": 0, "sleeps": 0, "rung": 0, "yields": 0})
+        self.assertEqual(self.engine(), {"mapped": 0, "copies": 0, "bytes": 0, "refused": 0})
         self.run_workers_after_pauses()
         c1 = self.counters()
         self.assertEqual(c1["wake_sleeps"], 0)
@@ -1064,6 +1089,23 @@ class WakeNoYield(WakeCase):
         w1 = self.wake()
         self.assertGreater(w1["rung"], w0["rung"], self.diagnostics())
         self.assertEqual(w1["yields"], 0, self.diagnostics())
+        self.assertNicHealthy()
+
+
+class WakeNoCopy(WakeCase):
+    """ULNIC_WAKE_COPY=off: the plugin still takes the NIC's sleeps but is no copy engine; the firmware copies every
+    byte itself (core/copy.h), long copies too."""
+
+    cluster = "nocopy"
+    extra_env = {"ULNIC_WAKE_COPY": "off"}
+
+    def test_the_firmware_makes_every_copy_itself(self):
+        self.wait_all_free()
+        ws = self.workers(2, 300, max_size=65536)
+        for w in ws:
+            self.assertWorkerOk(w, 300)
+        self.assertEqual(self.engine(), {"mapped": 0, "copies": 0, "bytes": 0, "refused": 0})
+        self.assertGreater(self.wake()["sleeps"], 0, self.diagnostics())
         self.assertNicHealthy()
 
 

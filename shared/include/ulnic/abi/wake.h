@@ -26,8 +26,26 @@
 // beside another runnable party (a peer NIC, a process) on the same CPU,
 // that party runs now instead of when the scheduler preempts the NIC. No
 // handshake: the firmware does not wait for an answer.
+//
+// A third marker is the board's copy engine, doing for the firmware what the
+// LANai's DMA engines did for its control program: the firmware names a copy
+// (destination, source, length: its own physical addresses) and the plugin
+// makes it with the host's memcpy, in the vCPU thread, before the marker's
+// instruction retires. Under TCG every guest load and store goes through the
+// soft TLB, so the firmware's own copy loop moves ~5 GB/s within one core
+// and half that into a ring another core reads (docs/platform.md); memcpy
+// moves several times more. The plugin maps the slot files and the fabric
+// memory itself (they are the files behind those BARs), and the firmware
+// says once, at boot, where each BAR sits (`regions`); a copy whose two ends
+// do not each lie whole inside one mapped region is refused, and the
+// firmware copies it itself, as it does every copy without the plugin.
+// The handshake, per copy: the firmware writes dst, src and len, bumps
+// `fw_seq` and executes the marker; the plugin copies and sets `plugin_seq`
+// to `fw_seq`, or refuses by leaving it. A copy of length 0 at boot asks
+// whether the engine is there at all.
 #pragma once
 
+#include "ulnic/abi/sram.h"
 #include "ulnic/abi/types.h"
 
 namespace ulnic::abi {
@@ -40,6 +58,7 @@ constexpr uint64_t kWakeSize = 0x1000;
 // 0x7ff; the cost plugin ignores these two).
 constexpr int32_t kMarkSleep = 0x7fe;
 constexpr int32_t kMarkYield = 0x7fd;
+constexpr int32_t kMarkCopy = 0x7fc;
 
 // The longest one plugin sleep lasts: a vCPU blocked in the plugin holds up
 // whatever waits for it to stop (a QMP stop, the gdb stub of a flash), so
@@ -62,5 +81,35 @@ struct WakeBlock {
 };
 ULNIC_ABI_CHECK_SIZE(WakeBlock, 112);
 static_assert(sizeof(WakeBlock) <= kWakeSize);
+
+// The copy engine's block: in the wake block's page, so the plugin's one
+// mapping holds both.
+constexpr uint64_t kCopyOffset = kWakeOffset + 0x100;
+constexpr uint32_t kCopyRegions = kMaxSlots + 1;  // slot k is region k; the fabric's memory is region kMaxSlots
+constexpr uint32_t kCopyFabricRegion = kMaxSlots;
+
+struct CopyRegion {
+  uint64_t base;  // the BAR's physical address in the NIC's space (0: none)
+  uint64_t size;  // its size (the plugin also bounds it by its file's)
+};
+
+struct CopyBlock {
+  // Written by the firmware only.
+  CopyRegion regions[kCopyRegions];
+  uint64_t dst, src, len;  // the copy asked for
+  uint64_t fw_seq;         // bumped before each marker
+  uint8_t fw_pad[16];
+  // Written by the plugin only.
+  uint64_t plugin_seq;  // fw_seq of the last copy the plugin made
+  uint64_t copies;      // copies made (the boot's probe not counted)
+  uint64_t bytes;       // bytes they moved
+  uint64_t refused;     // copies refused: an end outside every mapped region
+  uint32_t mapped;      // bit k: the plugin maps region k's file (0: no engine)
+  uint32_t reserved;
+};
+ULNIC_ABI_CHECK_OFFSET(CopyBlock, plugin_seq, 192);  // its own cache line
+ULNIC_ABI_CHECK_SIZE(CopyBlock, 232);
+static_assert(kCopyOffset - kWakeOffset >= sizeof(WakeBlock));
+static_assert(kCopyOffset - kWakeOffset + sizeof(CopyBlock) <= kWakeSize);
 
 }  // namespace ulnic::abi
