@@ -101,7 +101,7 @@ namespace copy_detail {
 // engine when there is one (core/copy_engine.h).
 [[gnu::always_inline]] inline void copy_bytes(void* dst, const void* src, size_t n) {
   using namespace copy_detail;
-  if (copy_engine::worth(dst, src, n) && copy_engine::copy(dst, src, n)) return;
+  if (copy_engine::copy(dst, src, n)) return;
   auto* d = static_cast<uint8_t*>(dst);
   auto* s = static_cast<const uint8_t*>(src);
   const uintptr_t apart = uintptr_t(d) ^ uintptr_t(s);
