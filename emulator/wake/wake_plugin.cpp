@@ -28,6 +28,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,8 +38,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <sys/stat.h>
 
 #include "plugin/qemu_plugin.h"
 #include "wake/copy_regions.h"

@@ -18,8 +18,8 @@ namespace core::copy_engine {
 
 // Shorter copies stay in the loop: a 64-byte message's copy is a few loop
 // turns, and its instructions are issue 22's budget. From 256 bytes (eight
-// turns, ~100 instructions and 64 memory accesses through the soft TLB) the
-// marker's ~15 instructions and one call are cheaper; below 2 KiB the
+// turns, ~100 instructions and 64 memory accesses through the soft TLB) a
+// request's dozen instructions and the plugin's call are cheaper; below 2 KiB the
 // message rate hides the difference (vmmc_bench one-way, 256 B - 1 KiB: the
 // same with and without the engine, 2026-12-03).
 constexpr size_t kMinBytes = 256;

@@ -55,7 +55,7 @@ constexpr uint64_t kWakeOffset = 0xFF'4000;
 constexpr uint64_t kWakeSize = 0x1000;
 
 // The markers' immediates (cost.h's markers use 1..kPhaseCount, 0x40.. and
-// 0x7ff; the cost plugin ignores these two).
+// 0x7ff; the cost plugin ignores these three).
 constexpr int32_t kMarkSleep = 0x7fe;
 constexpr int32_t kMarkYield = 0x7fd;
 constexpr int32_t kMarkCopy = 0x7fc;
