@@ -85,17 +85,18 @@ abi::CostBlock SramFile::read_cost() const {
   return read_stable(shared, shared->seq, true);  // the plugin counts at every firmware marker
 }
 
-abi::WakeBlock SramFile::read_wake() const {
-  // Counters a reader takes one by one: no snapshot to hold together.
-  abi::WakeBlock w;
-  std::memcpy(&w, at(abi::kWakeOffset), sizeof w);
-  return w;
+namespace {
+// Counters a reader takes one by one: no snapshot to hold together.
+template <class T>
+T read_counters(const uint8_t* shared) {
+  T out;
+  std::memcpy(&out, shared, sizeof out);
+  return out;
 }
+}  // namespace
 
-abi::CopyBlock SramFile::read_copy() const {
-  abi::CopyBlock c;
-  std::memcpy(&c, at(abi::kCopyOffset), sizeof c);
-  return c;
-}
+abi::WakeBlock SramFile::read_wake() const { return read_counters<abi::WakeBlock>(at(abi::kWakeOffset)); }
+
+abi::CopyBlock SramFile::read_copy() const { return read_counters<abi::CopyBlock>(at(abi::kCopyOffset)); }
 
 }  // namespace ulnic::board

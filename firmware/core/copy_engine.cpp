@@ -9,7 +9,7 @@ namespace abi = ulnic::abi;
 bool g_on = false;
 
 void init(const board::Board& b) {
-  auto& c = *reinterpret_cast<abi::CopyBlock*>(abi::kSramBase + abi::kCopyOffset);
+  abi::CopyBlock& c = block();
   for (uint32_t k = 0; k < abi::kMaxSlots; ++k) {
     const board::Slot& s = b.slots[k];
     c.regions[k] = s.present ? abi::CopyRegion{s.mem, s.size} : abi::CopyRegion{0, 0};

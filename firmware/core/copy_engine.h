@@ -31,12 +31,17 @@ extern bool g_on;
 // it is there (a copy of length 0). Again after every enumeration.
 void init(const board::Board& b);
 
+// The block the firmware and the plugin share (in the wake block's page).
+inline ulnic::abi::CopyBlock& block() {
+  return *reinterpret_cast<ulnic::abi::CopyBlock*>(ulnic::abi::kSramBase + ulnic::abi::kCopyOffset);
+}
+
 // Asks the plugin for one copy: true if it made it, false if the caller
 // must (no plugin, or an end outside the regions it maps). Inline, with no
 // call: a call in the copy's caller would make it save registers on every
 // path, the short messages' too (issue 22's budget).
 [[gnu::always_inline]] inline bool ask(uint64_t dst, uint64_t src, uint64_t n) {
-  auto& c = *reinterpret_cast<ulnic::abi::CopyBlock*>(ulnic::abi::kSramBase + ulnic::abi::kCopyOffset);
+  ulnic::abi::CopyBlock& c = block();
   const uint64_t seq = c.fw_seq + 1;
   __atomic_store_n(&c.dst, dst, __ATOMIC_RELAXED);
   __atomic_store_n(&c.src, src, __ATOMIC_RELAXED);
