@@ -825,8 +825,21 @@ void send_failed(Endpoint& ep, const en_t& dest, const PacketHeader& sent, int s
   // may be reaped in AM_WaitSema, which runs none).
   if (sent.kind == Kind::kProbe) return peer_unreachable(ep, dest, /*defer=*/true);
   if (sent.kind != Kind::kRequest) {
-    if (sent.kind == Kind::kReply) run_returned(ep, sent, dest, status, false);
-    return;  // an ack or a return that did not arrive: the requester retries or gives up
+    if (sent.kind != Kind::kReply) return;  // an ack or a return that did not arrive: the requester retries or gives up
+    run_returned(ep, sent, dest, status, false);
+    // The requester's NIC refused the reply (segment bounds, a full ring):
+    // the requester never sees it, and on a reliable transport it asks no
+    // more, so its credit comes back with the ack a handler that did not
+    // reply leaves (UDP's requester refuses a reply itself, kReplyRefused).
+    if (tp().reliable && status != EUNREACHABLE) {
+      PacketHeader a{};
+      a.kind = Kind::kAck;
+      a.category = Category::kShort;
+      a.instance = sent.instance;
+      a.seq = sent.seq;
+      send_control(ep, dest, a);
+    }
+    return;
   }
   auto it = ep.peers.find(dest);
   if (it == ep.peers.end() || sent.instance >= it->second->out.size()) return;

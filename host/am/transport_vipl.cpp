@@ -3,7 +3,10 @@
 // into receives posted ahead, and Long payloads written by RDMA straight
 // into the destination's segment, followed by the message that runs the
 // handler (a VI keeps the order of its descriptors, so the data is in place
-// when the message arrives).
+// when the message arrives). Neither waits for the other: a Long's payload
+// is copied into a bounce ring (AM_RequestXfer's source may be reused when
+// it returns), and up to kWrites of a VI's RDMA writes are in flight, each
+// span given back when the NIC completes its write.
 //
 // Resources are reserved so that nothing ever waits on a peer's goodwill,
 // and a reply never fails for want of them: for the deepest peer pair a VI
@@ -11,8 +14,9 @@
 // in, k replies in, k refusals of our replies -- each frees a credit the
 // peer may use again before we poll -- the greeting and a spare) and owns
 // 2k+2 send descriptors (k requests, k replies, two control messages) plus
-// one for its RDMA operations; a send waits for a descriptor of its own VI,
-// which the NIC frees without anyone's help. A post the NIC cannot take
+// kWrites for its Long payloads' RDMA writes and one for its RDMA reads; a
+// send waits for a descriptor of its own VI, which the NIC frees without
+// anyone's help. A post the NIC cannot take
 // yet (its queue is full) is tried again, not taken for a broken VI.
 //
 // A medium larger than a receive buffer's room (kInlineMedium) goes the
@@ -46,6 +50,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +59,7 @@
 #include <vector>
 
 #include "am_internal.h"
+#include "staging_ring.h"
 
 namespace ulnic::am {
 namespace {
@@ -61,6 +67,11 @@ namespace {
 constexpr int kMaxDepth = 16;              // credits a VI is provisioned for
 constexpr int kRecvs = 3 * kMaxDepth + 2;  // requests + replies + refusals in, greeting, spare
 constexpr int kSends = 2 * kMaxDepth + 2;  // requests + replies out, two control messages
+constexpr int kWrites = 8;                 // a VI's Long payloads in flight (RDMA writes)
+// The bounce ring Long payloads are copied into, per endpoint: two of the
+// largest in flight at once (a 1 MiB Xfer is copied while the one before
+// it is written), or kWrites of 256 KiB per VI.
+constexpr size_t kBounceBytes = 2 * AMUDP_MAX_LONG;
 constexpr uint32_t kMagicVi = 0x49564D41;  // "AMVI"
 // How long a live peer's process may leave us waiting: for its listener to
 // take a connection (the peer's NIC answers VIP_NO_MATCH meanwhile), and for
@@ -144,10 +155,22 @@ struct Conn {
   // The peer's segment as its last packet said.
   uint32_t seg_gen = 0, seg_len = 0, seg_handle = 0;
   uint64_t seg_addr = 0;
-  Region mem;             // kRecvs + kSends + 1 slots
+  Region mem;             // kRecvs + kSends + 1 + kWrites slots
+  std::deque<VIP_DESCRIPTOR*> posted;  // its receives, in the order posted (and completed)
   std::vector<VIP_DESCRIPTOR*> free_sends;
-  VIP_DESCRIPTOR* rdma = nullptr;  // its RDMA writes and reads (one at a time, waited for)
+  VIP_DESCRIPTOR* rdma = nullptr;  // its RDMA reads (one at a time, waited for)
+  // Its Long payloads' RDMA writes: the slots after `rdma`, each holding
+  // its bounce span (by ticket) until the NIC completes it.
+  StagingRing* bounce = nullptr;   // the endpoint's
+  std::vector<int> free_writes;
+  uint64_t write_span[kWrites] = {};
   VIP_DESCRIPTOR* slot(int i) const { return reinterpret_cast<VIP_DESCRIPTOR*>(mem.base + size_t(i) * kSlot); }
+  VIP_DESCRIPTOR* write_slot(int w) const { return slot(kRecvs + kSends + 1 + w); }
+  // The write `d` is (-1: not one of them).
+  int write_of(const VIP_DESCRIPTOR* d) const {
+    const ptrdiff_t at = reinterpret_cast<const uint8_t*>(d) - reinterpret_cast<const uint8_t*>(write_slot(0));
+    return at >= 0 && at < ptrdiff_t(kWrites * kSlot) ? int(at / ptrdiff_t(kSlot)) : -1;
+  }
   uint8_t* buffer(VIP_DESCRIPTOR* d) const { return reinterpret_cast<uint8_t*>(d) + sizeof(VIP_DESCRIPTOR) + 64; }
 };
 
@@ -168,10 +191,14 @@ struct ViplEndpoint {
   std::map<VIP_VI_HANDLE, Conn*> by_vi;
   std::map<en_t, Conn*> by_name;
   std::vector<SegReg> segs;             // kept registered until the endpoint goes
-  Region bounce;                        // RDMA source for Long payloads
+  Region bounce;                        // RDMA source for Long payloads (kBounceBytes) ...
+  StagingRing bounce_ring{kBounceBytes};  // ... taken in spans, one per write in flight
   Region pulled;                        // RDMA read target for large mediums
   std::map<en_t, std::unique_ptr<Region>> stages;  // by peer: 2 x kMaxDepth staging slots
   std::vector<VIP_VI_HANDLE> stash;     // receive completions taken from the CQ, not yet served
+  // ... taken by a wait on VIs the listener had not handed over yet: a
+  // wait looks at them again (a greeting among them wakes no one).
+  std::vector<VIP_VI_HANDLE> unseen;
   std::thread listener;
   std::atomic<bool> stop{false};
 };
@@ -207,6 +234,7 @@ void post_recv(Conn& c, VIP_DESCRIPTOR* d) {
   d->DS[0].Local.Data.Address = c.buffer(d);
   d->DS[0].Local.Handle = c.mem.handle;
   d->DS[0].Local.Length = kBuffer;
+  c.posted.push_back(d);
   VipPostRecv(c.vi, d, c.mem.handle);
 }
 
@@ -219,7 +247,7 @@ std::unique_ptr<Conn> new_conn(ViplEndpoint& s) {
   a.Ptag = nic.ptag;
   a.EnableRdmaWrite = VIP_TRUE;
   a.EnableRdmaRead = VIP_TRUE;
-  if (!c->mem.allocate(size_t(kRecvs + kSends + 1) * kSlot, false)) return nullptr;
+  if (!c->mem.allocate(size_t(kRecvs + kSends + 1 + kWrites) * kSlot, false)) return nullptr;
   if (VipCreateVi(nic.handle, &a, nullptr, s.cq, &c->vi) != VIP_SUCCESS) {
     c->mem.release();
     return nullptr;
@@ -227,6 +255,8 @@ std::unique_ptr<Conn> new_conn(ViplEndpoint& s) {
   for (int i = 0; i < kRecvs; i++) post_recv(*c, c->slot(i));
   for (int i = kRecvs; i < kRecvs + kSends; i++) c->free_sends.push_back(c->slot(i));
   c->rdma = c->slot(kRecvs + kSends);
+  c->bounce = &s.bounce_ring;
+  for (int w = kWrites - 1; w >= 0; w--) c->free_writes.push_back(w);
   return c;
 }
 
@@ -241,11 +271,22 @@ void destroy_conn(Conn& c) {
   c.mem.release();
 }
 
-// A send descriptor the NIC has finished with: back to the pool (the RDMA
-// one is its operation's, which waits for it).
+// A send descriptor that is free again: back to its pool, with a write's
+// bounce span (the RDMA read's is its operation's, which waits for it).
+void recycle(Conn& c, VIP_DESCRIPTOR* d) {
+  if (d == c.rdma) return;
+  if (int w = c.write_of(d); w >= 0) {
+    c.bounce->give(c.write_span[w]);
+    c.free_writes.push_back(w);
+  } else {
+    c.free_sends.push_back(d);
+  }
+}
+
+// A send descriptor the NIC has finished with.
 void finished(Conn& c, VIP_DESCRIPTOR* d) {
   if (d->CS.Status & VIP_STATUS_ERROR_MASK) c.broken = true;
-  if (d != c.rdma) c.free_sends.push_back(d);
+  recycle(c, d);
 }
 
 // Takes back the send descriptors the NIC has finished with.
@@ -279,7 +320,7 @@ bool post_send(Conn& c, VIP_DESCRIPTOR* d) {
     reap_sends(c);
     usleep(100);
   }
-  if (d != c.rdma) c.free_sends.push_back(d);
+  recycle(c, d);
   c.broken = true;
   return false;
 }
@@ -304,12 +345,9 @@ bool post_message(Conn& c, const ViHeader& vh, const void* head, size_t head_len
   return post_send(c, d);
 }
 
-// One RDMA operation between local memory and the peer's, waited for: the
-// local bytes may be reused (write) or read (read) when it returns true.
-bool rdma(Conn& c, VIP_ULONG op, uint64_t remote, VIP_MEM_HANDLE remote_handle, void* local,
-          VIP_MEM_HANDLE local_handle, size_t n) {
-  reap_sends(c);
-  VIP_DESCRIPTOR* d = c.rdma;
+// An RDMA descriptor: `n` bytes between local memory and the peer's.
+void rdma_desc(VIP_DESCRIPTOR* d, VIP_ULONG op, uint64_t remote, VIP_MEM_HANDLE remote_handle, void* local,
+               VIP_MEM_HANDLE local_handle, size_t n) {
   std::memset(&d->CS, 0, sizeof d->CS);
   d->CS.Control = op;
   d->CS.SegCount = 2;
@@ -320,6 +358,15 @@ bool rdma(Conn& c, VIP_ULONG op, uint64_t remote, VIP_MEM_HANDLE remote_handle, 
   d->DS[1].Local.Data.Address = local;
   d->DS[1].Local.Handle = local_handle;
   d->DS[1].Local.Length = VIP_UINT32(n);
+}
+
+// An RDMA read of the peer's memory, waited for: the local bytes may be
+// read when it returns true.
+bool rdma_read(Conn& c, uint64_t remote, VIP_MEM_HANDLE remote_handle, void* local, VIP_MEM_HANDLE local_handle,
+               size_t n) {
+  reap_sends(c);
+  VIP_DESCRIPTOR* d = c.rdma;
+  rdma_desc(d, VIP_CONTROL_OP_RDMAREAD, remote, remote_handle, local, local_handle, n);
   if (!post_send(c, d)) return false;
   // Sends complete in order: wait until this one has, recycling the rest.
   for (;;) {
@@ -333,10 +380,44 @@ bool rdma(Conn& c, VIP_ULONG op, uint64_t remote, VIP_MEM_HANDLE remote_handle, 
   }
 }
 
-// Writes a Long payload into the peer's segment, through the bounce buffer.
+// Waits for one of the endpoint's RDMA writes to complete: this VI's if it
+// has any in flight (they complete in order), else another's.
+bool await_write(ViplEndpoint& s, Conn& c) {
+  Conn* on = &c;
+  if (c.free_writes.size() == kWrites)
+    for (auto& o : s.conns)
+      if (o->free_writes.size() < kWrites) on = o.get();
+  if (on->free_writes.size() == kWrites) return false;  // none in flight (cannot be: the ring is full)
+  VIP_DESCRIPTOR* d;
+  if (VipSendWait(on->vi, 1000, &d) == VIP_SUCCESS) finished(*on, d);
+  return true;
+}
+
+// Writes a Long payload into the peer's segment from a span of the bounce
+// ring, without waiting for it: the message that follows on this VI
+// arrives after the bytes are in place. The span and the descriptor are
+// free again when the NIC completes the write (finished).
 bool rdma_write(ViplEndpoint& s, Conn& c, uint32_t offset, const void* src, size_t n) {
-  std::memcpy(s.bounce.base, src, n);
-  return rdma(c, VIP_CONTROL_OP_RDMAWRITE, c.seg_addr + offset, c.seg_handle, s.bounce.base, s.bounce.handle, n);
+  reap_sends(c);
+  while (c.free_writes.empty()) {
+    if (c.broken) return false;
+    VIP_DESCRIPTOR* d;
+    if (VipSendWait(c.vi, 1000, &d) == VIP_SUCCESS) finished(c, d);
+  }
+  size_t at;
+  uint64_t ticket;
+  while (!s.bounce_ring.take(n, at, ticket)) {
+    for (auto& o : s.conns) reap_sends(*o);
+    if (s.bounce_ring.take(n, at, ticket)) break;
+    if (c.broken || !await_write(s, c)) return false;
+  }
+  std::memcpy(s.bounce.base + at, src, n);
+  const int w = c.free_writes.back();
+  c.free_writes.pop_back();
+  c.write_span[w] = ticket;
+  VIP_DESCRIPTOR* d = c.write_slot(w);
+  rdma_desc(d, VIP_CONTROL_OP_RDMAWRITE, c.seg_addr + offset, c.seg_handle, s.bounce.base + at, s.bounce.handle, n);
+  return post_send(c, d);
 }
 
 // The staging slot of a large medium: the message's credit's own (request
@@ -496,7 +577,7 @@ bool pull_medium(ViplEndpoint& s, Conn& c, const ViHeader& vh, std::vector<uint8
   if (msg.size() < sizeof h) return false;
   std::memcpy(&h, msg.data(), sizeof h);
   if (h.category != Category::kMedium || h.nbytes > AMUDP_MAX_MEDIUM) return false;  // not ours
-  if (!rdma(c, VIP_CONTROL_OP_RDMAREAD, vh.medium_addr, vh.medium_handle, s.pulled.base, s.pulled.handle, h.nbytes))
+  if (!rdma_read(c, vh.medium_addr, vh.medium_handle, s.pulled.base, s.pulled.handle, h.nbytes))
     return false;
   msg.insert(msg.end(), s.pulled.base, s.pulled.base + h.nbytes);
   return true;
@@ -520,6 +601,7 @@ bool receive(Endpoint& ep, VIP_VI_HANDLE vi) {
   Conn& c = *it->second;
   VIP_DESCRIPTOR* d;
   if (VipRecvDone(vi, &d) != VIP_SUCCESS) return true;
+  if (auto at = std::find(c.posted.begin(), c.posted.end(), d); at != c.posted.end()) c.posted.erase(at);
   if (d->CS.Status & VIP_STATUS_ERROR_MASK) {  // flushed: the connection is gone
     if (!c.broken) {
       c.broken = true;
@@ -589,7 +671,7 @@ int vipl_open(Endpoint& ep, en_t& name) {
   QuietPolls quiet;
   auto s = std::make_unique<ViplEndpoint>();
   if (VipCreateCQ(nic.handle, 4096, &s->cq) != VIP_SUCCESS) return AM_ERR_RESOURCE;
-  if (!s->bounce.allocate(AMUDP_MAX_LONG, false) || !s->pulled.allocate(kStageSlot, false)) {
+  if (!s->bounce.allocate(kBounceBytes, false) || !s->pulled.allocate(kStageSlot, false)) {
     s->bounce.release();
     VipDestroyCQ(s->cq);
     return AM_ERR_RESOURCE;
@@ -675,6 +757,8 @@ int vipl_poll(Endpoint& ep, int budget) {
   QuietPolls quiet;
   ViplEndpoint& s = state(ep);
   adopt_accepted(s);
+  s.stash.insert(s.stash.end(), s.unseen.begin(), s.unseen.end());
+  s.unseen.clear();
   int n = 0;
   for (size_t waiting = s.stash.size(); n < budget && waiting; waiting--) {
     VIP_VI_HANDLE vi = s.stash.front();
@@ -688,6 +772,45 @@ int vipl_poll(Endpoint& ep, int budget) {
   return n;
 }
 
+// What a receive completion on `vi` a wait took is: the next receive of
+// its VI (they complete in the order posted) holds a greeting (the peer's
+// name and segment, no AM message), or anything else; or its VI is not
+// ours yet (the listener has not handed it over).
+enum class Arrival { kGreeting, kOther, kUnseen };
+Arrival arrival(ViplEndpoint& s, VIP_VI_HANDLE vi) {
+  adopt_accepted(s);
+  auto it = s.by_vi.find(vi);
+  if (it == s.by_vi.end()) return Arrival::kUnseen;
+  const Conn& c = *it->second;
+  if (c.posted.empty()) return Arrival::kOther;
+  VIP_DESCRIPTOR* d = c.posted.front();
+  const uint32_t status = __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE);
+  if (!(status & VIP_STATUS_DONE) || (status & VIP_STATUS_ERROR_MASK) || d->CS.Length < sizeof(ViHeader))
+    return Arrival::kOther;
+  ViHeader vh;
+  std::memcpy(&vh, c.buffer(d), sizeof vh);
+  return vh.magic == kMagicVi && vh.greeting ? Arrival::kGreeting : Arrival::kOther;
+}
+
+// A completion a wait took: true if it is an AM message (or may be one),
+// stashed for the next poll. A greeting is taken here, as a poll would
+// take it (it runs no handler): AM_WaitSema fires for messages.
+bool wakes(Endpoint& ep, VIP_VI_HANDLE vi) {
+  ViplEndpoint& s = state(ep);
+  switch (arrival(s, vi)) {
+    case Arrival::kUnseen:
+      s.unseen.push_back(vi);
+      return false;
+    case Arrival::kGreeting:
+      (void)receive(ep, vi);
+      return false;
+    case Arrival::kOther:
+      break;
+  }
+  s.stash.push_back(vi);
+  return true;
+}
+
 bool vipl_wait(Bundle& eb, int timeout_ms) {
   QuietPolls quiet;
   if (eb.endpoints.empty()) {
@@ -696,17 +819,22 @@ bool vipl_wait(Bundle& eb, int timeout_ms) {
   }
   for (Endpoint* ep : eb.endpoints)
     if (!state(*ep).stash.empty()) return true;
-  // One endpoint: block on its CQ. Several: look at each in turn, briefly.
-  VIP_ULONG slice = eb.endpoints.size() == 1 ? (timeout_ms < 0 ? VIP_INFINITE : VIP_ULONG(timeout_ms)) : 1;
+  // One endpoint: block on its CQ. Several, or completions on VIs not
+  // handed over yet: look at each in turn, briefly.
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 1ll << 40 : timeout_ms);
   do {
     for (Endpoint* ep : eb.endpoints) {
+      ViplEndpoint& s = state(*ep);
+      std::vector<VIP_VI_HANDLE> unseen;
+      unseen.swap(s.unseen);
+      bool woke = false;
+      for (VIP_VI_HANDLE vi : unseen) woke |= wakes(*ep, vi);
+      if (woke) return true;
+      const bool brief = eb.endpoints.size() > 1 || !s.unseen.empty();
+      const VIP_ULONG slice = brief ? 1 : timeout_ms < 0 ? VIP_INFINITE : VIP_ULONG(timeout_ms);
       VIP_VI_HANDLE vi;
       VIP_BOOLEAN is_recv;
-      if (VipCQWait(state(*ep).cq, slice, &vi, &is_recv) == VIP_SUCCESS) {
-        state(*ep).stash.push_back(vi);
-        return true;
-      }
+      if (VipCQWait(s.cq, slice, &vi, &is_recv) == VIP_SUCCESS && wakes(*ep, vi)) return true;
     }
   } while (Clock::now() < deadline);
   return false;
