@@ -1095,7 +1095,6 @@ bool sent_all(ViOp& op) {
   }
   return true;
 }
-}  // namespace
 
 // The rest of the message's bytes lie in the data segment at op.seg: the
 // link builds their packets from one header template, a burst per pass
@@ -1155,6 +1154,8 @@ int stream_last_segment(Slot& s, ViOp& op) {
   if (op.trace_seen && (op.stream.last_flags & abi::kWireLast)) slot_trace_tx(s, op.trace_seen, now);
   return 1;
 }
+
+}  // namespace
 
 bool vi_feed(SlotTable& t, Slot& s) {
   (void)t;
