@@ -841,7 +841,7 @@ class Unet final : public Proto {
 
   void open() override {
     buf_ = (std::max(bytes(), 4096u) + 4095) & ~4095u;
-    unet_attr a{nullptr, int(g.node), size_t(2) * kRing * buf_, 256, kUnetBuffers};
+    unet_attr a{nullptr, int(g.node), size_t(2) * kRing * buf_, 256, kUnetBuffers, nullptr, 0};  // no U-Net/MM segment
     unet_ok(unet_endpoint_create(&a, &ep_), "unet_endpoint_create");
     seg_ = static_cast<uint8_t*>(unet_segment(ep_, nullptr));
     unet_ok(unet_endpoint_addr(ep_, &g.sh->unet[g.who]), "unet_endpoint_addr");
