@@ -36,7 +36,8 @@ void publish_link_counters() {
 
 void loop_init(LoopState& s, const core::boot_config::Config& cfg, uint64_t now) {
   s.heartbeat_ticks = hal::clint::us_to_ticks(cfg.heartbeat_us);
-  s.next_refresh = now;
+  s.next_refresh = s.last_refresh = now;
+  s.run_ticks = 0;
   s.last_work = s.last_yield = s.last_outside = s.last_pass = now;
   s.epochs[0] = s.epochs[1] = GapEpoch{};
   s.epoch_start = now;
@@ -139,6 +140,10 @@ bool loop_pass(LoopState& s, uint64_t now) {
     core::status::refresh(now);
     publish_link_counters();
     core::status::put(core::status::block().counters[abi::kCtrSpinWindowUs], hal::clint::ticks_to_us(s.spin_ticks));
+    const uint64_t step = now - s.last_refresh, step_max = kRunStepHeartbeats * s.heartbeat_ticks;
+    s.run_ticks += step < step_max ? step : step_max;
+    s.last_refresh = now;
+    if (s.slots) slots_publish_run_time(*s.slots, hal::clint::ticks_to_us(s.run_ticks));
     s.next_refresh = now + s.heartbeat_ticks;
   }
   if (worked) s.last_work = now;

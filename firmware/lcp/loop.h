@@ -71,6 +71,11 @@ constexpr uint64_t kStreamSpinUs = 500;
 // 1,816 with the yields; 2,350 on two CPUs). Alone on its CPU a yield is
 // one system call (~1.2 us here) per this much polling.
 constexpr uint64_t kYieldUs = 20;
+// The running time published to the slots (SlotNicWords.run_us) grows at
+// each status refresh by the time since the last one, at most this many
+// heartbeats: a NIC the host left unscheduled for seconds counts one step,
+// so a host waiting on it does not judge it by a pause it could not work in.
+constexpr uint64_t kRunStepHeartbeats = 2;
 // A wake-up this late past the NIC's own timer is logged: the host left the
 // NIC's vCPU unscheduled (board/node.h, nic_priority).
 constexpr uint64_t kOversleptUs = 1'000'000;
@@ -84,6 +89,8 @@ struct GapEpoch {
 struct LoopState {
   uint64_t heartbeat_ticks;  // status refresh period
   uint64_t next_refresh;     // mtime of the next status refresh
+  uint64_t last_refresh;     // mtime of the last one
+  uint64_t run_ticks;        // the NIC's running time (SlotNicWords.run_us): refresh steps, each capped
   uint64_t last_work;        // mtime of the last pass that did work (stalls added)
   uint64_t last_yield;       // ... of the last yield (stalls added)
   uint64_t last_pass;        // mtime the last pass began

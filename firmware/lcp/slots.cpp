@@ -433,6 +433,11 @@ bool slots_ring_hosts(SlotTable& t) {
   return rang;
 }
 
+void slots_publish_run_time(SlotTable& t, uint64_t run_us) {
+  for (Slot& s : t.slots)
+    if (s.state == abi::SlotState::kActive) put(header(s).nic.run_us, run_us);
+}
+
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed) {
   memset(&t, 0, sizeof t);
   t.epoch = 1;  // 0 marks an empty cached translation

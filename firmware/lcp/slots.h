@@ -122,6 +122,9 @@ void slots_woke(SlotTable& t);
 // issue 19: a depth-16 AM stream rang its hosts ~1.6 times per message).
 // True if it rang.
 bool slots_ring_hosts(SlotTable& t);
+// Writes the NIC's running time (microseconds, the loop's refresh clock) to
+// every active slot's header (SlotNicWords.run_us).
+void slots_publish_run_time(SlotTable& t, uint64_t run_us);
 // ring_due: a completion with an error status was published (rings whatever
 // the process waits for: a failed send is news to a process waiting for arrivals).
 constexpr uint32_t kDueFailure = 1u << 31;

@@ -1,6 +1,7 @@
 // Cold path: attach, slot mapping, heap, registration. The hot path
 // (descriptors and completions) is in queue.cpp.
 #include <fcntl.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -173,6 +174,33 @@ abi::SlotState Nic::state() const {
 }
 abi::SlotFault Nic::fault() const {
   return abi::SlotFault(__atomic_load_n(&header().nic.fault_code, __ATOMIC_ACQUIRE));
+}
+
+uint64_t Nic::run_us() const { return __atomic_load_n(&header().nic.run_us, __ATOMIC_RELAXED); }
+
+bool Nic::daemon_gone() const {
+  // Only the hang-up is looked at: a reply being read by call_daemon's thread is not ours to take.
+  pollfd p{conn_.get(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+// ---- NicDeadline
+
+NicDeadline::NicDeadline(const Nic& nic, std::chrono::milliseconds limit)
+    : nic_(&nic), start_(std::chrono::steady_clock::now()), run0_(nic.run_us()), limit_(limit) {}
+
+bool NicDeadline::passed() const {
+  if (limit_ == Nic::kNoTimeout) return false;
+  if (std::chrono::steady_clock::now() - start_ < limit_) return false;
+  const uint64_t ran = nic_->run_us() - run0_;
+  return ran >= uint64_t(std::max<int64_t>(0, std::chrono::microseconds(limit_).count())) || nic_->daemon_gone();
+}
+
+std::chrono::milliseconds NicDeadline::sleep_slice() const {
+  using std::chrono::milliseconds;
+  if (limit_ == Nic::kNoTimeout) return milliseconds(1000);
+  auto left = std::chrono::ceil<milliseconds>(limit_ - (std::chrono::steady_clock::now() - start_));
+  return left.count() > 0 ? std::min(left, milliseconds(1000)) : milliseconds(100);  // 100: the NIC's refresh step
 }
 
 // ---- heap: first fit over the slot's heap, coalescing on free.

@@ -44,26 +44,35 @@ using Lock = std::unique_lock<std::recursive_mutex>;
 
 // connect/listen user_data: above any descriptor address, below Nic::run's.
 constexpr uint64_t kTokenBit = uint64_t(1) << 62;
-// How long a NIC operation that should finish at once may take.
+// How long a NIC operation that should finish at once may take: time the
+// NIC ran (ulnic::NicDeadline), not wall-clock time.
 constexpr milliseconds kNicTimeout{10000};
 
 uint32_t load_status(const VIP_DESCRIPTOR* d) { return __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE); }
 
+// A program's timeout (wall clock), or the bound on the NIC (nic_op).
 struct Deadline {
   bool forever;
   Clock::time_point at;
+  std::optional<NicDeadline> nic;
   static Deadline after(VIP_ULONG ms) {
     bool f = ms >= VIP_ULONG(VIP_INFINITE);
-    return Deadline{f, f ? Clock::time_point::max() : Clock::now() + milliseconds(ms)};
+    return Deadline{f, f ? Clock::time_point::max() : Clock::now() + milliseconds(ms), std::nullopt};
   }
-  bool passed() const { return !forever && Clock::now() >= at; }
+  static Deadline nic_op(const NicState& n) {
+    return Deadline{false, Clock::time_point::max(), NicDeadline(*n.core, kNicTimeout)};
+  }
+  bool passed() const { return nic ? nic->passed() : !forever && Clock::now() >= at; }
+  milliseconds left() const {
+    return nic ? nic->sleep_slice() : std::chrono::ceil<milliseconds>(at - Clock::now());
+  }
 };
 
 // Sleeps until the NIC writes a completion or an event, the deadline, or a
 // short slice when another thread (the notifier) may take the wake-up.
 void sleep_on(NicState& nic, Lock& lock, const Deadline& d) {
   milliseconds slice = nic.notifier.joinable() ? milliseconds(10) : milliseconds(1000);
-  if (!d.forever) slice = std::min(slice, std::chrono::ceil<milliseconds>(d.at - Clock::now()));
+  if (!d.forever) slice = std::min(slice, d.left());
   if (slice.count() <= 0) return;
   lock.unlock();
   (void)nic.core->wait_ready(slice);
@@ -116,7 +125,7 @@ void handle_event(NicState& nic, const abi::EqEntry& ev) {
 
 // Posts `e` (and its payload), reaping completions to make room.
 VIP_RETURN post_entry(NicState& nic, const abi::SqEntry& e, const void* payload = nullptr, size_t bytes = 0) {
-  Deadline d = Deadline::after(VIP_ULONG(kNicTimeout.count()));
+  const Deadline d = Deadline::nic_op(nic);
   while (!nic.core->post(e, payload, bytes)) {
     progress(nic);
     if (nic.core->post(e, payload, bytes)) break;
@@ -311,7 +320,7 @@ std::optional<abi::CqEntry> cancel_connect(NicState& nic, Lock& lock, Vi& vi, ui
   x.opcode = abi::kOpViCancel;
   x.dst_slot = uint16_t(vi.index);
   (void)run(nic, x);
-  return wait_token(nic, lock, token, Deadline::after(VIP_ULONG(kNicTimeout.count())));
+  return wait_token(nic, lock, token, Deadline::nic_op(nic));
 }
 
 VIP_RETURN finish_connect(NicState& nic, Vi& vi, const std::optional<abi::CqEntry>& c, VIP_VI_ATTRIBUTES* remote,
@@ -589,7 +598,7 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS* LocalAddr, 
         x.flags = abi::kSqViListen;
         x.src_addr = token;
         (void)run(*nic, x);
-        c = wait_token(*nic, lock, token, Deadline::after(VIP_ULONG(kNicTimeout.count())));
+        c = wait_token(*nic, lock, token, Deadline::nic_op(*nic));
       }
     }
     abi::ViConnInfo got = *info;
@@ -722,7 +731,7 @@ VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES* RemoteV
     for (;;) {
       VIP_RETURN rc = peer_done(*vi, lock, RemoteViAttributes);
       if (rc != VIP_NOT_DONE) return rc;
-      Deadline d{vi->peer_forever, vi->peer_deadline};
+      Deadline d{vi->peer_forever, vi->peer_deadline, std::nullopt};
       sleep_on(nic, lock, d);
     }
   });

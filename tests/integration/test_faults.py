@@ -34,6 +34,7 @@ COPY_WORKER = os.path.join(BIN, "copy_worker")
 FIRMWARE = os.path.join(FIRMWARE_DIR or os.path.join(os.path.dirname(ULNIC), "..", "firmware"), "ulnic-fw.elf")
 AM_TIGHT = os.path.join(BIN, "am_tight")
 FM_TIGHT = os.path.join(BIN, "fm_tight")
+VIPL_REGISTER = os.path.join(BIN, "vipl_register")
 
 # vmmc_status (host/vmmc/include/ulnic/vmmc.h)
 NO_EXPORT, BAD_REGION, UNREACHABLE, REVOKED, IO = 1, 4, 6, 9, 12
@@ -493,6 +494,71 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
         # ... and not again when the job began.
         self.assertEqual(self.counters(0)["counters"]["link_restarts"], restarts + 1)
         self.assertEverySlotReclaimed()
+
+
+class NicOffTheCpu(PrivateCluster, unittest.TestCase):
+    """A NIC operation that should finish at once (here VipRegisterMem, a
+    registration through Nic::run) is bounded by the time the NIC ran, not
+    by the wall clock (host/core nic.h, NicDeadline). A 2-core host under
+    load left NICs off the CPU for up to 20 s (issue 20's stress runs); with
+    a 10 s wall-clock bound, libvipl failed such calls on live NICs. A NIC
+    that is gone (its QEMU killed: the node's daemon exits) still fails them
+    after the bound."""
+    cluster = "offcpu"
+    nodes = 1
+    slot_size_mib = 16
+
+    def setUp(self):
+        os.environ["ULNIC_CLUSTER"] = self.cluster
+        self.qemu = json.loads(subprocess.run([ULNIC, "node", "status", "-c", self.cluster, "-n", "0", "--json"],
+                                              capture_output=True, text=True, timeout=60).stdout)["pid"]
+        self.prog = subprocess.Popen([VIPL_REGISTER, "nic0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=dict(os.environ, ULNIC_NODE="0"))
+        self.addCleanup(self.finish)
+        self.assertEqual(self.read(), "ready")
+
+    def finish(self):
+        self.prog.stdin.close()  # its end of input: it exits
+        self.prog.wait(60)
+        self.prog.stdout.close()
+        self.prog.stderr.close()
+
+    def read(self, seconds=60):
+        ready, _, _ = select.select([self.prog.stdout], [], [], seconds)
+        self.assertTrue(ready, f"vipl_register said nothing in {seconds} s")
+        return self.prog.stdout.readline().strip()
+
+    def register(self):
+        """(VIP_RETURN, ms) of one VipRegisterMem."""
+        self.prog.stdin.write("register\n")
+        self.prog.stdin.flush()
+        words = self.read(120).split()
+        self.assertEqual(words[0], "register", words)
+        return int(words[1]), float(words[2])
+
+    def test_a_call_outlasts_its_nic_off_the_cpu(self):
+        self.assertEqual(self.register()[0], 0)
+        os.kill(self.qemu, signal.SIGSTOP)
+        try:
+            self.prog.stdin.write("register\n")
+            self.prog.stdin.flush()
+            # Past libvipl's 10 s bound on the NIC: the call still waits.
+            ready, _, _ = select.select([self.prog.stdout], [], [], 12)
+            self.assertFalse(ready, "the call returned while its NIC was stopped")
+        finally:
+            os.kill(self.qemu, signal.SIGCONT)
+        words = self.read().split()
+        self.assertEqual(words[:2], ["register", "0"], words)  # VIP_SUCCESS once the NIC ran
+        self.assertGreaterEqual(float(words[2]), 12000, words)
+        self.assertEqual(self.register()[0], 0)
+
+    def test_b_a_call_on_a_nic_that_is_gone_fails(self):
+        self.assertEqual(self.register()[0], 0)
+        os.kill(self.qemu, signal.SIGKILL)
+        rc, ms = self.register()
+        self.assertEqual(rc, 3)  # VIP_ERROR_RESOURCE
+        self.assertGreaterEqual(ms, 10000)  # the bound counts from the call
+        self.assertLess(ms, 60000)
 
 
 class RuntimeDirFull(unittest.TestCase):

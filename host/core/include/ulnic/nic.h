@@ -55,6 +55,31 @@ struct MemRegion {
   size_t moved_length = 0;
 };
 
+class Nic;
+
+// A bound on how long a NIC may take over work it should do at once (a
+// configuration operation, room in its send queue, a cancel): it passes
+// once `limit` has gone by on the wall clock *and* the NIC has run that
+// long since (Nic::run_us), or, with the wall-clock part over, once the
+// node's daemon is gone (the NIC will not run again). A wall-clock bound
+// alone failed live NICs: a 2-core host running two NICs, their processes
+// and other load left NICs off the CPU for up to 20 s (issue 20's stress
+// runs), and nothing the NIC could have done was late. kNoTimeout: never.
+class NicDeadline {
+ public:
+  NicDeadline(const Nic& nic, std::chrono::milliseconds limit);
+  bool passed() const;
+  // How long a waiter may sleep before looking again: the wall-clock part
+  // left, then one refresh step of the NIC's clock (never 0 unless passed).
+  std::chrono::milliseconds sleep_slice() const;
+
+ private:
+  const Nic* nic_;
+  std::chrono::steady_clock::time_point start_;
+  uint64_t run0_;
+  std::chrono::milliseconds limit_;
+};
+
 // Nic::wait's hybrid polling for streams, as pure rules (times in ns):
 // how long a wait naps before it first looks, with `in_flight` descriptors
 // in flight, completions `gap_ns` apart (0: unknown) and the last one wait()
@@ -229,6 +254,15 @@ class Nic {
   // Empty polls that blocked (statistics).
   uint64_t tight_blocks() const { return tight_blocks_.load(std::memory_order_relaxed); }
 
+  // ---- the NIC's running time
+  // Microseconds the NIC has run (SlotNicWords.run_us): it moves in steps
+  // of the NIC's status refresh (100 ms by default) and only while the NIC
+  // runs, so a NIC the host left off the CPU has not aged meanwhile.
+  uint64_t run_us() const;
+  // True once the node's daemon has gone (its connection hung up): it exits
+  // when the board's QEMU does, and the NIC's clock will not move again.
+  bool daemon_gone() const;
+
   // ---- requests to the node daemon (VMMC export/import): one at a time
   Result<abi::OwnerReply> call_daemon(abi::OwnerRequest q,
                                       std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
@@ -236,6 +270,7 @@ class Nic {
   // ---- synchronous helpers (post one descriptor, wait for its completion)
   // Other descriptors may be in flight: their completions are kept, in
   // order, for poll()/wait(). `e.user_data` comes back in the result.
+  // `timeout` is a NicDeadline: time the NIC ran, not wall-clock time.
   Result<abi::CqEntry> run(const abi::SqEntry& e, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
   // The same with a payload in the entries after the descriptor (kOpSendInline,
   // kOpViConnect, kOpViListen): `bytes` of `payload`, ceil(bytes / 64) entries.

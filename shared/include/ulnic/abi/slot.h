@@ -59,7 +59,13 @@ struct SlotNicWords {
   uint32_t pad0;
   uint64_t completions;  // CQEs written (statistics)
   uint64_t events_dropped;  // notifications lost to a full event queue
-  uint64_t pad1[4];
+  // The NIC's running time, microseconds, advanced at every status refresh
+  // (boot config heartbeat_us) by the time since the last one, at most two
+  // heartbeats: a NIC its host left off the CPU does not count the pause.
+  // A host's bound on something the NIC should do at once counts this clock
+  // (host/core nic.h, NicDeadline), not the wall clock.
+  uint64_t run_us;
+  uint64_t pad1[3];
 };
 ULNIC_ABI_CHECK_SIZE(SlotNicWords, 64);
 
