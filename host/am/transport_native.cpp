@@ -239,12 +239,16 @@ std::chrono::milliseconds wait_slice(std::chrono::milliseconds limit) {
 // room) or a refused send has been posted again.
 bool wait_completion() {
   if (reap()) return true;
-  auto r = nic->wait(wait_slice(kNicWait));
-  if (r) {
-    complete(*r);
-    return true;
+  const ulnic::NicDeadline deadline(*nic, kNicWait);  // the NIC's running time, not the wall clock's
+  for (;;) {
+    auto r = nic->wait(wait_slice(deadline.sleep_slice()));
+    if (r) {
+      complete(*r);
+      return true;
+    }
+    if (resend_due() > 0 || !resends.empty()) return true;
+    if (nic->state() != abi::SlotState::kActive || deadline.passed()) return false;
   }
-  return resend_due() > 0 || !resends.empty();
 }
 
 // ---- endpoint configuration

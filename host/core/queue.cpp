@@ -296,6 +296,14 @@ Result<abi::CqEntry> Nic::wait(std::chrono::milliseconds timeout, std::chrono::m
   return out;
 }
 
+Result<abi::CqEntry> Nic::wait_owed(std::chrono::milliseconds bound) {
+  const NicDeadline deadline(*this, bound);
+  for (;;) {
+    auto r = wait(deadline.sleep_slice());
+    if (r || state() != abi::SlotState::kActive || deadline.passed()) return r;
+  }
+}
+
 void Nic::poll_found(bool something, std::chrono::nanoseconds max_block, uint32_t wait_for) {
   const uint64_t consumed = consumed_.load();
   const bool news = consumed_seen_.exchange(consumed) != consumed;  // always taken: the next poll compares with it

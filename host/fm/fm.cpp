@@ -236,7 +236,7 @@ void reap() {
 }
 
 bool wait_completion() {
-  auto r = g.nic->wait(kNicWait);
+  auto r = g.nic->wait_owed(kNicWait);
   if (!r) return false;
   complete(*r);
   return true;

@@ -244,12 +244,13 @@ void Endpoint::publish_fills() {
 
 // Until the NIC has carried out the fills before `upto` (it takes them at
 // every look at the slot; ringing wakes one that sleeps). False if it does
-// not within 10 s (a NIC gone: the slot is cut off or the node died).
+// not within 10 s of the NIC's running time (a NIC gone: the slot is cut
+// off or the node died; ulnic::NicDeadline).
 bool Endpoint::wait_fills(uint64_t upto) {
   publish_fills();
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  const ulnic::NicDeadline deadline(*nic_, std::chrono::seconds(10));
   for (uint32_t n = 0; load(mm_words().fills_taken) < upto; ++n) {
-    if (nic_->state() != abi::SlotState::kActive || Clock::now() > deadline) return false;
+    if (nic_->state() != abi::SlotState::kActive || deadline.passed()) return false;
     if (n % 64 == 63) nic_->ring_if_dormant();
     sched_yield();  // the NIC's vCPU may want this core
   }
@@ -487,11 +488,14 @@ int Endpoint::send(unet_channel ch, uint8_t opcode, uint64_t offset, const void*
     e.user_data = serial_;  // a miss names the send it holds (kEqUnetTlbMiss)
   }
   // A full send queue: wait for sends to leave (the receive side drops,
-  // the send side waits, as U-Net's send queue does).
+  // the send side waits, as U-Net's send queue does), for up to 30 s of the
+  // NIC's running time (ulnic::NicDeadline).
+  const ulnic::NicDeadline deadline(*nic_, std::chrono::milliseconds(30000));
   for (;;) {
     reap();
     if (nic_->post(e, data, data ? length : 0)) break;
-    if (await(std::chrono::milliseconds(30000)) != UNET_OK) return UNET_ERR_NIC;
+    const int rc = await(deadline.sleep_slice());
+    if (rc == UNET_ERR_NIC || (rc != UNET_OK && deadline.passed())) return UNET_ERR_NIC;
   }
   if (mm_ && !data) posted_.push_back(Posted{serial_, ++sends_posted_, vpage(offset), vpage(offset + length - 1)});
   return UNET_OK;

@@ -205,7 +205,7 @@ bool Endpoint::in_flight(vmmc_send_id id) {
 
 // Blocks for one completion and records it.
 int Endpoint::wait_one() {
-  auto c = nic_->wait(std::chrono::milliseconds(30000));
+  auto c = nic_->wait_owed(std::chrono::milliseconds(30000));
   if (!c) return fail(VMMC_ERR_IO, c.error().message);
   record(*c);
   return VMMC_OK;

@@ -175,12 +175,15 @@ TEST_F(NicTightPoll, ATimeoutAlreadyPastLooksOnceAndTimesOut) {
       return;
     }
     const bool got = f.get();
-    if (!posts) EXPECT_FALSE(got) << what << " returned something nobody posted";
+    if (!posts) {
+      EXPECT_FALSE(got) << what << " returned something nobody posted";
+    }
   };
   returns_at_once("wait_ready(-5 ms)", [&] { return bool(nic_->wait_ready(-5ms)); });
   returns_at_once("wait_ready(0 ms)", [&] { return bool(nic_->wait_ready(0ms)); });
   returns_at_once("wait(-5 ms)", [&] { return bool(nic_->wait(-5ms)); });
   returns_at_once("wait(-1 ms)", [&] { return bool(nic_->wait(-1ms)); });
+  returns_at_once("wait_owed(-5 ms)", [&] { return bool(nic_->wait_owed(-5ms)); });
   returns_at_once("run(NOP, -5 ms)", [&] { return bool(nic_->run(nop(901), -5ms)); }, true);
   // The run's NOP was posted before it looked: unless that look found its
   // completion, it is still due (the next tests want an empty ring).

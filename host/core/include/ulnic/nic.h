@@ -190,6 +190,10 @@ class Nic {
   static constexpr std::chrono::milliseconds kNoTimeout = std::chrono::milliseconds::max();
   Result<abi::CqEntry> wait(std::chrono::milliseconds timeout = kNoTimeout,
                             std::chrono::microseconds spin = std::chrono::microseconds(0));
+  // A completion the NIC owes (a send's, room in the send queue): waits until
+  // one comes, or fails once the slot is no longer served or NicDeadline(bound)
+  // passed -- the NIC ran that long without one, or its daemon is gone.
+  Result<abi::CqEntry> wait_owed(std::chrono::milliseconds bound);
   uint32_t in_flight() const {
     return posted_.load(std::memory_order_relaxed) - reaped_.load(std::memory_order_relaxed);
   }
