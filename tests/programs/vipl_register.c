@@ -7,18 +7,9 @@
  *
  * Plain VIPL 1.0 (C99, POSIX clocks). */
 #define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
 #include <vipl.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+#include "prog_common.h"
 
 int main(int argc, char **argv) {
   VIP_NIC_HANDLE nic;
@@ -52,9 +43,9 @@ int main(int argc, char **argv) {
       double t0;
       if (posix_memalign(&buf, 4096, bytes) != 0) return 1;
       memset(buf, 0x5a, bytes);
-      t0 = now_ms();
+      t0 = prog_now();
       rc = VipRegisterMem(nic, buf, bytes, &attrs, &mh);
-      printf("register %d %.0f\n", (int)rc, now_ms() - t0);
+      printf("register %d %.0f\n", (int)rc, (prog_now() - t0) * 1e3);
       fflush(stdout);
     }
   }
