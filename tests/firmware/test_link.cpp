@@ -279,6 +279,16 @@ void ack_from_peer(uint32_t ack, uint64_t bits) {
 
 uint64_t at(uint64_t us) { return hal::clint::now() + hal::clint::us_to_ticks(us); }
 
+// Node 1's ACK, then our timers at the moment it came: what the ACK itself
+// calls for goes, and no timeout fires. (Timers run at a later clock read
+// could: the ACK restarts the retransmission timer, 1 ms on a lossy link,
+// and this vCPU may lose its CPU in between -- it did, under load.)
+void ack_then_timers(uint32_t ack, uint64_t bits) {
+  const uint64_t t = hal::clint::now();
+  ack_from_peer(ack, bits);
+  link::poll_timers(t);
+}
+
 // Four packets of ours toward node 1 (taken off its ring): the first's seq,
 // or 0 if one was not sent.
 uint32_t send_four() {
@@ -342,6 +352,7 @@ FW_TEST(a_lossy_link_holds_packets_beyond_a_gap_and_delivers_them_in_order_once_
 
 FW_TEST(selective_acks_make_the_sender_resend_only_what_was_lost) {
   link::set_rx_drop(1, 1);
+  const uint64_t sent = hal::clint::now();  // before their timer started (ack_then_timers says why)
   const uint32_t s = send_four();
   CHECK(s != 0);
   const uint64_t sacked = link::stats().sacked;
@@ -349,21 +360,19 @@ FW_TEST(selective_acks_make_the_sender_resend_only_what_was_lost) {
   // and only they go again, before any timeout.
   ack_from_peer(s - 1, 0b101);
   EXPECT_EQ(link::stats().sacked, sacked + 2);
-  link::poll_timers(hal::clint::now());
+  link::poll_timers(sent);
   Resent r = take_data_from_us();
   EXPECT_EQ(r.n, 2u);
   EXPECT(r.has(s));
   EXPECT(r.has(s + 2));
   // The same ACK again (its copy, or a stale one) sends nothing more.
-  ack_from_peer(s - 1, 0b101);
-  link::poll_timers(hal::clint::now());
+  ack_then_timers(s - 1, 0b101);
   EXPECT_EQ(take_data_from_us().n, 0u);
   // A timeout sends a probe: the oldest unacknowledged and the newest.
   probe_at(at(300'000), s, s + 3);
   // Node 1 acknowledges the probe's s, and nothing sent after it: s + 2,
   // sent before the probe and not held, was lost again and goes at once.
-  ack_from_peer(s, 0);
-  link::poll_timers(hal::clint::now());
+  ack_then_timers(s, 0);
   r = take_data_from_us();
   EXPECT_EQ(r.n, 1u);
   EXPECT(r.has(s + 2));
@@ -394,8 +403,7 @@ FW_TEST(a_timeout_sends_a_probe_and_its_ack_tells_what_else_was_lost) {
     uint32_t s = send_four();
     CHECK(s != 0);
     probe_at(at(300'000), s, s + 3);
-    ack_from_peer(s, 0);
-    link::poll_timers(hal::clint::now());
+    ack_then_timers(s, 0);
     Resent r = take_data_from_us();
     EXPECT_EQ(r.n, 2u);
     EXPECT(r.has(s + 1) && r.has(s + 2));
@@ -407,8 +415,7 @@ FW_TEST(a_timeout_sends_a_probe_and_its_ack_tells_what_else_was_lost) {
     s = send_four();
     CHECK(s != 0);
     probe_at(at(300'000), s, s + 3);
-    ack_from_peer(s + 1, 0);
-    link::poll_timers(hal::clint::now());
+    ack_then_timers(s + 1, 0);
     EXPECT_EQ(take_data_from_us().n, 0u);
     ack_from_peer(s + 3, 0);
     EXPECT_EQ(status_of_peer().acked, s + 3);
@@ -430,36 +437,42 @@ FW_TEST(a_timeout_waits_for_acks_still_unread_in_the_receive_ring) {
     ack_from_peer(last, 0);
     g_peer.hold = false;
   };
+  // The packets' deadline lies between `before` and `after` plus a timeout
+  // (send() stamps them with its own clock read; this vCPU may lose its CPU
+  // around the sends): "within one timeout of the deadline" is judged from
+  // `before`, "a timeout past it" from `after`.
+  uint64_t before = hal::clint::now();
   uint32_t s = send_four();
   CHECK(s != 0);
-  uint64_t t0 = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
+  uint64_t after = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
   CHECK(rto > 0);
   const uint32_t stale = status_of_peer().acked;
   acks_in_ring(stale - 1, s + 3);
-  link::poll_rx(t0 + rto * 3 / 2);  // a budget's worth, half a timeout late: the new ACK is unread
+  link::poll_rx(before + rto * 3 / 2);  // a budget's worth, half a timeout late: the new ACK is unread
   CHECK(link::rx_behind());
   EXPECT_EQ(status_of_peer().acked, stale);
-  link::poll_timers(t0 + rto * 3 / 2);
+  link::poll_timers(before + rto * 3 / 2);
   EXPECT_EQ(take_data_from_us().n, 0u);
-  while (link::rx_behind()) link::poll_rx(t0 + rto * 3 / 2);
+  while (link::rx_behind()) link::poll_rx(before + rto * 3 / 2);
   EXPECT_EQ(status_of_peer().acked, s + 3);
-  link::poll_timers(t0 + rto * 3 / 2);
+  link::poll_timers(before + rto * 3 / 2);
   EXPECT_EQ(take_data_from_us().n, 0u);
   // Unread packets delay the judgement by one timeout, not for ever.
+  before = hal::clint::now();
   s = send_four();
   CHECK(s != 0);
-  t0 = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
+  after = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
   acks_in_ring(s - 2, s - 2);
-  link::poll_rx(t0 + rto * 3 / 2);
+  link::poll_rx(before + rto * 3 / 2);
   CHECK(link::rx_behind());
-  link::poll_timers(t0 + rto * 3 / 2);
+  link::poll_timers(before + rto * 3 / 2);
   EXPECT_EQ(take_data_from_us().n, 0u);
-  while (link::rx_behind()) link::poll_rx(t0 + rto * 3 / 2);
+  while (link::rx_behind()) link::poll_rx(before + rto * 3 / 2);
   acks_in_ring(s - 2, s - 2);
-  link::poll_rx(t0 + rto * 5 / 2);
+  link::poll_rx(after + rto * 5 / 2);
   CHECK(link::rx_behind());
-  probe_at(t0 + rto * 5 / 2, s, s + 3);
-  while (link::rx_behind()) link::poll_rx(t0 + rto * 5 / 2);
+  probe_at(after + rto * 5 / 2, s, s + 3);
+  while (link::rx_behind()) link::poll_rx(after + rto * 5 / 2);
   ack_from_peer(s + 3, 0);
   EXPECT_EQ(status_of_peer().acked, s + 3);
 }
@@ -573,8 +586,7 @@ FW_TEST(our_packets_say_ok_only_where_every_refusal_went_before_them) {
   EXPECT(r.n == 2 && r.has(held) && r.has(after));
   EXPECT(!r.says_ok(held));
   EXPECT(r.says_ok(after));
-  ack_from_peer(held, 0);
-  link::poll_timers(hal::clint::now());
+  ack_then_timers(held, 0);
   r = take_data_from_us();
   EXPECT(r.n == 1 && r.has(refusal));
   EXPECT(!r.says_ok(refusal));
