@@ -434,6 +434,7 @@ bool slots_ring_hosts(SlotTable& t) {
 }
 
 void slots_publish_run_time(SlotTable& t, uint64_t run_us) {
+  t.run_us = run_us;
   for (Slot& s : t.slots)
     if (s.state == abi::SlotState::kActive) put(header(s).nic.run_us, run_us);
 }
@@ -492,6 +493,7 @@ abi::CtrlStatus slot_attach(SlotTable& t, const abi::CtrlCommand& cmd) {
   s.state = abi::SlotState::kActive;
   put(header(s).nic.sq_dormant, 0u);
   put(header(s).nic.fault_code, 0u);
+  put(header(s).nic.run_us, t.run_us);
   put(header(s).nic.state, uint32_t(abi::SlotState::kActive));
   return abi::kCtrlOk;
 }

@@ -95,6 +95,7 @@ struct SlotTable {
   uint32_t rng;                     // xorshift state for memory keys
   const core::board::Board* board;
   uint32_t first;                   // the slot each service pass starts with (turns round)
+  uint64_t run_us;                  // the NIC's running time as last published (slots_publish_run_time)
 };
 
 void slots_init(SlotTable& t, const core::board::Board& board, uint64_t seed);
@@ -123,7 +124,8 @@ void slots_woke(SlotTable& t);
 // True if it rang.
 bool slots_ring_hosts(SlotTable& t);
 // Writes the NIC's running time (microseconds, the loop's refresh clock) to
-// every active slot's header (SlotNicWords.run_us).
+// every active slot's header (SlotNicWords.run_us); an attach writes the
+// last value, so a process never sees the clock jump from 0.
 void slots_publish_run_time(SlotTable& t, uint64_t run_us);
 // ring_due: a completion with an error status was published (rings whatever
 // the process waits for: a failed send is news to a process waiting for arrivals).

@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "pin.h"
 #include "ulnic/abi/attach.h"
@@ -201,6 +202,11 @@ std::chrono::milliseconds NicDeadline::sleep_slice() const {
   if (limit_ == Nic::kNoTimeout) return milliseconds(1000);
   auto left = std::chrono::ceil<milliseconds>(limit_ - (std::chrono::steady_clock::now() - start_));
   return left.count() > 0 ? std::min(left, milliseconds(1000)) : milliseconds(100);  // 100: the NIC's refresh step
+}
+
+void NicDeadline::back_off() const {
+  if (limit_ == Nic::kNoTimeout || std::chrono::steady_clock::now() - start_ < limit_) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 // ---- heap: first fit over the slot's heap, coalescing on free.

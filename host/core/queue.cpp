@@ -400,7 +400,7 @@ Result<abi::CqEntry> Nic::run(const abi::SqEntry& e, const void* payload, size_t
       continue;
     }
     if (deadline.passed()) return fail("run: send queue full");
-    std::this_thread::yield();
+    deadline.back_off();
   }
   for (;;) {
     abi::CqEntry c;

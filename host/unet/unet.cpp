@@ -5,8 +5,6 @@
 // and free queues are rings in the queue area, one writer per word.
 #include "unet.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -252,7 +250,7 @@ bool Endpoint::wait_fills(uint64_t upto) {
   for (uint32_t n = 0; load(mm_words().fills_taken) < upto; ++n) {
     if (nic_->state() != abi::SlotState::kActive || deadline.passed()) return false;
     if (n % 64 == 63) nic_->ring_if_dormant();
-    sched_yield();  // the NIC's vCPU may want this core
+    deadline.back_off();  // the NIC's vCPU may want this core
   }
   return true;
 }

@@ -133,7 +133,7 @@ VIP_RETURN post_entry(NicState& nic, const abi::SqEntry& e, const void* payload 
     // for messages): nothing will free one soon.
     if (nic.core->in_flight() >= nic.core->layout().cq_capacity) return VIP_ERROR_RESOURCE;
     if (d.passed() || nic.core->state() != abi::SlotState::kActive) return VIP_ERROR_RESOURCE;
-    std::this_thread::yield();
+    d.nic->back_off();
   }
   return VIP_SUCCESS;
 }

@@ -72,6 +72,10 @@ class NicDeadline {
   // How long a waiter may sleep before looking again: the wall-clock part
   // left, then one refresh step of the NIC's clock (never 0 unless passed).
   std::chrono::milliseconds sleep_slice() const;
+  // Between the looks of a waiter that has nothing to sleep on (a full send
+  // queue): a yield while the wall-clock part lasts, then a 1 ms sleep -- a
+  // NIC kept off the CPU needs that CPU more than its waiter does.
+  void back_off() const;
 
  private:
   const Nic* nic_;
