@@ -750,7 +750,9 @@ TEST_F(AmTest, FreeBundleAndTerminateWhileAnotherThreadWaitsInWaitSema) {
     waiter.join();
     EXPECT_EQ(rc.load(), AM_ERR_RESOURCE);
     EXPECT_EQ(AM_SetTag(ep, 1), terminate ? AM_ERR_NOT_INIT : AM_ERR_BAD_ARG);  // gone with its bundle
-    if (terminate) ASSERT_EQ(AM_Init(), AM_OK);  // for TearDown
+    if (terminate) {
+      ASSERT_EQ(AM_Init(), AM_OK);  // for TearDown
+    }
   }
 }
 
