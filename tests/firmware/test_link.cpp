@@ -444,7 +444,7 @@ FW_TEST(a_timeout_waits_for_acks_still_unread_in_the_receive_ring) {
   uint64_t before = hal::clint::now();
   uint32_t s = send_four();
   CHECK(s != 0);
-  uint64_t after = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
+  uint64_t rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
   CHECK(rto > 0);
   const uint32_t stale = status_of_peer().acked;
   acks_in_ring(stale - 1, s + 3);
@@ -461,7 +461,8 @@ FW_TEST(a_timeout_waits_for_acks_still_unread_in_the_receive_ring) {
   before = hal::clint::now();
   s = send_four();
   CHECK(s != 0);
-  after = hal::clint::now(), rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
+  const uint64_t after = hal::clint::now();
+  rto = hal::clint::us_to_ticks(status_of_peer().rto_us);
   acks_in_ring(s - 2, s - 2);
   link::poll_rx(before + rto * 3 / 2);
   CHECK(link::rx_behind());
