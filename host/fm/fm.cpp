@@ -1,43 +1,52 @@
 // Fast Messages 2.x over the NIC's native AM endpoints (abi/am.h).
 //
 // Every FM packet is one kOpAmSend: a PacketHeader and up to kInlinePayload
-// message bytes in the AM message, or a Long packet (below) of up to
-// kPacketPayload. Each rank receives into one AM ring of kRingEntries
-// entries in its slot; the NIC refuses a message when the ring is full, so
-// FM never sends one that could find it full:
+// message bytes in the AM message, or a Long packet (below) of up to P
+// bytes. Each rank receives into one AM ring of kRingEntries entries in its
+// slot; the NIC refuses a message when the ring is full, so FM never sends
+// one that could find it full:
 //
 //   * The ring is partitioned among the N senders: C = kRingEntries / N
-//     entries each. Of those, a sender may have W = C - 5 data packets not
-//     yet reported consumed (the credit window, counted by Peer.sent and
+//     entries each. Of those, a sender may have W data packets not yet
+//     reported consumed (the credit window, counted by Peer.sent and
 //     Peer.granted).
 //   * Credit-only packets and the two FIN packets of FM_finalize need no
 //     credit, so reporting never waits for a report (no credit deadlock).
 //     They stay bounded: a credit packet goes out only after T = max(1, L/2)
-//     (L below: the power of 2 above W/2, so W/T < 4)
-//     more data packets of its destination were consumed, and that
-//     destination cannot send more than W beyond what the last packet of
-//     ours it consumed told it; so at most floor(W/T) <= 3 credit packets of
-//     ours wait in its ring, plus 2 FINs: W + 3 + 2 = C. Credit packets
-//     themselves are never reported (no credit ping-pong).
+//     (L below) more data packets of its destination were consumed, and
+//     that destination cannot send more than W beyond what the last packet
+//     of ours it consumed told it; so at most floor(W/T) credit packets of
+//     ours wait in its ring, plus 2 FINs. W is the most, up to C - 5, with
+//     W + floor(W/T) + 2 <= C (112 + 14 + 2 = 128 for 2 ranks). Credit
+//     packets themselves are never reported (no credit ping-pong).
 //   * Every packet also carries the cumulative count (piggybacked credit).
-//   * Send buffers: open streams hold one each, so at most kMaxStreams are
-//     open and data packets leave kControlReserve buffers for credit and
-//     FIN packets (a report never waits behind data that waits for it).
+//   * Send buffers: kSendBuffers inline-sized ones, and 2 MiB of P-sized ones
+//     for Long packets. Open streams hold one each, so at most kMaxStreams
+//     are open, and data packets leave kControlReserve inline buffers for
+//     credit and FIN packets (a report never waits behind data that waits
+//     for it). A stream waits for a Long buffer only while the NIC has one
+//     (its completion frees it); with every Long buffer held by open streams
+//     it takes an inline one.
 //
-// Long packets: a main-program stream fills packets of up to kPacketPayload
-// bytes; one of more than kInlinePayload goes as the AM message's Long,
-// which the receiving NIC places straight into the receiver's segment
-// before it publishes the ring entry (the header alone is in the entry).
-// The segment has L chunks of kPacketPayload per sender (L <= W): the k-th
-// data packet of a sender uses its chunk k mod L, and a Long packet leaves
-// only while fewer than L data packets of its sender are unreported, so none
-// of those still being read is in that chunk (they are the L - 1 before it).
-// T = L/2 keeps the credit flowing: a sender held at L has had L/2 of them
-// consumed and reported, and half its window is still in flight while that
-// report travels. A handler's streams keep to kInlinePayload (their credits
-// are reserved by packet count at FM_begin_message), as do credit and FIN
-// packets. Measured (fm_bench, issue 19): 4 KiB packets held FM streams at
-// ~0.4-0.6 GB/s, the NIC's rate of AM messages; 32 KiB Long packets ~1.5-1.7.
+// Long packets: a main-program stream with more than kInlinePayload bytes
+// to go fills packets of up to P bytes; one of more than kInlinePayload goes
+// as the AM message's Long, which the receiving NIC places straight into
+// the receiver's segment before it publishes the ring entry (the header
+// alone is in the entry). The segment has L chunks of P bytes per sender
+// (L <= W): the k-th data packet of a sender uses its chunk k mod L, and a
+// Long packet leaves only while fewer than L data packets of its sender are
+// unreported, so none of those still being read is in that chunk (they are
+// the L - 1 before it). T = L/2 keeps the credit flowing: a sender held at L
+// has had L/2 of them consumed and reported, and half its window is still
+// in flight while that report travels. L is the power of 2 above (C - 5)/2,
+// at most kMaxLongWindow (16); P the largest power of 2 from kMinLongPayload
+// to kPacketPayload (32 .. 128 KiB) whose N x L chunks fit kSegmentBytes
+// (4 MiB; 32 KiB chunks may exceed it, as for 9-15 ranks): 128 KiB for 2
+// ranks, 64 KiB for 3 or 4, 32 KiB for 5 to 16. A
+// handler's streams keep to kInlinePayload (their credits are reserved by
+// packet count at FM_begin_message), as do credit and FIN packets. Measured
+// (fm_bench, issue 19): 4 KiB packets held FM streams at ~0.4-0.6 GB/s, the
+// NIC's rate of AM messages; 32 KiB Long packets ~1.5-2.1.
 //
 // Failures: the NIC's link is reliable, so a packet it completes with an
 // error (the peer's process or node is gone, or it refused) is not resent:
@@ -84,9 +93,13 @@ namespace {
 
 constexpr uint32_t kRingEntries = 256;      // a power of 2 (firmware), <= kAmMaxRingEntries
 constexpr uint8_t kEndpoint = 0;            // FM's AM endpoint in its slot
-constexpr uint32_t kSendBuffers = 64;       // packets in flight per process
+constexpr uint32_t kSendBuffers = 64;       // inline-sized packets in flight per process
 constexpr uint32_t kControlReserve = 8;     // send buffers data packets leave to credit/FIN packets
-constexpr size_t kBufBytes = (kPayloadAt + kPacketPayload + 63) & ~size_t(63);  // a 64-byte multiple
+constexpr size_t round64(size_t n) { return (n + 63) & ~size_t(63); }
+constexpr size_t kBufBytes = round64(kPayloadAt + kInlinePayload);
+constexpr size_t kLongBuffersBytes = 2u << 20;  // the Long packets' send buffers, together
+constexpr size_t kSegmentBytes = 4u << 20;      // the Long packets' chunks, all senders' together
+constexpr uint32_t kMaxLongWindow = 16;         // L, at most
 constexpr size_t kStackBytes = 256 << 10;   // per handler: room for ordinary C code
 constexpr size_t kMaxStreams = FM_MAX_STREAMS;  // open outbound streams
 static_assert(kMaxStreams + kControlReserve < kSendBuffers);
@@ -149,9 +162,16 @@ struct State {
   uint8_t* seg = nullptr;  // Long packets' chunks: NIC-written, L per sender
   MemRegion seg_mr;
   uint32_t long_window = 0;  // L
+  uint32_t packet = 0;       // P: a Long packet's payload, at most
+  // Send buffers, one registration: kSendBuffers of kBufBytes (ids below
+  // kSendBuffers), then long_buffers of long_buf_bytes (the ids after).
   uint8_t* bufs = nullptr;
   MemRegion bufs_mr;
-  std::vector<int> free_bufs;
+  size_t bufs_bytes = 0;
+  uint32_t long_buffers = 0;
+  size_t long_buf_bytes = 0;
+  std::vector<int> free_bufs, free_long;
+  uint32_t long_posted = 0;  // long buffers the NIC has
   std::map<uint64_t, std::pair<int, uint32_t>> in_flight;  // user_data -> buffer, destination rank
   uint64_t next_user_data = 1;
   std::unordered_set<FM_stream*> streams;   // live ones (arguments are checked against it)
@@ -178,9 +198,14 @@ uint64_t packets_for(uint64_t length, uint32_t per_packet) {
 }
 // Where in `receiver`'s segment the `k`-th data packet of `sender` goes if Long.
 uint64_t chunk_offset(uint32_t sender, uint32_t k) {
-  return (uint64_t(sender) * g.long_window + (k & (g.long_window - 1))) * kPacketPayload;
+  return (uint64_t(sender) * g.long_window + (k & (g.long_window - 1))) * g.packet;
 }
-uint8_t* buffer(int b) { return g.bufs + size_t(b) * kBufBytes; }
+bool is_long(int b) { return b >= int(kSendBuffers); }
+uint8_t* buffer(int b) {
+  if (!is_long(b)) return g.bufs + size_t(b) * kBufBytes;
+  return g.bufs + kSendBuffers * kBufBytes + size_t(b - int(kSendBuffers)) * g.long_buf_bytes;
+}
+void give_buffer(int b) { (is_long(b) ? g.free_long : g.free_bufs).push_back(b); }
 
 // ---- failures and send completions
 
@@ -224,7 +249,8 @@ void complete(const abi::CqEntry& c) {
     g.stats.send_errors++;
     fail_peer(it->second.second, "a packet to it completed with NIC status " + std::to_string(c.status));
   }
-  g.free_bufs.push_back(it->second.first);
+  if (is_long(it->second.first)) g.long_posted--;
+  give_buffer(it->second.first);
   g.in_flight.erase(it);
 }
 
@@ -253,6 +279,25 @@ int take_buffer(bool data) {
   int b = g.free_bufs.back();
   g.free_bufs.pop_back();
   return b;
+}
+
+// A buffer for a main-program stream's next data packet, `left` message
+// bytes to go: a long one if they are more than an inline packet holds and
+// one is free or will be (the NIC has one: its completion frees it), else an
+// inline-sized one (so open streams that hold every long buffer leave the
+// next stream inline packets, never a wait that nothing ends).
+int take_data_buffer(const Outbound& s, uint64_t left) {
+  if (!s.owner && left > kInlinePayload) {
+    reap();
+    while (g.free_long.empty() && g.long_posted > 0)
+      if (!wait_completion()) return -1;
+    if (!g.free_long.empty()) {
+      int b = g.free_long.back();
+      g.free_long.pop_back();
+      return b;
+    }
+  }
+  return take_buffer(true);
 }
 
 PacketHeader header(uint32_t dest, PacketKind kind) {
@@ -297,10 +342,12 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
   e.dst_slot = uint16_t(p.name.slot);
   e.user_data = g.next_user_data++;
   g.in_flight[e.user_data] = {b, dest};
+  if (is_long(b)) g.long_posted++;
   while (!g.nic->post(e)) {
     if (!wait_completion()) {
       g.in_flight.erase(e.user_data);
-      g.free_bufs.push_back(b);
+      if (is_long(b)) g.long_posted--;
+      give_buffer(b);
       g.stats.send_errors++;
       fail_peer(dest, "the NIC took no packet for it in 30 s");
       return false;
@@ -512,7 +559,7 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
   if (h.kind == kData) data_from = int(h.sender);
   // A Long packet is a data packet with its payload in the sender's chunk
   // for it (the NIC checked only that it fits the segment).
-  if (big && (h.kind != kData || e->len != sizeof h || h.payload > kPacketPayload ||
+  if (big && (h.kind != kData || e->len != sizeof h || h.payload > g.packet ||
               e->long_offset != chunk_offset(h.sender, p.consumed))) {
     g.stats.bad_packets++;
     return;
@@ -621,7 +668,7 @@ bool acquire_credit(Outbound& s, bool big) {
 // message that had begun is cut short at the receiver, which would wait
 // for the rest forever: the peer is failed.
 bool stream_failed(Outbound& s) {
-  if (s.buf >= 0) g.free_bufs.push_back(s.buf);
+  if (s.buf >= 0) give_buffer(s.buf);
   s.buf = -1;
   if (!s.first) fail_peer(s.dest, "a message to it could not be finished");
   return false;
@@ -650,7 +697,7 @@ bool flush(Outbound& s, bool last) {
   s.first = false;
   s.fill = 0;
   if (!last) {
-    s.buf = take_buffer(true);
+    s.buf = take_data_buffer(s, s.length - s.written);
     if (s.buf < 0) return stream_failed(s);
   }
   return true;
@@ -658,7 +705,7 @@ bool flush(Outbound& s, bool last) {
 
 void close_stream(Outbound* s) {
   g.peers[s->dest].reserved -= s->reserved;
-  if (s->buf >= 0) g.free_bufs.push_back(s->buf);
+  if (s->buf >= 0) give_buffer(s->buf);
   g.streams.erase(s);
   g.outbound_open--;
   if (s->owner) g.handler_streams--;
@@ -680,8 +727,9 @@ void end_streams_of(const Inbound* m) {
 }
 
 uint8_t* payload_area(const Outbound& s) { return buffer(s.buf) + kPayloadAt; }
-// The bytes a stream puts in one packet (a handler's: reserved by count).
-uint32_t packet_bytes(const Outbound& s) { return s.owner ? kInlinePayload : kPacketPayload; }
+// The bytes a stream puts in one packet: what its buffer holds (a handler's
+// are inline-sized: its credits were reserved by count).
+uint32_t packet_bytes(const Outbound& s) { return is_long(s.buf) ? g.packet : kInlinePayload; }
 
 // ---- setup and teardown
 
@@ -752,32 +800,41 @@ int FM_initialize(void) {
   g.tag = random_tag();
   if (g.tag == 0) return fail("no random tag: getrandom failed");
   g.job = job;
-  g.window = c - 5;
-  // L: the power of 2 above W / 2 (at most W); T = L / 2 (< 4 credit
-  // packets per W, as the ring's partition needs: W / T < 4).
-  g.long_window = std::bit_ceil(g.window / 2 + 1);
+  // L: the power of 2 above (C - 5) / 2, at most kMaxLongWindow; T = L / 2;
+  // W: as many as the ring's partition holds beside W / T credit packets and
+  // two FINs (W + W / T + 2 <= C), at most C - 5. P: the most a chunk may
+  // hold with the segment's L chunks per sender within kSegmentBytes.
+  g.long_window = std::min(kMaxLongWindow, std::bit_ceil((c - 5) / 2 + 1));
   g.threshold = std::max(1u, g.long_window / 2);
-  if (g.long_window > g.window || g.window / g.threshold > 3) return fail("internal: credit windows");
+  g.window = c - 5;
+  while (g.window + g.window / g.threshold + 2 > c) g.window--;
+  if (g.long_window > g.window) return fail("internal: credit windows");
+  g.packet = uint32_t(std::clamp<size_t>(std::bit_floor(kSegmentBytes / (size_t(job.nprocs) * g.long_window)),
+                                         kMinLongPayload, kPacketPayload));
+  g.long_buf_bytes = round64(kPayloadAt + g.packet);
+  g.long_buffers = uint32_t(kLongBuffersBytes / g.packet);
+  g.bufs_bytes = kSendBuffers * kBufBytes + g.long_buffers * g.long_buf_bytes;
   auto n = open_nic();
   if (!n) return fail(n.error().message);
   g.nic = std::move(*n);
   size_t ring_bytes = sizeof(abi::AmRingControl) + size_t(kRingEntries) * abi::kAmEntryBytes;
   g.ring = static_cast<uint8_t*>(g.nic->alloc(ring_bytes, 4096));
-  g.bufs = static_cast<uint8_t*>(g.nic->alloc(kSendBuffers * kBufBytes, 4096));
-  const size_t seg_bytes = size_t(job.nprocs) * g.long_window * kPacketPayload;
+  g.bufs = static_cast<uint8_t*>(g.nic->alloc(g.bufs_bytes, 4096));
+  const size_t seg_bytes = size_t(job.nprocs) * g.long_window * g.packet;
   g.seg = static_cast<uint8_t*>(g.nic->alloc(seg_bytes, 4096));
   if (!g.ring || !g.bufs || !g.seg) return fail("the slot heap has no room for the ring, segment and send buffers");
   std::memset(g.ring, 0, ring_bytes);
   auto rr = g.nic->register_memory(g.ring, ring_bytes, abi::kAccessLocal);
   if (!rr) return fail(rr.error().message);
   g.ring_mr = *rr;
-  auto br = g.nic->register_memory(g.bufs, kSendBuffers * kBufBytes, abi::kAccessLocal);
+  auto br = g.nic->register_memory(g.bufs, g.bufs_bytes, abi::kAccessLocal);
   if (!br) return fail(br.error().message);
   g.bufs_mr = *br;
   auto sr = g.nic->register_memory(g.seg, seg_bytes, abi::kAccessRemoteWrite);
   if (!sr) return fail(sr.error().message);
   g.seg_mr = *sr;
   for (int b = int(kSendBuffers) - 1; b >= 0; --b) g.free_bufs.push_back(b);
+  for (int b = int(kSendBuffers + g.long_buffers) - 1; b >= int(kSendBuffers); --b) g.free_long.push_back(b);
   if (!configure_endpoint(false)) return fail("the NIC refused the AM endpoint");
   std::vector<EndpointName> names;
   EndpointName mine{g.nic->node(), g.nic->slot(), kEndpoint, g.tag};
@@ -885,7 +942,7 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
     p.reserved += uint32_t(need);
     s->reserved = uint32_t(need);
   }
-  s->buf = take_buffer(true);
+  s->buf = take_data_buffer(*s, s->length);
   if (s->buf < 0) {
     p.reserved -= s->reserved;
     delete s;

@@ -31,17 +31,20 @@ struct PacketHeader {
 static_assert(sizeof(PacketHeader) == 32);
 
 constexpr uint16_t kMagic = 0x4d46;  // "FM"
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;  // 3: Long packets of up to 128 KiB (chunks by the job's size)
 enum PacketKind : uint8_t { kData = 1, kCredit = 2, kFin1 = 3, kFin2 = 4 };
 enum PacketFlags : uint32_t { kFirst = 1u << 0, kLast = 1u << 1 };
 
 // A packet's payload: up to kInlinePayload bytes ride in its AM message, read
-// in place in the receiver's ring entry; a bigger one (up to kPacketPayload)
-// is the message's AM Long, placed by the receiving NIC straight into a chunk
-// of the receiver's segment (fm.cpp, "Long packets").
+// in place in the receiver's ring entry; a bigger one is the message's AM
+// Long, placed by the receiving NIC straight into a chunk of the receiver's
+// segment (fm.cpp, "Long packets"). A job's Long packets carry up to
+// kMinLongPayload .. kPacketPayload bytes, by its number of ranks.
 constexpr uint32_t kInlinePayload = abi::kAmMaxMessage - sizeof(PacketHeader);
-constexpr uint32_t kPacketPayload = 32u << 10;
-static_assert(kPacketPayload == FM_PACKET_PAYLOAD && kPacketPayload > kInlinePayload);
+constexpr uint32_t kPacketPayload = 128u << 10;
+constexpr uint32_t kMinLongPayload = 32u << 10;
+static_assert(kPacketPayload == FM_PACKET_PAYLOAD && kMinLongPayload > kInlinePayload);
+static_assert(kPacketPayload <= abi::kAmMaxLong);
 // Where a packet's payload starts in its send buffer: after the AmPrefix and
 // the header, which is where the NIC takes a Long's payload from too.
 constexpr size_t kPayloadAt = sizeof(abi::AmPrefix) + sizeof(PacketHeader);

@@ -114,7 +114,7 @@ constexpr unsigned kVerify = 1, kHalf = 2;
 // Around the inline packet (4256 bytes) and the Long packet (FM_PACKET_PAYLOAD).
 const std::vector<size_t> kSizes = {0,     1,     2,     3,     15,    16,     100,    4255,   4256,   4257,
                                     8511,  8512,  8513,  12345, 32767, 32768,  32769,  36992,  65536,  65537,
-                                    100000, 262147, 1 << 20, 5000, 300000};
+                                    100000, 131071, 131072, 131073, 135328, 262147, 1 << 20, 5000, 300000};
 
 TEST_F(Fm, GatherScatterAllSizes) {
   auto rc = run_job({0, 1}, [](unsigned rank) {
@@ -133,6 +133,49 @@ TEST_F(Fm, GatherScatterAllSizes) {
     } else {
       bool all = extract_until([] { return g_rx.messages == kSizes.size(); });
       check(all, "%llu of %zu messages arrived", (unsigned long long)g_rx.messages, kSizes.size());
+    }
+    return child_exit();
+  });
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
+// ---- more open streams than Long send buffers
+//
+// Long packets leave from 2 MiB of send buffers (16 of 128 KiB with 2
+// ranks); a main-program stream holds one while it is open. With every one
+// held by an open stream and none at the NIC, nothing would free one: the
+// next stream takes an inline-sized buffer instead (its packets are inline)
+// and every message still arrives whole.
+
+constexpr uint32_t kOpenStreams = 24;
+constexpr size_t kOpenSize = 150000;
+
+TEST_F(Fm, MoreOpenStreamsThanLongBuffers) {
+  auto rc = run_job({0, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    g_rx.size_of = [](uint32_t, uint32_t) { return kOpenSize; };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 0) {
+      std::vector<std::vector<uint8_t>> data(kOpenStreams, std::vector<uint8_t>(kOpenSize));
+      std::vector<FM_stream*> open;
+      for (uint32_t k = 0; k < kOpenStreams; ++k) {  // opened in order: message k is the k-th first packet
+        fill(data[k], 0, k);
+        FM_stream* s = FM_begin_message(1, kOpenSize, kVerify);
+        check(s != nullptr, "FM_begin_message %u: errno %d", k, errno);
+        if (!s) return child_exit();
+        check(FM_send_piece(s, data[k].data(), 1000) == 0, "first piece of %u", k);
+        open.push_back(s);
+      }
+      // No packet left yet (1000 bytes fill none): stream k's first packet
+      // leaves now, in order, which numbers the messages as the receiver
+      // expects.
+      for (uint32_t k = 0; k < kOpenStreams; ++k) {
+        check(FM_send_piece(open[k], data[k].data() + 1000, kOpenSize - 1000) == 0, "the rest of %u", k);
+        check(FM_end_message(open[k]) == 0, "end %u", k);
+      }
+    } else {
+      bool all = extract_until([] { return g_rx.messages == kOpenStreams; });
+      check(all, "%llu of %u messages arrived", (unsigned long long)g_rx.messages, kOpenStreams);
     }
     return child_exit();
   });
@@ -320,8 +363,8 @@ TEST_F(Fm, TwoStreamsOfOneSenderInterleave) {
 // ---- receiver flow control: a 64-byte budget, senders blocked, nothing lost
 
 constexpr uint32_t kFlowMessages = 40;
-// One Long packet each: 40 per sender, > the 32 Long packets a sender may have
-// unreported with 4 ranks (fm.cpp: L, the power of 2 above T = 29).
+// One Long packet each: 40 per sender, > the 16 Long packets a sender may have
+// unreported with 4 ranks (fm.cpp: L).
 constexpr size_t kFlowSize = 20000;
 
 TEST_F(Fm, ReceiverFlowControlBlocksSenders) {
@@ -513,7 +556,7 @@ TEST_F(Fm, ArgumentErrors) {
   EXPECT_EQ(rc, (std::vector<int>{0}));
 }
 
-constexpr uint8_t kWireVersion = 2;
+constexpr uint8_t kWireVersion = 3;
 
 // A rank's published name: "ulnic-fm <version> <node> <slot> <ep> <tag hex>".
 struct RankName {
@@ -927,12 +970,13 @@ int fake_rank(const std::string& dir) {
   send({0x4d46, kWireVersion, 9, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // no such kind
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 100, 0}, 50, 0, 0);        // payload field says 100, has 50
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 1: fine
-  // Long packets: rank 1's chunks in rank 0's segment are 64..127 (L = 64
-  // with 2 ranks), its k-th data packet's is 64 + k mod 64; 4 data packets
-  // went so far (a header that lies about its payload is not one).
-  send({0x4d46, kWireVersion, 2, 1, 0, 0, 0, 0, 0, 50, 0}, 50, 1, 0, 64 + 4);         // a Long credit packet
-  send({0x4d46, kWireVersion, 1, 1, kVerify, 2, 3, 0, 50, 50, 0}, 50, 1, 0, 64 + 4);  // message 2: fine
-  send({0x4d46, kWireVersion, 1, 1, kVerify, 3, 3, 0, 50, 50, 0}, 50, 2, 0, 64 + 0);  // not its 6th's chunk
+  // Long packets: rank 1's chunks in rank 0's segment are 16..31 (L = 16,
+  // of FM_PACKET_PAYLOAD bytes, with 2 ranks), its k-th data packet's is
+  // 16 + k mod 16; 4 data packets went so far (a header that lies about its
+  // payload is not one).
+  send({0x4d46, kWireVersion, 2, 1, 0, 0, 0, 0, 0, 50, 0}, 50, 1, 0, 16 + 4);         // a Long credit packet
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 2, 3, 0, 50, 50, 0}, 50, 1, 0, 16 + 4);  // message 2: fine
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 3, 3, 0, 50, 50, 0}, 50, 2, 0, 16 + 0);  // not its 6th's chunk
   send({0x4d46, kWireVersion, 3, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN1
   send({0x4d46, kWireVersion, 4, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN2
   // Absorb rank 0's packets until its FIN2: only then may this endpoint go.
