@@ -17,7 +17,7 @@
 //     that destination cannot send more than W beyond what the last packet
 //     of ours it consumed told it; so at most floor(W/T) credit packets of
 //     ours wait in its ring, plus 2 FINs. W is the most, up to C - 5, with
-//     W + floor(W/T) + 2 <= C (112 + 14 + 2 = 128 for 2 ranks). Credit
+//     W + floor(W/T) + 2 <= C (119 + 7 + 2 = 128 for 2 ranks). Credit
 //     packets themselves are never reported (no credit ping-pong).
 //   * Every packet also carries the cumulative count (piggybacked credit).
 //   * Send buffers: kSendBuffers inline-sized ones, and 2 MiB of P-sized ones
@@ -39,14 +39,17 @@
 // the L - 1 before it). T = L/2 keeps the credit flowing: a sender held at L
 // has had L/2 of them consumed and reported, and half its window is still
 // in flight while that report travels. L is the power of 2 above (C - 5)/2,
-// at most kMaxLongWindow (16); P the largest power of 2 from kMinLongPayload
+// at most kMaxLongWindow (32); P the largest power of 2 from kMinLongPayload
 // to kPacketPayload (32 .. 128 KiB) whose N x L chunks fit kSegmentBytes
-// (4 MiB; 32 KiB chunks may exceed it, as for 9-15 ranks): 128 KiB for 2
-// ranks, 64 KiB for 3 or 4, 32 KiB for 5 to 16. A
-// handler's streams keep to kInlinePayload (their credits are reserved by
-// packet count at FM_begin_message), as do credit and FIN packets. Measured
-// (fm_bench, issue 19): 4 KiB packets held FM streams at ~0.4-0.6 GB/s, the
-// NIC's rate of AM messages; 32 KiB Long packets ~1.5-2.1.
+// (4 MiB; 32 KiB chunks may exceed it, for 5 and for 9-15 ranks): 64 KiB for
+// 2 ranks (L = 32, T = 16, W = 119), 32 KiB for 3 to 16, 128 KiB for a job of
+// one. A handler's streams keep to kInlinePayload (their credits are
+// reserved by packet count at FM_begin_message), as do credit and FIN
+// packets. Measured (fm_bench, issue 19, 2 ranks, interleaved runs on one
+// cluster): 4 KiB packets held FM streams at ~0.4-0.6 GB/s, the NIC's rate
+// of AM messages; 32 KiB Long packets from one pool of 64 buffers 1.2-1.9
+// GB/s at 64 KiB and 1 MiB messages; 64 KiB Long packets, L = 32, 2.4 and
+// 1.9 GB/s (16 x 128 KiB: 2.3 and 1.8).
 //
 // Failures: the NIC's link is reliable, so a packet it completes with an
 // error (the peer's process or node is gone, or it refused) is not resent:
@@ -99,7 +102,7 @@ constexpr size_t round64(size_t n) { return (n + 63) & ~size_t(63); }
 constexpr size_t kBufBytes = round64(kPayloadAt + kInlinePayload);
 constexpr size_t kLongBuffersBytes = 2u << 20;  // the Long packets' send buffers, together
 constexpr size_t kSegmentBytes = 4u << 20;      // the Long packets' chunks, all senders' together
-constexpr uint32_t kMaxLongWindow = 16;         // L, at most
+constexpr uint32_t kMaxLongWindow = 32;         // L, at most
 constexpr size_t kStackBytes = 256 << 10;   // per handler: room for ordinary C code
 constexpr size_t kMaxStreams = FM_MAX_STREAMS;  // open outbound streams
 static_assert(kMaxStreams + kControlReserve < kSendBuffers);

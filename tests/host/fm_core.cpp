@@ -111,10 +111,16 @@ constexpr unsigned kVerify = 1, kHalf = 2;
 
 // ---- gather/scatter: mismatched pieces, sizes 0 .. 1 MiB
 
-// Around the inline packet (4256 bytes) and the Long packet (FM_PACKET_PAYLOAD).
+// A Long packet's payload with 2 ranks (fm.cpp: P; FM_PACKET_PAYLOAD is the
+// most, for a job of one).
+constexpr size_t kLongPacket = 64 << 10;
+static_assert(kLongPacket <= FM_PACKET_PAYLOAD);
+
+// Around the inline packet (4256 bytes) and the Long packet (kLongPacket, and
+// 32 and 128 KiB, its size with more ranks and with one).
 const std::vector<size_t> kSizes = {0,     1,     2,     3,     15,    16,     100,    4255,   4256,   4257,
                                     8511,  8512,  8513,  12345, 32767, 32768,  32769,  36992,  65536,  65537,
-                                    100000, 131071, 131072, 131073, 135328, 262147, 1 << 20, 5000, 300000};
+                                    69792,  100000, 131071, 131072, 131073, 262147, 1 << 20, 5000, 300000};
 
 TEST_F(Fm, GatherScatterAllSizes) {
   auto rc = run_job({0, 1}, [](unsigned rank) {
@@ -141,13 +147,13 @@ TEST_F(Fm, GatherScatterAllSizes) {
 
 // ---- more open streams than Long send buffers
 //
-// Long packets leave from 2 MiB of send buffers (16 of 128 KiB with 2
+// Long packets leave from 2 MiB of send buffers (32 of kLongPacket with 2
 // ranks); a main-program stream holds one while it is open. With every one
 // held by an open stream and none at the NIC, nothing would free one: the
 // next stream takes an inline-sized buffer instead (its packets are inline)
 // and every message still arrives whole.
 
-constexpr uint32_t kOpenStreams = 24;
+constexpr uint32_t kOpenStreams = 40;
 constexpr size_t kOpenSize = 150000;
 
 TEST_F(Fm, MoreOpenStreamsThanLongBuffers) {
@@ -278,7 +284,7 @@ TEST_F(Fm, MoreSendsThanTheNicHasOperationsKeepOrder) {
 
 // ---- a handler descheduled in FM_receive while the rest is in flight
 
-constexpr size_t kDeschedBytes = 3 * FM_PACKET_PAYLOAD;
+constexpr size_t kDeschedBytes = 3 * kLongPacket;
 std::atomic<uint64_t> g_extract_calls{0};
 bool g_started = false, g_finished = false;
 uint64_t g_calls_at_start = 0, g_calls_at_end = 0;
@@ -304,7 +310,7 @@ TEST_F(Fm, HandlerDescheduledUntilBytesArrive) {
       fill(data, 0, 0);
       FM_stream* s = FM_begin_message(1, data.size(), kVerify);
       check(s != nullptr, "begin");
-      const size_t first = 2 * FM_PACKET_PAYLOAD + 1;  // two full packets leave now
+      const size_t first = 2 * kLongPacket + 1;  // two full packets leave now
       check(FM_send_piece(s, data.data(), first) == 0, "piece 1");
       std::this_thread::sleep_for(400ms);
       check(FM_send_piece(s, data.data() + first, data.size() - first) == 0, "piece 2");
@@ -333,7 +339,7 @@ TEST_F(Fm, HandlerDescheduledUntilBytesArrive) {
 TEST_F(Fm, TwoStreamsOfOneSenderInterleave) {
   auto rc = run_job({0, 1}, [](unsigned rank) {
     FM_register_handler(kVerify, verifying_handler);
-    constexpr size_t kA = 3 * FM_PACKET_PAYLOAD + 1000, kAFirst = 2 * FM_PACKET_PAYLOAD + 1;
+    constexpr size_t kA = 3 * kLongPacket + 1000, kAFirst = 2 * kLongPacket + 1;
     g_rx.size_of = [](uint32_t, uint32_t seq) { return seq == 0 ? kA : size_t(9000); };
     if (FM_initialize() != 0) return 2;
     if (rank == 0) {
@@ -363,7 +369,7 @@ TEST_F(Fm, TwoStreamsOfOneSenderInterleave) {
 // ---- receiver flow control: a 64-byte budget, senders blocked, nothing lost
 
 constexpr uint32_t kFlowMessages = 40;
-// One Long packet each: 40 per sender, > the 16 Long packets a sender may have
+// One Long packet each: 40 per sender, > the 32 Long packets a sender may have
 // unreported with 4 ranks (fm.cpp: L).
 constexpr size_t kFlowSize = 20000;
 
@@ -945,7 +951,7 @@ int fake_rank(const std::string& dir) {
     pre.msg_len = uint32_t(sizeof h) + (chunk < 0 ? bytes : 0);
     if (chunk >= 0) {
       pre.long_len = bytes;
-      pre.long_offset = uint32_t(chunk) * FM_PACKET_PAYLOAD;
+      pre.long_offset = uint32_t(chunk * kLongPacket);
     }
     pre.dst_ep = uint8_t(ep);
     pre.flags = abi::kAmRequest;
@@ -970,13 +976,13 @@ int fake_rank(const std::string& dir) {
   send({0x4d46, kWireVersion, 9, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // no such kind
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 100, 0}, 50, 0, 0);        // payload field says 100, has 50
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 1: fine
-  // Long packets: rank 1's chunks in rank 0's segment are 16..31 (L = 16,
-  // of FM_PACKET_PAYLOAD bytes, with 2 ranks), its k-th data packet's is
-  // 16 + k mod 16; 4 data packets went so far (a header that lies about its
-  // payload is not one).
-  send({0x4d46, kWireVersion, 2, 1, 0, 0, 0, 0, 0, 50, 0}, 50, 1, 0, 16 + 4);         // a Long credit packet
-  send({0x4d46, kWireVersion, 1, 1, kVerify, 2, 3, 0, 50, 50, 0}, 50, 1, 0, 16 + 4);  // message 2: fine
-  send({0x4d46, kWireVersion, 1, 1, kVerify, 3, 3, 0, 50, 50, 0}, 50, 2, 0, 16 + 0);  // not its 6th's chunk
+  // Long packets: rank 1's chunks in rank 0's segment are 32..63 (L = 32,
+  // of kLongPacket bytes, with 2 ranks), its k-th data packet's is 32 + k
+  // mod 32; 4 data packets went so far (a header that lies about its payload
+  // is not one).
+  send({0x4d46, kWireVersion, 2, 1, 0, 0, 0, 0, 0, 50, 0}, 50, 1, 0, 32 + 4);         // a Long credit packet
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 2, 3, 0, 50, 50, 0}, 50, 1, 0, 32 + 4);  // message 2: fine
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 3, 3, 0, 50, 50, 0}, 50, 2, 0, 32 + 0);  // not its 6th's chunk
   send({0x4d46, kWireVersion, 3, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN1
   send({0x4d46, kWireVersion, 4, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN2
   // Absorb rank 0's packets until its FIN2: only then may this endpoint go.

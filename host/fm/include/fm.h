@@ -110,7 +110,7 @@ FM_ULONG FM_receive(void* buffer, FM_stream* stream, FM_ULONG length);
  * the message bytes extracted. */
 FM_ULONG FM_extract(FM_ULONG maxbytes);
 
-#define FM_PACKET_PAYLOAD 131072 /* message bytes per NIC packet, at most (fewer with many ranks) */
+#define FM_PACKET_PAYLOAD 131072 /* message bytes per NIC packet, at most (64 KiB for 2 ranks, 32 KiB for 3-16) */
 
 /* ulnic extension: waits until a packet is ready to extract, or `usec`
  * microseconds passed (asleep on the NIC's wake-up at once, no spin: two
