@@ -45,11 +45,11 @@
 // 2 ranks (L = 32, T = 16, W = 119), 32 KiB for 3 to 16, 128 KiB for a job of
 // one. A handler's streams keep to kInlinePayload (their credits are
 // reserved by packet count at FM_begin_message), as do credit and FIN
-// packets. Measured (fm_bench, issue 19, 2 ranks, interleaved runs on one
-// cluster): 4 KiB packets held FM streams at ~0.4-0.6 GB/s, the NIC's rate
-// of AM messages; 32 KiB Long packets from one pool of 64 buffers 1.2-1.9
-// GB/s at 64 KiB and 1 MiB messages; 64 KiB Long packets, L = 32, 2.4 and
-// 1.9 GB/s (16 x 128 KiB: 2.3 and 1.8).
+// packets. Measured (fm_bench, issue 19, 2 ranks): 4 KiB packets held FM
+// streams at ~0.4-0.6 GB/s, the NIC's rate of AM messages. Interleaved runs
+// on one cluster (medians, 64 KiB and 1 MiB messages): 32 KiB Long packets
+// from one pool of 64 buffers 1.9 and 1.2 GB/s; 64 KiB Long packets, L = 32,
+// 2.4 and 1.9 (L = 16 of 128 KiB: 2.3 and 1.8).
 //
 // Failures: the NIC's link is reliable, so a packet it completes with an
 // error (the peer's process or node is gone, or it refused) is not resent:
