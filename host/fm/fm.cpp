@@ -167,11 +167,9 @@ struct State {
   uint32_t long_window = 0;  // L
   uint32_t packet = 0;       // P: a Long packet's payload, at most
   // Send buffers, one registration: kSendBuffers of kBufBytes (ids below
-  // kSendBuffers), then long_buffers of long_buf_bytes (the ids after).
+  // kSendBuffers), then kLongBuffersBytes / P of long_buf_bytes (the ids after).
   uint8_t* bufs = nullptr;
   MemRegion bufs_mr;
-  size_t bufs_bytes = 0;
-  uint32_t long_buffers = 0;
   size_t long_buf_bytes = 0;
   std::vector<int> free_bufs, free_long;
   uint32_t long_posted = 0;  // long buffers the NIC has
@@ -815,14 +813,14 @@ int FM_initialize(void) {
   g.packet = uint32_t(std::clamp<size_t>(std::bit_floor(kSegmentBytes / (size_t(job.nprocs) * g.long_window)),
                                          kMinLongPayload, kPacketPayload));
   g.long_buf_bytes = round64(kPayloadAt + g.packet);
-  g.long_buffers = uint32_t(kLongBuffersBytes / g.packet);
-  g.bufs_bytes = kSendBuffers * kBufBytes + g.long_buffers * g.long_buf_bytes;
+  const uint32_t long_buffers = uint32_t(kLongBuffersBytes / g.packet);
+  const size_t bufs_bytes = kSendBuffers * kBufBytes + long_buffers * g.long_buf_bytes;
   auto n = open_nic();
   if (!n) return fail(n.error().message);
   g.nic = std::move(*n);
   size_t ring_bytes = sizeof(abi::AmRingControl) + size_t(kRingEntries) * abi::kAmEntryBytes;
   g.ring = static_cast<uint8_t*>(g.nic->alloc(ring_bytes, 4096));
-  g.bufs = static_cast<uint8_t*>(g.nic->alloc(g.bufs_bytes, 4096));
+  g.bufs = static_cast<uint8_t*>(g.nic->alloc(bufs_bytes, 4096));
   const size_t seg_bytes = size_t(job.nprocs) * g.long_window * g.packet;
   g.seg = static_cast<uint8_t*>(g.nic->alloc(seg_bytes, 4096));
   if (!g.ring || !g.bufs || !g.seg) return fail("the slot heap has no room for the ring, segment and send buffers");
@@ -830,14 +828,14 @@ int FM_initialize(void) {
   auto rr = g.nic->register_memory(g.ring, ring_bytes, abi::kAccessLocal);
   if (!rr) return fail(rr.error().message);
   g.ring_mr = *rr;
-  auto br = g.nic->register_memory(g.bufs, g.bufs_bytes, abi::kAccessLocal);
+  auto br = g.nic->register_memory(g.bufs, bufs_bytes, abi::kAccessLocal);
   if (!br) return fail(br.error().message);
   g.bufs_mr = *br;
   auto sr = g.nic->register_memory(g.seg, seg_bytes, abi::kAccessRemoteWrite);
   if (!sr) return fail(sr.error().message);
   g.seg_mr = *sr;
   for (int b = int(kSendBuffers) - 1; b >= 0; --b) g.free_bufs.push_back(b);
-  for (int b = int(kSendBuffers + g.long_buffers) - 1; b >= int(kSendBuffers); --b) g.free_long.push_back(b);
+  for (int b = int(kSendBuffers + long_buffers) - 1; b >= int(kSendBuffers); --b) g.free_long.push_back(b);
   if (!configure_endpoint(false)) return fail("the NIC refused the AM endpoint");
   std::vector<EndpointName> names;
   EndpointName mine{g.nic->node(), g.nic->slot(), kEndpoint, g.tag};
