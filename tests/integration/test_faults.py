@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Faults a user will hit (issue 20): a process SIGKILLed in the middle of a
 transfer, on every protocol; ulnicd killed and restarted under live traffic;
-a runtime directory without room at cluster start.
+an AM over VIPL peer stopped while a connection to it is made; a runtime
+directory without room at cluster start.
 
 One 2-node cluster for the class. In each test a process on one node is
 killed while data flows; the test checks what its peer sees and how soon
@@ -261,6 +262,47 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
 
     def test_am_over_vipl_rank_killed_mid_job(self):
         self.am_rank_killed("vipl")
+
+    # ------------------------------------------- AM over VIPL: a slow peer
+
+    def test_am_over_vipl_connects_to_a_peer_stopped_past_5s(self):
+        """A two-rank am_tight job over VIPL, held after its first barrier
+        (--hold: every endpoint up, no connection made yet). Rank 1 is
+        SIGSTOPped, rank 0 let go (its first request makes the connection),
+        and rank 1 stays stopped 8 s: its listener thread cannot take the
+        connection meanwhile (its NIC answers VIP_NO_MATCH, or holds the
+        request for the ConnectWait the listener posted), and rank 0 keeps
+        asking. The job must then end well: a live peer that was off the CPU
+        is not a lost one (issue 20's stress: processes unscheduled for 1-20
+        s). With the old 5 s bound on the connection (before 3af0b4a) the
+        first request came back undeliverable (checked)."""
+        hold = os.path.join(tempfile.mkdtemp(prefix="amhold", dir=self.rundir), "go")
+        job = subprocess.Popen([ULNIC, "run", "-n", "2", "--transport", "vipl", "-c", self.cluster, AM_TIGHT,
+                                "--requests", "200", "--xfers", "2", "--hold", hold, "--timeout", "120"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(hold + ".ready"):
+                self.assertIsNone(job.poll(), "the job ended before its hold")
+                self.assertLess(time.monotonic(), deadline, "rank 0 never reached its hold")
+                time.sleep(0.05)
+            rank1 = self.attached_pid(1, "am_tight")
+            os.kill(rank1, signal.SIGSTOP)
+            try:
+                open(hold, "w").close()
+                time.sleep(8)
+                self.assertIsNone(job.poll(), "the job ended while rank 1 was stopped")
+            finally:
+                os.kill(rank1, signal.SIGCONT)
+            out, err = job.communicate(timeout=120)
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.communicate()
+        self.assertEqual(job.returncode, 0, out + err)
+        self.assertIn("200 round trips, 2 xfers acked", out)
+        self.assertIn("200 requests and 2 xfers verified", out)
+        self.assertEverySlotReclaimed()
 
     # ------------------------------------------------------------------ FM
 

@@ -3,6 +3,7 @@
  * (tests/integration/test_tight_poll.py runs it natively and over VIPL).
  *
  *   ulnic run -n 2 --transport native|vipl am_tight [--requests N] [--xfers M] [--timeout S]
+ *                                                   [--hold PATH]
  *
  * Rank 0 sends N (2000) AM_Request4, one at a time, and spins
  * `while (!done) AM_Poll(eb);` for each reply. Request i carries
@@ -18,7 +19,12 @@
  * and the job ends with AMUDP_SPMDExit(0). A mismatch, or a message that
  * comes back undeliverable, ends the wait at once, prints "FAIL ..." and
  * ends the job with 1; the watchdog (S = 90 s) ends a hung rank with 3 and
- * says what it waited for. */
+ * says what it waited for.
+ *
+ * --hold PATH: after the first barrier (every endpoint up; over VIPL no
+ * connection made yet: the first request makes it) rank 0 creates
+ * PATH.ready and sends nothing until PATH exists, so a test can stop a
+ * party just before the connection (tests/integration/test_faults.py). */
 #define _POSIX_C_SOURCE 200809L
 #include <amudp_spmd.h>
 #include <limits.h>
@@ -169,6 +175,17 @@ static void sender(int n, int m) {
   free(src);
 }
 
+/* --hold: PATH.ready made, then no further until PATH exists. */
+static void hold_until(const char *path) {
+  char ready[PATH_MAX];
+  FILE *f;
+  const struct timespec nap = {0, 10 * 1000 * 1000};
+  if (snprintf(ready, sizeof ready, "%s.ready", path) >= (int)sizeof ready) prog_fail("--hold: path too long");
+  if (!(f = fopen(ready, "w")) || fclose(f) != 0) prog_fail("--hold: cannot create %s", ready);
+  prog_at("--hold's file", 0, 0);
+  while (access(path, F_OK) != 0) nanosleep(&nap, NULL);
+}
+
 static void receiver(int n, int m) {
   while (seen < n + m && !prog_errors) {
     prog_at("requests and xfers: seen, of", seen, n + m);
@@ -183,6 +200,7 @@ int main(int argc, char **argv) {
   uint64_t tag = 0;
   void *mem;
   int n, m, my_rank;
+  const char *hold;
   prog_watchdog("am_tight", (unsigned)prog_arg(argc, argv, "--timeout", 90));
   if (AMUDP_SPMDStartup(&argc, &argv, 0, 0, NULL, &tag, &eb, &ep) != AM_OK) prog_fail("AMUDP_SPMDStartup");
   prog_exit = am_exit;
@@ -192,6 +210,7 @@ int main(int argc, char **argv) {
   n = prog_arg(argc, argv, "--requests", 2000);
   m = prog_arg(argc, argv, "--xfers", 8);
   if (n < 0 || m < 0) prog_fail("bad --requests or --xfers");
+  hold = prog_arg_str(argc, argv, "--hold");
 
   /* The segment: page-aligned (the vipl transport registers it). */
   seg_len = XFER_SLACK + XFER_MAX;
@@ -206,6 +225,7 @@ int main(int argc, char **argv) {
   prog_at("the first barrier", 0, 0);
   if (AMUDP_SPMDBarrier() != AM_OK) prog_fail("barrier"); /* the handlers are set everywhere */
 
+  if (my_rank == 0 && hold) hold_until(hold);
   if (my_rank == 0) sender(n, m);
   else receiver(n, m);
   fflush(stdout);

@@ -149,12 +149,18 @@ static inline uint32_t prog_size(uint32_t i, uint32_t n, uint32_t lo, uint32_t h
   return s < lo ? lo : (uint32_t)s;
 }
 
-/* The integer after "--name" in argv, or `fallback`. */
-static inline int prog_arg(int argc, char **argv, const char *name, int fallback) {
+/* The string after "--name" in argv, or NULL. */
+static inline const char *prog_arg_str(int argc, char **argv, const char *name) {
   int i;
   for (i = 1; i + 1 < argc; i++)
-    if (!strcmp(argv[i], name)) return atoi(argv[i + 1]);
-  return fallback;
+    if (!strcmp(argv[i], name)) return argv[i + 1];
+  return NULL;
+}
+
+/* The integer after "--name" in argv, or `fallback`. */
+static inline int prog_arg(int argc, char **argv, const char *name, int fallback) {
+  const char *v = prog_arg_str(argc, argv, name);
+  return v ? atoi(v) : fallback;
 }
 
 /* Whether "--name" is in argv. */
