@@ -111,6 +111,36 @@ abi::CqStatus do_register(SlotTable& t, Slot& s, const abi::SqEntry& e, uint32_t
   return abi::kCqNoResources;
 }
 
+// kOpMoveRegion: libulnic grows the pages a registration moved into the
+// slot into a larger range when a new registration overlaps them and
+// reaches past them (VIA allows overlapping registrations; a registration
+// names one contiguous range of the heap). The bytes move and the
+// registrations in the source range move with them in one step of this
+// loop, so no placement in between is lost. Operations that keep a
+// translated address do not see the move: while any of this slot's sends,
+// puts or VI operations is owed its completion, or a copy of any slot reads
+// or writes this one, it is refused (kCqBusy) and the library asks again.
+// What keeps an address past that checks the tables' epoch (a VI receive
+// under way, a placed stream, an AM ring).
+abi::CqStatus move_region(SlotTable& t, Slot& s, const abi::SqEntry& e) {
+  if (e.dst_slot || e.access || e.src_slot || e.src_key || e.dst_key || e.dst_node || e.src_addr)
+    return abi::kCqBadOpcode;
+  if (e.length == 0) return abi::kCqBadLength;
+  const uint64_t from = e.reg_offset, to = e.dst_addr, len = e.length;
+  if (!in_range(from, len, s.layout.heap_offset, s.layout.heap_size) ||
+      !in_range(to, len, s.layout.heap_offset, s.layout.heap_size))
+    return abi::kCqBadAddress;
+  if (s.cq_reserved != s.cq_waiting) return abi::kCqBusy;
+  for (const Slot& other : t.slots)
+    if (other.copy.active && (other.copy.src_slot == s.index || other.copy.dst_slot == s.index)) return abi::kCqBusy;
+  ++t.epoch;
+  memmove(reinterpret_cast<void*>(s.base + to), reinterpret_cast<const void*>(s.base + from), len);
+  count(ulnic::abi::kCtrCopyBytes, len);
+  for (Registration& r : s.regs)
+    if (r.key && r.offset >= from && r.length <= len && r.offset - from <= len - r.length) r.offset = r.offset - from + to;
+  return abi::kCqOk;
+}
+
 // Validates a copy and starts it; returns kCqOk if s.copy is now active.
 abi::CqStatus start_copy(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   if (e.length == 0 || e.length > abi::kMaxCopyBytes) return abi::kCqBadLength;
@@ -234,6 +264,8 @@ void execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
       }
       return complete(s, e, abi::kCqOk, 0);
     }
+    case abi::kOpMoveRegion:
+      return complete(s, e, move_region(t, s, e), 0);
     case abi::kOpCopy: {
       abi::CqStatus st = start_copy(t, s, e);
       if (st != abi::kCqOk) complete(s, e, st, 0);

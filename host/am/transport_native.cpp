@@ -462,8 +462,7 @@ bool native_wait(Bundle& eb, int timeout_ms) {
 }
 
 // A new tag or segment: the firmware's endpoint is told. A new segment is
-// registered for remote writes first (the old one is let go: registrations
-// may not overlap moved pages).
+// registered for remote writes first, and the old one let go.
 int native_endpoint_changed(Endpoint& ep) {
   NativeEndpoint& s = state(ep);
   if (ep.seg_gen != s.seg_gen_registered) {

@@ -335,6 +335,7 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
   } else {
     const uintptr_t start = a & ~(kPage - 1), end = (a + length + kPage - 1) & ~(kPage - 1);
     // Pages moved in before, and still mapped here from the slot: no copy.
+    std::vector<uintptr_t> held;  // registered backings the range reaches past
     for (size_t i = 0; i < backings_.size() && !used;) {
       Backing& b = backings_[i];
       const bool holds = start >= b.start && end <= b.start + b.length;
@@ -344,13 +345,22 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
       } else if (holds && backing_mapped(b)) {
         used = &b;
         ++cache_hits_;
+      } else if (b.pinned) {
+        return fail("register: overlaps pages pinned for U-Net/MM");
+      } else if (b.users && !backing_mapped(b)) {
+        return fail("register: overlaps registered memory the program has unmapped or mapped anew");
       } else if (b.users) {
-        return fail("register: overlaps memory already moved into the slot by another registration");
+        held.push_back(b.start);
+        ++i;
       } else {
         release_backing(i, true);  // unused: its pages go back, and the range moves in afresh
       }
     }
-    if (!used) {
+    if (!used && !held.empty()) {
+      auto merged = merge_backings(start, end, held);
+      if (!merged) return std::unexpected(merged.error());
+      used = *merged;
+    } else if (!used) {
       const size_t n = end - start;
       const uint64_t off = heap_alloc_evicting(n, kPage);
       if (!off) return fail("register: the slot heap has no room for " + std::to_string(n) + " bytes");
@@ -369,8 +379,6 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
     }
     ++used->users;
     r.moved = true;
-    r.moved_start = used->start;
-    r.moved_length = used->length;
     r.slot_offset = used->offset + (a - used->start);
   }
   abi::SqEntry e{};
@@ -391,6 +399,78 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
   }
   r.key = c->result;
   return r;
+}
+
+Result<void> Nic::move_region(uint64_t from, uint64_t to, uint64_t length) {
+  abi::SqEntry e{};
+  e.opcode = abi::kOpMoveRegion;
+  e.reg_offset = from;
+  e.dst_addr = to;
+  e.length = uint32_t(length);
+  // Busy while a send, put or VI operation of this slot is owed its
+  // completion: they finish without us (the NIC keeps their CQ entries), so
+  // ask again, for as long as the NIC may take over work it owes.
+  NicDeadline d(*this, std::chrono::milliseconds(10000));
+  for (;;) {
+    auto c = run(e);
+    if (!c) return std::unexpected(c.error());
+    if (c->status == abi::kCqOk) return {};
+    if (c->status != abi::kCqBusy || d.passed())
+      return fail("register: the NIC did not move registered pages (status " + std::to_string(c->status) + ")");
+    d.back_off();
+  }
+}
+
+Result<Nic::Backing*> Nic::merge_backings(uintptr_t start, uintptr_t end, const std::vector<uintptr_t>& held) {
+  uintptr_t lo = start, hi = end;
+  auto find = [&](uintptr_t at) {
+    return std::find_if(backings_.begin(), backings_.end(), [&](const Backing& b) { return b.start == at; });
+  };
+  for (uintptr_t at : held) {
+    const Backing& b = *find(at);
+    lo = std::min(lo, b.start);
+    hi = std::max(hi, b.start + b.length);
+  }
+  const size_t n = hi - lo;
+  const uint64_t off = heap_alloc_evicting(n, kPage);  // (evicts only unused backings: `held` stay)
+  if (!off) return fail("register: the slot heap has no room for " + std::to_string(n) + " bytes");
+  populate_heap(off, n);
+  // The pages no registration holds yet: copied, as a move-in does.
+  std::vector<Backing> olds;
+  for (uintptr_t at : held) olds.push_back(*find(at));
+  std::sort(olds.begin(), olds.end(), [](const Backing& x, const Backing& y) { return x.start < y.start; });
+  uintptr_t p = lo;
+  for (const Backing& b : olds) {
+    if (b.start > p) copy_pages(base_ + off + (p - lo), reinterpret_cast<void*>(p), b.start - p);
+    p = b.start + b.length;
+  }
+  if (hi > p) copy_pages(base_ + off + (p - lo), reinterpret_cast<void*>(p), hi - p);
+  // The registered ones: the NIC moves them with their registrations, so no
+  // placement is lost in between; one that fails puts back those before it.
+  for (size_t i = 0; i < olds.size(); ++i) {
+    auto moved = move_region(olds[i].offset, off + (olds[i].start - lo), olds[i].length);
+    if (moved) continue;
+    while (i--) (void)move_region(off + (olds[i].start - lo), olds[i].offset, olds[i].length);
+    heap_free(off);
+    return std::unexpected(moved.error());
+  }
+  if (::mmap(reinterpret_cast<void*>(lo), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
+             slot_fd_.get(), off_t(off)) == MAP_FAILED) {
+    // Unreachable in practice (the range is mapped from this slot or was
+    // private memory already); the NIC's registrations are in the new
+    // place, so the process's pages can no longer be the old ones.
+    return fail_errno("register: cannot map slot pages over the merged range", errno);
+  }
+  Backing merged{lo, n, off, 0, false};
+  for (const Backing& b : olds) {
+    merged.users += b.users;
+    pages_moved_in_ -= b.length / kPage;  // counted when they moved in
+    heap_free(b.offset);
+    backings_.erase(find(b.start));
+  }
+  pages_moved_in_ += n / kPage;
+  backings_.push_back(merged);
+  return &backings_.back();
 }
 
 Result<std::vector<uint64_t>> Nic::pin_pages(void* addr, size_t length) {
@@ -428,7 +508,7 @@ Result<std::vector<uint64_t>> Nic::pin_pages(void* addr, size_t length) {
       return fail_errno("pin: cannot map slot pages over the memory", err);
     }
     for (size_t k = 0; k < n; ++k)  // a user each: no registration moves them back meanwhile
-      backings_.push_back(Backing{a + (i + k) * kPage, kPage, frames[i + k], 1});
+      backings_.push_back(Backing{a + (i + k) * kPage, kPage, frames[i + k], 1, true});
     i += n;
   }
   pages_moved_in_ += length / kPage;
@@ -470,8 +550,11 @@ Result<void> Nic::deregister(MemRegion& r) {
     r.key = 0;
   }
   if (r.moved) {
+    // The backing that holds it (registered backings never overlap: one a
+    // registration reaches past is merged into a new one, register_memory).
+    const auto a = reinterpret_cast<uintptr_t>(r.addr);
     for (Backing& b : backings_)
-      if (b.start == r.moved_start && b.users) {
+      if (!b.pinned && b.users && a >= b.start && a - b.start + r.length <= b.length) {
         --b.users;  // the pages stay: see register_memory
         break;
       }

@@ -33,10 +33,13 @@
 //     copy. VipDeregisterMem never reads or writes the program's memory: a
 //     region the program has freed or unmapped already, or whose addresses
 //     its allocator has mapped anew, deregisters cleanly, and the new
-//     mapping is left as it is. A buffer that shares pages with a
-//     registered one but reaches past them, or that lies where a region
-//     still registered was unmapped, cannot be registered
-//     (VIP_ERROR_RESOURCE) until that registration goes.
+//     mapping is left as it is. Registrations may overlap: a buffer that
+//     shares pages with registered ones and reaches past them moves in as
+//     one range with them (the NIC moves the registered pages and their
+//     registrations, once no send or RDMA operation is in flight). One
+//     that lies where a region still registered was unmapped (or mapped
+//     anew) cannot be registered (VIP_ERROR_RESOURCE) until that
+//     registration goes.
 //   - VipQueryMem / VipSetMemAttributes take any address inside the region;
 //     VipDeregisterMem takes the address it was registered at.
 //     VipSetMemAttributes changes the ptag and the RDMA enables in place

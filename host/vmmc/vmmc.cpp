@@ -221,9 +221,10 @@ int Endpoint::post(const void* src, vmmc_proxy_t dst, size_t n, int flags, vmmc_
   if (flags & ~VMMC_NOTIFY) return fail(VMMC_ERR_BAD_REQUEST, "unknown flags");
   bool inline_send = n <= abi::kMaxInline, bounced = false;
   if (!inline_send && translate(src, n) != VMMC_OK) {
-    // Pages the library cannot register as they are (they overlap pages
-    // another registration already moved into the slot): the bytes go from
-    // a registered slot buffer instead. A copy, never a failed send.
+    // Pages the library cannot register as they are (no room in the slot
+    // heap for them, or pages an earlier registration moved in that the
+    // program has since unmapped or mapped anew): the bytes go from a
+    // registered slot buffer instead. A copy, never a failed send.
     if (int st = bounce_buffer(n); st != VMMC_OK) return st;
     std::memcpy(bounce_.addr, src, n);
     src = bounce_.addr;

@@ -163,6 +163,14 @@ FW = [
                                                                           .ljust(80, b"\0")) +
     heap(0, HEAP_OFFSET + 0x1000, struct.pack("<QIIIB", 1, 16, 0, 0, 0).ljust(80, b"\0")) +
     sq(0, [sqe(19, length=80, src_addr=VA + 0x1000, src_key=RESULT0, dst_node=1)], keyfix=True),
+    # A registration's pages moved within the heap (kOpMoveRegion), a copy
+    # through its key from the new place; then a move while a put is owed
+    # its completion (busy).
+    b"\0" + register() + sq(0, [sqe(23, length=0x8000, reg_offset=HEAP_OFFSET, dst_addr=HEAP_OFFSET + 0x10000)]) +
+    sq(0, [sqe(1, length=256, src_addr=VA, dst_addr=VA + 0x1000, src_key=RESULT0, dst_key=RESULT0)], keyfix=True) +
+    MEET + sq(0, [sqe(4, length=5000, src_addr=VA, dst_addr=0x1000, src_key=RESULT0, dst_key=9, dst_node=1)],
+              keyfix=True) +
+    sq(0, [sqe(23, length=0x8000, reg_offset=HEAP_OFFSET + 0x10000, dst_addr=HEAP_OFFSET)]),
     # Daemon mail from node 1, and the daemon's mailbox doorbell.
     b"\0" + ctrl(3, host_peer=98, host_vector=1) + MEET + packet(wire(op=4, flags=1), struct.pack("<HHIQ", 1, 8, 0, 0) +
                                                                   b"mailmail"),

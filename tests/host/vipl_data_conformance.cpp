@@ -358,17 +358,23 @@ class Data : public ::testing::Test {
     for (auto [p, len] : maps_) ::munmap(p, len);
   }
 
+  // `n` fresh private pages (unmapped when the test ends), or null.
+  uint8_t* pages(size_t n) {
+    void* p = ::mmap(nullptr, n * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    if (p == MAP_FAILED) return nullptr;
+    maps_.push_back({p, n * kPage});
+    return static_cast<uint8_t*>(p);
+  }
+
   // `len` bytes of fresh pages registered with `n` (`offset` bytes into the
   // first page), under `ptag` (the node's if null). Initially zero.
   Region region(Node& n, size_t len, bool rdma_write = false, bool rdma_read = false,
                 VIP_PROTECTION_HANDLE ptag = nullptr, size_t offset = 0) {
-    size_t maplen = (offset + len + kPage - 1) / kPage * kPage;
-    void* p = ::mmap(nullptr, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    EXPECT_NE(p, MAP_FAILED);
-    if (p == MAP_FAILED) return {};
-    maps_.push_back({p, maplen});
+    uint8_t* p = pages((offset + len + kPage - 1) / kPage);
+    if (!p) return {};
     Region r;
-    r.p = static_cast<uint8_t*>(p) + offset;
+    r.p = p + offset;
     r.len = len;
     VIP_MEM_ATTRIBUTES m;
     m.Ptag = ptag ? ptag : n.ptag;
@@ -1568,6 +1574,90 @@ TEST_F(Rdma, AReadFetchesRemoteMemory) {
   VIP_DESCRIPTOR* d = nullptr;
   EXPECT_EQ(VipRecvDone(p.b, &d), VIP_NOT_DONE);
   EXPECT_EQ(VipRecvDone(p.a, &d), VIP_NOT_DONE);
+}
+
+// VIA lets registrations overlap. libulnic moves a buffer's pages into the
+// slot when it is registered; a registration that overlaps pages another
+// one moved in and reaches past them moves in with them as one range (the
+// NIC moves the registered pages, and their registrations, to their place
+// in it: kOpMoveRegion). Afterwards every handle names the program's own
+// bytes: what it wrote before, what a receive posted before the merge
+// takes, what RDMA writes through each handle put there, what a send from
+// a merged registration reads.
+TEST_F(Rdma, OverlappingRegistrationsNameTheSameBytes) {
+  Pair p = pair(level(VIP_SERVICE_RELIABLE_RECEPTION), level(VIP_SERVICE_RELIABLE_RECEPTION).write());
+  ASSERT_TRUE(p.ok);
+  constexpr size_t kPages = 6;
+  uint8_t* mem = pages(kPages);
+  ASSERT_NE(mem, nullptr);
+  pattern(mem, kPages * kPage, 5);  // the program's bytes, before any registration
+  std::vector<uint8_t> want(mem, mem + kPages * kPage);
+  auto reg = [&](size_t off, size_t len) {
+    Region r;
+    r.p = mem + off;
+    r.len = len;
+    VIP_MEM_ATTRIBUTES m{};
+    m.Ptag = b_.ptag;
+    m.EnableRdmaWrite = VIP_TRUE;
+    m.EnableRdmaRead = VIP_FALSE;
+    EXPECT_EQ(VipRegisterMem(b_.nic, r.p, VIP_ULONG(len), &m, &r.h), VIP_SUCCESS) << off << " + " << len;
+    return r;
+  };
+  Region first = reg(100, 3000);  // page 0
+  Desc r = desc(b_);
+  post_recv(p.b, fill(r, {seg(first, 50, 200)}));  // posted through `first`, before the merges
+  // A send from `first` in flight as the next registration moves its page:
+  // the NIC moves it once the send is done (kCqBusy until then).
+  Region in = region(a_, 4096);
+  Desc ra = desc(a_), sb = desc(b_);
+  post_recv(p.a, fill(ra, {seg(in, 0, 2000)}));
+  post_send(p.b, fill(sb, {seg(first, 0, 2000)}));
+  Region grown = reg(2000, 9000);  // pages 0-2: past `first`'s page
+  EXPECT_STATUS(send_wait(p.b), kSendOk);
+  EXPECT_STATUS(recv_wait(p.a), kRecvOk);
+  EXPECT_TRUE(same_bytes(in.p, want.data() + 100, 2000));
+  Region apart = reg(4 * kPage + 10, 4000);        // pages 4-5
+  Region all = reg(0, kPages * kPage);             // both ranges and page 3 between them
+  EXPECT_TRUE(same_bytes(mem, want.data(), want.size()));
+  Region src = region(a_, 8192);
+  uint32_t seed = 60;
+  struct Write {
+    const Region* to;
+    size_t at, n;
+  };
+  for (Write w : {Write{&first, 7, 1000}, Write{&grown, 4000, 5000}, Write{&apart, 3000, 1000},
+                  Write{&all, 0, 8192}, Write{&first, 2900, 100}}) {
+    SCOPED_TRACE("write " + std::to_string(seed + 1));
+    pattern(src.p, w.n, ++seed);
+    Desc d = desc(a_);
+    post_send(p.a, fill_rdma(d, VIP_CONTROL_OP_RDMAWRITE, w.to->p + w.at, w.to->h, {seg(src, 0, w.n)}));
+    EXPECT_STATUS(send_wait(p.a), kWriteOk);
+    std::memcpy(want.data() + (w.to->p - mem) + w.at, src.p, w.n);
+    EXPECT_TRUE(same_bytes(mem, want.data(), want.size()));
+  }
+  // The receive posted before the merges takes the next send.
+  pattern(src.p, 200, 77);
+  Desc s = desc(a_);
+  post_send(p.a, fill(s, {seg(src, 0, 200)}));
+  EXPECT_STATUS(send_wait(p.a), kSendOk);
+  VIP_DESCRIPTOR* d = recv_wait(p.b);
+  EXPECT_EQ(d, r.d);
+  EXPECT_STATUS(d, kRecvOk);
+  std::memcpy(want.data() + 150, src.p, 200);
+  EXPECT_TRUE(same_bytes(mem, want.data(), want.size()));
+  // A send from a merged registration reads the program's bytes.
+  Desc ra2 = desc(a_), sb2 = desc(b_);
+  post_recv(p.a, fill(ra2, {seg(in, 0, 3000)}));
+  post_send(p.b, fill(sb2, {seg(grown, 100, 3000)}));
+  EXPECT_STATUS(send_wait(p.b), kSendOk);
+  EXPECT_STATUS(recv_wait(p.a), kRecvOk);
+  EXPECT_TRUE(same_bytes(in.p, want.data() + 2100, 3000));
+  // Every handle deregisters, once; the range registers again.
+  for (Region* x : {&first, &grown, &apart, &all}) EXPECT_EQ(VipDeregisterMem(b_.nic, x->p, x->h), VIP_SUCCESS);
+  EXPECT_NE(VipDeregisterMem(b_.nic, first.p, first.h), VIP_SUCCESS);
+  Region again = reg(1000, 3 * kPage);
+  EXPECT_EQ(VipDeregisterMem(b_.nic, again.p, again.h), VIP_SUCCESS);
+  EXPECT_TRUE(same_bytes(mem, want.data(), want.size()));
 }
 
 // =========================================================================

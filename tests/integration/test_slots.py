@@ -37,7 +37,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # shared/include/ulnic/abi/attach.h
 ATTACH_MAGIC = int.from_bytes(b"UATT", "little")
-ABI_VERSION = 7                               # ULNIC_ABI_VERSION (types.h); checked against the NIC below
+ABI_VERSION = 8                               # ULNIC_ABI_VERSION (types.h); checked against the NIC below
 ATTACH_OK, ATTACH_NO_FREE_SLOT, ATTACH_BAD_VERSION, ATTACH_NIC_DOWN, ATTACH_BAD_REQUEST = range(5)
 REQUEST = struct.Struct("<IIII")              # magic, abi_version, flags, reserved
 REPLY = struct.Struct("<IIIIQQii88s")         # magic, status, slot, node_id, generation, slot_size, nic_cpu, nic_thread, message

@@ -9,6 +9,8 @@
 //                                                              notify), LEN bytes each, consecutive
 //                                                              offsets; data = pattern(SEED, byte offset);
 //                                                              heap=AT: from one malloc'ed buffer at AT
+//                                                              (remap: its pages fresh ones first, as a
+//                                                              program that unmapped and mapped anew)
 //   fill NAME SEED                                            our export := pattern(SEED, offset)
 //   verify NAME OFF LEN SEED                                  -> {"ok":1} | {"ok":0,"first_bad":X}
 //   notes K TIMEOUT_MS                                        wait until K notifications ran in all
@@ -20,6 +22,7 @@
 //                                                              type | unterminated | allowed | unimport | node
 //   wait-timeouts N MS                                        N vmmc_wait(MS) with nothing coming
 //   quit
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -128,10 +131,11 @@ void cmd_send(std::istringstream& in) {
   uint64_t seed = 0;
   in >> index >> off >> len >> seed;
   int flags = 0, async = 0;
-  bool use_malloc = false;
+  bool use_malloc = false, remap = false;
   long at = -1;  // heap=AT: send from a persistent malloc'ed buffer at offset AT
   for (std::string opt; in >> opt;) {
     if (opt == "notify") flags |= VMMC_NOTIFY;
+    else if (opt == "remap") remap = true;
     else if (opt == "malloc") use_malloc = true;
     else if (opt.rfind("async=", 0) == 0) async = std::atoi(opt.c_str() + 6);
     else if (opt.rfind("heap=", 0) == 0) at = std::atol(opt.c_str() + 5);
@@ -141,6 +145,9 @@ void cmd_send(std::istringstream& in) {
   size_t total = len * size_t(count);
   static uint8_t* persistent = static_cast<uint8_t*>(std::aligned_alloc(4096, 4 << 20));
   if (at >= 0 && size_t(at) + total > (4u << 20)) return status(VMMC_ERR_BAD_REQUEST);
+  if (at >= 0 && remap &&
+      ::mmap(persistent, 4u << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+    return status(VMMC_ERR_NO_RESOURCES);
   uint8_t* src = at >= 0 ? persistent + at : memory(total, use_malloc);
   if (!src) return status(VMMC_ERR_NO_RESOURCES);
   if (at >= 0) use_malloc = true;  // nothing to free

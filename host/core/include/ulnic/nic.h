@@ -49,10 +49,9 @@ struct MemRegion {
   size_t length = 0;
   uint32_t key = 0;           // memory key for descriptors
   uint32_t access = 0;        // abi::MemAccess
-  uint64_t slot_offset = 0;   // where the bytes live in the slot
+  uint64_t slot_offset = 0;   // where the bytes lived in the slot when registered
+                              // (a later registration overlapping them may move them)
   bool moved = false;         // pages were moved into the slot
-  uintptr_t moved_start = 0;  // page-aligned range that was moved
-  size_t moved_length = 0;
 };
 
 class Nic;
@@ -132,8 +131,14 @@ class Nic {
   // Moved pages stay where they are after deregistration (a cache, like a
   // real NIC's pinned pages): registering them again costs no copy, only a
   // look at /proc/self/maps that they are still this slot's pages. A range
-  // that overlaps moved pages still registered elsewhere, but is not inside
-  // them, cannot be registered (its bytes would live in two places).
+  // that overlaps moved pages still registered, and reaches past them (VIA
+  // allows overlapping registrations), moves in as one range with them: its
+  // other pages are copied, the NIC moves the registered ones and their
+  // registrations to their place in it (kOpMoveRegion, once no operation of
+  // the slot is in flight: the call waits for those), and the whole range is
+  // mapped over. A write another thread makes to the registered pages while
+  // that runs may be lost, as for the pages moved in. Pages pin_pages moved
+  // in are not merged with: such a range is refused.
   // `ptag`: the VI protection tag the NIC checks for VI use (0: none).
   Result<MemRegion> register_memory(void* addr, size_t length, uint32_t access, uint32_t ptag = 0);
   // Drops the registration. Never reads or writes the process's memory:
@@ -387,12 +392,19 @@ class Nic {
     size_t length = 0;
     uint64_t offset = 0;  // slot offset of its first page
     uint32_t users = 0;
+    bool pinned = false;  // a pin_pages frame (never merged, never evicted)
   };
   std::vector<Backing> backings_;
   uint64_t cache_hits_ = 0, pages_moved_in_ = 0;
   bool backing_mapped(const Backing& b) const;     // still this slot's pages at those addresses?
   void release_backing(size_t i, bool move_back);  // frees its slot pages (after moving them back)
   uint64_t heap_alloc_evicting(size_t bytes, size_t align);  // heap_alloc, evicting unused backings for room
+  // register_memory's overlapping case: [start, end) overlaps the registered
+  // backings starting at `held` (moved pages still mapped here): one backing
+  // for the union, or why not.
+  Result<Backing*> merge_backings(uintptr_t start, uintptr_t end, const std::vector<uintptr_t>& held);
+  // kOpMoveRegion, asked again while the NIC says busy (operations in flight).
+  Result<void> move_region(uint64_t from, uint64_t to, uint64_t length);
   std::vector<bool> populated_;                     // heap pages mapped into this process (populate_heap)
   void populate_heap(uint64_t offset, size_t bytes);
 };

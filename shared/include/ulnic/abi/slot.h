@@ -182,6 +182,15 @@ enum SqOpcode : uint8_t {
   kOpUnetSend = 21,       // send `length` bytes at segment offset src_addr on channel dst_key
   kOpUnetSendInline = 22, // the same with the payload in the next ceil(length / 64) SQ
                           // entries (length <= kMaxInline)
+  // Memory (libulnic: a registration that overlaps pages another one moved
+  // into the slot, and reaches past them, as VIA allows).
+  kOpMoveRegion = 23,     // move `length` bytes at heap offset reg_offset to heap
+                          // offset dst_addr (memmove): every registration lying
+                          // wholly in the source range names the same bytes at
+                          // their new place. kCqBusy while an operation of the
+                          // slot may hold an address in its heap (a send, put, VI
+                          // send or RDMA op whose completion is owed, a copy of
+                          // any slot into or out of it)
   kOpcodeCount,
 };
 
@@ -271,10 +280,11 @@ enum CqStatus : uint16_t {
   // kOpUnetSend*:
   kCqUnetBadChannel = 32,    // no such channel of this slot (the daemon sets them up)
   kCqUnetNoEndpoint = 33,    // the slot is not a U-Net endpoint (kOpUnetEndpoint)
+  kCqBusy = 34,              // kOpMoveRegion: operations in flight; ask again after them
 };
 // The highest status the NIC writes (a reader may treat anything above it as
 // garbage; the fuzzer checks every CQ entry against it). Keep it the last one.
-constexpr uint16_t kCqLastStatus = kCqUnetNoEndpoint;
+constexpr uint16_t kCqLastStatus = kCqBusy;
 
 struct CqEntry {
   uint64_t user_data;

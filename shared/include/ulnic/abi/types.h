@@ -9,7 +9,7 @@
 // Bumped on any incompatible change to a layout in shared/. The firmware
 // reports it in the status block; the host refuses to talk to a NIC whose
 // version differs.
-#define ULNIC_ABI_VERSION 7u
+#define ULNIC_ABI_VERSION 8u
 
 #define ULNIC_ABI_CHECK_SIZE(type, bytes) \
   static_assert(sizeof(type) == (bytes), #type " size is part of the ABI")
