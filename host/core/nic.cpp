@@ -550,11 +550,11 @@ Result<void> Nic::deregister(MemRegion& r) {
     r.key = 0;
   }
   if (r.moved) {
-    // The backing that holds it (registered backings never overlap: one a
-    // registration reaches past is merged into a new one, register_memory).
+    // The backing that holds it (backings never overlap: one a registration
+    // reaches past is merged into a new one, register_memory).
     const auto a = reinterpret_cast<uintptr_t>(r.addr);
     for (Backing& b : backings_)
-      if (!b.pinned && b.users && a >= b.start && a - b.start + r.length <= b.length) {
+      if (b.users && a >= b.start && a - b.start + r.length <= b.length) {
         --b.users;  // the pages stay: see register_memory
         break;
       }
