@@ -9,8 +9,10 @@ $ULNIC_FIRMWARE_DIR the NICs run that build's firmware. Needs ULNIC_BIN.
 """
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 ULNIC = os.path.abspath(os.environ.get("ULNIC_BIN", "build/bin/ulnic"))
 FIRMWARE_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "")
@@ -38,6 +40,28 @@ def keep_logs(rundir, label):
                     shutil.copy(os.path.join(top, f), target)
                 except OSError:
                     pass
+
+
+def stop_process(pid, seconds=10):
+    """SIGSTOPs `pid` and returns once every thread of it has stopped. kill()
+    returns before a thread running on another CPU has: on this VM all of a
+    NIC's QEMU threads took up to 10 ms to show stopped, long enough for the
+    NIC to finish a registration its process posted just after the kill."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + seconds
+    while True:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass  # a thread that exited meanwhile
+        if all(s in "TtZX" for s in states):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pid {pid} not stopped {seconds} s after SIGSTOP: thread states {states}")
+        time.sleep(0.001)
 
 
 def process_alive(pid):

@@ -21,7 +21,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_case import keep_logs  # noqa: E402
+from cluster_case import keep_logs, stop_process  # noqa: E402
 
 ULNIC = os.environ.get("ULNIC_BIN", "build/bin/ulnic")
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
@@ -310,8 +310,8 @@ class PeerLoss(Cluster):
             time.sleep(0.05)
         nics = [status(self.cluster, n)["pid"] for n in (0, 1)]
         for pid in reversed(nics):  # the receiver first: the sender's last packets go unanswered
-            os.kill(pid, signal.SIGSTOP)
             self.addCleanup(os.kill, pid, signal.SIGCONT)
+            stop_process(pid)
             time.sleep(0.05)
         self.assertIsNone(sender.poll(), "the puts ended before the NICs stopped")
         time.sleep(6)

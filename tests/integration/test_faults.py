@@ -27,7 +27,7 @@ import time
 import unittest
 
 import test_vmmc
-from cluster_case import FIRMWARE_DIR, PrivateCluster, ULNIC, process_alive
+from cluster_case import FIRMWARE_DIR, PrivateCluster, ULNIC, process_alive, stop_process
 
 BIN = os.environ.get("ULNIC_PROGRAMS", os.path.dirname(ULNIC))
 VIPL_TIGHT = os.path.join(BIN, "vipl_tight")
@@ -287,7 +287,7 @@ class KilledMidTransfer(PrivateCluster, unittest.TestCase):
                 self.assertLess(time.monotonic(), deadline, "rank 0 never reached its hold")
                 time.sleep(0.05)
             rank1 = self.attached_pid(1, "am_tight")
-            os.kill(rank1, signal.SIGSTOP)
+            stop_process(rank1)
             try:
                 open(hold, "w").close()
                 time.sleep(8)
@@ -580,7 +580,7 @@ class NicOffTheCpu(PrivateCluster, unittest.TestCase):
 
     def test_a_call_outlasts_its_nic_off_the_cpu(self):
         self.assertEqual(self.register()[0], 0)
-        os.kill(self.qemu, signal.SIGSTOP)
+        stop_process(self.qemu)
         try:
             self.prog.stdin.write("register\n")
             self.prog.stdin.flush()

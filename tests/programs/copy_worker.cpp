@@ -2,13 +2,19 @@
 // (one from the slot heap, one from malloc that gets moved into the slot),
 // and runs node-local copies through the NIC with every byte verified.
 //
-//   copy_worker [--ops N] [--max-size BYTES] [--batch K] [--seed S] [--quiet]
+//   copy_worker [--ops N] [--max-size BYTES] [--batch K] [--seed S] [--quiet] [--dormant-first 1]
+//
+// --dormant-first: the first copy is posted only once the NIC has marked
+// the slot dormant (it went to sleep after the registrations), so that post
+// rings the slot's doorbell, whatever the host's scheduling.
 // Exit 0 when every copy completed OK and verified; 1 otherwise.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ulnic/nic.h"
@@ -18,7 +24,7 @@ namespace abi = ulnic::abi;
 int main(int argc, char** argv) {
   uint64_t ops = 1000, seed = 1;
   uint32_t max_size = 4096, batch = 16;
-  bool quiet = false;
+  bool quiet = false, dormant_first = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::strtoull(argv[++i], nullptr, 0) : 0ull; };
@@ -27,8 +33,10 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = uint32_t(next());
     else if (a == "--seed") seed = next();
     else if (a == "--quiet") quiet = true;
+    else if (a == "--dormant-first") dormant_first = next() != 0;
     else {
-      std::fprintf(stderr, "usage: copy_worker [--ops N] [--max-size B] [--batch K] [--seed S] [--quiet]\n");
+      std::fprintf(stderr,
+                   "usage: copy_worker [--ops N] [--max-size B] [--batch K] [--seed S] [--quiet] [--dormant-first 1]\n");
       return 2;
     }
   }
@@ -57,6 +65,17 @@ int main(int argc, char** argv) {
   if (!dst_mr) {
     std::fprintf(stderr, "copy_worker: %s\n", dst_mr.error().message.c_str());
     return 1;
+  }
+  if (dormant_first) {
+    const auto* h = reinterpret_cast<const abi::SlotHeader*>(n.slot_base());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!__atomic_load_n(&h->nic.sq_dormant, __ATOMIC_ACQUIRE)) {
+      if (std::chrono::steady_clock::now() > until) {
+        std::fprintf(stderr, "copy_worker: the NIC never marked the slot dormant\n");
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   std::mt19937_64 rng(seed);
   struct Op {
