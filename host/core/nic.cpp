@@ -163,9 +163,9 @@ Result<abi::OwnerReply> Nic::call_daemon(abi::OwnerRequest q, std::chrono::milli
 Nic::~Nic() {
   trace::unregister_nic(this);
   // Give the caller its private pages back before the slot goes away (those
-  // still mapped from it: see backing_mapped).
+  // still mapped from it: see mapped_runs).
   for (const Backing& b : backings_)
-    if (backing_mapped(b)) move_to_private(b.start, b.length);
+    for (auto [from, to] : mapped_runs(b)) move_to_private(from, to - from);
   if (base_) ::munmap(base_, size_);
   // Closing conn_ (member destructor) tells the daemon to detach the slot.
 }
@@ -278,36 +278,50 @@ bool Nic::in_slot(const void* p, size_t len) const {
 
 // ---- registration
 
-// Does /proc/self/maps show [b.start, +b.length) mapped from this slot's
-// file at b.offset onwards, every page of it? (A program may free, unmap or
-// map anew memory it once registered; only pages still ours may be touched.)
-bool Nic::backing_mapped(const Backing& b) const {
+// The runs of [b.start, +b.length) that /proc/self/maps shows mapped from
+// this slot's file at b's offsets. (A program may free, unmap or map anew
+// memory it once registered; only pages still ours may be touched.)
+std::vector<std::pair<uintptr_t, uintptr_t>> Nic::mapped_runs(const Backing& b) const {
+  std::vector<std::pair<uintptr_t, uintptr_t>> runs;
   struct stat st;
-  if (::fstat(slot_fd_.get(), &st) != 0) return false;
+  if (::fstat(slot_fd_.get(), &st) != 0) return runs;
   std::FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (!maps) return false;
+  if (!maps) return runs;
   const uintptr_t end = b.start + b.length;
-  uintptr_t covered = b.start;  // every page below this checked
   char line[512];
-  while (covered < end && std::fgets(line, sizeof line, maps)) {
+  while (std::fgets(line, sizeof line, maps)) {
     unsigned long lo = 0, hi = 0, off = 0, ino = 0;
     unsigned dmaj = 0, dmin = 0;
     char perms[8] = {};
     if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin, &ino) != 7) continue;
-    if (hi <= covered || lo > covered) continue;  // not the next piece (maps are sorted by address)
+    if (lo >= end) break;  // (maps are sorted by address)
+    const uintptr_t from = std::max<uintptr_t>(lo, b.start), to = std::min<uintptr_t>(hi, end);
+    if (from >= to) continue;
     const bool ours = perms[3] == 's' && ino == st.st_ino && dmaj == major(st.st_dev) && dmin == minor(st.st_dev) &&
-                      off + (covered - lo) == b.offset + (covered - b.start);
-    if (!ours) break;
-    covered = hi;
+                      off + (from - lo) == b.offset + (from - b.start);
+    if (!ours) continue;
+    if (!runs.empty() && runs.back().second == from) runs.back().second = to;
+    else runs.emplace_back(from, to);
   }
   std::fclose(maps);
-  return covered >= end;
+  return runs;
 }
 
+// Every page of b still ours?
+bool Nic::backing_mapped(const Backing& b) const {
+  const auto runs = mapped_runs(b);
+  return runs.size() == 1 && runs[0].first == b.start && runs[0].second == b.start + b.length;
+}
+
+// Its pages go back to private memory where they are still mapped from the
+// slot (a program may have mapped anew some of them, not all: those that
+// are still the slot's must not stay mapped from heap pages that are freed
+// here and handed to someone else).
 void Nic::release_backing(size_t i, bool move_back) {
   const Backing b = backings_[i];
   backings_.erase(backings_.begin() + std::ptrdiff_t(i));
-  if (move_back && backing_mapped(b)) move_to_private(b.start, b.length);
+  if (move_back)
+    for (auto [from, to] : mapped_runs(b)) move_to_private(from, to - from);
   heap_free(b.offset);
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <vipl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -1204,9 +1205,13 @@ using UlnicLimits = Vipl;
 // A buffer reaching past pages registered before registers (one range with
 // them); one reaching into registered pages the program has since mapped
 // anew cannot (their bytes would live in two places) until their
-// registrations go. (Until ABI 8 the first was refused too.)
+// registrations go. (Until ABI 8 the first was refused too.) Then the pages
+// still the slot's go back to private memory before their slot pages are
+// reused: the program's bytes stay its own.
 TEST_F(UlnicLimits, ABufferOverRegisteredPagesMappedAnewIsAResourceError) {
   uint8_t* buf = pages(3);
+  pattern(buf, 3 * kPage, 9);
+  std::vector<uint8_t> want(buf, buf + 3 * kPage);
   VIP_MEM_HANDLE first = reg(buf, kPage + 100);  // moves pages 0 and 1
   VIP_MEM_ATTRIBUTES m = mem_attributes(ptag_);
   VIP_MEM_HANDLE grown, h;
@@ -1214,11 +1219,21 @@ TEST_F(UlnicLimits, ABufferOverRegisteredPagesMappedAnewIsAResourceError) {
   EXPECT_EQ(VipRegisterMem(nic_, buf + kPage + 200, 100, &m, &h), VIP_SUCCESS);  // page 1 only
   EXPECT_EQ(VipDeregisterMem(nic_, buf + kPage + 200, h), VIP_SUCCESS);
   ASSERT_EQ(::mmap(buf, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), buf);
+  pattern(buf, kPage, 10);  // the program's new page 0
+  std::copy(buf, buf + kPage, want.begin());
   EXPECT_EQ(VipRegisterMem(nic_, buf + 100, 2 * kPage, &m, &h), VIP_ERROR_RESOURCE);
   EXPECT_EQ(VipDeregisterMem(nic_, buf, first), VIP_SUCCESS);
   EXPECT_EQ(VipDeregisterMem(nic_, buf + kPage + 200, grown), VIP_SUCCESS);
-  EXPECT_EQ(VipRegisterMem(nic_, buf + 100, 2 * kPage, &m, &h), VIP_SUCCESS);  // moved in afresh
-  EXPECT_EQ(VipDeregisterMem(nic_, buf + 100, h), VIP_SUCCESS);
+  // Page 0 alone moves in afresh; the unused backing goes, and its pages 1
+  // and 2, still the slot's, go back to private memory first: memory
+  // registered next, which may get their slot pages, is not theirs.
+  EXPECT_EQ(VipRegisterMem(nic_, buf, 100, &m, &h), VIP_SUCCESS);
+  uint8_t* other = pages(4);
+  pattern(other, 4 * kPage, 11);
+  VIP_MEM_HANDLE o = reg(other, 4 * kPage);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), buf));
+  EXPECT_EQ(VipDeregisterMem(nic_, buf, h), VIP_SUCCESS);
+  EXPECT_EQ(VipDeregisterMem(nic_, other, o), VIP_SUCCESS);
 }
 
 TEST_F(Mem, SetMemAttributesChangesTheRdmaRightsInPlace) {

@@ -397,6 +397,8 @@ class Nic {
   std::vector<Backing> backings_;
   uint64_t cache_hits_ = 0, pages_moved_in_ = 0;
   bool backing_mapped(const Backing& b) const;     // still this slot's pages at those addresses?
+  // The parts of b still mapped from its slot pages ([start, end) runs).
+  std::vector<std::pair<uintptr_t, uintptr_t>> mapped_runs(const Backing& b) const;
   void release_backing(size_t i, bool move_back);  // frees its slot pages (after moving them back)
   uint64_t heap_alloc_evicting(size_t bytes, size_t align);  // heap_alloc, evicting unused backings for room
   // register_memory's overlapping case: [start, end) overlaps the registered
