@@ -356,12 +356,16 @@ Result<MemRegion> Nic::register_memory(void* addr, size_t length, uint32_t acces
       const bool overlaps = start < b.start + b.length && b.start < end;
       if (!overlaps) {
         ++i;
-      } else if (holds && backing_mapped(b)) {
+        continue;
+      }
+      // One read of /proc/self/maps per backing, and only where it decides.
+      const bool mapped = (holds || (b.users && !b.pinned)) && backing_mapped(b);
+      if (holds && mapped) {
         used = &b;
         ++cache_hits_;
       } else if (b.pinned) {
         return fail("register: overlaps pages pinned for U-Net/MM");
-      } else if (b.users && !backing_mapped(b)) {
+      } else if (b.users && !mapped) {
         return fail("register: overlaps registered memory the program has unmapped or mapped anew");
       } else if (b.users) {
         held.push_back(b.start);
