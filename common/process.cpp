@@ -143,6 +143,25 @@ bool process_alive(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
 }
 
+std::optional<ProcessCpu> process_cpu(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(st, line)) return std::nullopt;
+  size_t paren = line.rfind(')');  // the command may hold spaces and parentheses
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream in(line.substr(paren + 1));
+  ProcessCpu r;
+  std::string skip;
+  unsigned long long utime = 0, stime = 0;
+  in >> r.state;
+  for (int field = 4; field <= 13; ++field) in >> skip;  // ppid .. cmajflt
+  if (!(in >> utime >> stime)) return std::nullopt;
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  r.cpu = std::chrono::milliseconds((utime + stime) * 1000 / uint64_t(hz > 0 ? hz : 100));
+  return r;
+}
+
 std::string process_cmdline(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

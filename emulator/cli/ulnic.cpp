@@ -79,6 +79,7 @@ struct Args {
   uint64_t slot_size = 256ull << 20;
   uint32_t heartbeat_us = 100'000;
   uint32_t timeout_s = 120;
+  uint32_t boot_timeout_s = 30;
   std::vector<std::string> qemu_args;
   std::vector<std::string> passthrough;  // after "--"
 };
@@ -209,6 +210,7 @@ Args parse(const Command& cmd, int argc, char** argv) {
     }
     else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value(), 1'000, 10'000'000));
     else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value(), 1, 86'400));
+    else if (s == "--boot-timeout") a.boot_timeout_s = uint32_t(number(s, value(), 1, 3'600));
     else if (s == "--verbose-fw") a.verbose_fw = true;
     else if (s == "--test-drop") {
       std::string v = value();
@@ -444,6 +446,7 @@ int cmd_start(const Args& a) {
   o.board = spec_from(a);
   o.firmware = a.firmware.empty() ? board::default_firmware() : a.firmware;
   o.heartbeat_us = a.heartbeat_us;
+  o.boot_timeout = std::chrono::seconds(a.boot_timeout_s);
   o.boot_flags = a.verbose_fw ? uint32_t(abi::kBootFlagVerbose) : 0u;
   o.fabric = !a.no_fabric;
   o.test_rx_drop = a.test_drop;
@@ -465,7 +468,7 @@ int cmd_start(const Args& a) {
 }
 
 int cmd_flash(const Args& a) {
-  auto r = board::flash_node(a.cluster, a.node, a.positional[0]);
+  auto r = board::flash_node(a.cluster, a.node, a.positional[0], std::chrono::seconds(a.boot_timeout_s));
   if (!r) die(r.error().message);
   std::printf("flashed node %u: build %s -> %s (flash #%llu), firmware %s\n", a.node, r->old_build_id.c_str(),
               r->new_build_id.c_str(), static_cast<unsigned long long>(r->flash_seq),
@@ -663,6 +666,7 @@ int cmd_cluster_up(Args a) {
   o.cluster = a.cluster;
   o.firmware = firmware;
   o.heartbeat_us = a.heartbeat_us;
+  o.boot_timeout = std::chrono::seconds(a.boot_timeout_s);
   o.fabric_spec.ports = a.with_switch ? total + 1 : total;
   o.num_nodes = total;
   o.fabric_spec.with_switch = a.with_switch;
@@ -1117,12 +1121,17 @@ const Command kGdbPipe{"node gdb-pipe", "[-c CLUSTER] [-n NODE]", "", nullptr};
 const Command kCommands[] = {
     {"node start",
      "[-c CLUSTER] [-n NODE] [--firmware ELF] [--slots K] [--slot-size MIB]\n"
-     "[--heartbeat-us US] [--verbose-fw] [--no-fabric] [--cost] [--qemu-arg ARG]...",
+     "[--heartbeat-us US] [--verbose-fw] [--no-fabric] [--cost] [--qemu-arg ARG]...\n"
+     "[--boot-timeout S]",
      "start a NIC board and flash ELF (default: the build's ulnic-fw.elf);\n"
      "on a board whose ulnicd died, start only a new ulnicd.\n"
+     "--boot-timeout: the boot fails once S seconds (default 30) have\n"
+     "passed and QEMU has had 2 s of CPU, or after 10 x S seconds\n"
+     "however little it ran (a loaded host may starve it)\n"
      "--cost: count the NIC's instructions exactly, by firmware phase\n"
      "and protocol operation (a QEMU plugin; `node status` shows them)", ULNIC_NODE_CMD(cmd_start)},
-    {"node flash", "[-c CLUSTER] [-n NODE] ELF", "flash ELF onto the running NIC (stop, write SRAM, reset)",
+    {"node flash", "[-c CLUSTER] [-n NODE] [--boot-timeout S] ELF",
+     "flash ELF onto the running NIC (stop, write SRAM, reset)",
      ULNIC_NODE_CMD(cmd_flash), 1, 1},
     {"node status", "[-c CLUSTER] [-n NODE] [--json]", "firmware build, state, uptime, heartbeat, PCIe, counters",
      ULNIC_NODE_CMD(cmd_status)},
@@ -1133,7 +1142,7 @@ const Command kCommands[] = {
     {"node list", "[-c CLUSTER]", "nodes of a cluster and their state", ULNIC_NODE_CMD(cmd_list)},
     {"cluster up",
      "-n N [-c CLUSTER] [--firmware ELF] [--slot-size MIB] [--test-drop F] [--cost]\n"
-     "[--slots K] [--heartbeat-us US] [--qemu-arg ARG]...\n"
+     "[--slots K] [--heartbeat-us US] [--qemu-arg ARG]... [--boot-timeout S]\n"
      "[--switch] [--faults SPEC] [--pcap FILE] [--names NAME,NAME,...]\n"
      "[--first F --total T --bridge-listen IP:PORT --bridge-peer IP:PORT=A-B ...]",
      "start N nodes on one fabric (N <= 64). --switch: through\n"

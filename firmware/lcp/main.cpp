@@ -97,6 +97,13 @@ extern "C" [[noreturn]] void ulnic_main(uint64_t /*hartid*/, uint64_t /*dtb*/) {
   if (cfg.num_slots && g_board.num_slots != cfg.num_slots)
     core::log("warning: boot config expects %u slots, board has %u\n", cfg.num_slots, g_board.num_slots);
 
+#ifdef ULNIC_FW_HANG_IN_BOOT
+  // Hang-test build: never leaves the booting state, and keeps its CPU
+  // busy, so the tools' boot timeout (emulator/board/node.cpp) is shown.
+  core::log("hang-test build: spinning in boot on purpose\n");
+  for (volatile uint64_t spins = 0;; spins = spins + 1) {
+  }
+#endif
 #ifdef ULNIC_FW_CRASH_AFTER_BOOT
   // Crash-test build: a load from an address nothing decodes, after boot, so
   // the tools can be shown a crashed NIC with a real cause and pc.

@@ -44,6 +44,7 @@ import contextlib
 import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,10 @@ from hop_bench import run_program  # noqa: E402
 from published import PUBLISHED, SOURCES  # noqa: E402
 
 PROG = "papers.py"
+# The lines of a failed driver's log that say why: a program's own message
+# ("am_logp: no reply after 30 s (...)", "am_logp.py: udp: ping exit 1, ..."),
+# an exit status, a verdict.
+WHY = re.compile(r"^[\w.]+( \w+)?: |exit -?\d|FAILED|NOT VERIFIED|Traceback|Error")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PAPERS = ("via", "vmmc", "fm", "amudp", "unet")
 TITLES = {
@@ -787,8 +792,11 @@ def main():
     for r in data["runs"]:
         if r["exit"] != 0:
             with open(os.path.join(out, r["log"]), errors="replace") as f:
-                tail = f.read()[-1500:]
-            print(f"{PROG}: {r['name']} exited {r['exit']}; the end of its log:\n{tail}", file=sys.stderr)
+                text = f.read()
+            why = [ln for ln in text.splitlines() if WHY.search(ln)][-20:]
+            # The why last: a test's assertion shows the end of stderr.
+            print(f"{PROG}: {r['name']} exited {r['exit']}; the end of its log:\n{text[-1500:]}\n"
+                  f"{PROG}: the lines of {r['name']}'s log that say why:\n" + "\n".join(why), file=sys.stderr)
     return 0 if not failed and drawn else 1
 
 

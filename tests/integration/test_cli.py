@@ -23,6 +23,7 @@ FW_DIR = os.environ.get("ULNIC_FIRMWARE_DIR", "build/firmware")
 FW = os.path.join(FW_DIR, "ulnic-fw.elf")
 FW_ALT = os.path.join(FW_DIR, "ulnic-fw-alt.elf")
 FW_CRASH = os.path.join(FW_DIR, "ulnic-fw-crashtest.elf")
+FW_HANG = os.path.join(FW_DIR, "ulnic-fw-hangtest.elf")
 
 
 def run(*args, env=None, check=None, timeout=120):
@@ -175,6 +176,14 @@ class RunningNode(unittest.TestCase):
         self.flash(FW)
         self.assertEqual(status(self.cluster)[1]["state"], "running")
 
+    def test_flashing_firmware_that_never_boots_times_out_and_a_reflash_recovers(self):
+        p = run("node", "flash", "-c", self.cluster, "--boot-timeout", "1", FW_HANG, check=1)
+        self.assertRegex(p.stderr, r"did not finish booting in \d+ s \(QEMU had [0-9.]+ s of CPU")
+        rc, s = status(self.cluster)
+        self.assertEqual(s["state"], "booting")
+        self.flash(FW)
+        self.assertEqual(status(self.cluster)[1]["state"], "running")
+
     def test_gdb_attaches_to_the_nic(self):
         if not shutil.which("gdb-multiarch"):
             self.skipTest("gdb-multiarch not installed")
@@ -231,6 +240,37 @@ class Failures(unittest.TestCase):
         self.assertIn("QEMU exited during boot", p.stderr)
         self.assertIn("no-such-device", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.rundir, "qdies", "node0")))
+
+    def test_firmware_that_never_boots_times_out_on_qemu_cpu_time_and_leaves_nothing(self):
+        # The hang-test build spins before it leaves the booting state: with
+        # --boot-timeout 1, the start fails once 1 s has passed and QEMU has
+        # had 2 s of CPU (not after 1 s of wall clock: a loaded host may not
+        # have run QEMU at all by then), naming what QEMU got.
+        t0 = time.monotonic()
+        p = run("node", "start", "-c", "hang", "--firmware", FW_HANG, "--slot-size", "16", "--boot-timeout", "1",
+                check=1)
+        took = time.monotonic() - t0
+        self.assertIn("did not finish booting", p.stderr)
+        m = re.search(r"QEMU had ([0-9.]+) s of CPU, state (\w)", p.stderr)
+        self.assertIsNotNone(m, p.stderr)
+        self.assertGreaterEqual(float(m.group(1)), 2.0, p.stderr)
+        self.assertGreaterEqual(took, 2.0)
+        self.assertIn("spinning in boot on purpose", p.stderr)  # the serial log's tail
+        self.assertNothingLeft("hang")
+
+    def test_a_nic_that_never_runs_fails_after_ten_times_the_boot_timeout(self):
+        # QEMU's -S: the NIC's CPU never starts, so QEMU uses next to no CPU
+        # (as on a host too loaded to run it): the start waits 10 x 1 s.
+        t0 = time.monotonic()
+        p = run("node", "start", "-c", "paused", "--firmware", FW, "--slot-size", "16", "--boot-timeout", "1",
+                "--qemu-arg=-S", check=1)
+        took = time.monotonic() - t0
+        m = re.search(r"did not finish booting in (\d+) s \(QEMU had ([0-9.]+) s of CPU", p.stderr)
+        self.assertIsNotNone(m, p.stderr)
+        self.assertGreaterEqual(int(m.group(1)), 10)
+        self.assertLess(float(m.group(2)), 2.0)
+        self.assertGreaterEqual(took, 10.0)
+        self.assertNothingLeft("paused")
 
     def test_killed_qemu_is_seen_and_its_stale_files_cleaned_on_restart(self):
         run("node", "start", "-c", "kill9", "--firmware", FW, "--slot-size", "16", check=0)

@@ -167,7 +167,7 @@ class PapersAll(unittest.TestCase):
         self.assertIsNotNone(self.data, self.proc.stdout[-3000:] + self.proc.stderr[-3000:])
 
     def test_every_driver_ran_and_verified_its_data(self):
-        self.assertEqual(self.proc.returncode, 0, self.proc.stdout[-4000:] + self.proc.stderr[-2000:])
+        self.assertEqual(self.proc.returncode, 0, self.proc.stdout[-4000:] + self.proc.stderr[-4000:])
         self.assertTrue(self.data["completed_and_verified"])
         names = {r["name"] for r in self.data["runs"]}
         self.assertEqual(names, set(papers.drivers(papers.PAPERS, True)))

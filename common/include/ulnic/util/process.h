@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ Result<pid_t> spawn_child(const std::vector<std::string>& argv);
 Result<int> wait_child(pid_t pid, std::chrono::milliseconds timeout);
 
 bool process_alive(pid_t pid);  // exists and is not a zombie
+// CPU time the process has had (user + system, all its threads), and its
+// scheduler state letter (R, S, D, T, Z...); nullopt once it is gone.
+struct ProcessCpu {
+  std::chrono::milliseconds cpu{0};
+  char state = '?';
+};
+std::optional<ProcessCpu> process_cpu(pid_t pid);
 std::string process_cmdline(pid_t pid);  // argv joined by spaces, "" if gone
 // SIGTERM, then SIGKILL after `grace`; true once the process is gone.
 bool terminate_process(pid_t pid, std::chrono::milliseconds grace);
