@@ -580,6 +580,13 @@ FW_TEST(no_such_endpoint_is_refused_and_writes_nothing) {
   EXPECT_EQ(c.status, abi::kCqBadOpcode);
   EXPECT(r.untouched());
   no_event(g_b);
+  // A prefix with any reserved byte set names no endpoint (the receiver
+  // checks them as five words: the first and last byte of each).
+  for (uint32_t i = 0; i < sizeof p.reserved; i += (i % 8 == 0 ? 7 : 1)) {
+    abi::AmPrefix bad = prefix(0, 64, kTag);
+    bad.reserved[i] = uint8_t(0x80 >> (i % 8));
+    refused(r, bad, abi::kCqAmBadEndpoint);
+  }
   lands(r, 0);
 }
 
