@@ -134,7 +134,8 @@ Result<abi::StatusBlock> wait_for_boot(const NodePaths& p, pid_t pid, uint64_t f
   }
   const auto waited_s = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
   char got[160];
-  std::snprintf(got, sizeof got, " in %lld s (QEMU had %.2f s of CPU, state %c; firmware state %u, flash #%llu, waited for #%llu)",
+  std::snprintf(got, sizeof got,
+                " in %lld s (QEMU had %.2f s of CPU, state %c; firmware state %u, flash #%llu, waited for #%llu)",
                 static_cast<long long>(waited_s), double((now.cpu - cpu0).count()) / 1000, now.state,
                 unsigned(s.state), static_cast<unsigned long long>(s.flash_seq),
                 static_cast<unsigned long long>(flash_seq));

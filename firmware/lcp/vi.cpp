@@ -163,10 +163,10 @@ struct Backlogged {
 };
 
 struct State {
-  // ops and vis first: a field of g.ops[i] is then an immediate offset from
-  // one register. Behind the backlog and the VIs (2.3 MB in), every field's
-  // address took three instructions, and vi_feed computed and spilled ~45
-  // of them on entry: 135 instructions of a 64 B send's ~370 (issue 22).
+  // ops first: a field of g.ops[i] is then an immediate offset from one
+  // register. Behind the backlog and the VIs (2.4 MB in) each field's
+  // address took a lui, addiw and add of its own (a 64 B VI send: 57
+  // instructions more; issue 22).
   ViOp ops[kMaxViOps];
   Vi vis[abi::kMaxSlots][abi::kMaxVis];
   SlotTable* t;

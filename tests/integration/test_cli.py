@@ -250,11 +250,11 @@ class Failures(unittest.TestCase):
         p = run("node", "start", "-c", "hang", "--firmware", FW_HANG, "--slot-size", "16", "--boot-timeout", "1",
                 check=1)
         took = time.monotonic() - t0
-        self.assertIn("did not finish booting", p.stderr)
-        m = re.search(r"QEMU had ([0-9.]+) s of CPU, state (\w)", p.stderr)
+        m = re.search(r"did not finish booting in (\d+) s \(QEMU had ([0-9.]+) s of CPU, state (\w)", p.stderr)
         self.assertIsNotNone(m, p.stderr)
-        self.assertGreaterEqual(float(m.group(1)), 2.0, p.stderr)
-        self.assertGreaterEqual(took, 2.0)
+        self.assertGreaterEqual(took, 1.0)
+        # (On a host too loaded to give QEMU 2 s of CPU in 10 s, the wall-clock cap ends it.)
+        self.assertTrue(float(m.group(2)) >= 2.0 or int(m.group(1)) >= 10, p.stderr)
         self.assertIn("spinning in boot on purpose", p.stderr)  # the serial log's tail
         self.assertNothingLeft("hang")
 
