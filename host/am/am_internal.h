@@ -137,6 +137,7 @@ struct Transfer {
   Clock::time_point next_try{}, give_up{};
   std::chrono::milliseconds backoff{0};
   bool active = false;            // retransmissions pending
+  bool tried_late = false;        // retransmitted once at or after give_up (reqrep.cpp retransmit)
 };
 
 // My request on instance i to one peer: busy from send to reply/return.

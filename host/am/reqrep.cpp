@@ -218,6 +218,7 @@ void arm(Transfer& x) {
   x.backoff = kFirstRetry;
   x.next_try = Clock::now() + x.backoff;
   x.give_up = Clock::now() + give_up_after();
+  x.tried_late = false;
 }
 
 // Builds a transfer: header, args, and (unreliable) a copy of the payload.
@@ -513,6 +514,7 @@ void on_piece_ack(Endpoint& ep, const en_t& src, const PacketHeader& h) {
   x->backoff = kFirstRetry;
   x->next_try = Clock::now() + x->backoff;
   x->give_up = Clock::now() + give_up_after();
+  x->tried_late = false;
   if (of_reply && x->acked == all_pieces(x->npieces)) x->active = false;  // delivered whole
   (void)send_window(ep, src, *x, x->payload.data());
 }
@@ -577,7 +579,11 @@ void probe(Endpoint& ep) {
 }
 
 // Retransmits what is due; requests past their deadline are returned with
-// EUNREACHABLE (collected in `gone` so the caller decides when handlers run).
+// EUNREACHABLE (collected in `gone` so the caller decides when handlers run)
+// once a retransmission sent at or after the deadline went a whole backoff
+// unanswered: a process kept off the CPU past its deadline (a loaded host)
+// had sent nothing for a while, and gave up on a live peer before it had
+// asked it again (issue 20).
 void retransmit(Endpoint& ep, std::vector<std::pair<PacketHeader, en_t>>* gone) {
   if (tp().reliable) {
     if (tp().probes) probe(ep);
@@ -588,10 +594,13 @@ void retransmit(Endpoint& ep, std::vector<std::pair<PacketHeader, en_t>>* gone) 
     for (OutInstance& o : peer->out) {
       if (!o.busy || !o.request.active || o.request.next_try > now) continue;
       if (now >= o.request.give_up) {
-        if (!gone) continue;
-        gone->emplace_back(header_of(o.request), name);
-        release(*peer, o);
-        continue;
+        if (o.request.tried_late) {
+          if (!gone) continue;
+          gone->emplace_back(header_of(o.request), name);
+          release(*peer, o);
+          continue;
+        }
+        o.request.tried_late = true;
       }
       retry(ep, name, o.request, now);
     }
@@ -799,7 +808,10 @@ Clock::time_point next_deadline(const Endpoint& ep) {
   }
   for (auto& [name, peer] : ep.peers) {
     for (const OutInstance& o : peer->out)
-      if (o.busy && o.request.active) due = std::min(due, std::min(o.request.next_try, o.request.give_up));
+      if (o.busy && o.request.active) {  // (past give_up, the late retransmission's answer is awaited)
+        const Clock::time_point at = o.request.tried_late ? o.request.next_try : o.request.give_up;
+        due = std::min(due, std::min(o.request.next_try, at));
+      }
     for (const InInstance& in : peer->in)
       if (in.reply.active) due = std::min(due, in.reply.next_try);
   }

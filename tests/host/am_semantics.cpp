@@ -2195,6 +2195,11 @@ TEST_F(AmTest, UnreachableAfterTimeout) {
   EXPECT_EQ(rc, 0) << "child exit code (see its stderr)";
 }
 
+TEST_F(AmTest, UdpRequesterKeptOffTheCpuPastItsDeadlineAsksOnceMore) {
+  int rc = run_self_child("late", {{"ULNIC_AM_UDP_TIMEOUT_MS", "300"}, {"ULNIC_AM_TRANSPORT", "udp"}});
+  EXPECT_EQ(rc, 0) << "child exit code (see its stderr)";
+}
+
 TEST_F(AmTest, UdpDropStillDelivers) {
   int rc = run_self_child("drop", {{"ULNIC_AM_UDP_DROP", "0.3"}, {"ULNIC_AM_UDP_SEED", "7"},
                                    {"ULNIC_AM_TRANSPORT", "udp"}, {"ULNIC_AM_UDP_TIMEOUT_MS", "30000"}}, 240);
@@ -2364,12 +2369,51 @@ int drop() {
   return 0;
 }
 
+// A requester kept off the CPU past its deadline (here: it sleeps; on a
+// loaded host: the scheduler) asks once more before it gives up: a live
+// peer that answers that late retransmission is not taken for unreachable.
+// b is in a bundle of its own, so a's request call does not serve it; after
+// the sleep, a's bundle is polled first (its deadline has passed), then b's.
+int late() {
+  CHECK(AM_Init() == AM_OK, 70);
+  eb_t ea, eb;
+  ep_t a, b;
+  en_t na, nb;
+  CHECK(AM_AllocateBundle(AM_SEQ, &ea) == AM_OK, 71);
+  CHECK(AM_AllocateBundle(AM_SEQ, &eb) == AM_OK, 72);
+  CHECK(AM_AllocateEndpoint(ea, &a, &na) == AM_OK, 73);
+  CHECK(AM_AllocateEndpoint(eb, &b, &nb) == AM_OK, 74);
+  for (ep_t e : {a, b}) {
+    CHECK(AM_SetTag(e, 0x7777) == AM_OK, 75);
+    CHECK(AM_SetExpectedResources(e, 1, 2) == AM_OK, 75);
+    CHECK(AM_SetHandler(e, 0, ret0) == AM_OK, 76);
+    CHECK(AM_SetHandler(e, kShortReq, short_req) == AM_OK, 76);
+    CHECK(AM_SetHandler(e, kShortRep, short_rep) == AM_OK, 76);
+  }
+  CHECK(AM_Map(a, 0, nb, 0x7777) == AM_OK, 77);
+  CHECK(AM_Request2(a, 0, kShortReq, 5, -5) == AM_OK, 78);
+  usleep(600 * 1000);  // twice ULNIC_AM_UDP_TIMEOUT_MS: no retransmission meanwhile
+  CHECK(AM_Poll(ea) == AM_OK, 79);  // past the deadline: asks b again (it gave up here before)
+  CHECK(s.returned == 0, 80);
+  auto end = Clock::now() + std::chrono::seconds(20);
+  while (s.short_replies == 0 && s.returned == 0 && Clock::now() < end) {
+    AM_Poll(eb);
+    AM_Poll(ea);
+    usleep(100);
+  }
+  CHECK(s.returned == 0, 81);
+  CHECK(s.short_replies == 1 && s.short_bad == 0, 82);
+  CHECK(AM_Terminate() == AM_OK, 83);
+  return 0;
+}
+
 }  // namespace child
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     if (std::strcmp(argv[i], "--am-child=unreachable") == 0) return child::unreachable();
     if (std::strcmp(argv[i], "--am-child=drop") == 0) return child::drop();
+    if (std::strcmp(argv[i], "--am-child=late") == 0) return child::late();
   }
   ::testing::InitGoogleTest(&argc, argv);
   // On the NIC transports the suite boots a 2-node cluster of its own (once).
