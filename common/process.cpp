@@ -133,28 +133,38 @@ Result<int> wait_child(pid_t pid, std::chrono::milliseconds timeout) {
   }
 }
 
+namespace {
+
+// /proc/PID/stat after the command's closing parenthesis (the command may
+// hold spaces and parentheses): " S ppid ..."; "" if there is none;
+// nullopt if the file cannot be read (the process is gone).
+std::optional<std::string> stat_after_command(pid_t pid) {
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(st, line)) return std::nullopt;
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos ? std::string() : line.substr(paren + 1);
+}
+
+}  // namespace
+
 bool process_alive(pid_t pid) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno != EPERM) return false;
-  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(st, line)) return false;
-  size_t paren = line.rfind(')');
-  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+  const auto rest = stat_after_command(pid);
+  if (!rest) return false;
+  return rest->size() < 2 || (*rest)[1] != 'Z';
 }
 
 std::optional<ProcessCpu> process_cpu(pid_t pid) {
   if (pid <= 0) return std::nullopt;
-  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(st, line)) return std::nullopt;
-  size_t paren = line.rfind(')');  // the command may hold spaces and parentheses
-  if (paren == std::string::npos) return std::nullopt;
-  std::istringstream in(line.substr(paren + 1));
+  const auto rest = stat_after_command(pid);
+  if (!rest) return std::nullopt;
+  std::istringstream in(*rest);
   ProcessCpu r;
   std::string skip;
   unsigned long long utime = 0, stime = 0;
-  in >> r.state;
+  if (!(in >> r.state)) return std::nullopt;
   for (int field = 4; field <= 13; ++field) in >> skip;  // ppid .. cmajflt
   if (!(in >> utime >> stime)) return std::nullopt;
   const long hz = ::sysconf(_SC_CLK_TCK);

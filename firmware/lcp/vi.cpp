@@ -163,10 +163,10 @@ struct Backlogged {
 };
 
 struct State {
-  // ops first: a field of g.ops[i] is then an immediate offset from one
-  // register. Behind the backlog and the VIs (2.4 MB in) each field's
-  // address took a lui, addiw and add of its own (a 64 B VI send: 57
-  // instructions more; issue 22).
+  // ops first (then the VIs): a field of g.ops[i] is an immediate offset
+  // from one register. Behind the backlog and the VIs (2.4 MB in) each
+  // field's address took a lui, addiw and add of its own (a 64 B VI send:
+  // 57 instructions more; issue 22).
   ViOp ops[kMaxViOps];
   Vi vis[abi::kMaxSlots][abi::kMaxVis];
   SlotTable* t;
@@ -1098,12 +1098,12 @@ void vi_execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
   // instructions of every post; issue 22).
   if (e.opcode != abi::kOpViPostSend && e.opcode != abi::kOpViPostRecv) return manage(s, e);
   const uint32_t vi = e.dst_slot;
-  if (vi >= abi::kMaxVis || !g.vis[s.index][vi].used) return slot_complete(s, e, abi::kCqViBadVi, vi);
-  Vi& v = g.vis[s.index][vi];
-  if (e.opcode == abi::kOpViPostRecv) return post_recv(s, v, vi, e);
-  if (v.state != abi::kViStateConnected && v.state != abi::kViStateError)
+  Vi* v = vi_of(s.index, vi);
+  if (!v) return slot_complete(s, e, abi::kCqViBadVi, vi);
+  if (e.opcode == abi::kOpViPostRecv) return post_recv(s, *v, vi, e);
+  if (v->state != abi::kViStateConnected && v->state != abi::kViStateError)
     return slot_complete(s, e, abi::kCqViBadVi, vi);
-  return post_send(s, v, vi, e);
+  return post_send(s, *v, vi, e);
 }
 
 // The accept that connects the peer's side of (slot, vi) is still waiting

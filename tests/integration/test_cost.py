@@ -52,7 +52,7 @@ ROUNDS = 10
 # again with its segments, and copies it as words (a call to memcpy per segment); a VI send builds the header of
 # the packet it sends only (the streamed path built one and threw it away); vi_feed's loop body is a function of
 # its own (around the loop the compiler spilled the address of every field of the operation's record, ~90).
-# Then 1669 / 1572: a completion writes the descriptor where read_desc found it while no table changed (it
+# Then 1671 / 1574: a completion writes the descriptor where read_desc found it while no table changed (it
 # translated it again, ~50 each), and vi_execute takes the posts before the zeroed discriminator buffer the
 # connection opcodes need (~45 per post). am request recv 1361, reply recv 1401 (from 1431 / 1471): the AM prefix's
 # 40 reserved bytes checked as five words, not byte by byte (~80).
