@@ -165,7 +165,7 @@ void on_copy(unsigned int, void*) {
       put(c.refused, c.refused + 1);
       return;
     }
-    std::memmove(dst, src, n);  // (the firmware never overlaps them; memmove makes it harmless if it did)
+    std::memmove(dst, src, n);  // the firmware's memmove hands it overlapping ones too
     put(c.copies, c.copies + 1);
     put(c.bytes, c.bytes + n);
   }

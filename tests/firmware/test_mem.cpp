@@ -144,3 +144,30 @@ void every_offset(void (*copy)(void*, const void*, size_t), const char* name) {
 FW_TEST(copy_bytes_every_offset_pair_and_length) { every_offset(copy_fn, "copy_bytes"); }
 
 FW_TEST(memcpy_runs_the_copy_loop_at_every_offset_pair) { every_offset(memcpy_fn, "memcpy"); }
+
+// memmove up over itself, far enough to go in pieces (a distance of 64 bytes
+// or more: core/mem.cpp), at distances that are whole words, half words and
+// odd, lengths of one piece, several and a tail, in both directions; the
+// bytes around the destination keep their values.
+FW_TEST(memmove_long_overlapping_moves_in_pieces) {
+  const size_t gaps[] = {1, 63, 64, 65, 100, 4096, 4099};
+  const size_t lengths[] = {64, 200, 4096 + 13, 3 * 4096};
+  for (int up = 0; up < 2; ++up)
+    for (size_t gap : gaps)
+      for (size_t n : lengths) {
+        const size_t lo = kGuard + 3;  // the lower end of the two
+        for (size_t i = 0; i < kSpan; ++i) g_cdst[i] = src_byte(i);
+        const size_t from = up ? lo : lo + gap, to = up ? lo + gap : lo;
+        memmove(g_cdst + to, g_cdst + from, n);
+        for (size_t i = 0; i < lo + gap + n + kGuard; ++i) {
+          const bool inside = i >= to && i < to + n;
+          const uint8_t want = inside ? src_byte(from + (i - to)) : src_byte(i);
+          if (g_cdst[i] != want) {
+            EXPECT_EQ(g_cdst[i], want);
+            fwtest::note("memmove %s by %lu, %lu bytes: byte %ld of the destination", up ? "up" : "down",
+                         (unsigned long)gap, (unsigned long)n, long(i) - long(to));
+            return;
+          }
+        }
+      }
+}

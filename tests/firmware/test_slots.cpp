@@ -188,20 +188,30 @@ FW_TEST(move_region_moves_the_bytes_and_the_registrations_inside) {
   // One reaching past the range stays where it was.
   CHECK_EQ(g_a.run(copy(0, straddling, 0x4800'0000, 0, g_key_a, kVa, 0x100)).status, abi::kCqOk);
   EXPECT_EQ(g_a.base[0x10000], 0xee);
-  // Overlapping source and destination: a memmove.
-  for (int i = 0; i < 0x1000; ++i) g_a.base[kTo + i] = uint8_t(i * 3);
-  CHECK_EQ(g_a.run(move(kTo, kTo + 0x100, 0x1000)).status, abi::kCqOk);
-  for (int i = 0; i < 0x1000; ++i) CHECK_EQ(g_a.base[kTo + 0x100 + i], uint8_t(i * 3));
+  // Overlapping source and destination: a memmove, up a page and back down.
+  for (int i = 0; i < 0x3000; ++i) g_a.base[kTo + i] = uint8_t(i * 3 + (i >> 8));
+  CHECK_EQ(g_a.run(move(kTo, kTo + 0x1000, 0x3000)).status, abi::kCqOk);
+  for (int i = 0; i < 0x3000; ++i) CHECK_EQ(g_a.base[kTo + 0x1000 + i], uint8_t(i * 3 + (i >> 8)));
   CHECK_EQ(g_a.run(copy(0, inside, kVaM, 0, g_key_a, kVa, 0x100)).status, abi::kCqOk);
-  EXPECT(memcmp(g_a.base + 0x10000, g_a.base + kTo + 0x100, 0x100) == 0);
+  EXPECT(memcmp(g_a.base + 0x10000, g_a.base + kTo + 0x1000, 0x100) == 0);
+  CHECK_EQ(g_a.run(move(kTo + 0x1000, kTo, 0x3000)).status, abi::kCqOk);
+  for (int i = 0; i < 0x3000; ++i) CHECK_EQ(g_a.base[kTo + i], uint8_t(i * 3 + (i >> 8)));
+  CHECK_EQ(g_a.run(copy(0, inside, kVaM + 0x40, 0, g_key_a, kVa, 0x100)).status, abi::kCqOk);
+  EXPECT(memcmp(g_a.base + 0x10000, g_a.base + kTo + 0x40, 0x100) == 0);
 }
 
 FW_TEST(move_region_refusals) {
   const uint64_t heap_end = g_t.slots[0].layout.heap_offset + g_t.slots[0].layout.heap_size;
   EXPECT_EQ(g_a.run(move(0x200000, 0x300000, 0)).status, abi::kCqBadLength);
   EXPECT_EQ(g_a.run(move(0, 0x300000, 0x1000)).status, abi::kCqBadAddress);  // the header
-  EXPECT_EQ(g_a.run(move(0x200000, heap_end - 0x800, 0x1000)).status, abi::kCqBadAddress);
-  EXPECT_EQ(g_a.run(move(heap_end - 0x800, 0x200000, 0x1000)).status, abi::kCqBadAddress);
+  EXPECT_EQ(g_a.run(move(0x200000, heap_end - 0x1000, 0x2000)).status, abi::kCqBadAddress);
+  EXPECT_EQ(g_a.run(move(heap_end - 0x1000, 0x200000, 0x2000)).status, abi::kCqBadAddress);
+  // Whole pages only: a length, a source or a destination off a page.
+  EXPECT_EQ(g_a.run(move(0x200000, 0x300000, 0x1001)).status, abi::kCqBadLength);
+  EXPECT_EQ(g_a.run(move(0x200000, 0x300000, 0x800)).status, abi::kCqBadLength);
+  EXPECT_EQ(g_a.run(move(0x200001, 0x300000, 0x1000)).status, abi::kCqBadAddress);
+  EXPECT_EQ(g_a.run(move(0x200000, 0x300008, 0x1000)).status, abi::kCqBadAddress);
+  EXPECT_EQ(g_a.run(move(0x200000, 0x200001, 0x2000)).status, abi::kCqBadAddress);
   abi::SqEntry e = move(0x200000, 0x300000, 0x1000);
   e.src_key = g_key_a;  // the registrations it moves are the ones in the range, never named
   EXPECT_EQ(g_a.run(e).status, abi::kCqBadOpcode);

@@ -187,7 +187,8 @@ enum SqOpcode : uint8_t {
   kOpMoveRegion = 23,     // move `length` bytes at heap offset reg_offset to heap
                           // offset dst_addr (memmove): every registration lying
                           // wholly in the source range names the same bytes at
-                          // their new place. kCqBusy while an operation of the
+                          // their new place. Whole pages (kMovePage: all three
+                          // multiples of it). kCqBusy while an operation of the
                           // slot may hold an address in its heap (a send, put, VI
                           // send or RDMA op whose completion is owed, a copy of
                           // any slot into or out of it)
@@ -298,6 +299,9 @@ ULNIC_ABI_CHECK_SIZE(CqEntry, 16);
 // Registrations per slot (firmware table size) and the largest single copy.
 constexpr uint32_t kMaxRegistrations = 256;
 constexpr uint32_t kMaxCopyBytes = 64u << 20;
+// kOpMoveRegion's unit: its offsets and length are multiples of it (one step
+// of the NIC's loop moves it all, so it goes by words, never bytes).
+constexpr uint32_t kMovePage = 4096;
 
 // NIC MSI-X vectors (= fabric peer vectors). The slot doorbells have their
 // own vectors so a wake-up says which slot to look at.

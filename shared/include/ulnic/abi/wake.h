@@ -39,6 +39,7 @@
 // says once, at boot, where each BAR sits (`regions`); a copy whose two ends
 // do not each lie whole inside one mapped region is refused, and the
 // firmware copies it itself, as it does every copy without the plugin.
+// The two ends may overlap (the plugin copies as memmove does).
 // The handshake, per copy: the firmware writes dst, src and len, bumps
 // `fw_seq` and executes the marker; the plugin copies and sets `plugin_seq`
 // to `fw_seq`, or refuses by leaving it. A copy of length 0 at boot asks
