@@ -43,13 +43,16 @@
 // to kPacketPayload (32 .. 128 KiB) whose N x L chunks fit kSegmentBytes
 // (4 MiB; 32 KiB chunks may exceed it, for 5 and for 9-15 ranks): 64 KiB for
 // 2 ranks (L = 32, T = 16, W = 119), 32 KiB for 3 to 16, 128 KiB for a job of
-// one. A handler's streams keep to kInlinePayload (their credits are
-// reserved by packet count at FM_begin_message), as do credit and FIN
-// packets. Measured (fm_bench, issue 19, 2 ranks): 4 KiB packets held FM
-// streams at ~0.4-0.6 GB/s, the NIC's rate of AM messages. Interleaved runs
-// on one cluster (medians, 64 KiB and 1 MiB messages): 32 KiB Long packets
-// from one pool of 64 buffers 1.9 and 1.2 GB/s; 64 KiB Long packets, L = 32,
-// 2.4 and 1.9 (L = 16 of 128 KiB: 2.3 and 1.8).
+// one. A handler's streams take Long packets too (GM's read replies, MP's
+// data from handlers), but a handler cannot wait: its credits are reserved
+// at FM_begin_message (one more per Long packet), and a Long buffer that
+// finds L packets unreported goes as inline packets instead (send_split).
+// Credit and FIN packets are inline. Measured (fm_bench, issue 19, 2
+// ranks): 4 KiB packets held FM streams at ~0.4-0.6 GB/s, the NIC's rate of
+// AM messages. Interleaved runs on one cluster (medians, 64 KiB and 1 MiB
+// messages): 32 KiB Long packets from one pool of 64 buffers 1.9 and 1.2
+// GB/s; 64 KiB Long packets, L = 32, 2.4 and 1.9 (L = 16 of 128 KiB: 2.3
+// and 1.8).
 //
 // Failures: the NIC's link is reliable, so a packet it completes with an
 // error (the peer's process or node is gone, or it refused) is not resent:
@@ -288,7 +291,7 @@ int take_buffer(bool data) {
 // inline-sized one (so open streams that hold every long buffer leave the
 // next stream inline packets, never a wait that nothing ends).
 int take_data_buffer(const Outbound& s, uint64_t left) {
-  if (!s.owner && left > kInlinePayload) {
+  if (left > kInlinePayload) {
     reap();
     while (g.free_long.empty() && g.long_posted > 0)
       if (!wait_completion()) return -1;
@@ -675,12 +678,10 @@ bool stream_failed(Outbound& s) {
   return false;
 }
 
-// Sends the stream's buffer as its next packet (and takes a new buffer
-// unless `last`). False if the packet could not go (stream_failed).
-bool flush(Outbound& s, bool last) {
+// Posts buffer `b` as the stream's next data packet: `n` bytes at message
+// offset `offset`, the message's last if `last`. Its credit is acquired.
+bool send_data(Outbound& s, int b, uint32_t offset, uint32_t n, bool last) {
   Peer& p = g.peers[s.dest];
-  // After our FIN2 the receiver may have closed its endpoint.
-  if (s.buf < 0 || g.fin2_sent || p.failed || !acquire_credit(s, s.fill > kInlinePayload)) return stream_failed(s);
   PacketHeader h = header(s.dest, kData);
   h.handler = uint16_t(s.handler);
   // Numbered at the first packet: message order is the order first packets
@@ -688,14 +689,58 @@ bool flush(Outbound& s, bool last) {
   if (s.first) s.msg_id = p.next_out++;
   h.msg_id = s.msg_id;
   h.flags = (s.first ? uint32_t(kFirst) : 0u) | (last ? uint32_t(kLast) : 0u);
-  h.offset = s.written - s.fill;
+  h.offset = offset;
   h.length = s.length;
-  h.payload = s.fill;
-  int b = s.buf;
-  s.buf = -1;
-  if (!post_packet(s.dest, b, h)) return stream_failed(s);  // post_packet failed the peer
+  h.payload = n;
+  if (!post_packet(s.dest, b, h)) return false;  // post_packet failed the peer
   p.sent++;
   s.first = false;
+  return true;
+}
+
+// A handler's Long buffer when its peer has L data packets unreported: the
+// Long packet may not leave (its chunk may still be read) and a handler
+// cannot wait for the report, so its bytes go as inline packets, whose
+// credits the stream reserved (FM_begin_message counts one more packet per
+// Long buffer for this).
+bool send_split(Outbound& s, bool last) {
+  const int big = s.buf;
+  s.buf = -1;
+  const uint32_t start = s.written - s.fill;
+  bool ok = true;
+  for (uint32_t off = 0; ok && off < s.fill;) {
+    const uint32_t n = std::min(kInlinePayload, s.fill - off);
+    const int b = take_buffer(true);
+    ok = b >= 0 && acquire_credit(s, false);
+    if (!ok) {
+      if (b >= 0) give_buffer(b);
+      break;
+    }
+    std::memcpy(buffer(b) + kPayloadAt, buffer(big) + kPayloadAt + off, n);
+    off += n;
+    ok = send_data(s, b, start + off - n, n, last && off == s.fill);
+  }
+  give_buffer(big);
+  g.stats.long_splits++;
+  return ok;
+}
+
+// Sends the stream's buffer as its next packet (and takes a new buffer
+// unless `last`). False if the packet could not go (stream_failed).
+bool flush(Outbound& s, bool last) {
+  Peer& p = g.peers[s.dest];
+  // After our FIN2 the receiver may have closed its endpoint.
+  if (s.buf < 0 || g.fin2_sent || p.failed) return stream_failed(s);
+  const bool big = s.fill > kInlinePayload;
+  if (big && s.owner && p.sent - p.granted >= g.long_window) {
+    if (!send_split(s, last)) return stream_failed(s);
+  } else {
+    if (!acquire_credit(s, big)) return stream_failed(s);
+    int b = s.buf;
+    s.buf = -1;
+    if (!send_data(s, b, s.written - s.fill, s.fill, last)) return stream_failed(s);
+    if (big) g.stats.long_packets_sent++;
+  }
   s.fill = 0;
   if (!last) {
     s.buf = take_data_buffer(s, s.length - s.written);
@@ -728,8 +773,7 @@ void end_streams_of(const Inbound* m) {
 }
 
 uint8_t* payload_area(const Outbound& s) { return buffer(s.buf) + kPayloadAt; }
-// The bytes a stream puts in one packet: what its buffer holds (a handler's
-// are inline-sized: its credits were reserved by count).
+// The bytes a stream puts in one packet: what its buffer holds.
 uint32_t packet_bytes(const Outbound& s) { return is_long(s.buf) ? g.packet : kInlinePayload; }
 
 // ---- setup and teardown
@@ -933,8 +977,11 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
   Peer& p = g.peers[s->dest];
   if (g.current) {
     // A handler cannot wait for credits (the extract loop is below it): all
-    // of them now, or NULL (FM 2.x's deadlock avoidance).
+    // of them now, or NULL (FM 2.x's deadlock avoidance). As many as inline
+    // packets would take, and one more per Long packet, which may have to
+    // go as inline packets after all (send_split: its last one part-full).
     uint64_t need = packets_for(s->length, kInlinePayload);
+    if (s->length > kInlinePayload) need += packets_for(s->length, g.packet);
     if (uint64_t(p.sent - p.granted) + p.reserved + need > g.window) {
       delete s;
       errno = EAGAIN;

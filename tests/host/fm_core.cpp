@@ -496,6 +496,98 @@ TEST_F(Fm, AllToAllWithRepliesFromHandlers) {
   EXPECT_EQ(rc, (std::vector<int>{0, 0, 0}));
 }
 
+// ---- a handler's long replies: Long packets, or inline ones when it cannot wait
+
+constexpr unsigned kAsk = 5;
+// Rank 0 first sends rank 1 kBigs one-Long-packet messages and then small
+// ones, kSmalls in all: more than L (32) unreported, the chunks of the first
+// kBigs still unread, until rank 1 takes them.
+constexpr uint32_t kBigs = 31, kSmalls = 40;
+constexpr size_t kReplySize = 100000;   // a Long packet of 64 KiB and one of 34464 bytes
+int g_ask_pipe[2] = {-1, -1};           // rank 0 -> rank 1: the first reply has left
+uint32_t g_asks = 0;
+
+int ask_handler(FM_stream* s, unsigned sender) {
+  uint32_t n = ~0u;
+  check(FM_receive(&n, s, sizeof n) == sizeof n, "ask size");
+  std::vector<uint8_t> data(kReplySize);
+  fill(data, uint32_t(FM_nodeid), kSmalls + n);  // the receiver's message kSmalls + n
+  FM_stream* o = FM_begin_message(sender, kReplySize, kVerify);
+  check(o != nullptr, "ask %u: FM_begin_message in the handler: errno %d", n, errno);
+  if (!o) return FM_CONTINUE;
+  const size_t pieces[] = {1500, 7, 20000};
+  for (size_t off = 0, k = 0; off < kReplySize; ++k) {
+    size_t len = std::min(pieces[k % 3], kReplySize - off);
+    check(FM_send_piece(o, data.data() + off, len) == 0, "ask %u: piece at %zu", n, off);
+    off += len;
+  }
+  check(FM_end_message(o) == 0, "ask %u: FM_end_message", n);
+  g_asks++;
+  return FM_CONTINUE;
+}
+
+TEST_F(Fm, HandlersRepliesGoAsLongPacketsOrInlineWhenTheWindowIsFull) {
+  ASSERT_EQ(::pipe(g_ask_pipe), 0);
+  auto rc = run_job({0, 1}, [](unsigned rank) {
+    FM_register_handler(kVerify, verifying_handler);
+    FM_register_handler(kAsk, ask_handler);
+    g_rx.size_of = [](uint32_t, uint32_t seq) {
+      return seq < kBigs ? kLongPacket : seq < kSmalls ? size_t(10) : kReplySize;
+    };
+    if (FM_initialize() != 0) return 2;
+    if (rank == 0) {
+      ::close(g_ask_pipe[0]);
+      // kSmalls data packets rank 1 does not take yet: none is reported.
+      for (uint32_t k = 0; k < kSmalls; ++k) {
+        const size_t n = g_rx.size_of(0, k);
+        send_message(1, kVerify, k, n, n, {n});
+      }
+      check(extract_until([] { return g_asks == 1; }), "the first ask");
+      FM_stats st;
+      FM_get_stats(&st);
+      // Its reply's two Long buffers found 40 packets unreported: each went
+      // as inline packets (as Long packets they would have gone into the
+      // chunks of messages 8 and 9, which rank 1 has not read yet).
+      check(st.long_splits == 2 && st.long_packets_sent == kBigs, "first reply: %llu splits, %llu Long packets",
+            st.long_splits, st.long_packets_sent);
+      // Rank 1 reads only once the reply is in its ring (and a Long packet
+      // of it would be in a chunk).
+      check(extract_until([] {
+              FM_stats now;
+              FM_get_stats(&now);
+              return now.in_flight == 0;
+            }),
+            "the first reply's packets completed");
+      check(::write(g_ask_pipe[1], "x", 1) == 1, "pipe");
+      // The second ask comes after rank 1 took everything (its report rides on the ask).
+      check(extract_until([] { return g_asks == 2; }), "the second ask");
+      FM_get_stats(&st);
+      check(st.long_splits == 2 && st.long_packets_sent == kBigs + 2, "second reply: %llu splits, %llu Long packets",
+            st.long_splits, st.long_packets_sent);
+      ::close(g_ask_pipe[1]);
+    } else {
+      ::close(g_ask_pipe[1]);
+      uint32_t n = 0;
+      FM_stream* a = FM_begin_message(0, sizeof n, kAsk);
+      check(a && FM_send_piece(a, &n, sizeof n) == 0 && FM_end_message(a) == 0, "ask 0");
+      char c;
+      check(::read(g_ask_pipe[0], &c, 1) == 1, "pipe");  // no extracting until the reply left
+      check(extract_until([] { return g_rx.messages == kSmalls + 1; }), "%llu of %u messages",
+            (unsigned long long)g_rx.messages, kSmalls + 1);
+      n = 1;
+      a = FM_begin_message(0, sizeof n, kAsk);
+      check(a && FM_send_piece(a, &n, sizeof n) == 0 && FM_end_message(a) == 0, "ask 1");
+      check(extract_until([] { return g_rx.messages == kSmalls + 2; }), "%llu of %u messages",
+            (unsigned long long)g_rx.messages, kSmalls + 2);
+      ::close(g_ask_pipe[0]);
+    }
+    return child_exit();
+  });
+  ::close(g_ask_pipe[0]);
+  ::close(g_ask_pipe[1]);
+  EXPECT_EQ(rc, (std::vector<int>{0, 0}));
+}
+
 // ---- argument errors (a one-rank job; the rank sends to itself)
 
 int g_self_runs = 0;

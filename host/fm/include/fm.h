@@ -133,6 +133,8 @@ typedef struct {
   unsigned long long lost_packets;     /* ring entries the NIC gave up on (a sender died mid-packet) */
   unsigned long long streams_ended_for_handlers; /* streams a handler left open, ended when it returned */
   unsigned long long in_flight;        /* now: packets the NIC has not completed yet */
+  unsigned long long long_packets_sent; /* data packets that went as Long packets */
+  unsigned long long long_splits;      /* a handler's Long buffers sent as inline packets (window full) */
 } FM_stats;
 /* The running job's counters; after FM_finalize, the finished job's. */
 void FM_get_stats(FM_stats* out);
