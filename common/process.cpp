@@ -172,6 +172,28 @@ std::optional<ProcessCpu> process_cpu(pid_t pid) {
   return r;
 }
 
+CpuDeadline::CpuDeadline(pid_t pid, std::chrono::milliseconds timeout, std::chrono::milliseconds cpu_budget,
+                         int wall_factor)
+    : pid_(pid), start_(std::chrono::steady_clock::now()), timeout_(timeout), cpu_budget_(cpu_budget),
+      wall_factor_(wall_factor) {
+  if (pid_ > 0) now_ = process_cpu(pid_).value_or(ProcessCpu{});
+  cpu0_ = now_.cpu;
+}
+
+std::chrono::milliseconds CpuDeadline::waited() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_);
+}
+
+bool CpuDeadline::passed() {
+  const auto w = waited();
+  if (w < timeout_) return false;
+  if (pid_ <= 0) return true;
+  auto cpu = process_cpu(pid_);
+  if (!cpu || cpu->state == 'Z') return gone_ = true;
+  now_ = *cpu;
+  return now_.cpu - cpu0_ >= cpu_budget_ || w >= wall_factor_ * timeout_;
+}
+
 std::string process_cmdline(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -116,27 +116,23 @@ Result<abi::StatusBlock> wait_for_boot(const NodePaths& p, pid_t pid, uint64_t f
                                        std::chrono::milliseconds timeout) {
   auto sram = SramFile::open(p.sram, false);
   if (!sram) return std::unexpected(sram.error());
-  const auto start = Clock::now();
-  const auto cpu0 = process_cpu(pid).value_or(ProcessCpu{}).cpu;
+  CpuDeadline deadline(pid, timeout, kBootCpuBudget, kBootWallFactor);
   abi::StatusBlock s{};
-  ProcessCpu now{};
   for (;; std::this_thread::sleep_for(10ms)) {
     s = sram->read_status();
     auto st = abi::FwState(s.state);
     if (s.magic == abi::kStatusMagic && s.flash_seq == flash_seq && st != abi::FwState::kBooting &&
         st != abi::FwState::kOff)
       return s;
-    auto cpu = process_cpu(pid);
-    if (!cpu || cpu->state == 'Z') return fail("QEMU exited during boot" + logs_tail(p));
-    now = *cpu;
-    const auto waited = Clock::now() - start;
-    if (waited >= timeout && (now.cpu - cpu0 >= kBootCpuBudget || waited >= kBootWallFactor * timeout)) break;
+    if (!process_alive(pid)) return fail("QEMU exited during boot" + logs_tail(p));
+    if (deadline.passed()) break;
   }
-  const auto waited_s = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+  if (deadline.gone()) return fail("QEMU exited during boot" + logs_tail(p));
+  const auto waited_s = std::chrono::duration_cast<std::chrono::seconds>(deadline.waited()).count();
   char got[160];
   std::snprintf(got, sizeof got,
                 " in %lld s (QEMU had %.2f s of CPU, state %c; firmware state %u, flash #%llu, waited for #%llu)",
-                static_cast<long long>(waited_s), double((now.cpu - cpu0).count()) / 1000, now.state,
+                static_cast<long long>(waited_s), double(deadline.cpu_used().count()) / 1000, deadline.state(),
                 unsigned(s.state), static_cast<unsigned long long>(s.flash_seq),
                 static_cast<unsigned long long>(flash_seq));
   return fail("the firmware did not finish booting" + std::string(got) + logs_tail(p));

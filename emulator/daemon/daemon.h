@@ -34,6 +34,8 @@ struct Options {
   uint32_t sq_capacity = 256;
   uint32_t cq_capacity = 8192;  // room for every VI descriptor a process keeps posted
   uint32_t eq_capacity = 256;
+  // A control command unanswered this long, in QEMU's CPU time (at most 10x
+  // it on the wall clock), has failed ($ULNIC_CTRL_TIMEOUT_MS).
   std::chrono::milliseconds ctrl_timeout{5000};
   // --boost-nice N: keep QEMU at the ordinary priority and raise it to N
   // while the host starves it (priority_guard.h). Without it, nobody moves

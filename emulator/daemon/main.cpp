@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "daemon/daemon.h"
@@ -18,6 +19,10 @@ void on_signal(int) {
 
 int main(int argc, char** argv) {
   ulnic::daemon::Options opts;
+  // How long a control command may go unanswered, in the NIC's time (tests
+  // shorten it; `ulnic node start` passes its environment on).
+  if (const char* t = std::getenv("ULNIC_CTRL_TIMEOUT_MS"); t && std::atoi(t) > 0)
+    opts.ctrl_timeout = std::chrono::milliseconds(std::atoi(t));
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     std::string v = i + 1 < argc ? argv[i + 1] : "";

@@ -43,8 +43,8 @@
 // to kPacketPayload (32 .. 128 KiB) whose N x L chunks fit kSegmentBytes
 // (4 MiB; 32 KiB chunks may exceed it, for 5 and for 9-15 ranks): 64 KiB for
 // 2 ranks (L = 32, T = 16, W = 119), 32 KiB for 3 to 16, 128 KiB for a job of
-// one. A handler's streams take Long packets too (GM's read replies, MP's
-// data from handlers), but a handler cannot wait: its credits are reserved
+// one. A handler's streams take Long packets too (GM answers a read from
+// its request handler), but a handler cannot wait: its credits are reserved
 // at FM_begin_message (one more per Long packet), and a Long buffer that
 // finds L packets unreported goes as inline packets instead (send_split).
 // Credit and FIN packets are inline. Measured (fm_bench, issue 19, 2

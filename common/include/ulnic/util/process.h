@@ -43,6 +43,32 @@ struct ProcessCpu {
   char state = '?';
 };
 std::optional<ProcessCpu> process_cpu(pid_t pid);
+// A wait for something another process must do (QEMU's firmware: a boot, an
+// answer on the control queue), judged by that process's CPU time and not
+// the wall clock alone, which a loaded host spends elsewhere: over once
+// `timeout` has passed and the process had `cpu_budget` of CPU since the
+// start (it ran and did not do it), or after `wall_factor` x `timeout`
+// whatever it got (it never ran), or at once when it is gone. Without a pid
+// (0) the wall clock alone decides, at `timeout`.
+class CpuDeadline {
+ public:
+  CpuDeadline(pid_t pid, std::chrono::milliseconds timeout, std::chrono::milliseconds cpu_budget,
+              int wall_factor = 10);
+  // Reads /proc/PID/stat once `timeout` has passed: call it between looks.
+  bool passed();
+  bool gone() const { return gone_; }  // the process exited (seen by passed())
+  std::chrono::milliseconds waited() const;
+  std::chrono::milliseconds cpu_used() const { return now_.cpu - cpu0_; }  // as of the last look
+  char state() const { return now_.state; }
+
+ private:
+  pid_t pid_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::milliseconds timeout_, cpu_budget_, cpu0_{0};
+  int wall_factor_;
+  ProcessCpu now_{};
+  bool gone_ = false;
+};
 std::string process_cmdline(pid_t pid);  // argv joined by spaces, "" if gone
 // SIGTERM, then SIGKILL after `grace`; true once the process is gone.
 bool terminate_process(pid_t pid, std::chrono::milliseconds grace);
