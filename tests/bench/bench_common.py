@@ -172,17 +172,28 @@ def stop(proc):
 def run_together(cmds, limit, what, failed=lambda out: False):
     """[(argv, env)] started together and waited for, the last first (the measuring side, listed last, lets its
     peers end) -> their outputs, in the order given. RuntimeError, with every process killed, if one is still
-    running `limit` seconds after the start, exits nonzero, or failed(its output) says so."""
+    running `limit` seconds after the start, exits nonzero, or failed(its output) says so; its message ends with
+    what the others printed (a peer that died first is often the cause)."""
     procs = [start(argv, env) for argv, env in cmds]
     outs, deadline = {}, time.monotonic() + limit
+
+    def others(p):
+        text = ""
+        for q in procs:
+            if q is not p:
+                rc = q.poll()
+                out = outs[q] if q in outs else output_of(q, 0)
+                text += f"\n[{' '.join(q.args)} -> {'still running: killed' if rc is None else rc}]\n{out}"
+        return text
+
     try:
         for p in reversed(procs):
             try:
                 outs[p] = p.communicate(timeout=max(1, deadline - time.monotonic()))[0]
             except subprocess.TimeoutExpired:
-                raise RuntimeError(f"{what}: no end within {limit} s") from None
+                raise RuntimeError(f"{what}: no end within {limit} s{others(p)}") from None
             if p.returncode != 0 or failed(outs[p]):
-                raise RuntimeError(f"{what}: {' '.join(p.args)} -> {p.returncode}\n{outs[p]}")
+                raise RuntimeError(f"{what}: {' '.join(p.args)} -> {p.returncode}\n{outs[p]}{others(p)}")
     finally:
         for p in procs:
             stop(p)
