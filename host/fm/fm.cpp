@@ -33,12 +33,15 @@
 // as the AM message's Long, which the receiving NIC places straight into
 // the receiver's segment before it publishes the ring entry (the header
 // alone is in the entry). The segment has L chunks of P bytes per sender
-// (L <= W): the k-th data packet of a sender uses its chunk k mod L, and a
-// Long packet leaves only while fewer than L data packets of its sender are
+// (L <= W): the k-th Long packet of a sender uses its chunk k mod L, and a
+// Long packet leaves only while fewer than L Long packets of its sender are
 // unreported, so none of those still being read is in that chunk (they are
-// the L - 1 before it). T = L/2 keeps the credit flowing: a sender held at L
-// has had L/2 of them consumed and reported, and half its window is still
-// in flight while that report travels. L is the power of 2 above (C - 5)/2,
+// the L - 1 before it). Inline packets take no chunk (when they counted,
+// a GM read's reply -- a Long packet and a short one -- let only L/2
+// replies be under way). The sender knows which reported packets were Long
+// from a bit per packet of its window. T = L/2 keeps the credit flowing: a
+// sender held at L has had L/2 of them consumed and reported, and half its
+// window is still in flight while that report travels. L is the power of 2 above (C - 5)/2,
 // at most kMaxLongWindow (32); P the largest power of 2 from kMinLongPayload
 // to kPacketPayload (32 .. 128 KiB) whose N x L chunks fit kSegmentBytes
 // (4 MiB; 32 KiB chunks may exceed it, for 5 and for 9-15 ranks): 64 KiB for
@@ -120,6 +123,13 @@ struct Peer {
   uint32_t reserved = 0;  // credits set aside by handlers' open streams
   uint32_t consumed = 0;  // its data packets we consumed
   uint32_t reported = 0;  // the `consumed` we last told it
+  // Long packets have chunks of their own count: ours to it (`long_sent`,
+  // of those `long_granted` reported consumed, known from which of our data
+  // packets were Long: `kinds`, bit k mod 256 for packet k, W < 256 of them
+  // unreported) and its to us (`long_consumed`).
+  uint32_t long_sent = 0, long_granted = 0, long_consumed = 0;
+  uint64_t kinds[4] = {};
+  static_assert(kRingEntries <= sizeof kinds * 8);  // W < C <= kRingEntries
   uint32_t next_out = 0;  // the next message id to it
   uint32_t next_in = 0;   // the message id its next first packet must carry
   bool fin1 = false, fin2 = false;
@@ -285,12 +295,12 @@ int take_buffer(bool data) {
   return b;
 }
 
-// A buffer for a main-program stream's next data packet, `left` message
-// bytes to go: a long one if they are more than an inline packet holds and
-// one is free or will be (the NIC has one: its completion frees it), else an
-// inline-sized one (so open streams that hold every long buffer leave the
-// next stream inline packets, never a wait that nothing ends).
-int take_data_buffer(const Outbound& s, uint64_t left) {
+// A buffer for a stream's next data packet, `left` message bytes to go: a
+// long one if they are more than an inline packet holds and one is free or
+// will be (the NIC has one: its completion frees it), else an inline-sized
+// one (so open streams that hold every long buffer leave the next stream
+// inline packets, never a wait that nothing ends).
+int take_data_buffer(uint64_t left) {
   if (left > kInlinePayload) {
     reap();
     while (g.free_long.empty() && g.long_posted > 0)
@@ -327,7 +337,7 @@ bool post_packet(uint32_t dest, int b, const PacketHeader& h) {
   pre.msg_len = uint32_t(sizeof h) + (big ? 0 : h.payload);
   if (big) {
     pre.long_len = h.payload;
-    pre.long_offset = uint32_t(chunk_offset(g.rank, p.sent));
+    pre.long_offset = uint32_t(chunk_offset(g.rank, p.long_sent));
   }
   pre.dst_ep = uint8_t(p.name.ep);
   pre.src_ep = kEndpoint;
@@ -564,7 +574,7 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
   // A Long packet is a data packet with its payload in the sender's chunk
   // for it (the NIC checked only that it fits the segment).
   if (big && (h.kind != kData || e->len != sizeof h || h.payload > g.packet ||
-              e->long_offset != chunk_offset(h.sender, p.consumed))) {
+              e->long_offset != chunk_offset(h.sender, p.long_consumed))) {
     g.stats.bad_packets++;
     return;
   }
@@ -574,7 +584,8 @@ void handle_entry(const abi::AmRxEntry* e, uint64_t& bytes, bool& quit, int& dat
     g.stats.bad_packets++;
     return;
   }
-  p.granted = h.credit;
+  for (; p.granted != h.credit; ++p.granted)
+    if (p.kinds[(p.granted >> 6) & 3] >> (p.granted & 63) & 1) p.long_granted++;
   const uint8_t* payload = big ? g.seg + e->long_offset : reinterpret_cast<const uint8_t*>(e + 1) + sizeof h;
   switch (h.kind) {
     case kCredit: g.stats.credit_packets_received++; break;
@@ -613,10 +624,12 @@ uint64_t extract_packets(uint64_t maxbytes, bool& quit) {
       if (h.kind == kData) break;
     }
     int data_from = -1;
+    const bool big = e->long_len != 0;  // (read before the entry goes back)
     handle_entry(e, bytes, quit, data_from);
     consume_entry();
     if (data_from >= 0) {
       g.peers[data_from].consumed++;
+      if (big) g.peers[data_from].long_consumed++;
       maybe_credit(uint32_t(data_from));
     }
     cut_failed(quit);
@@ -659,7 +672,7 @@ bool acquire_credit(Outbound& s, bool big) {
     return true;
   }
   bool waited = false;
-  while ((p.sent - p.granted) + p.reserved >= g.window || (big && p.sent - p.granted >= g.long_window)) {
+  while ((p.sent - p.granted) + p.reserved >= g.window || (big && p.long_sent - p.long_granted >= g.long_window)) {
     if (g.current || p.failed || g.nic->state() != abi::SlotState::kActive) return false;
     if (!waited) g.stats.credit_waits++;
     waited = true;
@@ -693,7 +706,11 @@ bool send_data(Outbound& s, int b, uint32_t offset, uint32_t n, bool last) {
   h.length = s.length;
   h.payload = n;
   if (!post_packet(s.dest, b, h)) return false;  // post_packet failed the peer
+  const bool big = n > kInlinePayload;
+  uint64_t& word = p.kinds[(p.sent >> 6) & 3];
+  word = big ? word | 1ull << (p.sent & 63) : word & ~(1ull << (p.sent & 63));
   p.sent++;
+  if (big) p.long_sent++;
   s.first = false;
   return true;
 }
@@ -732,7 +749,7 @@ bool flush(Outbound& s, bool last) {
   // After our FIN2 the receiver may have closed its endpoint.
   if (s.buf < 0 || g.fin2_sent || p.failed) return stream_failed(s);
   const bool big = s.fill > kInlinePayload;
-  if (big && s.owner && p.sent - p.granted >= g.long_window) {
+  if (big && s.owner && p.long_sent - p.long_granted >= g.long_window) {
     if (!send_split(s, last)) return stream_failed(s);
   } else {
     if (!acquire_credit(s, big)) return stream_failed(s);
@@ -743,7 +760,7 @@ bool flush(Outbound& s, bool last) {
   }
   s.fill = 0;
   if (!last) {
-    s.buf = take_data_buffer(s, s.length - s.written);
+    s.buf = take_data_buffer(s.length - s.written);
     if (s.buf < 0) return stream_failed(s);
   }
   return true;
@@ -990,7 +1007,7 @@ FM_stream* FM_begin_message(FM_ULONG dest, FM_ULONG length, FM_ULONG handler) {
     p.reserved += uint32_t(need);
     s->reserved = uint32_t(need);
   }
-  s->buf = take_data_buffer(*s, s->length);
+  s->buf = take_data_buffer(s->length);
   if (s->buf < 0) {
     p.reserved -= s->reserved;
     delete s;

@@ -500,8 +500,9 @@ TEST_F(Fm, AllToAllWithRepliesFromHandlers) {
 
 constexpr unsigned kAsk = 5;
 // Rank 0 first sends rank 1 kBigs one-Long-packet messages and then small
-// ones, kSmalls in all: more than L (32) unreported, the chunks of the first
-// kBigs still unread, until rank 1 takes them.
+// ones, kSmalls in all: L - 1 (31) Long packets unreported, their chunks
+// still unread, and 9 inline ones (which take no chunk), until rank 1 takes
+// them.
 constexpr uint32_t kBigs = 31, kSmalls = 40;
 constexpr size_t kReplySize = 100000;   // a Long packet of 64 KiB and one of 34464 bytes
 int g_ask_pipe[2] = {-1, -1};           // rank 0 -> rank 1: the first reply has left
@@ -545,10 +546,11 @@ TEST_F(Fm, HandlersRepliesGoAsLongPacketsOrInlineWhenTheWindowIsFull) {
       check(extract_until([] { return g_asks == 1; }), "the first ask");
       FM_stats st;
       FM_get_stats(&st);
-      // Its reply's two Long buffers found 40 packets unreported: each went
-      // as inline packets (as Long packets they would have gone into the
-      // chunks of messages 8 and 9, which rank 1 has not read yet).
-      check(st.long_splits == 2 && st.long_packets_sent == kBigs, "first reply: %llu splits, %llu Long packets",
+      // Its reply's first Long buffer went as the L-th Long packet (chunk 31,
+      // free); the second found L unreported and went as inline packets (as
+      // a Long packet it would have gone into the chunk of message 0, which
+      // rank 1 has not read yet).
+      check(st.long_splits == 1 && st.long_packets_sent == kBigs + 1, "first reply: %llu splits, %llu Long packets",
             st.long_splits, st.long_packets_sent);
       // Rank 1 reads only once the reply is in its ring (and a Long packet
       // of it would be in a chunk).
@@ -562,7 +564,7 @@ TEST_F(Fm, HandlersRepliesGoAsLongPacketsOrInlineWhenTheWindowIsFull) {
       // The second ask comes after rank 1 took everything (its report rides on the ask).
       check(extract_until([] { return g_asks == 2; }), "the second ask");
       FM_get_stats(&st);
-      check(st.long_splits == 2 && st.long_packets_sent == kBigs + 2, "second reply: %llu splits, %llu Long packets",
+      check(st.long_splits == 1 && st.long_packets_sent == kBigs + 3, "second reply: %llu splits, %llu Long packets",
             st.long_splits, st.long_packets_sent);
       ::close(g_ask_pipe[1]);
     } else {
@@ -1069,12 +1071,11 @@ int fake_rank(const std::string& dir) {
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 100, 0}, 50, 0, 0);        // payload field says 100, has 50
   send({0x4d46, kWireVersion, 1, 1, kVerify, 1, 3, 0, 50, 50, 0}, 50, 0, 0);         // message 1: fine
   // Long packets: rank 1's chunks in rank 0's segment are 32..63 (L = 32,
-  // of kLongPacket bytes, with 2 ranks), its k-th data packet's is 32 + k
-  // mod 32; 4 data packets went so far (a header that lies about its payload
-  // is not one).
+  // of kLongPacket bytes, with 2 ranks), its k-th Long packet's is 32 + k
+  // mod 32 (inline packets take none); none went so far.
   send({0x4d46, kWireVersion, 2, 1, 0, 0, 0, 0, 0, 50, 0}, 50, 1, 0, 32 + 4);         // a Long credit packet
-  send({0x4d46, kWireVersion, 1, 1, kVerify, 2, 3, 0, 50, 50, 0}, 50, 1, 0, 32 + 4);  // message 2: fine
-  send({0x4d46, kWireVersion, 1, 1, kVerify, 3, 3, 0, 50, 50, 0}, 50, 2, 0, 32 + 0);  // not its 6th's chunk
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 2, 3, 0, 50, 50, 0}, 50, 1, 0, 32 + 0);  // message 2: fine
+  send({0x4d46, kWireVersion, 1, 1, kVerify, 3, 3, 0, 50, 50, 0}, 50, 2, 0, 32 + 5);  // not its 2nd Long's chunk
   send({0x4d46, kWireVersion, 3, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN1
   send({0x4d46, kWireVersion, 4, 1, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0);                  // FIN2
   // Absorb rank 0's packets until its FIN2: only then may this endpoint go.
