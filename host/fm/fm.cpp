@@ -41,15 +41,16 @@
 // replies be under way). The sender knows which reported packets were Long
 // from a bit per packet of its window. T = L/2 keeps the credit flowing: a
 // sender held at L has had L/2 of them consumed and reported, and half its
-// window is still in flight while that report travels. L is the power of 2 above (C - 5)/2,
-// at most kMaxLongWindow (32); P the largest power of 2 from kMinLongPayload
+// window is still in flight while that report travels. L is the power of 2
+// above (C - 5)/2, at most kMaxLongWindow (32); P the largest power of 2 from kMinLongPayload
 // to kPacketPayload (32 .. 128 KiB) whose N x L chunks fit kSegmentBytes
 // (4 MiB; 32 KiB chunks may exceed it, for 5 and for 9-15 ranks): 64 KiB for
 // 2 ranks (L = 32, T = 16, W = 119), 32 KiB for 3 to 16, 128 KiB for a job of
 // one. A handler's streams take Long packets too (GM answers a read from
 // its request handler), but a handler cannot wait: its credits are reserved
 // at FM_begin_message (one more per Long packet), and a Long buffer that
-// finds L packets unreported goes as inline packets instead (send_split).
+// finds L Long packets unreported goes as inline packets instead
+// (send_split).
 // Credit and FIN packets are inline. Measured (fm_bench, issue 19, 2
 // ranks): 4 KiB packets held FM streams at ~0.4-0.6 GB/s, the NIC's rate of
 // AM messages. Interleaved runs on one cluster (medians, 64 KiB and 1 MiB
@@ -715,13 +716,13 @@ bool send_data(Outbound& s, int b, uint32_t offset, uint32_t n, bool last) {
   return true;
 }
 
-// A handler's Long buffer when its peer has L data packets unreported: the
+// A handler's Long buffer when its peer has L Long packets unreported: the
 // Long packet may not leave (its chunk may still be read) and a handler
 // cannot wait for the report, so its bytes go as inline packets, whose
 // credits the stream reserved (FM_begin_message counts one more packet per
 // Long buffer for this).
 bool send_split(Outbound& s, bool last) {
-  const int big = s.buf;
+  const int whole = s.buf;
   s.buf = -1;
   const uint32_t start = s.written - s.fill;
   bool ok = true;
@@ -733,11 +734,11 @@ bool send_split(Outbound& s, bool last) {
       if (b >= 0) give_buffer(b);
       break;
     }
-    std::memcpy(buffer(b) + kPayloadAt, buffer(big) + kPayloadAt + off, n);
+    std::memcpy(buffer(b) + kPayloadAt, buffer(whole) + kPayloadAt + off, n);
     off += n;
     ok = send_data(s, b, start + off - n, n, last && off == s.fill);
   }
-  give_buffer(big);
+  give_buffer(whole);
   g.stats.long_splits++;
   return ok;
 }
