@@ -341,7 +341,7 @@ Result<FlashResult> flash_node(const std::string& cluster, uint32_t node, const 
   if (!pid) return fail(node_name(cluster, node) + " is not running (its QEMU is gone; ulnic node start)");
   auto sram = SramFile::open(p.sram, true);
   if (!sram) return std::unexpected(sram.error());
-  auto qmp = Qmp::connect(p.qmp, 5s);
+  auto qmp = Qmp::connect(p.qmp, 5s, pid);
   if (!qmp) return std::unexpected(qmp.error());
 
   FlashResult res;

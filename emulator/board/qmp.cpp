@@ -3,10 +3,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "ulnic/util/json.h"
+#include "ulnic/util/process.h"
 #include "ulnic/util/unix_socket.h"
 
 namespace ulnic::board {
@@ -19,20 +21,21 @@ std::string json_string_field(const std::string& json, const std::string& key) {
   return v ? v->string : std::string{};
 }
 
-Result<Qmp> Qmp::connect(const std::string& path, std::chrono::milliseconds timeout) {
+Result<Qmp> Qmp::connect(const std::string& path, std::chrono::milliseconds timeout, pid_t pid) {
   // QEMU creates the socket early in startup; retry until it listens.
   auto deadline = std::chrono::steady_clock::now() + timeout;
   Result<UniqueFd> fd = fail("no attempt");
   while (!(fd = connect_unix(path)) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (!fd) return fail("QMP: " + fd.error().message);
-  return handshake(std::move(*fd), timeout);
+  return handshake(std::move(*fd), timeout, pid);
 }
 
-Result<Qmp> Qmp::handshake(UniqueFd fd, std::chrono::milliseconds timeout) {
+Result<Qmp> Qmp::handshake(UniqueFd fd, std::chrono::milliseconds timeout, pid_t pid) {
   Qmp q;
   q.fd_ = std::move(fd);
   q.timeout_ = timeout;
+  q.pid_ = pid;
   auto greeting = q.read_line();
   if (!greeting) return std::unexpected(greeting.error());
   if (greeting->find("\"QMP\"") == std::string::npos) return fail("QMP: unexpected greeting: " + *greeting);
@@ -41,7 +44,7 @@ Result<Qmp> Qmp::handshake(UniqueFd fd, std::chrono::milliseconds timeout) {
 }
 
 Result<std::string> Qmp::read_line() {
-  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  CpuDeadline deadline(pid_, timeout_, timeout_);
   for (;;) {
     size_t nl = buf_.find('\n');
     if (nl != std::string::npos) {
@@ -49,10 +52,18 @@ Result<std::string> Qmp::read_line() {
       buf_.erase(0, nl + 1);
       return line;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return fail("QMP: no reply within " + std::to_string(timeout_.count()) + " ms");
+    if (deadline.passed()) {
+      if (!pid_) return fail("QMP: no reply within " + std::to_string(timeout_.count()) + " ms");
+      char got[96];
+      std::snprintf(got, sizeof got, "QMP: no reply in %.1f s (QEMU had %.2f s of CPU meanwhile)",
+                    double(deadline.waited().count()) / 1000, double(deadline.cpu_used().count()) / 1000);
+      return fail(got);
+    }
+    // Past the wall-clock part, look again every 100 ms.
+    const auto left = timeout_ - deadline.waited();
+    const int wait_ms = left.count() > 0 ? int(left.count()) : 100;
     pollfd p{fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, int(left.count())) < 0 && errno != EINTR) return fail_errno("QMP poll", errno);
+    if (::poll(&p, 1, wait_ms) < 0 && errno != EINTR) return fail_errno("QMP poll", errno);
     if (!(p.revents & (POLLIN | POLLHUP))) continue;
     char chunk[4096];
     ssize_t n = ::read(fd_.get(), chunk, sizeof chunk);
