@@ -184,6 +184,13 @@ std::chrono::milliseconds CpuDeadline::waited() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_);
 }
 
+std::string CpuDeadline::spent() const {
+  char got[80];
+  std::snprintf(got, sizeof got, "in %.1f s (QEMU had %.2f s of CPU meanwhile)", double(waited().count()) / 1000,
+                double(cpu_used().count()) / 1000);
+  return got;
+}
+
 bool CpuDeadline::passed() {
   const auto w = waited();
   if (w < timeout_) return false;

@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -54,10 +53,7 @@ Result<std::string> Qmp::read_line() {
     }
     if (deadline.passed()) {
       if (!pid_) return fail("QMP: no reply within " + std::to_string(timeout_.count()) + " ms");
-      char got[96];
-      std::snprintf(got, sizeof got, "QMP: no reply in %.1f s (QEMU had %.2f s of CPU meanwhile)",
-                    double(deadline.waited().count()) / 1000, double(deadline.cpu_used().count()) / 1000);
-      return fail(got);
+      return fail("QMP: no reply " + deadline.spent());
     }
     // Past the wall-clock part, look again every 100 ms.
     const auto left = timeout_ - deadline.waited();

@@ -190,10 +190,7 @@ Result<abi::CtrlResponse> Daemon::ctrl_call(abi::CtrlCommand cmd) {
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(2000));
   }
-  char got[96];
-  std::snprintf(got, sizeof got, "no answer in %.1f s (QEMU had %.2f s of CPU meanwhile)",
-                double(deadline.waited().count()) / 1000, double(deadline.cpu_used().count()) / 1000);
-  return fail(got);
+  return fail("no answer " + deadline.spent());
 }
 
 // What the last process used is zeroed in place up to kWarmBytes (the

@@ -60,6 +60,8 @@ class CpuDeadline {
   std::chrono::milliseconds waited() const;
   std::chrono::milliseconds cpu_used() const { return now_.cpu - cpu0_; }  // as of the last look
   char state() const { return now_.state; }
+  // "in W s (QEMU had C s of CPU meanwhile)", for the error that ends a wait.
+  std::string spent() const;
 
  private:
   pid_t pid_;
