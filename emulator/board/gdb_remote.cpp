@@ -19,16 +19,17 @@ std::string GdbRemote::frame(const std::string& payload) {
   return "$" + payload + "#" + cs;
 }
 
-Result<GdbRemote> GdbRemote::connect(const std::string& path, std::chrono::milliseconds timeout) {
+Result<GdbRemote> GdbRemote::connect(const std::string& path, std::chrono::milliseconds timeout, pid_t pid) {
   auto fd = connect_unix(path);
   if (!fd) return fail("gdbstub: " + fd.error().message);
-  return handshake(std::move(*fd), timeout);
+  return handshake(std::move(*fd), timeout, pid);
 }
 
-Result<GdbRemote> GdbRemote::handshake(UniqueFd fd, std::chrono::milliseconds timeout) {
+Result<GdbRemote> GdbRemote::handshake(UniqueFd fd, std::chrono::milliseconds timeout, pid_t pid) {
   GdbRemote g;
   g.fd_ = std::move(fd);
   g.timeout_ = timeout;
+  g.pid_ = pid;
   // A second debugger queues behind an attached one and gets no answer, so a
   // silent stub most likely means `ulnic node gdb` is attached.
   auto sup = g.transact("qSupported");
@@ -43,11 +44,21 @@ Result<GdbRemote> GdbRemote::handshake(UniqueFd fd, std::chrono::milliseconds ti
   return g;
 }
 
-Result<char> GdbRemote::read_byte() {
+// One reply's bytes share one deadline (transact's).
+Result<char> GdbRemote::read_byte(CpuDeadline& deadline) {
   pollfd p{fd_.get(), POLLIN, 0};
-  int r = ::poll(&p, 1, int(timeout_.count()));
-  if (r == 0) return fail("timed out after " + std::to_string(timeout_.count()) + " ms");
-  if (r < 0) return fail_errno("poll", errno);
+  for (;;) {
+    // Within the bound, wait out what is left of it; past it, look again
+    // every 100 ms until the deadline says the reply is overdue.
+    const auto left = timeout_ - deadline.waited();
+    int r = ::poll(&p, 1, left.count() > 0 ? int(left.count()) : 100);
+    if (r > 0) break;
+    if (r < 0 && errno != EINTR) return fail_errno("poll", errno);
+    if (deadline.passed()) {
+      if (!pid_) return fail("timed out after " + std::to_string(timeout_.count()) + " ms");
+      return fail("timed out: no reply " + deadline.spent());
+    }
+  }
   char c;
   ssize_t n = ::recv(fd_.get(), &c, 1, 0);
   if (n <= 0) return fail("connection closed");
@@ -58,22 +69,23 @@ Result<std::string> GdbRemote::transact(const std::string& payload) {
   std::string f = frame(payload);
   if (::send(fd_.get(), f.data(), f.size(), MSG_NOSIGNAL) != ssize_t(f.size())) return fail_errno("send", errno);
   // Reply: optional '+' ack(s), then "$...#xx"; anything else before '$' is noise.
+  CpuDeadline deadline(pid_, timeout_, timeout_);
   char c;
   do {
-    auto b = read_byte();
+    auto b = read_byte(deadline);
     if (!b) return std::unexpected(b.error());
     c = *b;
     if (c == '-') return fail("gdbstub rejected a packet (checksum)");
   } while (c != '$');
   std::string reply;
   for (;;) {
-    auto b = read_byte();
+    auto b = read_byte(deadline);
     if (!b) return std::unexpected(b.error());
     if (*b == '#') break;
     reply += *b;
   }
   for (int i = 0; i < 2; ++i)
-    if (auto b = read_byte(); !b) return std::unexpected(b.error());
+    if (auto b = read_byte(deadline); !b) return std::unexpected(b.error());
   ::send(fd_.get(), "+", 1, MSG_NOSIGNAL);
   return reply;
 }

@@ -354,7 +354,7 @@ Result<FlashResult> flash_node(const std::string& cluster, uint32_t node, const 
   auto stopped_error = [&](const std::string& what) {
     return fail(what + "; the NIC is left stopped: flash again, or stop the node");
   };
-  auto gdb = GdbRemote::connect(p.gdb, 5s);
+  auto gdb = GdbRemote::connect(p.gdb, 5s, pid);
   if (!gdb) return stopped_error("cannot reach the gdbstub: " + gdb.error().message);
   sram->write_image(*img);
   // Rewrite code through QEMU so it drops translations of the old image
