@@ -261,6 +261,35 @@ void make_endpoints(int rank, int first, int last, const char* what) {
   }
 }
 
+// DIR/<rank>.who: our pid and node ($ULNIC_NODE; -1 over UDP), written
+// before our names, so the other rank has it once it has those: the ping
+// meters where the depth section's CPU went (CpuMeter).
+void write_who(int rank, bool on_nic) {
+  const char* node = std::getenv("ULNIC_NODE");
+  const std::string mine = g.dir + "/" + std::to_string(rank) + ".who";
+  {
+    std::ofstream f(mine + ".tmp");
+    f << ::getpid() << " " << (on_nic ? std::atoi(node && *node ? node : "0") : -1) << "\n";
+    if (!f) die("cannot write " + mine);
+  }
+  if (std::rename((mine + ".tmp").c_str(), mine.c_str()) != 0) die("cannot rename " + mine);
+}
+
+// The depth section's meter: both ranks and, on a NIC transport, both NICs.
+CpuMeter depth_meter() {
+  CpuMeter cpu;
+  long pid = 0, node = -1, my_node = -1;
+  std::ifstream f(g.dir + "/1.who"), mine(g.dir + "/0.who");
+  long ignored = 0;
+  f >> pid >> node;
+  mine >> ignored >> my_node;
+  cpu.add("host_client", ::getpid());
+  cpu.add("host_server", pid_t(pid));
+  if (my_node >= 0) cpu.add("nic_client", node_qemu_pid(uint32_t(my_node)));
+  if (node >= 0) cpu.add("nic_server", node_qemu_pid(uint32_t(node)));
+  return cpu;
+}
+
 void init(int rank) {
   int rc = AM_Init();
   if (rc != AM_OK) {
@@ -268,6 +297,7 @@ void init(int rank) {
     std::printf("%s: transport %s not available: AM_Init -> %d\n", program.c_str(), t && *t ? t : "udp", rc);
     std::exit(kExitUnavailable);
   }
+  write_who(rank, std::string(AMX_TransportName()) != "udp");
   make_endpoints(rank, 0, 1, "main");
 }
 
@@ -415,19 +445,24 @@ Stats poll_empty(int samples) {
 struct DepthRow {
   int depth;
   Stats oneway_us, msgs_per_s;
+  CpuMeter cpu;  // over the rate bursts
+  double msgs = 0;
 };
 
 DepthRow depth_row(int k, const Counts& c, int nargs) {
   control(kSelect, k);
   set_phase("depth " + std::to_string(g.depth[k]));
-  DepthRow r{g.depth[k], summarize(rtt_half(nargs, c.warmup / 2, c.rtt_iters / 2)), {}};
+  DepthRow r{g.depth[k], summarize(rtt_half(nargs, c.warmup / 2, c.rtt_iters / 2)), {}, depth_meter()};
   std::vector<double> rate;
+  r.cpu.start();
+  r.msgs = double(c.g_bursts) * c.g_len;
   for (int b = 0; b < c.g_bursts; ++b) {
     auto t0 = Clock::now();
     for (int m = 0; m < c.g_len; ++m) request(nargs, int32_t(g.sent));
     drain();
     rate.push_back(c.g_len / seconds_since(t0));
   }
+  r.cpu.stop();
   r.msgs_per_s = summarize(rate);
   control(kSelect, 0);
   return r;
@@ -627,8 +662,10 @@ int main(int argc, char** argv) {
       DepthRow r = depth_row(k, c, depth_args);
       logp::print_row("  depth " + std::to_string(r.depth) + ": RTT/2, us", r.oneway_us);
       logp::print_row("           msgs/s", r.msgs_per_s, "%12.0f");
+      std::printf("           %s\n", r.cpu.line(r.msgs, m.nproc).c_str());
       j.begin_object().num("depth", r.depth).num("args", depth_args).stats("oneway_us", r.oneway_us);
       j.stats("msgs_per_s", r.msgs_per_s);
+      r.cpu.json(j, r.msgs);
       j.end_object();
     }
     j.end_array();

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -37,6 +38,7 @@
 
 #include "ulnic/nic.h"
 #include "ulnic/util/json.h"
+#include "ulnic/util/runtime_dir.h"
 
 namespace bench {
 
@@ -313,6 +315,107 @@ inline void machine_json(Json& j, const Machine& m, const char* clock_key = null
   if (clock_key) j.stats(clock_key, m.clock_ns);
   j.end_object();
 }
+
+// ------------------------------------------------------- where CPU went
+
+// A node's QEMU, from its pid file (the cluster: ULNIC_CLUSTER, else
+// "default", as the libraries find their daemon); 0 if it cannot be read.
+inline pid_t node_qemu_pid(uint32_t node) {
+  const char* c = std::getenv("ULNIC_CLUSTER");
+  std::ifstream f(ulnic::runtime_base_dir() + "/" + (c && *c ? c : "default") + "/node" + std::to_string(node) +
+                  "/qemu.pid");
+  long pid = 0;
+  return f >> pid && pid > 0 ? pid_t(pid) : 0;
+}
+
+// The CPU time of every thread of a process so far, in ns (the scheduler's
+// own sum, /proc/PID/task/*/schedstat: /proc/PID/stat counts 10 ms ticks);
+// -1 once it is gone.
+inline double process_cpu_ns(pid_t pid) {
+  std::error_code ec;
+  double ns = 0;
+  bool any = false;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream f(t.path() / "schedstat");
+    double run = 0;
+    if (f >> run) ns += run, any = true;
+  }
+  return any ? ns : -1;
+}
+
+// Where the machine's CPU went over a stretch of a run: each named
+// process's CPU time (all its threads) and the whole machine's busy time
+// (/proc/stat: everything but idle and iowait, in ticks). A benchmark that
+// saturates the machine shows here which of its parts (hosts, NICs) a
+// message's time went to, and how much went to neither.
+class CpuMeter {
+ public:
+  struct Part {
+    std::string name;
+    pid_t pid;
+    double ns0 = -1, ns = -1;
+  };
+  void add(const std::string& name, pid_t pid) { parts_.push_back({name, pid}); }
+  void start() {
+    for (Part& p : parts_) p.ns0 = p.pid ? process_cpu_ns(p.pid) : -1;
+    busy0_ = machine_busy_ticks();
+    t0_ = Clock::now();
+  }
+  void stop() {
+    for (Part& p : parts_) p.ns = p.pid && p.ns0 >= 0 ? process_cpu_ns(p.pid) : -1;
+    busy_ = machine_busy_ticks();
+    seconds_ = seconds_since(t0_);
+  }
+  // {"cpu_us_per_msg": {part: us, ..., "machine": us, "other": us},
+  //  "busy_cpus": the machine's busy CPUs on average, "seconds": the stretch}.
+  // A part that could not be read is left out (and "other" with it).
+  void json(Json& j, double msgs) const {
+    j.begin_object("cpu_us_per_msg");
+    double parts = 0;
+    bool all = true;
+    for (const Part& p : parts_) {
+      if (p.ns < 0 || msgs <= 0) {
+        all = false;
+        continue;
+      }
+      j.num(p.name.c_str(), (p.ns - p.ns0) / 1e3 / msgs);
+      parts += p.ns - p.ns0;
+    }
+    const double machine_ns = busy_cpus() * seconds_ * 1e9;
+    if (msgs > 0) j.num("machine", machine_ns / 1e3 / msgs);
+    if (all && msgs > 0) j.num("other", std::max(0.0, machine_ns - parts) / 1e3 / msgs);
+    j.end_object().num("busy_cpus", busy_cpus()).num("seconds", seconds_);
+  }
+  // "host client 2.1, NIC client 1.9, ... us of CPU a message; machine busy 1.97 of 2 CPUs"
+  std::string line(double msgs, long nproc) const {
+    std::string s;
+    for (const Part& p : parts_)
+      if (p.ns >= 0 && msgs > 0) s += (s.empty() ? "" : ", ") + p.name + fmt(" %.2f", (p.ns - p.ns0) / 1e3 / msgs);
+    return s + " us of CPU a message; machine busy " + fmt("%.2f", busy_cpus()) + " of " + std::to_string(nproc) +
+           " CPUs";
+  }
+  double busy_cpus() const {
+    const double hz = double(::sysconf(_SC_CLK_TCK));
+    return seconds_ > 0 ? double(busy_ - busy0_) / hz / seconds_ : 0;
+  }
+
+ private:
+  static uint64_t machine_busy_ticks() {
+    std::ifstream f("/proc/stat");
+    std::string cpu;
+    uint64_t v[10] = {}, busy = 0;
+    if (!(f >> cpu) || cpu != "cpu") return 0;
+    for (int i = 0; i < 10 && f >> v[i]; ++i) {
+    }
+    // user nice system idle iowait irq softirq steal (guest, guest_nice: in user already)
+    for (int i : {0, 1, 2, 5, 6, 7}) busy += v[i];
+    return busy;
+  }
+  std::vector<Part> parts_;
+  uint64_t busy0_ = 0, busy_ = 0;
+  Clock::time_point t0_{};
+  double seconds_ = 0;
+};
 
 // ------------------------------------------------------------------ floors
 

@@ -1251,7 +1251,8 @@ int run_proto(const std::string& proto, const Options& o) {
 
 // --rate, one style at either side: the client's runs' msgs/s (the first run,
 // the warm-up, left out); the server checks and acknowledges.
-std::vector<double> rate_style(Proto& p, const Options& o, bool wait) {
+// `cpu` (client) measures the measured runs' CPU: both hosts, both NICs.
+std::vector<double> rate_style(Proto& p, const Options& o, bool wait, CpuMeter& cpu) {
   const uint64_t run = o.rate_msgs;
   tally = RateCount{};
   tally.bytes = p.bytes();
@@ -1270,6 +1271,7 @@ std::vector<double> rate_style(Proto& p, const Options& o, bool wait) {
   } else {
     uint64_t sent = 0;
     for (uint64_t end = run; end <= tally.total; end += run) {
+      if (end == 2 * run) cpu.start();
       const auto t0 = Clock::now();
       while (tally.acked < end) {
         while (sent < end && sent - tally.acked < o.depth) p.send_message(uint32_t(sent++));
@@ -1279,6 +1281,7 @@ std::vector<double> rate_style(Proto& p, const Options& o, bool wait) {
       }
       if (end > run) rates.push_back(double(run) / seconds_since(t0));
     }
+    cpu.stop();
   }
   meet();
   return rates;
@@ -1294,26 +1297,42 @@ int run_rate(const std::string& proto, const Options& o) {
       "messages, depth " + std::to_string(o.depth) + " (acknowledged every " + std::to_string(o.credit_every) +
           "), " + std::to_string(o.rate_samples) + " runs of " + std::to_string(o.rate_msgs) + " per style after a "
           "warm-up run");
-  std::vector<std::pair<std::string, Stats>> rows;
+  struct RateRow {
+    std::string style;
+    Stats st;
+    CpuMeter cpu;
+  };
+  std::vector<RateRow> rows;
   for (const std::string& style : o.styles) {
     g.watchdog.phase(proto + "/rate/" + style);
-    rows.emplace_back(style, summarize(rate_style(*p, o, style == "wait")));
+    CpuMeter cpu;
+    cpu.add("host_client", ::getpid());
+    cpu.add("host_server", g.server);
+    cpu.add("nic_client", node_qemu_pid(g.node));
+    cpu.add("nic_server", node_qemu_pid(g.peer));
+    Stats st = summarize(rate_style(*p, o, style == "wait", cpu));
+    rows.push_back({style, st, cpu});
   }
   if (!close_sides(*p)) return 0;
+  const double measured = double(o.rate_msgs) * o.rate_samples;  // the CPU meter's stretch
   std::printf("\n== %s: message rate, %u B messages, depth %u, msgs/s (each counted once the server checked it)\n",
               proto.c_str(), p->bytes(), o.depth);
   std::printf("  %-8s%12s%12s%12s%6s\n", "style", "min", "median", "max", "n");
-  for (const auto& [style, st] : rows)
-    std::printf("  %-8s%12.0f%12.0f%12.0f%6zu\n", style.c_str(), st.min, st.median, st.max, st.n);
+  for (const RateRow& r : rows)
+    std::printf("  %-8s%12.0f%12.0f%12.0f%6zu\n    %s\n", r.style.c_str(), r.st.min, r.st.median, r.st.max, r.st.n,
+                r.cpu.line(measured, m.nproc).c_str());
   Json j;
   head_json(j, "hop_bench rate", proto, p->bytes());
   j.begin_object("params").num("depth", o.depth).num("credit_every", o.credit_every).num("msgs_per_run", o.rate_msgs);
   j.num("runs", o.rate_samples).num("warmup_runs", 1).end_object();
   machine_json(j, m, "clock_now_ns");
   j.begin_array("rows");
-  for (const auto& [style, st] : rows)
-    j.begin_object().str("protocol", proto).str("style", style).num("bytes", p->bytes()).num("depth", o.depth)
-        .stats("msgs_per_s", st).end_object();
+  for (const RateRow& r : rows) {
+    j.begin_object().str("protocol", proto).str("style", r.style).num("bytes", p->bytes()).num("depth", o.depth)
+        .stats("msgs_per_s", r.st);
+    r.cpu.json(j, measured);
+    j.end_object();
+  }
   j.end_array().boolean("verified", true).end_object();
   if (!o.json.empty()) write_json(j, o.json);
   return 0;

@@ -38,7 +38,12 @@ every other figure does. Every program's own data verification stays on.
 
 It prints a table, one row per target: the protocol, the measure, its value,
 the reference (which, and its value), the ratio, the target and whether it is
-met; then the floors, the machine, the date and the mode. Targets (medians,
+met; then where a one-way message's time goes (hop_bench's hops) and where a
+message's CPU goes at depth 16 (hop_bench --rate and am_logp's depth section
+meter both processes, both NICs' QEMUs and the machine's busy time over
+their measured runs: bench_common.h CpuMeter; a rate is bound by the CPU a
+message costs once the machine is busy); then the floors, the machine, the
+date and the mode. Targets (medians,
 this run): one-way latency <= 1.5x the blocking eventfd one-way floor
 (stretch: below AM over UDP's RTT/2); waking a sleeping NIC <= 2x the eventfd
 floor (spin-poll: the NIC alone sleeps, against the one-way floor; blocking
@@ -150,11 +155,34 @@ def from_hop(proto):
     return get
 
 
+CPU_PARTS = ("host_client", "nic_client", "nic_server", "host_server", "other", "machine")
+
+
+# The rate rows whose CPU is broken down, by their figure key: AM over UDP first, the reference.
+CPU_ROWS = (("am_udp", "AM over UDP"), ("am_native", "native AM, back-off poll"),
+            ("am_native.tight", "native AM, tight AM_Poll"), ("am_vipl", "AM over VIPL"),
+            ("vmmc.wait", "VMMC inline, blocking wait"), ("vmmc.poll", "VMMC inline, tight poll"),
+            ("vipl.wait", "VIPL send, blocking wait"), ("vipl.poll", "VIPL send, tight poll"),
+            ("fm.wait", "FM, blocking wait"), ("fm.poll", "FM, tight poll"),
+            ("unet.wait", "U-Net, blocking wait"), ("unet.poll", "U-Net, tight poll"))
+
+
+def cpu_figures(key, row, section, where):
+    """A rate row's CPU per message (CpuMeter: the hosts, the NICs' QEMUs, the rest, the machine), if it has one."""
+    for part in CPU_PARTS:
+        if part in row.get("cpu_us_per_msg", {}):
+            yield f"cpu.{key}.{part}", row["cpu_us_per_msg"][part], "us", section, f"{where}: cpu_us_per_msg.{part}"
+    if "busy_cpus" in row:
+        yield f"cpu.{key}.busy_cpus", row["busy_cpus"], "CPUs", section, f"{where}: busy_cpus"
+
+
 def from_rate(proto):
     def get(res):
         for style, _ in STYLES:
-            yield f"rate.{proto}.{style}", pick(res["rows"], style=style)["msgs_per_s"]["median"], "msgs/s", \
-                "rows (--rate)", f"{proto}/{style}: msgs_per_s"
+            row = pick(res["rows"], style=style)
+            yield f"rate.{proto}.{style}", row["msgs_per_s"]["median"], "msgs/s", "rows (--rate)", \
+                f"{proto}/{style}: msgs_per_s"
+            yield from cpu_figures(f"{proto}.{style}", row, "rows (--rate)", f"{proto}/{style}")
     return get
 
 
@@ -166,15 +194,18 @@ def from_unet_stream(res):
 
 def from_am(transport, tight=False):
     def get(res):
+        row = pick(res["depth"], depth=16)
         if tight:
-            yield f"rate.am_{transport}.tight", pick(res["depth"], depth=16)["msgs_per_s"]["median"], "msgs/s", \
+            yield f"rate.am_{transport}.tight", row["msgs_per_s"]["median"], "msgs/s", \
                 "depth", "depth 16 (AM_Request4), AM_Poll in a tight loop: msgs_per_s"
+            yield from cpu_figures(f"am_{transport}.tight", row, "depth", "depth 16 (AM_Request4), tight AM_Poll")
             return
         if transport == "udp":
             yield "lat.udp", pick(res["short"], args=4)["rtt_half_us"]["median"], "us", "short", \
                 "AM_Request4: rtt_half_us"
-        yield f"rate.am_{transport}", pick(res["depth"], depth=16)["msgs_per_s"]["median"], "msgs/s", "depth", \
+        yield f"rate.am_{transport}", row["msgs_per_s"]["median"], "msgs/s", "depth", \
             "depth 16 (AM_Request4): msgs_per_s"
+        yield from cpu_figures(f"am_{transport}", row, "depth", "depth 16 (AM_Request4)")
         for s in BW_SIZES if transport != "udp" else ():
             yield f"bw.am_{transport}.{s}", mbps(pick(res["bulk"], size=s)), "MB/s", "bulk", \
                 f"AM_RequestXfer {size_name(s)}: bytes_per_s"
@@ -503,7 +534,7 @@ def summary(data):
     lines += ["", f"targets met: {met} of {judged}" + (f"; {sum(r['status'] == 'missing' for r in rows)} missing"
                                                        if any(r["status"] == "missing" for r in rows) else "")]
     noisy = [f"{k} {num(min(f['rounds']), f['unit'])} .. {num(max(f['rounds']), f['unit'])} {f['unit']}"
-             for k, f in figs.items() if len(f["rounds"]) > 1 and min(f["rounds"]) > 0
+             for k, f in figs.items() if not k.startswith("cpu.") and len(f["rounds"]) > 1 and min(f["rounds"]) > 0
              and max(f["rounds"]) > 2 * min(f["rounds"])]
     if noisy:
         lines.append("figures whose rounds differ by more than 2x (min .. max; each in summary.json): "
@@ -519,6 +550,16 @@ def summary(data):
             lines.append(f"  {name:<11}{how:<15}" + "".join(f"{num(val(f'hop.{proto}.{style}.{h}')):>14}"
                                                             for h, _ in HOPS)
                          + f"{num(val(f'hop.{proto}.{style}.oneway')):>10}{num(val(f'lat.{proto}.{style}')):>9}")
+    lines += ["", "where a message's CPU goes at depth 16 (us of CPU per message, medians of the rounds; the NICs: "
+              "their QEMUs; other: the rest of the machine's busy time; busy: the machine's busy CPUs of "
+              f"{(data.get('machine') or {}).get('nproc', '?')}):",
+              f"  {'protocol':<32}" + "".join(f"{h:>12}" for h in ("msgs/s", *CPU_PARTS, "busy"))]
+    for key, name in CPU_ROWS:
+        if val(f"cpu.{key}.machine") is None:
+            continue
+        lines.append(f"  {name:<32}{num(val(f'rate.{key}'), 'msgs/s'):>12}"
+                     + "".join(f"{num(val(f'cpu.{key}.{part}')):>12}" for part in CPU_PARTS)
+                     + f"{num(val(f'cpu.{key}.busy_cpus')):>12}")
     lines += ["", "floors and references (this run, medians):",
               fl("shared-memory ping-pong, one-way", "floor.pp_oneway", "us", "hop_bench floors"),
               fl("blocking eventfd ping-pong, one-way", "floor.efd_oneway", "us",

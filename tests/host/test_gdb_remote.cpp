@@ -6,8 +6,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -31,6 +29,7 @@ namespace {
 
 constexpr int kGuardMs = 5000;  // failure guard only
 
+using ulnic_test::SleepingProcess;
 using ulnic_test::TempDir;
 
 // Computed here independently of GdbRemote::frame.
@@ -416,25 +415,20 @@ TEST(GdbRemote, WithQemusPidAReplyIsOverdueByItsCpuTimeOrTenTimesTheBound) {
   // "QEMU" here is a child that sleeps: it gets no CPU, so a 200 ms bound
   // waits out 10x it (a loaded host keeps QEMU off the CPU; node flash
   // writes the image through the stub with a 5 s bound, issue 20).
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  ASSERT_GT(child, 0);
+  SleepingProcess qemu_process;
+  ASSERT_GT(qemu_process.pid(), 0);
   TempDir dir;
   FakeStub stub(dir.file("gdb.sock"), [](const std::string& p) -> std::optional<Action> {
     if (p == "qSupported") return reply("PacketSize=1000");
     return std::nullopt;
   });
-  auto g = GdbRemote::connect(dir.file("gdb.sock"), 200ms, child);
+  auto g = GdbRemote::connect(dir.file("gdb.sock"), 200ms, qemu_process.pid());
   ASSERT_TRUE(g) << g.error().message;
   std::vector<uint8_t> data{1};
   auto t0 = std::chrono::steady_clock::now();
   auto r = g->write_memory(0x1000, data);
   auto elapsed = std::chrono::steady_clock::now() - t0;
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  qemu_process.stop();
   ASSERT_FALSE(r);
   EXPECT_GE(elapsed, 1900ms);
   EXPECT_NE(r.error().message.find("timed out: no reply in "), std::string::npos) << r.error().message;

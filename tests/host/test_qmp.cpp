@@ -31,6 +31,7 @@ namespace {
 
 constexpr int kGuardMs = 5000;  // failure guard only; never a pacing assumption
 
+using ulnic_test::SleepingProcess;
 using ulnic_test::TempDir;
 
 // The server side of one QMP connection, as seen by a script.
@@ -319,24 +320,19 @@ TEST(Qmp, WithQemusPidAReplyIsOverdueByItsCpuTimeOrTenTimesTheBound) {
   // "QEMU" here is a child that sleeps: it gets no CPU, so a 200 ms bound
   // waits out 10x it (a loaded host keeps QEMU off the CPU: node flash
   // failed "no reply within 5000 ms" under two burners, issue 20).
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  ASSERT_GT(child, 0);
+  SleepingProcess qemu_process;
+  ASSERT_GT(qemu_process.pid(), 0);
   TempDir dir;
   FakeQemu qemu(dir.file("qmp.sock"), [](Conn& c) {
     c.handshake();
     c.line();  // ... and never answer it
   });
-  auto q = Qmp::connect(dir.file("qmp.sock"), 200ms, child);
+  auto q = Qmp::connect(dir.file("qmp.sock"), 200ms, qemu_process.pid());
   ASSERT_TRUE(q) << q.error().message;
   auto t0 = std::chrono::steady_clock::now();
   auto r = q->execute("query-status");
   auto elapsed = std::chrono::steady_clock::now() - t0;
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  qemu_process.stop();
   ASSERT_FALSE(r);
   EXPECT_GE(elapsed, 1900ms);
   EXPECT_NE(r.error().message.find("QMP: no reply in "), std::string::npos) << r.error().message;

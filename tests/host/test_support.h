@@ -2,7 +2,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -29,6 +32,30 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// A child process that only sleeps, killed at scope exit: a "QEMU" that
+// gets no CPU, for the waits judged by QEMU's CPU time (CpuDeadline).
+class SleepingProcess {
+ public:
+  SleepingProcess() : pid_(::fork()) {
+    if (pid_ == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    EXPECT_GT(pid_, 0);
+  }
+  ~SleepingProcess() { stop(); }
+  SleepingProcess(const SleepingProcess&) = delete;
+  SleepingProcess& operator=(const SleepingProcess&) = delete;
+  pid_t pid() const { return pid_; }
+  void stop() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL), ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_;
 };
 
 // EXPECT_TRUE(Contains(message, "what the user relies on")) prints both.
