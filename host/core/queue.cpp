@@ -218,6 +218,19 @@ void Nic::sleep_once(std::chrono::nanoseconds t) {
   wait_cv_.notify_all();
 }
 
+void Nic::wait_passive(uint64_t gen, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(wait_mu_);
+  poke_cv_.wait_for(lock, timeout, [&] { return poke_gen_.load() != gen; });
+}
+
+void Nic::poke() {
+  {
+    std::lock_guard lock(wait_mu_);
+    poke_gen_.fetch_add(1);
+  }
+  poke_cv_.notify_all();
+}
+
 namespace {
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 }  // namespace

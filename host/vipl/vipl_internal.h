@@ -161,6 +161,7 @@ struct NicState {
   abi::ViConnInfo* info = nullptr;
   uint32_t info_key = 0;
   uint64_t listens_busy = 0;             // bit i: info[kMaxVi + i] in use
+  uint32_t passive_waiters = 0;          // threads in wait_token's passive wait (poked for results)
   // The notify thread (started by the first Notify call).
   std::thread notifier;
   bool stopping = false;

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -646,6 +647,72 @@ TEST_F(Connect, AWaitTakesOnlyItsOwnDiscriminator) {
   EXPECT_EQ(r.wait, VIP_SUCCESS);
   EXPECT_EQ(r.accept, VIP_SUCCESS);
   EXPECT_EQ(r.remote.discriminator(), disc);
+}
+
+// This thread's voluntary context switches so far (its sleeps).
+long voluntary_switches() {
+  std::ifstream f("/proc/thread-self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+  return -1;
+}
+
+TEST_F(Connect, AWaitBesideABusyDataPathSleepsThroughItAndIsHandedItsRequest) {
+  // A server thread waits in VipConnectWait on nic1 while this thread
+  // streams messages into nic1 and reaps them there, then a client asks
+  // while the stream still flows. The wait must not wake for the stream's
+  // completions (it did, each time: AM over VIPL's six listener threads
+  // took ~17,000 context switches each in one benchmark run, issue 19), and
+  // the request must reach it though this thread takes its completion.
+  constexpr int kMessages = 2000;
+  Pair p = pair();
+  ASSERT_TRUE(p.ok);
+  VIP_VI_HANDLE client = make_vi(a_), server = make_vi(b_);
+  const std::string disc = fresh_discriminator("busy");
+  std::atomic<long> wakes{-1};
+  std::atomic<bool> waiting{false};
+  ConnectResult r;
+  std::thread srv([&] {
+    NetAddress local = address(1, disc);
+    VIP_CONN_HANDLE conn = nullptr;
+    const long before = voluntary_switches();
+    waiting = true;
+    r.wait = VipConnectWait(b_.nic, local.get(), kLong, r.remote.get(), &r.server_saw, &conn);
+    wakes = voluntary_switches() - before;
+    if (r.wait == VIP_SUCCESS) r.accept = VipConnectAccept(conn, server);
+  });
+  while (!waiting) std::this_thread::yield();
+  Region src = region(a_, 64), dst = region(b_, 64 * 16);
+  std::thread cli;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kMessages; ++i) {
+    Desc rd = desc(b_), sd = desc(a_);
+    pattern(src.p, 64, uint32_t(i));
+    post_recv(p.b, fill(rd, {seg(dst, size_t(i % 16) * 64, 64)}));
+    post_send(p.a, fill(sd, {seg(src, 0, 64)}));
+    VIP_DESCRIPTOR* d = send_wait(p.a);
+    EXPECT_STATUS(d, kSendOk);
+    d = recv_wait(p.b);
+    EXPECT_STATUS(d, kRecvOk);
+    ASSERT_TRUE(same_bytes(dst.p + size_t(i % 16) * 64, src.p, 64)) << "message " << i;
+    if (i == kMessages / 2)  // the request comes while this thread reaps nic1's completions
+      cli = std::thread([&] {
+        NetAddress local = address(0, disc), remote = address(1, disc);
+        r.request = connect_request(client, local.get(), remote.get(), kLong, &r.client_saw);
+      });
+  }
+  const long stream_ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+  cli.join();
+  srv.join();
+  EXPECT_EQ(r.request, VIP_SUCCESS);
+  EXPECT_EQ(r.wait, VIP_SUCCESS);
+  EXPECT_EQ(r.accept, VIP_SUCCESS);
+  EXPECT_EQ(state(server), VIP_STATE_CONNECTED);
+  // Asleep on the NIC it woke for nearly every completion reaped before its
+  // request came (879 of 1000 in one run); waiting passively, once per 10 ms
+  // slice and for its own result (44 over a 770 ms stream).
+  EXPECT_LT(wakes.load(), kMessages / 8 + stream_ms / 5) << "the wait's sleeps over a " << stream_ms
+                                                         << " ms stream of " << kMessages << " messages";
 }
 
 TEST_F(Connect, WaitsForDifferentDiscriminatorsGetTheirOwnRequests) {

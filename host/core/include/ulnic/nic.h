@@ -220,6 +220,18 @@ class Nic {
   Result<void> wait_ready(std::chrono::milliseconds timeout = kNoTimeout,
                           std::chrono::microseconds spin = std::chrono::microseconds(0),
                           uint32_t wait_for = abi::kWaitAll);
+  // For a thread that waits for what another thread of the process takes
+  // from the rings for it (libvipl's connection waits beside a busy data
+  // path): wait_passive(gen, timeout) sleeps until poke() or the timeout,
+  // announcing no sleep (the NIC does not ring for it) and not counted as a
+  // sleeper (other threads' reaps do not write the eventfd, and a leader's
+  // wake-ups do not reach it). `gen`: poke_gen(), read before the caller let
+  // go of the lock under which it looked. consumed(): completions and events
+  // taken from the rings so far, by any thread.
+  uint64_t poke_gen() const { return poke_gen_.load(); }
+  void wait_passive(uint64_t gen, std::chrono::milliseconds timeout);
+  void poke();
+  uint64_t consumed() const { return consumed_.load(); }
 
   // ---- handing the core to the NIC
   // A library's non-blocking poll (AM_Poll, VipRecvDone, VipCQDone,
@@ -349,6 +361,11 @@ class Nic {
   std::condition_variable wait_cv_;
   uint64_t wait_gen_ = 0;    // guarded by wait_mu_
   bool wait_leader_ = false; // guarded by wait_mu_
+  // wait_passive's sleepers, apart from those (a data path's wake-ups would
+  // otherwise wake them all: six AM-over-VIPL listener threads took ~17,000
+  // context switches each in a depth-16 run, issue 19). Written under wait_mu_.
+  std::condition_variable poke_cv_;
+  std::atomic<uint64_t> poke_gen_{0};
   // Threads in block_until waiting for completions, for events (guarded by
   // wait_mu_; their union is written to SlotHostWords.wait_for under it, so
   // a thread's bits are never overwritten while it may sleep).
