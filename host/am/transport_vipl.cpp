@@ -180,7 +180,10 @@ struct SegReg {
   VIP_MEM_HANDLE handle;
 };
 
-struct ViplEndpoint {
+// On pages of its own (as ulnic::Nic): the listener thread writes it while
+// the main thread may register memory (AM_SetSeg), which moves whole pages
+// into the slot and loses a write made meanwhile to a neighbour on them.
+struct alignas(4096) ViplEndpoint {
   VIP_CQ_HANDLE cq = nullptr;
   std::vector<uint8_t> disc;
   std::mutex mu;                        // guards `accepted` and `seg_*` (listener thread)

@@ -99,7 +99,13 @@ int64_t stream_nap_ns(uint32_t in_flight, int64_t gap_ns, int64_t since_ns, int6
 // an interval of 50 ms or more (an idle stream) teaches nothing.
 int64_t stream_gap_ns(int64_t gap_ns, int64_t since_ns, uint32_t reaped_since, int64_t now_ns);
 
-class Nic {
+// Page-aligned, so that no buffer the program registers shares a page with
+// it: register_memory moves whole pages, and a write another thread makes
+// to a neighbour during the move is lost (its limit, below) -- and this
+// object's wait words are written by any thread that sleeps on the NIC
+// (TSan saw a listener thread's sleep race the main thread's move of the
+// page they were on).
+class alignas(4096) Nic {
  public:
   static Result<std::unique_ptr<Nic>> open(const NicOptions& opts = {});
   ~Nic();
