@@ -41,9 +41,9 @@ the reference (which, and its value), the ratio, the target and whether it is
 met; then where a one-way message's time goes (hop_bench's hops) and where a
 message's CPU goes at depth 16 (hop_bench --rate and am_logp's depth section
 meter both processes, both NICs' QEMUs and the machine's busy time over
-their measured runs: bench_common.h CpuMeter; a rate is bound by the CPU a
-message costs once the machine is busy); then the floors, the machine, the
-date and the mode. Targets (medians,
+their measured runs: bench_common.h CpuMeter; a NIC polls until its spin
+window ends, so a busy machine is not always a saturated one); then the
+floors, the machine, the date and the mode. Targets (medians,
 this run): one-way latency <= 1.5x the blocking eventfd one-way floor
 (stretch: below AM over UDP's RTT/2); waking a sleeping NIC <= 2x the eventfd
 floor (spin-poll: the NIC alone sleeps, against the one-way floor; blocking
