@@ -275,8 +275,8 @@ void write_who(int rank, bool on_nic) {
   if (std::rename((mine + ".tmp").c_str(), mine.c_str()) != 0) die("cannot rename " + mine);
 }
 
-// The depth section's meter: both ranks and, on a NIC transport, both NICs.
-CpuMeter depth_meter() {
+// The depth and bulk sections' meter: both ranks and, on a NIC transport, both NICs.
+CpuMeter meter() {
   CpuMeter cpu;
   long pid = 0, node = -1, my_node = -1;
   std::ifstream f(g.dir + "/1.who"), mine(g.dir + "/0.who");
@@ -452,7 +452,7 @@ struct DepthRow {
 DepthRow depth_row(int k, const Counts& c, int nargs) {
   control(kSelect, k);
   set_phase("depth " + std::to_string(g.depth[k]));
-  DepthRow r{g.depth[k], summarize(rtt_half(nargs, c.warmup / 2, c.rtt_iters / 2)), {}, depth_meter()};
+  DepthRow r{g.depth[k], summarize(rtt_half(nargs, c.warmup / 2, c.rtt_iters / 2)), {}, meter()};
   std::vector<double> rate;
   r.cpu.start();
   r.msgs = double(c.g_bursts) * c.g_len;
@@ -473,6 +473,7 @@ struct BwRow {
   Stats bytes_per_s;
   uint64_t per_burst;
   bool verified;
+  CpuMeter cpu;  // over the measured bursts
 };
 
 // Bursts of one kind of transfer (medium or long) of `size` bytes.
@@ -485,14 +486,16 @@ BwRow bandwidth(bool medium, uint32_t size, int bursts, uint64_t burst_bytes) {
     ++g.sent;
   };
   set_phase(std::string(medium ? "medium " : "bulk ") + size_name(size));
-  BwRow r{size, {}, std::max<uint64_t>(medium ? 64 : 8, burst_bytes / size), false};
+  BwRow r{size, {}, std::max<uint64_t>(medium ? 64 : 8, burst_bytes / size), false, meter()};
   std::vector<double> bps;
   for (int b = -1; b < bursts; ++b) {  // one warm-up burst
+    if (b == 0) r.cpu.start();
     auto t0 = Clock::now();
     for (uint64_t m = 0; m < r.per_burst; ++m) send(g.src_a, 1);
     drain();
     if (b >= 0) bps.push_back(double(r.per_burst * size) / seconds_since(t0));
   }
+  r.cpu.stop();
   r.bytes_per_s = summarize(bps);
   if (!medium) send(g.src_b, 2), drain();  // the last transfer, another pattern
   control(kCheck, medium ? 0 : int(size), 2);
@@ -638,7 +641,9 @@ int main(int argc, char** argv) {
       verified = verified && r.verified;
       logp::print_row("  " + size_name(s) + (r.verified ? "" : " NOT VERIFIED"), scaled(r.bytes_per_s, 1e-6),
                       "%12.1f");
+      std::printf("           %s\n", r.cpu.shares_line(m.nproc).c_str());
       j.begin_object().num("size", s).num("per_burst", double(r.per_burst)).stats("bytes_per_s", r.bytes_per_s);
+      r.cpu.shares_json(j);
       j.boolean("verified", r.verified).end_object();
     }
     j.end_array();

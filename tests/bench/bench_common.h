@@ -395,6 +395,27 @@ class CpuMeter {
     return s + " us of CPU a message; machine busy " + fmt("%.2f", busy_cpus()) + " of " + std::to_string(nproc) +
            " CPUs";
   }
+  // A stream's view (bulk rows): the share of a CPU each part kept busy
+  // over the stretch -- a part near 1 is the one the rate waits for; none
+  // near it, and the machine not busy, means the hand-offs between them
+  // (a window, a wake-up) bound it. {"cpu_shares": {part: CPUs, ...,
+  // "machine": CPUs}, "seconds": the stretch}; nothing from a meter that
+  // has no parts (one that was never started).
+  void shares_json(Json& j) const {
+    if (parts_.empty()) return;  // never started
+    j.begin_object("cpu_shares");
+    for (const Part& p : parts_)
+      if (p.ns >= 0 && seconds_ > 0) j.num(p.name.c_str(), share(p));
+    j.num("machine", busy_cpus()).end_object().num("seconds", seconds_);
+  }
+  // "host_client 0.12, host_server 0.04, nic_client 0.97, nic_server 0.81 of a CPU each; machine busy 1.96 of 2"
+  std::string shares_line(long nproc) const {
+    if (parts_.empty()) return "";  // never started
+    std::string s;
+    for (const Part& p : parts_)
+      if (p.ns >= 0 && seconds_ > 0) s += (s.empty() ? "" : ", ") + p.name + fmt(" %.2f", share(p));
+    return s + " of a CPU each; machine busy " + fmt("%.2f", busy_cpus()) + " of " + std::to_string(nproc);
+  }
   double busy_cpus() const {
     const double hz = double(::sysconf(_SC_CLK_TCK));
     return seconds_ > 0 ? double(busy_ - busy0_) / hz / seconds_ : 0;
@@ -413,6 +434,7 @@ class CpuMeter {
     for (int i : {0, 1, 2, 5, 6}) busy += v[i];
     return busy;
   }
+  double share(const Part& p) const { return (p.ns - p.ns0) / 1e9 / seconds_; }
   std::vector<Part> parts_;
   uint64_t busy0_ = 0, busy_ = 0;
   Clock::time_point t0_{};

@@ -132,7 +132,28 @@ struct BwRow {
   uint32_t size = 0, msgs = 0;
   std::vector<double> bps;  // bytes per second, one per repetition
   bool verified = false;
+  CpuMeter cpu;  // over the measured repetitions (none if rank 1 did not say who it is)
 };
+
+// Rank 1's pid and node ($ULNIC_NODE), in its first answer of a bandwidth
+// row: rank 0 meters where the row's CPU went (CpuMeter).
+struct Who {
+  int32_t pid = 0, node = -1;
+};
+Who me() {
+  const char* node = std::getenv("ULNIC_NODE");
+  return Who{int32_t(::getpid()), node && *node ? std::atoi(node) : 0};
+}
+// Rank 0 and rank 1 (`peer`) and both NICs, started after the warm-up.
+void start_meter(BwRow& r, const Who& peer) {
+  if (peer.pid <= 0) return;
+  const Who self = me();
+  r.cpu.add("host_client", self.pid);
+  r.cpu.add("host_server", peer.pid);
+  r.cpu.add("nic_client", node_qemu_pid(uint32_t(self.node)));
+  r.cpu.add("nic_server", node_qemu_pid(uint32_t(peer.node)));
+  r.cpu.start();
+}
 
 struct LatRow {
   uint32_t size = 0;
@@ -155,6 +176,8 @@ void print_bw(const BwRow& r) {
   Stats s = scaled(summarize(r.bps), 1e-6);
   std::printf("%-10s%8u%12.2f%12.2f%12.2f%6zu%s\n", size_name(r.size).c_str(), r.msgs, s.min, s.median, s.max, s.n,
               r.verified ? "" : "  NOT VERIFIED");
+  if (std::string cpu = r.cpu.shares_line(::sysconf(_SC_NPROCESSORS_ONLN)); !cpu.empty())
+    std::printf("          %s\n", cpu.c_str());
 }
 
 void print_lat_head(const char* layer) {
@@ -173,6 +196,7 @@ void rows_json(Json& j, const std::vector<BwRow>& bw, const std::vector<LatRow>&
   for (const BwRow& r : bw) {
     j.begin_object().num("size", r.size).num("msgs_per_rep", r.msgs).stats("bytes_per_s", summarize(r.bps));
     sample_array(j, "samples_bytes_per_s", r.bps);
+    r.cpu.shares_json(j);
     j.boolean("verified", r.verified).end_object();
   }
   j.end_array().begin_array("latency");
@@ -237,6 +261,7 @@ struct AckMsg {
   uint32_t magic, rep;
   uint64_t msgs, bytes;       // what came in the repetition
   uint64_t checked, bad;      // messages checked byte for byte so far, wrong among them
+  Who who;                    // rank 1
 };
 
 struct FmState {
@@ -282,7 +307,7 @@ int on_end(FM_stream* s, unsigned sender) {
   EndMsg e{};
   if (FM_receive(&e, s, sizeof e) != sizeof e || e.magic != kMagic) die("a bad END message");
   fm.verify_pending = fm.rep_msgs > 0;
-  fm.ack = AckMsg{kMagic, e.rep, fm.rep_msgs, fm.rep_bytes, fm.checked, fm.bad};
+  fm.ack = AckMsg{kMagic, e.rep, fm.rep_msgs, fm.rep_bytes, fm.checked, fm.bad, me()};
   fm.rep_msgs = fm.rep_bytes = 0;
   fm.peer = sender;
   fm.ack_pending = !fm_try_send(sender, kHAck, &fm.ack, sizeof fm.ack);
@@ -364,9 +389,10 @@ int fm_serve(double idle_s) {
 }
 
 BwRow fm_bandwidth(const Plan& p, uint32_t size) {
-  BwRow r{size, p.msgs(size), {}, true};
+  BwRow r{size, p.msgs(size), {}, true, {}};
   set_phase("FM bandwidth " + size_name(size));
   for (int rep = 0; rep < p.warm + p.reps; ++rep) {
+    if (rep == p.warm && rep > 0) start_meter(r, fm.ack.who);
     const uint64_t want = fm.acks + 1;
     auto t0 = Clock::now();
     for (uint32_t m = 0; m < r.msgs; ++m) fm_send(1, kHData, fm.src.data(), size);
@@ -378,6 +404,7 @@ BwRow fm_bandwidth(const Plan& p, uint32_t size) {
     if (fm.ack.rep != e.rep || fm.ack.msgs != e.msgs || fm.ack.bytes != e.bytes) r.verified = false;
     if (rep >= p.warm) r.bps.push_back(double(e.bytes) / s);
   }
+  r.cpu.stop();
   return r;
 }
 
@@ -484,6 +511,7 @@ enum : uint32_t { kOpBw = 1, kOpPing, kOpQuit };
 struct Ctrl {
   uint32_t magic, op;
   uint32_t size, msgs, reps;  // kOpBw: repetitions of msgs messages; kOpPing: reps ping-pongs
+  Who who;                    // rank 1's ready: rank 1
 };
 struct MpAck {
   uint32_t magic, rep;
@@ -511,7 +539,9 @@ void mp_serve_bw(MpServer& m, const Ctrl& c) {
   std::vector<MP_Request> req(w, MP_REQUEST_NULL);
   auto buf = [&](uint64_t j) { return m.bufs.data() + size_t(j % w) * c.size; };
   for (uint32_t k = 0; k < w; ++k) mp_check(MP_Irecv(buf(k), c.size, 0, kTData, &req[k]), "MP_Irecv");
-  mp_check(MP_Send(&c, sizeof c, 0, kTReady), "MP_Send (ready)");
+  Ctrl ready = c;
+  ready.who = me();
+  mp_check(MP_Send(&ready, sizeof ready, 0, kTReady), "MP_Send (ready)");
   uint64_t bytes = 0, errs = 0;
   for (uint64_t j = 0; j < total; ++j) {
     MP_Status st{};
@@ -564,14 +594,15 @@ int mp_serve() {
 }
 
 BwRow mp_bandwidth(const Plan& p, uint32_t size, const std::vector<uint8_t>& src) {
-  BwRow r{size, p.msgs(size), {}, true};
+  BwRow r{size, p.msgs(size), {}, true, {}};
   set_phase("MP bandwidth " + size_name(size));
-  Ctrl c{kMagic, kOpBw, size, r.msgs, uint32_t(p.warm + p.reps)};
+  Ctrl c{kMagic, kOpBw, size, r.msgs, uint32_t(p.warm + p.reps), {}};
   mp_check(MP_Send(&c, sizeof c, 1, kTCtrl), "MP_Send (control)");
   Ctrl ready{};
   mp_check(MP_Recv(&ready, sizeof ready, 1, kTReady, nullptr), "MP_Recv (ready)");
   MP_Request req[kWindow];
   for (uint32_t rep = 0; rep < c.reps; ++rep) {
+    if (int(rep) == p.warm) start_meter(r, ready.who);
     auto t0 = Clock::now();
     for (uint32_t m = 0; m < r.msgs; m += kWindow) {
       for (uint32_t k = 0; k < kWindow; ++k) mp_check(MP_Isend(src.data(), size, 1, kTData, &req[k]), "MP_Isend");
@@ -586,13 +617,14 @@ BwRow mp_bandwidth(const Plan& p, uint32_t size, const std::vector<uint8_t>& src
     if (a.magic != kMagic || a.rep != rep || a.msgs != r.msgs || a.bytes != bytes || a.errors) r.verified = false;
     if (int(rep) >= p.warm) r.bps.push_back(double(bytes) / s);
   }
+  r.cpu.stop();
   return r;
 }
 
 LatRow mp_latency(const Plan& p, uint32_t size, const std::vector<uint8_t>& src, std::vector<uint8_t>& dst) {
   LatRow r{size, {}, false};
   set_phase("MP ping-pong " + size_name(size));
-  Ctrl c{kMagic, kOpPing, size, 0, uint32_t(p.lat_warm + p.iters + 1)};
+  Ctrl c{kMagic, kOpPing, size, 0, uint32_t(p.lat_warm + p.iters + 1), {}};
   mp_check(MP_Send(&c, sizeof c, 1, kTCtrl), "MP_Send (control)");
   MP_Status st{};
   auto once = [&] {
@@ -656,7 +688,7 @@ int mp_main(int rank, const Plan& p, const std::string& json) {
     ok = ok && bw.back().verified;
   }
   set_phase("MP final check");
-  Ctrl q{kMagic, kOpQuit, 0, 0, 0};
+  Ctrl q{kMagic, kOpQuit, 0, 0, 0, {}};
   mp_check(MP_Send(&q, sizeof q, 1, kTCtrl), "MP_Send (quit)");
   MpDone d{};
   mp_check(MP_Recv(&d, sizeof d, 1, kTDone, nullptr), "MP_Recv (done)");

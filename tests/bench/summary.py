@@ -42,8 +42,11 @@ met; then where a one-way message's time goes (hop_bench's hops) and where a
 message's CPU goes at depth 16 (hop_bench --rate and am_logp's depth section
 meter both processes, both NICs' QEMUs and the machine's busy time over
 their measured runs: bench_common.h CpuMeter; a NIC polls until its spin
-window ends, so a busy machine is not always a saturated one); then the
-floors, the machine, the date and the mode. Targets (medians,
+window ends, so a busy machine is not always a saturated one); then where
+a stream's CPU goes at 64 KiB and 1 MiB (vmmc_bench, vipl_bench, am_logp's
+bulk section and fm_bench meter the same parts over each bandwidth row: the
+share of a CPU each kept busy; a part near 1 is what the rate waits for);
+then the floors, the machine, the date and the mode. Targets (medians,
 this run): one-way latency <= 1.5x the blocking eventfd one-way floor
 (stretch: below AM over UDP's RTT/2); waking a sleeping NIC <= 2x the eventfd
 floor (spin-poll: the NIC alone sleeps, against the one-way floor; blocking
@@ -167,13 +170,23 @@ CPU_ROWS = (("am_udp", "AM over UDP"), ("am_native", "native AM, back-off poll")
             ("unet.wait", "U-Net, blocking wait"), ("unet.poll", "U-Net, tight poll"))
 
 
-def cpu_figures(key, row, section, where):
-    """A rate row's CPU per message (CpuMeter: the hosts, the NICs' QEMUs, the rest, the machine), if it has one."""
-    for part in CPU_PARTS:
-        if part in row.get("cpu_us_per_msg", {}):
-            yield f"cpu.{key}.{part}", row["cpu_us_per_msg"][part], "us", section, f"{where}: cpu_us_per_msg.{part}"
-    if "busy_cpus" in row:
+def metered(kind, key, row, section, where):
+    """A row's CpuMeter figures, if it has them: kind "cpu" (a rate row: us of CPU per message of the hosts,
+    the NICs' QEMUs, the rest and the machine; its busy CPUs) or "share" (a bulk row: the CPUs each kept busy)."""
+    field, parts, unit = ("cpu_us_per_msg", CPU_PARTS, "us") if kind == "cpu" else ("cpu_shares", SHARE_PARTS, "CPUs")
+    for part in parts:
+        if part in row.get(field, {}):
+            yield f"{kind}.{key}.{part}", row[field][part], unit, section, f"{where}: {field}.{part}"
+    if kind == "cpu" and "busy_cpus" in row:
         yield f"cpu.{key}.busy_cpus", row["busy_cpus"], "CPUs", section, f"{where}: busy_cpus"
+
+
+SHARE_PARTS = ("host_client", "nic_client", "nic_server", "host_server", "machine")
+
+# The bandwidth rows whose CPU is broken down (the share of a CPU each part kept busy), by their figure key.
+SHARE_ROWS = (("vmmc", "VMMC one-way"), ("vipl_send", "VIPL send"), ("vipl_rdma", "VIPL RDMA write"),
+              ("am_native", "native AM_RequestXfer"), ("am_vipl", "AM over VIPL AM_RequestXfer"),
+              ("fm", "FM stream"), ("mp", "MP over FM, MP_Isend window"))
 
 
 def from_rate(proto):
@@ -182,7 +195,7 @@ def from_rate(proto):
             row = pick(res["rows"], style=style)
             yield f"rate.{proto}.{style}", row["msgs_per_s"]["median"], "msgs/s", "rows (--rate)", \
                 f"{proto}/{style}: msgs_per_s"
-            yield from cpu_figures(f"{proto}.{style}", row, "rows (--rate)", f"{proto}/{style}")
+            yield from metered("cpu", f"{proto}.{style}", row, "rows (--rate)", f"{proto}/{style}")
     return get
 
 
@@ -198,17 +211,18 @@ def from_am(transport, tight=False):
         if tight:
             yield f"rate.am_{transport}.tight", row["msgs_per_s"]["median"], "msgs/s", \
                 "depth", "depth 16 (AM_Request4), AM_Poll in a tight loop: msgs_per_s"
-            yield from cpu_figures(f"am_{transport}.tight", row, "depth", "depth 16 (AM_Request4), tight AM_Poll")
+            yield from metered("cpu", f"am_{transport}.tight", row, "depth", "depth 16 (AM_Request4), tight AM_Poll")
             return
         if transport == "udp":
             yield "lat.udp", pick(res["short"], args=4)["rtt_half_us"]["median"], "us", "short", \
                 "AM_Request4: rtt_half_us"
         yield f"rate.am_{transport}", row["msgs_per_s"]["median"], "msgs/s", "depth", \
             "depth 16 (AM_Request4): msgs_per_s"
-        yield from cpu_figures(f"am_{transport}", row, "depth", "depth 16 (AM_Request4)")
+        yield from metered("cpu", f"am_{transport}", row, "depth", "depth 16 (AM_Request4)")
         for s in BW_SIZES if transport != "udp" else ():
-            yield f"bw.am_{transport}.{s}", mbps(pick(res["bulk"], size=s)), "MB/s", "bulk", \
-                f"AM_RequestXfer {size_name(s)}: bytes_per_s"
+            row = pick(res["bulk"], size=s)
+            yield f"bw.am_{transport}.{s}", mbps(row), "MB/s", "bulk", f"AM_RequestXfer {size_name(s)}: bytes_per_s"
+            yield from metered("share", f"am_{transport}.{s}", row, "bulk", f"AM_RequestXfer {size_name(s)}")
     return get
 
 
@@ -218,22 +232,25 @@ def from_vmmc(res):
         yield f"floor.memcpy.{s}", mbps(pick(fl["memcpy"], size=s)), "MB/s", "0. floors", f"memcpy {size_name(s)}"
         yield f"floor.nic_copy.{s}", mbps(pick(fl["nic_copy"], size=s)), "MB/s", "0. floors", \
             f"nic_copy {size_name(s)}"
-        yield f"bw.vmmc.{s}", mbps(pick(res["bandwidth"], mode="oneway", size=s)), "MB/s", "2. bandwidth", \
-            f"oneway {size_name(s)}"
+        row = pick(res["bandwidth"], mode="oneway", size=s)
+        yield f"bw.vmmc.{s}", mbps(row), "MB/s", "2. bandwidth", f"oneway {size_name(s)}"
+        yield from metered("share", f"vmmc.{s}", row, "2. bandwidth", f"oneway {size_name(s)}")
 
 
 def from_vipl(res):
     for s in BW_SIZES:
         for mode in ("send", "rdma"):
-            yield f"bw.vipl_{mode}.{s}", mbps(pick(res["bandwidth"], mode=mode, size=s)), "MB/s", "2. bandwidth", \
-                f"{mode} {size_name(s)}"
+            row = pick(res["bandwidth"], mode=mode, size=s)
+            yield f"bw.vipl_{mode}.{s}", mbps(row), "MB/s", "2. bandwidth", f"{mode} {size_name(s)}"
+            yield from metered("share", f"vipl_{mode}.{s}", row, "2. bandwidth", f"{mode} {size_name(s)}")
 
 
 def from_fm(layer, sizes):
     def get(res):
         for s in sizes:
-            yield f"bw.{layer}.{s}", mbps(pick(res["bandwidth"], size=s)), "MB/s", "bandwidth", \
-                f"{layer} {size_name(s)}"
+            row = pick(res["bandwidth"], size=s)
+            yield f"bw.{layer}.{s}", mbps(row), "MB/s", "bandwidth", f"{layer} {size_name(s)}"
+            yield from metered("share", f"{layer}.{s}", row, "bandwidth", f"{layer} {size_name(s)}")
     return get
 
 
@@ -484,6 +501,11 @@ def num(v, unit=""):
     return f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
 
 
+def share(v):
+    """A share of a CPU, to the hundredth."""
+    return "-" if v is None else f"{v:.2f}"
+
+
 def machine_line(m):
     return (f"machine: nproc {m.get('nproc')} (affinity {m.get('affinity_cpus')}), {m.get('cpu_model')}, "
             f"hypervisor {m.get('hypervisor')}, {m.get('kernel')}")
@@ -560,6 +582,16 @@ def summary(data):
         lines.append(f"  {name:<32}{num(val(f'rate.{key}'), 'msgs/s'):>12}"
                      + "".join(f"{num(val(f'cpu.{key}.{part}')):>12}" for part in CPU_PARTS)
                      + f"{num(val(f'cpu.{key}.busy_cpus')):>12}")
+    lines += ["", "where a stream's CPU goes (the share of a CPU each part kept busy over the row, medians of the "
+              "rounds; a part near 1 is what the rate waits for; none near it: the hand-offs between them bound it; machine: "
+              "its busy CPUs, in 10 ms ticks, so a short row reads a few percent off):",
+              f"  {'protocol':<32}{'size':>8}{'MB/s':>10}" + "".join(f"{h:>13}" for h in SHARE_PARTS)]
+    for key, name in SHARE_ROWS:
+        for s in BW_SIZES:
+            if val(f"share.{key}.{s}.machine") is None:
+                continue
+            lines.append(f"  {name:<32}{size_name(s):>8}{num(val(f'bw.{key}.{s}'), 'MB/s'):>10}"
+                         + "".join(f"{share(val(f'share.{key}.{s}.{part}')):>13}" for part in SHARE_PARTS))
     lines += ["", "floors and references (this run, medians):",
               fl("shared-memory ping-pong, one-way", "floor.pp_oneway", "us", "hop_bench floors"),
               fl("blocking eventfd ping-pong, one-way", "floor.efd_oneway", "us",

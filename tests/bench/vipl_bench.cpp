@@ -842,6 +842,7 @@ struct Bw {
   bool verified = true;
   std::string verify_note;
   double verify_late_ms = 0;
+  CpuMeter cpu;  // over the whole row (its warm-up and verification too)
 };
 
 // A completion that never came: what both NICs say (firmware counters,
@@ -1403,7 +1404,15 @@ int client(int argc, char** argv) {
   for (uint32_t s : bw_sizes) {
     for (uint32_t mode : {kSendBwMode, kRdmaBwMode}) {
       if (!run(mode == kSendBwMode ? "bw" : "rdmabw")) continue;
+      CpuMeter cpu;
+      cpu.add("host_client", ::getpid());
+      cpu.add("host_server", server_pid);
+      cpu.add("nic_client", qemu_pid[0]);
+      cpu.add("nic_server", qemu_pid[1]);
+      cpu.start();
       Bw r = run_bandwidth(mode, s, bp);
+      cpu.stop();
+      r.cpu = cpu;
       if (!r.verified) ++verify_failed;
       bw.push_back(r);
     }
@@ -1425,6 +1434,9 @@ int client(int argc, char** argv) {
     }
     std::printf("   (/memcpy: median over the same size's memcpy floor median; every row verified unless it says"
                 " otherwise)\n");
+    std::printf("   where the CPU went over each row (a part near 1 is what the rate waits for):\n");
+    for (const Bw& r : bw)
+      std::printf("   %-9s %-5s %s\n", size_name(r.size).c_str(), mode_name(r.mode), r.cpu.shares_line(m.nproc).c_str());
   }
 
   // ---- 3. idle VIs, in rounds: each round visits every level (ascending,
@@ -1618,8 +1630,9 @@ int client(int argc, char** argv) {
         .num("ratio_to_memcpy", mcb > 0 ? r.bps.median / mcb : 0)
         .boolean("verified", r.verified)
         .str("verify_note", r.verify_note)
-        .num("verify_late_ms", r.verify_late_ms)
-        .end_object();
+        .num("verify_late_ms", r.verify_late_ms);
+    r.cpu.shares_json(j);
+    j.end_object();
   }
   j.end_array();
   j.begin_object("idle_vis");

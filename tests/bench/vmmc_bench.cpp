@@ -595,6 +595,7 @@ struct Bw {
   bool verified = true;
   std::string verify_note;
   CounterPair counters;
+  CpuMeter cpu;  // over the stream (warm-up and drain included)
 
   // The figures of one stream with adaptive windows.
   void take(const StreamResult& sr) {
@@ -912,8 +913,14 @@ int client(int argc, char** argv) {
       r.inflight = inflight_for(s, inflight);
       if (floors) r.cross_core_gbps = cross_core_floor(0.2);
       probe.mark();
+      r.cpu.add("host_client", ::getpid());
+      r.cpu.add("host_server", server_pid);
+      r.cpu.add("nic_client", probe.qemu_pid[0]);
+      r.cpu.add("nic_server", probe.qemu_pid[1]);
+      r.cpu.start();
       if (mode == 0) {
         r.take(vmmc_stream(s, r.inflight, Clock::now() + std::chrono::milliseconds(1), adaptive));
+        r.cpu.stop();
         r.fwd_bps = r.bps;
       } else {
         zero_bulk(s);
@@ -945,6 +952,7 @@ int client(int argc, char** argv) {
         r.ops = sr.done + rep.a;
         r.failed = sr.failed + rep.b;
         r.drain_s = sr.drain_s;
+        r.cpu.stop();
         // Server -> client: the server drained before it answered.
         uint64_t first = 0, bad = verify_bulk(s, 0x40 + peer, first);
         if (bad) {
@@ -987,6 +995,9 @@ int client(int argc, char** argv) {
                 "    same size's floor median; bidir over one NIC's local copy rate; retx: link retransmissions, both\n"
                 "    NICs, during the row; xcore: GB/s of the machine's cross-core copy just before the row (bench_common.h:\n"
                 "    ~20 usual here, ~2 for minutes at a time); every row verified unless it says otherwise)\n");
+    std::printf("   where the CPU went over each row's stream (a part near 1 is what the rate waits for):\n");
+    for (const Bw& r : bw)
+      std::printf("   %-9s %-6s %s\n", size_name(r.size).c_str(), r.mode.c_str(), r.cpu.shares_line(m.nproc).c_str());
   }
 
   // ---- 3. send overhead
@@ -1194,8 +1205,9 @@ int client(int argc, char** argv) {
         .num("nic_copy_bytes_per_s_median", ncb)
         .num("ratio_to_memcpy", mcb > 0 ? r.bps.median / mcb : 0)
         .num("ratio_to_nic_copy", ncb > 0 ? r.bps.median / ncb : 0)
-        .num("cross_core_gbps", r.cross_core_gbps)
-        .boolean("verified", r.verified)
+        .num("cross_core_gbps", r.cross_core_gbps);
+    r.cpu.shares_json(j);
+    j.boolean("verified", r.verified)
         .str("verify_note", r.verify_note);
     counters_json(j, r.counters, "client_nic", "server_nic");
     j.end_object();
