@@ -38,12 +38,25 @@ struct Desc {
   Seg segs[abi::kViMaxSegments];  // (last: only the first nsegs mean anything)
 };
 
+// What every message reads first, the receive queue's array last: a field
+// within 2 KiB of the record's start is one load or store from a pointer
+// to it (RISC-V's 12-bit offsets); one behind the 4 KiB array took a lui
+// and an add more each time.
 struct Vi {
   bool used;
   uint32_t state;             // abi::ViState
   uint32_t attrs;             // abi::ViAttrBits
   uint32_t ptag, max_transfer;
   uint32_t peer_node, peer_slot, peer_vi;
+  // The operation arriving now (one at a time: a VI has one peer, in order).
+  uint64_t in_op;             // its op id (0: none)
+  uint8_t in_verdict;         // first refusal (kCqOk so far)
+  bool rx_active;             // a receive descriptor is taken for it
+  DescRef rx_ref;
+  uint64_t rx_epoch;          // SlotTable::epoch when rx's segments were translated
+  uint32_t rx_error;          // ViStatus error bits for the receive
+  uint32_t rq_head, rq_count;
+  Desc rx;
   // kViStateConnectPending: the connect descriptor and what it asked for.
   abi::SqEntry connect;
   uint64_t connect_serial;
@@ -51,17 +64,8 @@ struct Vi {
   bool connect_matched, connect_peer;
   uint32_t disc_len;
   uint8_t disc[abi::kViMaxDiscriminator];
-  // Receive queue: posted, not yet taken by a message.
+  // Receive queue: posted, not yet taken by a message (rq_head, rq_count).
   DescRef rq[abi::kViQueueDepth];
-  uint32_t rq_head, rq_count;
-  // The operation arriving now (one at a time: a VI has one peer, in order).
-  uint64_t in_op;             // its op id (0: none)
-  uint8_t in_verdict;         // first refusal (kCqOk so far)
-  bool rx_active;             // a receive descriptor is taken for it
-  DescRef rx_ref;
-  Desc rx;
-  uint64_t rx_epoch;          // SlotTable::epoch when rx's segments were translated
-  uint32_t rx_error;          // ViStatus error bits for the receive
 };
 
 enum OpKind : uint8_t { kKindSend, kKindWrite, kKindRead };
@@ -879,7 +883,8 @@ void receiver_error(uint32_t slot, uint32_t vi, uint8_t verdict) {
   break_vi(slot, vi, code == abi::kViErrPostDesc ? abi::kViErrConnLost : code, false);
 }
 
-void deliver_send(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::WireHeader& h, const uint8_t* payload) {
+[[gnu::noinline]] void deliver_send(uint32_t src, Vi& v, uint32_t slot, uint32_t vi, const abi::WireHeader& h,
+                                   const uint8_t* payload) {
   Slot& s = g.t->slots[slot];
   const bool rdma_imm = h.flags & abi::kWireRdmaImm;
   if (h.flags & abi::kWireFirst) {
