@@ -583,8 +583,10 @@ bool verdict_overdue(uint32_t dst, VerdictWait& w, uint64_t progress, uint64_t n
   return w.waited >= hal::clint::us_to_ticks(kVerdictTimeoutUs) && !link::rx_behind();
 }
 
-bool remote_timers(uint64_t now) {
-  if (!g.ops_used || now < g.next_verdict_check) return false;
+namespace {
+// The verdict check, due (remote_timers looked). Out of line, as
+// control.cpp's take_commands.
+[[gnu::noinline]] bool check_verdicts(uint64_t now) {
   g.next_verdict_check = now + hal::clint::us_to_ticks(kVerdictCheckUs);
   bool worked = false;
   for (PutOp& op : g.ops)
@@ -595,9 +597,16 @@ bool remote_timers(uint64_t now) {
     }
   return worked;
 }
+}  // namespace
 
-bool remote_poll(SlotTable& t) {
-  (void)t;
+bool remote_timers(uint64_t now) {
+  return g.ops_used && now >= g.next_verdict_check && check_verdicts(now);
+}
+
+namespace {
+// Verdicts owed or waiting for link room (remote_poll looked). Out of line,
+// as control.cpp's take_commands.
+[[gnu::noinline]] bool send_owed() {
   bool worked = false;
   // OK verdicts owed by deliveries outside a receive pass (none in the
   // firmware's own loop, where the pass's end sends them: remote_rx_done).
@@ -615,6 +624,12 @@ bool remote_poll(SlotTable& t) {
     if (!v.count) link::set_ok_held(peer, false);
   }
   return worked;
+}
+}  // namespace
+
+bool remote_poll(SlotTable& t) {
+  (void)t;
+  return (g.ok_owed || g.verdicts_waiting) && send_owed();
 }
 
 namespace {

@@ -95,6 +95,9 @@ struct SlotTable {
   uint32_t rng;                     // xorshift state for memory keys
   const core::board::Board* board;
   uint32_t first;                   // the slot each service pass starts with (turns round)
+  // Bit k: slots[k] is kActive. The loop's per-pass looks (service, rings,
+  // busy) visit these, not every slot: ~16 instructions a slot and pass.
+  uint32_t active;
   uint64_t run_us;                  // the NIC's running time as last published (slots_publish_run_time)
 };
 

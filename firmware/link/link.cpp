@@ -971,6 +971,52 @@ void place_next(uint32_t src, const abi::WireHeader& h, uint8_t first_flag, uint
   s.epoch_at = *epoch;
 }
 
+namespace {
+
+// Takes up to `budget` packets from port `from`, which has some (or a wild
+// index: then starts its ring over). Returns how many it took. Out of line:
+// inlined into poll_rx's loop over the ports, the receive path's ~40 field
+// addresses were computed and spilled before the first port -- ~190
+// instructions of every pass of the NIC's loop, most of which receive
+// nothing (issue 19: an idle pass cost ~1,100).
+[[gnu::noinline]] uint32_t drain_port(uint32_t from, uint32_t budget, uint64_t now) {
+  abi::RingConsumer<abi::Packet>& rx = g.rx[from];
+  // The sender, if a stream of it is placed: on the direct fabric port k
+  // is node k (through a switch nothing is placed, see place_next).
+  Peer& p = g.peers[from];
+  uint32_t took = 0;
+  for (uint32_t n; took < budget && (n = rx.available()) != 0;) {
+    if (n > budget - took) n = budget - took;
+    for (; n; --n) {
+      const abi::Packet* pkt = rx.front();
+      {
+        // A packet: the work item starts here. The ring's own upkeep
+        // (pop, release) stays outside it: how many packets one pass
+        // finds is timing, not the packet's cost.
+        core::cost::Phase<ulnic::abi::kPhaseRxCheck> cost;
+        HeaderWords w;
+        copy_header(&w.h, pkt->h);  // once: the ring is shared memory
+        if (!receive_placed(from, p, w, pkt->payload, now)) receive(from, w.h, pkt->payload, now);
+      }
+      rx.pop();
+      // Entries go back a few at a time: the sender refills them while we
+      // take the next, and a small ring is never held for a whole budget.
+      if (++took % kRxReleaseEvery == 0) rx.release();
+    }
+  }
+  if (took) rx.release();
+  if (rx.corrupt()) {
+    // A wild index from the other side: count it and start that ring over.
+    ++g.stats.bad_packets;
+    abi::RingControl* in = ring(from, g.self);
+    __atomic_store_n(&in->head, __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+    rx.attach(in, reinterpret_cast<abi::Packet*>(in + 1), g.capacity);
+  }
+  return took;
+}
+
+}  // namespace
+
 bool poll_rx(uint64_t now) {
   if (!g.enabled) return false;
   bool worked = false;
@@ -979,41 +1025,10 @@ bool poll_rx(uint64_t now) {
     uint32_t from = (g.rx_next + i) % g.ports;
     if (from == g.self || (g.switch_port != abi::kNoSwitch && from != g.switch_port)) continue;
     abi::RingConsumer<abi::Packet>& rx = g.rx[from];
-    // The sender, if a stream of it is placed: on the direct fabric port k
-    // is node k (through a switch nothing is placed, see place_next).
-    Peer& p = g.peers[from];
-    uint32_t took = 0;
-    for (uint32_t n; budget && (n = rx.available()) != 0;) {
-      if (n > budget) n = budget;
-      budget -= n;
-      for (; n; --n) {
-        const abi::Packet* pkt = rx.front();
-        {
-          // A packet: the work item starts here. The ring's own upkeep
-          // (pop, release) stays outside it: how many packets one pass
-          // finds is timing, not the packet's cost.
-          core::cost::Phase<ulnic::abi::kPhaseRxCheck> cost;
-          HeaderWords w;
-          copy_header(&w.h, pkt->h);  // once: the ring is shared memory
-          if (!receive_placed(from, p, w, pkt->payload, now)) receive(from, w.h, pkt->payload, now);
-        }
-        rx.pop();
-        // Entries go back a few at a time: the sender refills them while we
-        // take the next, and a small ring is never held for a whole budget.
-        if (++took % kRxReleaseEvery == 0) rx.release();
-      }
-    }
-    if (took) {
-      rx.release();
-      worked = true;
-    }
-    if (rx.corrupt()) {
-      // A wild index from the other side: count it and start that ring over.
-      ++g.stats.bad_packets;
-      abi::RingControl* in = ring(from, g.self);
-      __atomic_store_n(&in->head, __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
-      rx.attach(in, reinterpret_cast<abi::Packet*>(in + 1), g.capacity);
-    }
+    if (rx.available() == 0 && !rx.corrupt()) continue;  // (available() finds a wild index)
+    const uint32_t took = drain_port(from, budget, now);
+    budget -= took;
+    worked |= took != 0;
   }
   g.rx_next = (g.rx_next + 1) % (g.ports ? g.ports : 1);
   g.rx_behind = budget == 0;
@@ -1023,70 +1038,85 @@ bool poll_rx(uint64_t now) {
 
 bool rx_behind() { return g.rx_behind; }
 
+namespace {
+
+// Peer `n`'s timers: unreachable, the retransmission timeout and what it
+// resends, an ACK due. Out of line, for a peer with something in flight, to
+// resend or to acknowledge (poll_timers looks): inlined into the loop over
+// the peers, its addresses were computed and spilled in every pass of the
+// NIC's loop (~80 instructions of passes that mostly have nothing due).
+[[gnu::noinline]] bool peer_timers(uint32_t n, Peer& p, bool outstanding, uint64_t now) {
+  bool worked = false;
+  // Signed: send() stamps with a clock read after this pass's `now`.
+  if (outstanding && !g.rx_behind && p.timeouts >= kUnreachableTimeouts &&
+      int64_t(now - p.last_progress) > int64_t(hal::clint::us_to_ticks(kUnreachableUs))) {
+    declare_unreachable(n, now);
+    worked = true;
+  }
+  // Our own receive rings may hold the ACK we wait for: a NIC that was off
+  // its CPU past the deadline and then took a full budget of packets
+  // judges once it has read them (for at most one more timeout).
+  const bool unread = g.rx_behind && now - p.rto_deadline < p.rto_ticks;
+  if (outstanding && p.rto_deadline && now >= p.rto_deadline && !unread) {
+    // Two packets go again, a probe: the oldest unacknowledged (whatever
+    // the peer's selective ACKs said of it: one that named a packet it
+    // does not hold cannot stall the link) and the newest, which, held
+    // beyond a gap, makes the peer say at once what it lacks (a tail loss
+    // probe's choice). Their ACK tells what else was lost (take_ack,
+    // take_sack) -- or that nothing was: on a loaded 2-core host most
+    // timeouts are a peer off its CPU, and sending the whole window at
+    // each made every such pause a window's worth of copies both sides
+    // then had to handle (a soak resent 17-21% of its packets; now 3-5%).
+    p.resend_next = p.acked + 1;
+    if (p.timeouts < 0xff) ++p.timeouts;
+    ++p.timeouts_total;
+    p.timeout_at = now;
+    p.resend = Resend::kProbe;
+    // Back off, but on a lossy link only once timeouts come in a row:
+    // there a resend and its ACK both get through only half the time
+    // (30% loss each way), and doubling at every timeout made the
+    // expected wait for one lost packet grow to the cap.
+    if (g.lossless || p.timeouts > kLossyTimeoutsBeforeBackoff)
+      p.rto_ticks = p.rto_ticks * 2 < hal::clint::us_to_ticks(kRtoMaxUs) ? p.rto_ticks * 2
+                                                                         : hal::clint::us_to_ticks(kRtoMaxUs);
+    p.rto_deadline = now + p.rto_ticks;
+  }
+  bool resent = false;
+  while (seq_before(p.resend_next, p.next_seq)) {
+    core::cost::Phase<ulnic::abi::kPhaseTransmit> cost;  // a retransmission
+    TxEntry& e = p.win[p.resend_next % kWindow];
+    if (!resend_wanted(p, e)) {
+      ++p.resend_next;
+      continue;
+    }
+    if (!put_packet(n, abi::kPktData, &e, false)) break;
+    e.retransmitted = true;
+    e.xmit = ++p.xmits;
+    ++p.resend_next;
+    ++g.stats.retransmits;
+    ++p.retransmits;
+    resent = true;
+    if (p.resend == Resend::kProbe)  // the oldest, then the newest
+      p.resend_next = seq_at_or_before(p.resend_next, p.next_seq - 1) ? p.next_seq - 1 : p.next_seq;
+  }
+  if (resent) publish_to(n), worked = true;
+  if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= g.ack_every)) {
+    core::cost::Phase<ulnic::abi::kPhaseAck> cost;
+    if (transmit(n, abi::kPktAck, nullptr)) ++g.stats.tx_acks, worked = true;
+  }
+  return worked;
+}
+
+}  // namespace
+
 bool poll_timers(uint64_t now) {
   if (!g.enabled) return false;
   bool worked = false;
   for (uint32_t n = 0; n < g.nodes; ++n) {
     if (n == g.self) continue;
     Peer& p = g.peers[n];
-    bool outstanding = seq_before(p.acked + 1, p.next_seq);
-    // Signed: send() stamps with a clock read after this pass's `now`.
-    if (outstanding && !g.rx_behind && p.timeouts >= kUnreachableTimeouts &&
-        int64_t(now - p.last_progress) > int64_t(hal::clint::us_to_ticks(kUnreachableUs))) {
-      declare_unreachable(n, now);
-      worked = true;
-    }
-    // Our own receive rings may hold the ACK we wait for: a NIC that was off
-    // its CPU past the deadline and then took a full budget of packets
-    // judges once it has read them (for at most one more timeout).
-    const bool unread = g.rx_behind && now - p.rto_deadline < p.rto_ticks;
-    if (outstanding && p.rto_deadline && now >= p.rto_deadline && !unread) {
-      // Two packets go again, a probe: the oldest unacknowledged (whatever
-      // the peer's selective ACKs said of it: one that named a packet it
-      // does not hold cannot stall the link) and the newest, which, held
-      // beyond a gap, makes the peer say at once what it lacks (a tail loss
-      // probe's choice). Their ACK tells what else was lost (take_ack,
-      // take_sack) -- or that nothing was: on a loaded 2-core host most
-      // timeouts are a peer off its CPU, and sending the whole window at
-      // each made every such pause a window's worth of copies both sides
-      // then had to handle (a soak resent 17-21% of its packets; now 3-5%).
-      p.resend_next = p.acked + 1;
-      if (p.timeouts < 0xff) ++p.timeouts;
-      ++p.timeouts_total;
-      p.timeout_at = now;
-      p.resend = Resend::kProbe;
-      // Back off, but on a lossy link only once timeouts come in a row:
-      // there a resend and its ACK both get through only half the time
-      // (30% loss each way), and doubling at every timeout made the
-      // expected wait for one lost packet grow to the cap.
-      if (g.lossless || p.timeouts > kLossyTimeoutsBeforeBackoff)
-        p.rto_ticks = p.rto_ticks * 2 < hal::clint::us_to_ticks(kRtoMaxUs) ? p.rto_ticks * 2
-                                                                           : hal::clint::us_to_ticks(kRtoMaxUs);
-      p.rto_deadline = now + p.rto_ticks;
-    }
-    bool resent = false;
-    while (seq_before(p.resend_next, p.next_seq)) {
-      core::cost::Phase<ulnic::abi::kPhaseTransmit> cost;  // a retransmission
-      TxEntry& e = p.win[p.resend_next % kWindow];
-      if (!resend_wanted(p, e)) {
-        ++p.resend_next;
-        continue;
-      }
-      if (!put_packet(n, abi::kPktData, &e, false)) break;
-      e.retransmitted = true;
-      e.xmit = ++p.xmits;
-      ++p.resend_next;
-      ++g.stats.retransmits;
-      ++p.retransmits;
-      resent = true;
-      if (p.resend == Resend::kProbe)  // the oldest, then the newest
-        p.resend_next = seq_at_or_before(p.resend_next, p.next_seq - 1) ? p.next_seq - 1 : p.next_seq;
-    }
-    if (resent) publish_to(n), worked = true;
-    if (p.ack_owed && (now >= p.ack_deadline || p.unacked_rx >= g.ack_every)) {
-      core::cost::Phase<ulnic::abi::kPhaseAck> cost;
-      if (transmit(n, abi::kPktAck, nullptr)) ++g.stats.tx_acks, worked = true;
-    }
+    const bool outstanding = seq_before(p.acked + 1, p.next_seq);
+    if (outstanding || p.ack_owed || seq_before(p.resend_next, p.next_seq)) worked |= peer_timers(n, p, outstanding, now);
   }
   return worked;
 }
