@@ -575,8 +575,6 @@ uint64_t slot_detach(SlotTable& t, uint32_t k) {
   return flushed;
 }
 
-// Each pass starts one slot further on: operations freed while slots wait
-// for one (remote_can_start) go to each slot in turn, not the lowest first.
 namespace {
 // Anything for service_slot: an operation to feed, a descriptor posted
 // (or a wild SQ index: available() finds it), completions to publish, a
@@ -587,6 +585,8 @@ bool has_work(Slot& s) {
 }
 }  // namespace
 
+// Each pass starts one slot further on: operations freed while slots wait
+// for one (remote_can_start) go to each slot in turn, not the lowest first.
 bool slots_service(SlotTable& t) {
   static_assert(abi::kMaxSlots <= 16);
   bool worked = false;
