@@ -67,12 +67,15 @@ LIMIT = 180  # seconds per program run
 
 
 def node_cost(ulnic, env, node):
-    """Node `node`'s cost block (the "cost" object of `ulnic node status --json`)."""
+    """Node `node`'s cost block (the "cost" object of `ulnic node status --json`), with the passes of its loop so
+    far under "passes" (its loop_iterations counter)."""
     p = subprocess.run([ulnic, "node", "status", "-c", env["ULNIC_CLUSTER"], "-n", str(node), "--json"], env=env,
                        capture_output=True, text=True, timeout=60)
-    cost = json.loads(p.stdout).get("cost")
+    status = json.loads(p.stdout)
+    cost = status.get("cost")
     if cost is None:
         raise RuntimeError(f"node {node} has no cost block: is the cluster up with --cost?")
+    cost["passes"] = status["counters"]["loop_iterations"]
     return cost
 
 
@@ -107,13 +110,14 @@ def commands(proto, rounds, bin_dir, ulnic, nbytes):
 
 def run_once(ulnic, bin_dir, env, proto, rounds, nbytes):
     """One run of `rounds` rounds -> ([ops delta of node 0, of node 1], [the last message's ops of node 0, of
-    node 1], idle instructions, the programs' output)."""
+    node 1], (idle instructions, loop passes) of both nodes, the programs' output)."""
     before = [node_cost(ulnic, env, k) for k in (0, 1)]
     outs = run_together([(argv, dict(env, ULNIC_NODE=str(node if node is not None else 0)))
                          for argv, node in commands(proto, rounds, bin_dir, ulnic, nbytes)], LIMIT, proto,
                         failed=lambda out: "FAIL" in out)
     after = [node_cost(ulnic, env, k) for k in (0, 1)]
-    idle = sum(a["phases"]["idle"]["insns"] - b["phases"]["idle"]["insns"] for a, b in zip(after, before))
+    idle = (sum(a["phases"]["idle"]["insns"] - b["phases"]["idle"]["insns"] for a, b in zip(after, before)),
+            sum(a["passes"] - b["passes"] for a, b in zip(after, before)))
     return ([diff(ops_of(a), ops_of(b)) for a, b in zip(after, before)], [lasts_of(a) for a in after], idle,
             "".join(outs))
 
@@ -183,7 +187,10 @@ def measure(ulnic, bin_dir, env, proto, rounds, nbytes=BYTES):
             "last": {"n": last1, "n_again": last2, "2n": last3}, "sides": sides(proto, last1, last=True),
             "average": sides(proto, msg), "unequal_runs": unequal([last1, last2, last3], all_ops, proto),
             "indivisible": problems,
-            "idle_insns": {"n": idle1, "2n": idle2}, "output": out1 + out2}
+            "idle_insns": {"n": idle1[0], "2n": idle2[0]}, "passes": {"n": idle1[1], "2n": idle2[1]},
+            # What a pass of the NIC's loop costs outside the work items it runs (its looks at every source of
+            # work, most of which find none), both NICs over the 2N run: the idle polling a message's gaps cost.
+            "idle_per_pass": idle2[0] / idle2[1] if idle2[1] else None, "output": out1 + out2}
 
 
 def wall_us(output):
@@ -212,6 +219,9 @@ def print_table(r):
         print(f"  NOT DETERMINISTIC: the last message of three runs: {p}")
     for p in r["indivisible"]:
         print(f"  note: not every message of a run cost the same: {p}")
+    if r["idle_per_pass"] is not None:
+        print(f"  the NIC's loop: {r['idle_per_pass']:.0f} instructions per pass outside work items (both NICs, "
+              f"{r['passes']['2n']:,} passes of the 2N run; timing dependent)")
     w = wall_us(r["output"])
     if w is not None:
         print(f"  wall clock: {w:.1f} us per round trip (this machine, TCG, the plugin loaded)")

@@ -370,3 +370,33 @@ FW_TEST(a_wild_cq_head_cuts_the_slot_off) {
   EXPECT_EQ(g_t.slots[0].state, abi::SlotState::kCutOff);
   EXPECT_EQ(lcp::header(g_t.slots[0]).nic.fault_code, uint32_t(abi::kFaultCqCorrupt));
 }
+
+FW_TEST(the_active_set_follows_attach_cut_off_and_detach) {
+  // The passes visit the slots in SlotTable::active only: a slot must be in
+  // it from its attach until its cut-off or detach (both earlier tests cut
+  // theirs off).
+  EXPECT_EQ(g_t.active, 0u);
+  g_a.open(0);
+  CHECK_EQ(g_a.attach(9), abi::kCtrlOk);
+  g_b.open(1);
+  CHECK_EQ(g_b.attach(10), abi::kCtrlOk);
+  EXPECT_EQ(g_t.active, 3u);
+  // Each pass serves both, whichever it starts with.
+  abi::SqEntry e{};
+  e.opcode = abi::kOpNop;
+  for (uint32_t pass = 0; pass < abi::kMaxSlots + 1; ++pass) {
+    g_a.submit(e);
+    g_b.submit(e);
+    lcp::slots_service(g_t);
+    abi::CqEntry c;
+    EXPECT(g_a.reap(c) && c.status == abi::kCqOk);
+    EXPECT(g_b.reap(c) && c.status == abi::kCqOk);
+  }
+  EXPECT_EQ(lcp::slot_detach(g_t, 1), 0u);
+  EXPECT_EQ(g_t.active, 1u);
+  auto* sqc = reinterpret_cast<abi::RingControl*>(g_a.base + g_a.layout.sq_offset);
+  sqc->tail = sqc->tail + 1000;
+  lcp::slots_service(g_t);
+  EXPECT_EQ(g_t.slots[0].state, abi::SlotState::kCutOff);
+  EXPECT_EQ(g_t.active, 0u);
+}
