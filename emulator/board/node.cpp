@@ -406,13 +406,20 @@ Result<NodeInfo> query_node(const std::string& cluster, uint32_t node, bool chec
     period_us = std::clamp<uint32_t>(period_us ? period_us : 100'000, 1'000, 2'000'000);
     uint64_t before = info.status.heartbeat;
     info.heartbeat_checked = true;
-    for (auto deadline = Clock::now() + std::chrono::microseconds(3 * period_us); Clock::now() < deadline;
-         std::this_thread::sleep_for(5ms)) {
+    // Three periods, judged by QEMU's CPU time and not the wall clock alone
+    // (issue 20: under load an idle NIC's QEMU went unscheduled for all
+    // three, and a healthy firmware read as STUCK): stuck once QEMU has had
+    // a period's worth of CPU meanwhile without a refresh, or after 10x the
+    // three periods whatever it got.
+    const auto period = std::chrono::milliseconds(std::max<uint32_t>(period_us / 1000, 1));
+    CpuDeadline deadline(info.pid, 3 * period, std::max(period, std::chrono::milliseconds(20)));
+    for (;; std::this_thread::sleep_for(5ms)) {
       info.status = sram->read_status();
       if (info.status.heartbeat != before) {
         info.heartbeat_advancing = true;
         break;
       }
+      if (deadline.passed()) break;
     }
   }
   return info;

@@ -289,6 +289,38 @@ class Failures(unittest.TestCase):
         run("node", "stop", "-c", "kill9", check=0)
         self.assertNothingLeft("kill9")
 
+    def test_a_nic_kept_off_the_cpu_is_judged_by_its_cpu_time(self):
+        # Its heartbeat (200 ms here) is judged over three periods of QEMU's CPU time, not of the wall clock
+        # (issue 20: under load an idle NIC's QEMU went unscheduled for all three, and a healthy firmware read
+        # STUCK). QEMU stopped: the status's QMP query gives up after 2 s, then the heartbeat check waits; QEMU
+        # resumes 3.5 s in, 0.9 s after three wall-clock periods were over, well before ten.
+        run("node", "start", "-c", "offcpu", "--firmware", FW, "--slot-size", "16", "--heartbeat-us", "200000",
+            check=0)
+        try:
+            _, s = status("offcpu")
+            os.kill(s["pid"], signal.SIGSTOP)
+            try:
+                p = subprocess.Popen([ULNIC, "node", "status", "-c", "offcpu", "--json"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+                time.sleep(3.5)
+            finally:
+                os.kill(s["pid"], signal.SIGCONT)
+            out, err = p.communicate(timeout=60)
+            self.assertTrue(json.loads(out)["heartbeat_advancing"], out + err)
+            # Kept off for good, it is stuck: after ten times the three periods whatever it got.
+            os.kill(s["pid"], signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                rc, stuck = status("offcpu")
+                waited = time.monotonic() - t0
+            finally:
+                os.kill(s["pid"], signal.SIGCONT)
+            self.assertFalse(stuck["heartbeat_advancing"])
+            self.assertLess(waited, 30)
+        finally:
+            run("node", "stop", "-c", "offcpu", check=0)
+        self.assertNothingLeft("offcpu")
+
     def test_stop_leaves_nothing_behind(self):
         run("node", "start", "-c", "tidy", "-n", "0", "--firmware", FW, "--slot-size", "16", check=0)
         run("node", "start", "-c", "tidy", "-n", "1", "--firmware", FW, "--slot-size", "16", check=0)
