@@ -406,7 +406,8 @@ class CpuMeter {
     j.begin_object("cpu_shares");
     for (const Part& p : parts_)
       if (p.ns >= 0 && seconds_ > 0) j.num(p.name.c_str(), share(p));
-    j.num("machine", busy_cpus()).end_object().num("seconds", seconds_);
+    if (seconds_ >= kMinBusySeconds) j.num("machine", busy_cpus());
+    j.end_object().num("seconds", seconds_);
   }
   // "host_client 0.12, host_server 0.04, nic_client 0.97, nic_server 0.81 of a CPU each; machine busy 1.96 of 2"
   std::string shares_line(long nproc) const {
@@ -414,7 +415,9 @@ class CpuMeter {
     std::string s;
     for (const Part& p : parts_)
       if (p.ns >= 0 && seconds_ > 0) s += (s.empty() ? "" : ", ") + p.name + fmt(" %.2f", share(p));
-    return s + " of a CPU each; machine busy " + fmt("%.2f", busy_cpus()) + " of " + std::to_string(nproc);
+    return s + " of a CPU each; machine busy " +
+           (seconds_ >= kMinBusySeconds ? fmt("%.2f", busy_cpus()) : "- (a stretch too short for its ticks)") +
+           " of " + std::to_string(nproc);
   }
   double busy_cpus() const {
     const double hz = double(::sysconf(_SC_CLK_TCK));
@@ -434,6 +437,9 @@ class CpuMeter {
     for (int i : {0, 1, 2, 5, 6}) busy += v[i];
     return busy;
   }
+  // The machine's busy time comes in 10 ms ticks per CPU: over a shorter
+  // stretch than this its share reads tenths off (2.87 of 2 CPUs was seen).
+  static constexpr double kMinBusySeconds = 0.5;
   double share(const Part& p) const { return (p.ns - p.ns0) / 1e9 / seconds_; }
   std::vector<Part> parts_;
   uint64_t busy0_ = 0, busy_ = 0;

@@ -584,7 +584,7 @@ def summary(data):
                      + f"{num(val(f'cpu.{key}.busy_cpus')):>12}")
     lines += ["", "where a stream's CPU goes (the share of a CPU each part kept busy over the row, medians of the "
               "rounds; a part near 1 is what the rate waits for; none near it: the hand-offs between them bound it; machine: "
-              "its busy CPUs, in 10 ms ticks, so a short row reads a few percent off):",
+              "its busy CPUs, counted in 10 ms ticks, so left out of a row shorter than half a second):",
               f"  {'protocol':<32}{'size':>8}{'MB/s':>10}" + "".join(f"{h:>13}" for h in SHARE_PARTS)]
     for key, name in SHARE_ROWS:
         for s in BW_SIZES:
