@@ -220,9 +220,9 @@ def from_am(transport, tight=False):
             "depth 16 (AM_Request4): msgs_per_s"
         yield from metered("cpu", f"am_{transport}", row, "depth", "depth 16 (AM_Request4)")
         for s in BW_SIZES if transport != "udp" else ():
-            row = pick(res["bulk"], size=s)
-            yield f"bw.am_{transport}.{s}", mbps(row), "MB/s", "bulk", f"AM_RequestXfer {size_name(s)}: bytes_per_s"
-            yield from metered("share", f"am_{transport}.{s}", row, "bulk", f"AM_RequestXfer {size_name(s)}")
+            bulk = pick(res["bulk"], size=s)
+            yield f"bw.am_{transport}.{s}", mbps(bulk), "MB/s", "bulk", f"AM_RequestXfer {size_name(s)}: bytes_per_s"
+            yield from metered("share", f"am_{transport}.{s}", bulk, "bulk", f"AM_RequestXfer {size_name(s)}")
     return get
 
 
