@@ -537,7 +537,9 @@ int main(int argc, char** argv) {
   std::vector<int> nargs = {0, 1, 2, 3, 4};
   std::string depths = "1,2,4,8,16";
   int depth_args = 0;
-  bool floors = true, quick = false;
+  bool floors = true;
+  const bool quick = logp::has_flag(argc, argv, 2, "--quick");
+  if (quick) c.quick(), medium_sizes = "256,4K", bulk_sizes = "4K,64K,1M";
   double idle_s = 600;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -545,7 +547,7 @@ int main(int argc, char** argv) {
     if (logp::common_option(argc, argv, i, usage, g.backoff, c)) continue;
     if (a == "--rendezvous") dir = next();
     else if (a == "--json") json = next();
-    else if (a == "--quick") quick = true, c.quick(), medium_sizes = "256,4K", bulk_sizes = "4K,64K,1M";
+    else if (a == "--quick") continue;  // (read above)
     else if (a == "--args") nargs = int_list(next());
     else if (a == "--sections") sections = next();
     else if (a == "--medium-sizes") medium_sizes = next();

@@ -396,9 +396,10 @@ class CpuMeter {
            " CPUs";
   }
   // A stream's view (bulk rows): the share of a CPU each part kept busy
-  // over the stretch -- a part near 1 is the one the rate waits for; none
-  // near it, and the machine not busy, means the hand-offs between them
-  // (a window, a wake-up) bound it. {"cpu_shares": {part: CPUs, ...,
+  // over the stretch. A part near 1 was busy or spinning (a NIC polls
+  // between bursts and counts as busy: its work share is in a --cost
+  // profile); none near it, and the machine not busy, means the hand-offs
+  // between them (a window, a wake-up) bound it. {"cpu_shares": {part: CPUs, ...,
   // "machine": CPUs}, "seconds": the stretch}; nothing from a meter that
   // has no parts (one that was never started).
   void shares_json(Json& j) const {

@@ -119,6 +119,16 @@ struct Counts {
   void quick() { rtt_iters = 300, warmup = 30, samples = 40, g_bursts = 4, g_len = 1000; }
 };
 
+// Whether argv[from..] holds `flag`: --quick is looked for before the other
+// options are read, so that what it sets are defaults the explicit ones
+// override wherever they stand (`--bulk-sizes 1M --quick` measured the quick
+// sizes, not 1 MiB).
+inline bool has_flag(int argc, char** argv, int from, const char* flag) {
+  for (int i = from; i < argc; ++i)
+    if (std::string(argv[i]) == flag) return true;
+  return false;
+}
+
 // Options both programs take: true if argv[i] was one (i moves on past its value).
 inline bool common_option(int argc, char** argv, int& i, void (*usage)(), Backoff& b, Counts& c) {
   const std::string a = argv[i];

@@ -45,7 +45,8 @@ their measured runs: bench_common.h CpuMeter; a NIC polls until its spin
 window ends, so a busy machine is not always a saturated one); then where
 a stream's CPU goes at 64 KiB and 1 MiB (vmmc_bench, vipl_bench, am_logp's
 bulk section and fm_bench meter the same parts over each bandwidth row: the
-share of a CPU each kept busy; a part near 1 is what the rate waits for);
+share of a CPU each kept busy; a part near 1 was busy or spinning -- a NIC
+polls between bursts -- and none near it means the hand-offs bound it);
 then the floors, the machine, the date and the mode. Targets (medians,
 this run): one-way latency <= 1.5x the blocking eventfd one-way floor
 (stretch: below AM over UDP's RTT/2); waking a sleeping NIC <= 2x the eventfd
@@ -583,7 +584,8 @@ def summary(data):
                      + "".join(f"{num(val(f'cpu.{key}.{part}')):>12}" for part in CPU_PARTS)
                      + f"{num(val(f'cpu.{key}.busy_cpus')):>12}")
     lines += ["", "where a stream's CPU goes (the share of a CPU each part kept busy over the row, medians of the "
-              "rounds; a part near 1 is what the rate waits for; none near it: the hand-offs between them bound it; machine: "
+              "rounds; a part near 1 was busy or spinning -- a NIC polls between bursts; none near it: the hand-offs between them "
+              "bound it; machine: "
               "its busy CPUs, counted in 10 ms ticks, so left out of a row shorter than half a second):",
               f"  {'protocol':<32}{'size':>8}{'MB/s':>10}" + "".join(f"{h:>13}" for h in SHARE_PARTS)]
     for key, name in SHARE_ROWS:

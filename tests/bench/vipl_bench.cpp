@@ -1434,7 +1434,7 @@ int client(int argc, char** argv) {
     }
     std::printf("   (/memcpy: median over the same size's memcpy floor median; every row verified unless it says"
                 " otherwise)\n");
-    std::printf("   where the CPU went over each row (a part near 1 is what the rate waits for):\n");
+    std::printf("   where the CPU went over each row (a part near 1 was busy or spinning: a NIC polls between bursts):\n");
     for (const Bw& r : bw)
       std::printf("   %-9s %-5s %s\n", size_name(r.size).c_str(), mode_name(r.mode), r.cpu.shares_line(m.nproc).c_str());
   }

@@ -314,7 +314,8 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Counts c;
   std::string json;
-  bool quick = false;
+  const bool quick = logp::has_flag(argc, argv, 2, "--quick");  // (its counts are defaults: see has_flag)
+  if (quick) c.quick();
   double idle_s = 600;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -322,7 +323,7 @@ int main(int argc, char** argv) {
     if (logp::common_option(argc, argv, i, usage, g.backoff, c)) continue;
     if (a == "--peer") g.peer = uint32_t(std::atoi(next().c_str()));
     else if (a == "--json") json = next();
-    else if (a == "--quick") quick = true, c.quick();
+    else if (a == "--quick") continue;  // (read above)
     else if (a == "--size") g.size = uint32_t(std::clamp(std::atoi(next().c_str()), 8, int(kMaxSize)));
     else if (a == "--idle-timeout") idle_s = std::atof(next().c_str());
     else usage();

@@ -995,7 +995,8 @@ int client(int argc, char** argv) {
                 "    same size's floor median; bidir over one NIC's local copy rate; retx: link retransmissions, both\n"
                 "    NICs, during the row; xcore: GB/s of the machine's cross-core copy just before the row (bench_common.h:\n"
                 "    ~20 usual here, ~2 for minutes at a time); every row verified unless it says otherwise)\n");
-    std::printf("   where the CPU went over each row's stream (a part near 1 is what the rate waits for):\n");
+    std::printf("   where the CPU went over each row's stream (a part near 1 was busy or spinning: a NIC polls between\n"
+                "   bursts):\n");
     for (const Bw& r : bw)
       std::printf("   %-9s %-6s %s\n", size_name(r.size).c_str(), r.mode.c_str(), r.cpu.shares_line(m.nproc).c_str());
   }
