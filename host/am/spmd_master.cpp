@@ -281,6 +281,16 @@ class Master {
   // Reaps the workers that ended; the first failure (or a last clean exit)
   // ends the job. failures_only: a clean exit is recorded, nothing more.
   void reap(bool failures_only = false);
+  struct Held {  // a failure not yet the job's (hold())
+    int code = 0;
+    std::string msg;          // what end() says (a reaped worker's failure)
+    bool exit_frame = false;  // a failing AMUDP_SPMDExit: EXIT goes to everyone with body
+    std::vector<uint8_t> body;
+    uint64_t after_poll = 0;
+  };
+  void hold(Held h);
+  void settle_held();
+  void exit_all(int code, const std::vector<uint8_t>& body);
   void reap_helpers();
   void check_deadlines();
   void end(int code, bool graceful, const std::string& msg);
@@ -304,6 +314,8 @@ class Master {
   milliseconds startup_timeout_{};
   Collective coll_;
   std::optional<int> result_;  // the job's exit code, once it is ending
+  std::optional<Held> held_;   // a failure waiting to see whether a death caused it
+  uint64_t polls_ = 0;         // poll_once() calls
   bool graceful_ = false;      // ending by EXIT: workers leave by themselves
 };
 
@@ -439,6 +451,7 @@ void Master::spawn_with_function() {
 }
 
 void Master::poll_once() {
+  ++polls_;
   // who[i]: what fds[i] is. -1 the listener, -2 - k pending k, r >= 0 rank r.
   std::vector<pollfd> fds;
   std::vector<int> who;
@@ -580,9 +593,8 @@ void Master::on_frame(int rank, const proto::Frame& f) {
       // cause, and its status the job's.
       if (code != 0) reap(/*failures_only=*/true);
       if (result_) return;
-      // Everyone (the sender too: that is its acknowledgement) exits with it.
-      result_ = int(int32_t(code)), graceful_ = true;
-      for (size_t r = 0; r < workers_.size(); ++r) send_to(int(r), proto::kExit, f.body);
+      if (code != 0 || held_) return hold({int(int32_t(code)), "", true, f.body});
+      exit_all(0, f.body);
       return;
     }
     default:
@@ -659,6 +671,36 @@ void Master::send_to(int rank, uint32_t type, const std::vector<uint8_t>& body) 
   if (!proto::send_frame(w.fd, type, body)) w.eof = true, w.eof_at = Clock::now();
 }
 
+// Everyone (the sender too: that is its acknowledgement) exits with code.
+void Master::exit_all(int code, const std::vector<uint8_t>& body) {
+  result_ = code, graceful_ = true;
+  for (size_t r = 0; r < workers_.size(); ++r) send_to(int(r), proto::kExit, body);
+}
+
+// A worker's failure can be another's death seen first: its messages to a
+// worker killed a moment ago came back, and it failed, before the dead one
+// was reaped -- a process's files close (its connection here, its NIC slot)
+// before it becomes a zombie, and under load that can take a while. So a
+// failure is held: for one more look at every connection (the dead one's
+// EOF came before, so that look sees it), and then for as long as a child
+// whose connection closed is not reaped yet. reap() names a killed worker
+// first; check_deadlines() ends a closed one that is not reaped in
+// kEofGrace. A held failure still beats a later clean exit. Only the
+// first failure is held.
+void Master::hold(Held h) {
+  if (!held_ && h.code != 0) h.after_poll = polls_, held_ = std::move(h);
+}
+
+void Master::settle_held() {
+  if (!held_ || result_ || polls_ <= held_->after_poll) return;
+  for (const auto& w : workers_)
+    if (w.child && w.pid > 0 && !w.reaped && w.eof) return;  // dying, most likely
+  Held h = std::move(*held_);
+  held_.reset();
+  if (h.exit_frame) return exit_all(h.code, h.body);
+  end(h.code, false, h.msg);
+}
+
 void Master::reap(bool failures_only) {
   reap_helpers();
   std::vector<size_t> ended;
@@ -684,11 +726,12 @@ void Master::reap(bool failures_only) {
     bool others = false;
     for (const auto& o : workers_) others |= !o.reaped;
     int code = exit_code_of(w.status);
-    if (failures_only && code == 0) continue;
+    if ((failures_only || held_) && code == 0) continue;
     std::string when = !w.hello ? " before it joined the job" : WIFSIGNALED(w.status) ? "" : " without AMUDP_SPMDExit";
     std::string msg = who(int(r)) + " " + describe_end(w.status) + when;
     if (others) msg += "; stopping the other workers";
-    end(code, false, code != 0 || others ? msg : "");
+    if (code != 0 && !WIFSIGNALED(w.status)) hold({code, msg, false, {}});
+    else end(code, false, code != 0 || others ? msg : "");
   }
 }
 
@@ -811,6 +854,7 @@ int Master::run() {
     poll_once();
     if (!result_) reap();
     if (!result_) check_deadlines();
+    settle_held();
   }
   return finish();
 }

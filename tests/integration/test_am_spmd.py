@@ -118,6 +118,23 @@ class AmSpmd(unittest.TestCase):
                 self.assertNotIn("exit callback", p.stdout, self.report(p))
                 self.assert_all_gone(p)
 
+    def test_a_survivor_failing_first_does_not_hide_a_kill(self):
+        # Rank 1 dies as a SIGKILLed process does under load: its connection
+        # to the master closes (its files go first), rank 0 learns it is gone
+        # and fails with AMUDP_SPMDExit(1), and only then is rank 1 killed
+        # and reaped (issue 20's stress run: a job killed mid-run ended 1,
+        # not 137). The death is the job's verdict.
+        p, took = ulnic_run(3, "--die-late-rank", "1")
+        self.assertIn("rank 0: rank 1 is going\n", p.stdout, self.report(p))
+        self.assertEqual(p.returncode, 128 + 9, self.report(p))
+        self.assertRegex(p.stderr, r"ulnic run: rank 1 \(pid \d+\) was killed by signal 9", self.report(p))
+        self.assertLess(took, 10, self.report(p))
+        self.assert_all_gone(p)
+        # A failure with nobody dying is still the job's, and soon.
+        p, took = ulnic_run(3, "--exit-rank", "2", "--exit-code", "5")
+        self.assertEqual(p.returncode, 5, self.report(p))
+        self.assertLess(took, 10, self.report(p))
+
     def test_a_worker_that_never_starts_times_out(self):
         p, took = ulnic_run(3, "--nostart-rank", "1", env=job_env(ULNIC_AM_STARTUP_TIMEOUT_MS="1500"))
         self.assertNotEqual(p.returncode, 0, self.report(p))

@@ -13,6 +13,13 @@
  *                           AMUDP_SPMDExit(C); the others wait in barriers
  *   --die-rank R [--die-signal S]
  *                           after the first barrier rank R raises S (SIGKILL)
+ *   --die-late-rank R       after the first barrier rank R dies as a killed
+ *                           process does, slowly: its connection to the
+ *                           master closes first (shutdown), then it tells
+ *                           rank 0 so (AM_Request1), polls 300 ms and
+ *                           raises SIGKILL; rank 0, told, fails with
+ *                           AMUDP_SPMDExit(1), as a survivor whose
+ *                           messages came back would
  *   --nostart-rank R        rank R (from $ULNIC_AM_RANK) never calls
  *                           AMUDP_SPMDStartup: it prints its pid and sleeps
  * Every worker prints "pid P rank R" first; the exit callback prints
@@ -24,11 +31,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define H_REQUEST 1
 #define H_REPLY 2
+#define H_GOING 3
 #define PATTERN 1000
 
 static int my_rank = -1, nprocs = -1;
@@ -54,6 +63,13 @@ static void on_reply(void *token, int to, int from) {
   if (to != my_rank || from < 0 || from >= nprocs) bad_handler_args++;
   else seen_reply[from]++;
   replies_in++;
+}
+
+static volatile int peer_going = -1;
+
+static void on_going(void *token, int from) {
+  (void)token;
+  peer_going = from;
 }
 
 static void on_exit_callback(int code) {
@@ -105,9 +121,41 @@ static void check_requests(eb_t eb, ep_t ep) {
   if (bad_handler_args) fail("a handler got bad arguments");
 }
 
+/* The connection to the master: the process's only stream socket (AM over
+ * udp uses datagrams). */
+static void shut_master_connection(void) {
+  int fd, type, found = 0;
+  socklen_t len;
+  for (fd = 3; fd < 1024; fd++) {
+    len = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM && shutdown(fd, SHUT_WR) == 0)
+      found++;
+  }
+  if (found != 1) fail("not exactly one stream socket to the master");
+}
+
+/* --die-late-rank: see the header. */
+static void die_late(eb_t eb, ep_t ep, int rank) {
+  double until;
+  if (my_rank == rank) {
+    shut_master_connection();
+    if (AM_Request1(ep, 0, H_GOING, my_rank) != AM_OK) fail("AM_Request1 going");
+    for (until = now() + 0.3; now() < until;) AM_Poll(eb);
+    raise(SIGKILL);
+  }
+  if (my_rank == 0) {
+    while (peer_going < 0)
+      if (AM_Poll(eb) != AM_OK) fail("AM_Poll waiting for the going rank");
+    printf("rank 0: rank %d is going\n", peer_going);
+    fflush(stdout);
+    AMUDP_SPMDExit(1);
+  }
+  for (;;) AM_Poll(eb); /* until the job ends under us */
+}
+
 int main(int argc, char **argv) {
   const char *expect_env = NULL, *env_rank = getenv("ULNIC_AM_RANK");
-  int exit_rank = -1, exit_code = 0, die_rank = -1, die_signal = SIGKILL, nostart_rank = -1, i;
+  int exit_rank = -1, exit_code = 0, die_rank = -1, die_signal = SIGKILL, die_late_rank = -1, nostart_rank = -1, i;
   eb_t eb;
   ep_t ep;
   uint64_t tag = 0;
@@ -117,6 +165,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--exit-code")) exit_code = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--die-rank")) die_rank = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--die-signal")) die_signal = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--die-late-rank")) die_late_rank = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--nostart-rank")) nostart_rank = atoi(argv[i + 1]);
     else fail("unknown option");
   }
@@ -142,11 +191,13 @@ int main(int argc, char **argv) {
   }
   if (AMUDP_SPMDgetenvMaster("AM_SPMD_CHECK_NO_SUCH_VARIABLE") != NULL) fail("getenvMaster of an unset variable");
   AMUDP_SPMDSetExitCallback(on_exit_callback);
-  if (AM_SetHandler(ep, H_REQUEST, on_request) != AM_OK || AM_SetHandler(ep, H_REPLY, on_reply) != AM_OK)
+  if (AM_SetHandler(ep, H_REQUEST, on_request) != AM_OK || AM_SetHandler(ep, H_REPLY, on_reply) != AM_OK ||
+      AM_SetHandler(ep, H_GOING, on_going) != AM_OK)
     fail("AM_SetHandler");
   /* Every handler is set everywhere before anyone sends. */
   if (AMUDP_SPMDBarrier() != AM_OK) fail("first barrier");
 
+  if (die_late_rank > 0) die_late(eb, ep, die_late_rank);
   if (my_rank == die_rank) raise(die_signal);
   if (my_rank == exit_rank) AMUDP_SPMDExit(exit_code);
   if (die_rank >= 0 || exit_rank >= 0)
