@@ -67,25 +67,26 @@
 // is gone (its lock on its name file dropped: bootstrap.cpp).
 //
 // A handler is a logical thread: it starts on its message's first packet on
-// a stack of its own (ucontext), reads the packet in place in the ring, and
+// a stack of its own (fiber.h), reads the packet in place in the ring, and
 // when it wants bytes not yet arrived it swaps back to the extract loop,
 // which resumes it when the next packet of its message comes. By then it has
 // read every byte of the current packet, so every ring entry is done with
 // once its handler swaps back or returns, and entries are consumed in order.
 #include <sys/mman.h>
-#include <ucontext.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <thread>
 #include <unordered_set>
 
+#include "fiber.h"
 #include "fm_internal.h"
 #include "fm_layer.h"
 #include "ulnic/nic.h"
@@ -159,7 +160,7 @@ struct Inbound : FM_stream {
   int result = FM_CONTINUE;
   const uint8_t* cur = nullptr;  // the unread bytes of the current packet (in the ring)
   uint32_t cur_left = 0;
-  ucontext_t ctx;
+  Fiber ctx;  // its handler's thread, on `stack`
   void* stack = nullptr;
 };
 
@@ -198,7 +199,7 @@ struct State {
   std::map<uint64_t, Inbound*> inbound;     // sender << 32 | msg_id
   std::vector<void*> stacks;                // free handler stacks
   Inbound* current = nullptr;               // the handler running
-  ucontext_t sched;                         // the extract loop, while a handler runs
+  Fiber sched;                              // the extract loop, while a handler runs
   bool extracting = false;
   uint64_t live_handlers = 0;
   FM_stats stats{};
@@ -420,11 +421,13 @@ void* take_stack() {
 
 void end_streams_of(const Inbound* m);
 
-void handler_main() {
+[[noreturn]] void handler_main() {
   Inbound* m = g.current;
   m->result = m->fn(m, m->sender);
   m->done = true;
-}  // returns to uc_link: the extract loop
+  fiber_switch(m->ctx, g.sched);  // for good: a finished handler is not resumed
+  std::abort();
+}
 
 // Runs or resumes the message's handler on `n` bytes at `data`; false if
 // it could not be started (no stack).
@@ -434,16 +437,12 @@ bool run(Inbound& m, const uint8_t* data, uint32_t n) {
   if (!m.stack) {
     m.stack = take_stack();
     if (!m.stack) return false;
-    getcontext(&m.ctx);
-    m.ctx.uc_stack.ss_sp = m.stack;
-    m.ctx.uc_stack.ss_size = kStackBytes;
-    m.ctx.uc_link = &g.sched;
-    makecontext(&m.ctx, handler_main, 0);
+    fiber_start(m.ctx, m.stack, kStackBytes, handler_main);
     g.live_handlers++;
     g.stats.max_live_handlers = std::max<unsigned long long>(g.stats.max_live_handlers, g.live_handlers);
   }
   g.current = &m;
-  swapcontext(&g.sched, &m.ctx);
+  fiber_switch(g.sched, m.ctx);
   g.current = nullptr;
   m.cur = nullptr;  // the entry goes back to the NIC: unread bytes are discarded
   m.cur_left = 0;
@@ -1073,7 +1072,7 @@ FM_ULONG FM_receive(void* buffer, FM_stream* stream, FM_ULONG length) {
     if (m->cur_left == 0) {
       if (m->last_seen) break;
       g.stats.handler_yields++;
-      swapcontext(&m->ctx, &g.sched);  // the extract loop resumes us with the next packet
+      fiber_switch(m->ctx, g.sched);  // the extract loop resumes us with the next packet
       continue;
     }
     uint32_t n = uint32_t(std::min<FM_ULONG>(length - got, m->cur_left));
