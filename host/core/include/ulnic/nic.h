@@ -250,8 +250,10 @@ class alignas(4096) Nic {
   // eventfd until
   // the NIC has a completion or an event for the process (it rings a process
   // that announced its sleep) or kTightBlock passes. A poll that finds
-  // something, or a pause of kTightGap between two polls (the program does
-  // other work), starts the count again: such a program never blocks. So
+  // something, a pause of kTightGap between two polls (the program does
+  // other work), or a post to the NIC between them (submit: it drains a
+  // queue and sends, as a stream does), starts the count again: such a
+  // program never blocks. So
   // do completions or events taken from the rings since the last call (by
   // any thread: they went into a library's queues, where the poll may look
   // next), and they end a block too. `max_block` bounds the block below
