@@ -7,14 +7,22 @@
 // run (perf, issue 19). On x86-64 a switch here saves what the ABI says a
 // callee keeps (rbx, rbp, r12-r15, the stack pointer, MXCSR and the x87
 // control word) and nothing else; the signal mask is the thread's and no
-// handler changes it. Elsewhere, and in sanitizer builds (ASan and TSan
+// handler changes it. Elsewhere, in sanitizer builds (ASan and TSan
 // intercept swapcontext and follow it; a switch they cannot see would
-// confuse their view of the stack), it is ucontext as before.
+// confuse their view of the stack) and in builds for shadow stacks
+// (-fcf-protection: glibc's switch keeps the shadow stack in step, this
+// one's `ret` into a new stack would not), it is ucontext as before.
 #pragma once
 
 #include <cstddef>
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__CET__)
+#define ULNIC_FM_SHADOW_STACK ((__CET__ & 2) != 0)
+#else
+#define ULNIC_FM_SHADOW_STACK 0
+#endif
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !ULNIC_FM_SHADOW_STACK
 #define ULNIC_FM_FIBER_ASM 1
 #else
 #define ULNIC_FM_FIBER_ASM 0
