@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -57,6 +58,20 @@ class SleepingProcess {
  private:
   pid_t pid_;
 };
+
+// The seconds of CPU a CpuDeadline message says QEMU had ("QEMU had 0.01 s
+// of CPU meanwhile"), or -1 if it says none. A SleepingProcess gets next to
+// none -- not always 0.00: forked from a TSan process, its child's start
+// took 0.01 s -- so a test asserts it stayed under the bound it would
+// have passed, not that it is zero.
+inline double qemu_cpu_seconds(const std::string& message) {
+  const std::string key = "QEMU had ";
+  size_t at = message.find(key);
+  if (at == std::string::npos) return -1;
+  char* end = nullptr;
+  double s = std::strtod(message.c_str() + at + key.size(), &end);
+  return end && std::string(end).rfind(" s of CPU", 0) == 0 ? s : -1;
+}
 
 // EXPECT_TRUE(Contains(message, "what the user relies on")) prints both.
 inline ::testing::AssertionResult Contains(const std::string& hay, const std::string& needle) {
