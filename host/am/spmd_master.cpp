@@ -592,8 +592,8 @@ void Master::on_frame(int rank, const proto::Frame& f) {
       // to the dead one came back): a worker already gone is the job's
       // cause, and its status the job's.
       if (code != 0) reap(/*failures_only=*/true);
-      if (result_) return;
-      if (code != 0 || held_) return hold({int(int32_t(code)), "", true, f.body});
+      if (result_ || held_) return;  // a held failure's EXIT will answer this one too
+      if (code != 0) return hold({int(int32_t(code)), "", true, f.body});
       exit_all(0, f.body);
       return;
     }
@@ -688,7 +688,7 @@ void Master::exit_all(int code, const std::vector<uint8_t>& body) {
 // kEofGrace. A held failure still beats a later clean exit. Only the
 // first failure is held.
 void Master::hold(Held h) {
-  if (!held_ && h.code != 0) h.after_poll = polls_, held_ = std::move(h);
+  if (!held_) h.after_poll = polls_, held_ = std::move(h);
 }
 
 void Master::settle_held() {
