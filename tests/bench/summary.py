@@ -654,7 +654,8 @@ def plot(data, out):
                 t = r["factor"] if frac else r["factor"] * r["reference_value"]
                 ax.plot([t, t], [y - 0.4, y + 0.4], color="black", lw=1.6)
         ax.set_yticks(list(ys))
-        ax.set_yticklabels([f"{r['protocol']}: {r['measure']}" for r in rs], fontsize=7)
+        ax.set_yticklabels([f"{r['protocol']}: {r['measure']}" + (f" / {r['reference']}" if r["group"] == "no regression"
+                                                                  else "") for r in rs], fontsize=7)
         ax.invert_yaxis()
         ax.grid(True, axis="x", alpha=0.3)
         if group == "latency":
