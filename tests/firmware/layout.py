@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""firmware.layout: where the firmware's per-packet loops lie in the ELF.
+
+QEMU chains translated blocks only within one guest page, so a loop whose
+blocks straddle a page boundary goes through TCG's block lookup on every
+turn (docs/platform.md). The link's burst loop did, at a cost of a lookup a
+packet in every stream, until it was page-aligned (firmware/link/link.cpp).
+Nothing in the compiler keeps it so as the code grows: this test does.
+
+  layout.py ELF   (ULNIC_FIRMWARE_DIR/ulnic-fw.elf when no argument)
+"""
+import os
+import subprocess
+import sys
+import unittest
+
+PAGE = 4096
+# Per-packet loops that must start on a page, and whether the whole
+# function must fit in it (send_segments does; drain_port is larger and
+# crosses once, near its end).
+ALIGNED = {
+    "link::send_segments(": True,
+    "link::(anonymous namespace)::drain_port(": False,
+}
+
+
+def functions(elf):
+    """{demangled name: (address, size)} of the ELF's sized functions."""
+    out = subprocess.run(["llvm-nm-16", "--print-size", "--defined-only", "-C", elf], capture_output=True, text=True,
+                         check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        parts = line.split(None, 3)
+        if len(parts) == 4 and parts[2] in "tTwW":
+            found[parts[3]] = (int(parts[0], 16), int(parts[1], 16))
+    return found
+
+
+class Layout(unittest.TestCase):
+    elf = None
+
+    def test_the_per_packet_loops_start_on_a_page(self):
+        funcs = functions(self.elf)
+        for prefix, whole in ALIGNED.items():
+            hits = [(name, at) for name, at in funcs.items() if name.startswith(prefix)]
+            self.assertEqual(len(hits), 1, f"{prefix}...: {len(hits)} functions in {self.elf}")
+            name, (addr, size) = hits[0]
+            self.assertEqual(addr % PAGE, 0, f"{name} at {addr:#x}: not on a page")
+            if whole:
+                self.assertLessEqual(size, PAGE, f"{name}: {size} bytes, more than a page: its loop crosses one")
+
+
+if __name__ == "__main__":
+    Layout.elf = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.environ["ULNIC_FIRMWARE_DIR"],
+                                                                        "ulnic-fw.elf")
+    unittest.main()
