@@ -10,9 +10,11 @@ Nothing in the compiler keeps it so as the code grows: this test does.
   layout.py ELF   (ULNIC_FIRMWARE_DIR/ulnic-fw.elf when no argument)
 """
 import os
-import subprocess
 import sys
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from cost_profile import symbols  # noqa: E402  (the ELF's functions, by llvm-nm-16)
 
 PAGE = 4096
 # Per-packet loops that must start on a page, and whether the whole
@@ -24,30 +26,19 @@ ALIGNED = {
 }
 
 
-def functions(elf):
-    """{demangled name: (address, size)} of the ELF's sized functions."""
-    out = subprocess.run(["llvm-nm-16", "--print-size", "--defined-only", "-C", elf], capture_output=True, text=True,
-                         check=True).stdout
-    found = {}
-    for line in out.splitlines():
-        parts = line.split(None, 3)
-        if len(parts) == 4 and parts[2] in "tTwW":
-            found[parts[3]] = (int(parts[0], 16), int(parts[1], 16))
-    return found
-
-
 class Layout(unittest.TestCase):
     elf = None
 
     def test_the_per_packet_loops_start_on_a_page(self):
-        funcs = functions(self.elf)
+        funcs = symbols(self.elf)
         for prefix, whole in ALIGNED.items():
-            hits = [(name, at) for name, at in funcs.items() if name.startswith(prefix)]
+            hits = [(start, end, name) for start, end, name in funcs if name.startswith(prefix)]
             self.assertEqual(len(hits), 1, f"{prefix}...: {len(hits)} functions in {self.elf}")
-            name, (addr, size) = hits[0]
-            self.assertEqual(addr % PAGE, 0, f"{name} at {addr:#x}: not on a page")
+            start, end, name = hits[0]
+            self.assertEqual(start % PAGE, 0, f"{name} at {start:#x}: not on a page")
             if whole:
-                self.assertLessEqual(size, PAGE, f"{name}: {size} bytes, more than a page: its loop crosses one")
+                self.assertLessEqual(end - start, PAGE,
+                                     f"{name}: {end - start} bytes, more than a page: its loop crosses one")
 
 
 if __name__ == "__main__":
