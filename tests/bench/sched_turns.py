@@ -13,7 +13,8 @@ NIC's own CPU -- where it takes the NIC's turn.
   sched_turns.py report FILE.data [--top 8] [--json OUT]
 
 Start the run first, then `record` during it. `report` reads `perf sched timehist -w` of the recording.
-Needs perf (linux-perf) and tracefs (mounted at /sys/kernel/tracing if it is not).
+Needs perf (Debian's linux-perf; toolchain/install-deps.sh does not install it: this tool is run by hand, and
+its test reads a canned trace) and tracefs (mounted at /sys/kernel/tracing if it is not).
 """
 import argparse
 import collections
