@@ -37,9 +37,8 @@ def is_nic(task):
 def summarize(lines):
     """Per-thread turns and the NICs' wake-ups from `perf sched timehist -w` lines."""
     first = last = None
-    run_ms = collections.defaultdict(float)
     turns = collections.Counter()
-    by_cpu = collections.defaultdict(collections.Counter)
+    by_cpu = collections.defaultdict(collections.Counter)  # thread -> CPU -> ms run there
     woken = {}  # wakee -> (waker, the waker's CPU), until the wakee's next turn
     wakes = collections.defaultdict(lambda: [0, 0])  # (NIC, wakee) -> [on the NIC's CPU, elsewhere]
     for line in lines:
@@ -56,7 +55,6 @@ def summarize(lines):
         t, cpu, run = float(t), int(cpu), float(run)
         first = t - run / 1000 if first is None else first
         last = t
-        run_ms[task] += run
         turns[task] += 1
         by_cpu[task][cpu] += run
         if task in woken:
@@ -64,6 +62,7 @@ def summarize(lines):
             wakes[(waker, task)][0 if cpu == waker_cpu else 1] += 1
     span_s = (last - first) if first is not None and last > first else 0.0
     threads = []
+    run_ms = {task: sum(cpus.values()) for task, cpus in by_cpu.items()}
     for task, ms in sorted(run_ms.items(), key=lambda kv: -kv[1]):
         if task.startswith("<idle>"):
             continue
