@@ -133,7 +133,7 @@ bool loop_pass(LoopState& s, uint64_t now) {
   if (s.slots) worked |= vi_poll(*s.slots, now);
   if (s.slots) worked |= remote_timers(now);
   worked |= link::poll_timers(now);
-  if (s.slots) worked |= slots_ring_hosts(*s.slots);
+  if (s.slots) worked |= slots_ring_hosts(*s.slots, now);
   if (outside) note_outside_work(s, now);
   worked |= outside;
   if (now >= s.next_refresh) {
@@ -162,6 +162,8 @@ bool loop_idle(LoopState& s, uint64_t now) {
     if (d < deadline) deadline = d;
     if (deadline <= now) return false;
   }
+  // Arrivals a sleeper waits to be rung for in a batch: no more come now.
+  if (s.slots) slots_ring_deferred(*s.slots);
   // Every slot's process must ring from now on; a descriptor published
   // meanwhile keeps us up.
   if (s.slots && !slots_prepare_sleep(*s.slots)) return false;

@@ -48,18 +48,31 @@ void complete(Slot& s, const abi::SqEntry& e, abi::CqStatus status, uint32_t res
 }
 
 // `due`: what was published (abi::WaitFor bits, kDueFailure); `force` rings
-// whatever the process waits for.
-bool ring_host(Slot& s, const SlotTable& t, bool force, uint32_t due) {
+// whatever the process waits for. `may_wait`: a ring for events alone may
+// wait for the sleeper's wait_events_until (slots_ring_hosts, at `now`).
+bool ring_host(Slot& s, const SlotTable& t, bool force, uint32_t due, bool may_wait = false, uint64_t now = 0) {
   // Pairs with the host's "set wait_for; bump wait_seq; full fence; check
   // CQ and EQ; block".
   full_barrier();
   uint64_t seq = __atomic_load_n(&header(s).host.wait_seq, __ATOMIC_RELAXED);
   uint32_t wants = __atomic_load_n(&header(s).host.wait_for, __ATOMIC_RELAXED);
   if (wants == 0) wants = abi::kWaitAll;
+  const bool waited = s.ring_waits;
+  s.ring_waits = false;
   // What nobody waits for is dropped, not kept: a process that comes to wait
   // for it announces anew and checks the rings before it sleeps.
   if (!force && !(due & (wants | kDueFailure))) return false;
   if ((seq == s.rung_seq && !force) || !t.board->fabric.regs) return false;
+  if (may_wait && !(due & ((wants & abi::kWaitCompletions) | kDueFailure))) {
+    const uint32_t until = __atomic_load_n(&header(s).host.wait_events_until, __ATOMIC_RELAXED);
+    const uint64_t since = waited ? s.ring_waits_since : now;
+    if (until && int32_t(s.eq.tail() - until) < 0 && now - since < hal::clint::us_to_ticks(kRingDeferUs)) {
+      s.ring_waits = true;
+      s.ring_waits_since = since;
+      s.ring_due |= due;
+      return false;
+    }
+  }
   s.rung_seq = seq;
   hal::mmio_write32(t.board->fabric.regs + core::board::kDoorbell, s.host_peer << 16 | (s.host_vector & 0xffff));
   count(ulnic::abi::kCtrHostRings);
@@ -466,17 +479,25 @@ void slot_post_event(SlotTable& t, uint32_t slot, const abi::EqEntry& ev) {
   s.ring_due |= abi::kWaitEvents;
 }
 
-bool slots_ring_hosts(SlotTable& t) {
+namespace {
+// Rings what is due: in every slot, thresholds holding (at `now`), or in
+// the slots whose rings wait for theirs, thresholds or not (`waiting`).
+bool ring_slots(SlotTable& t, bool waiting, uint64_t now) {
   bool rang = false;
   for (uint32_t m = t.active; m; m &= m - 1) {
     Slot& s = t.slots[__builtin_ctz(m)];
-    if (!s.ring_due) continue;
+    if (waiting ? !s.ring_waits : !s.ring_due) continue;
     const uint32_t due = s.ring_due;
     s.ring_due = 0;
-    rang |= ring_host(s, t, false, due);
+    rang |= ring_host(s, t, false, due, !waiting, now);
   }
   return rang;
 }
+}  // namespace
+
+bool slots_ring_hosts(SlotTable& t, uint64_t now) { return ring_slots(t, false, now); }
+
+bool slots_ring_deferred(SlotTable& t) { return ring_slots(t, true, 0); }
 
 void slots_publish_run_time(SlotTable& t, uint64_t run_us) {
   t.run_us = run_us;

@@ -124,7 +124,7 @@ bool Nic::poll(abi::CqEntry& out) {
 }
 
 Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::nanoseconds timeout,
-                              std::chrono::microseconds spin, uint32_t wait_for) {
+                              std::chrono::microseconds spin, uint32_t wait_for, uint32_t events) {
   auto start = Clock::now();
   while (Clock::now() - start < spin)
     if (ready()) return {};
@@ -137,6 +137,13 @@ Result<void> Nic::block_until(const std::function<bool()>& ready, std::chrono::n
     const uint32_t all = (waiting_for_[0] ? uint32_t(abi::kWaitCompletions) : 0u) |
                          (waiting_for_[1] ? uint32_t(abi::kWaitEvents) : 0u);
     __atomic_store_n(&header().host.wait_for, all ? all : uint32_t(abi::kWaitAll), __ATOMIC_RELAXED);
+    // A threshold holds only while its thread waits alone; the queue's
+    // released head is where its count starts, and a full queue (events
+    // dropped) would never reach more than its capacity.
+    waiters_ += delta;
+    const uint32_t n = std::min(events, eq_.capacity());
+    const uint32_t until = delta > 0 && waiters_ == 1 && n > 1 ? eq_.released() + n : 0;
+    __atomic_store_n(&header().host.wait_events_until, until, __ATOMIC_RELAXED);
   };
   publish_wait_for(1);
   struct Unpublish {
@@ -349,12 +356,13 @@ void Nic::poll_found(bool something, std::chrono::nanoseconds max_block, uint32_
   last_empty_ns_.store(now_ns(), std::memory_order_relaxed);  // the block is no pause in the polling
 }
 
-Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin, uint32_t wait_for) {
+Result<void> Nic::wait_ready(std::chrono::milliseconds timeout, std::chrono::microseconds spin, uint32_t wait_for,
+                             uint32_t events) {
   // A completion another thread reaps meanwhile (under its library's lock)
   // may be the one this thread sleeps for: that counts as ready too.
   const uint32_t seen = reaped_.load();
   return block_until([&] { return completion_ready() || eq_.published() || reaped_.load() != seen; },
-                     limit(timeout), spin, wait_for);
+                     limit(timeout), spin, wait_for, events);
 }
 
 bool Nic::post(const abi::SqEntry& e, const void* payload, size_t bytes) {

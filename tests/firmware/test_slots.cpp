@@ -286,30 +286,30 @@ FW_TEST(a_host_is_rung_only_for_what_it_waits_for) {
   abi::SqEntry nop{};
   nop.opcode = abi::kOpNop;
   abi::CqEntry c;
-  lcp::slots_ring_hosts(g_t);  // what earlier tests left due
+  lcp::slots_ring_hosts(g_t, 0);  // what earlier tests left due
   // Asleep for events only (an AM or FM process waiting for arrivals): its
   // own completion does not ring it...
   host.wait_for = abi::kWaitEvents;
   host.wait_seq++;
   g_a.submit(nop);
   lcp::slots_service(g_t);
-  EXPECT(!lcp::slots_ring_hosts(g_t));
+  EXPECT(!lcp::slots_ring_hosts(g_t, 0));
   EXPECT(g_a.reap(c) && c.status == abi::kCqOk);
   // ... an event does, once per announced sleep ...
   abi::EqEntry ev{};
   ev.type = abi::kEqAmArrival;
   lcp::slot_post_event(g_t, 0, ev);
-  EXPECT(lcp::slots_ring_hosts(g_t));
+  EXPECT(lcp::slots_ring_hosts(g_t, 0));
   EXPECT_EQ(g_t.slots[0].rung_seq, host.wait_seq);
   lcp::slot_post_event(g_t, 0, ev);
-  EXPECT(!lcp::slots_ring_hosts(g_t));  // rung already for this sleep
+  EXPECT(!lcp::slots_ring_hosts(g_t, 0));  // rung already for this sleep
   // ... and so does a completion with an error status (a returned message).
   host.wait_seq++;
   abi::SqEntry bad{};
   bad.opcode = 0xee;
   g_a.submit(bad);
   lcp::slots_service(g_t);
-  EXPECT(lcp::slots_ring_hosts(g_t));
+  EXPECT(lcp::slots_ring_hosts(g_t, 0));
   EXPECT(g_a.reap(c) && c.status != abi::kCqOk);
   // Asleep for completions (0 is what a host that never set it writes: all).
   const uint32_t sleeps[] = {abi::kWaitCompletions, 0u};
@@ -318,15 +318,83 @@ FW_TEST(a_host_is_rung_only_for_what_it_waits_for) {
     host.wait_seq++;
     g_a.submit(nop);
     lcp::slots_service(g_t);
-    EXPECT(lcp::slots_ring_hosts(g_t));
+    EXPECT(lcp::slots_ring_hosts(g_t, 0));
     EXPECT(g_a.reap(c) && c.status == abi::kCqOk);
   }
   host.wait_for = abi::kWaitCompletions;  // and not for events
   host.wait_seq++;
   lcp::slot_post_event(g_t, 0, ev);
-  EXPECT(!lcp::slots_ring_hosts(g_t));
+  EXPECT(!lcp::slots_ring_hosts(g_t, 0));
   abi::EqEntry got;
   while (g_a.event(got)) {}
+  host.wait_for = 0;
+}
+
+FW_TEST(a_sleeper_that_waits_for_several_events_is_rung_once_they_are_in) {
+  CHECK(g_board.fabric.regs != 0);
+  abi::SlotHostWords& host = lcp::header(g_t.slots[0]).host;
+  const lcp::Slot& slot = g_t.slots[0];
+  const uint64_t us = hal::clint::us_to_ticks(1), patience = lcp::kRingDeferUs * us;
+  uint64_t now = 1000 * us;
+  abi::EqEntry ev{}, got;
+  ev.type = abi::kEqAmArrival;
+  abi::CqEntry c;
+  auto sleep = [&](uint32_t wants, uint32_t events) {
+    lcp::slots_ring_hosts(g_t, now);  // what earlier steps left due
+    while (g_a.event(got)) {}
+    host.wait_for = wants;
+    host.wait_events_until = slot.eq.tail() + events;
+    host.wait_seq++;
+  };
+  // Asleep for events until 3 more are in (an FM process amid a message):
+  // the first two do not ring it, the third does.
+  sleep(abi::kWaitEvents, 3);
+  for (int i = 0; i < 2; ++i) {
+    lcp::slot_post_event(g_t, 0, ev);
+    EXPECT(!lcp::slots_ring_hosts(g_t, now += us));
+  }
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(lcp::slots_ring_hosts(g_t, now += us));
+  EXPECT_EQ(slot.rung_seq, host.wait_seq);
+  EXPECT(!slot.ring_waits);
+  // Fewer come: rung kRingDeferUs after the first, not before.
+  sleep(abi::kWaitEvents, 3);
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(!lcp::slots_ring_hosts(g_t, now));
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(!lcp::slots_ring_hosts(g_t, now + patience - 1));
+  EXPECT(lcp::slots_ring_hosts(g_t, now + patience));
+  now += patience;
+  // The NIC about to sleep rings it at once, and once.
+  sleep(abi::kWaitEvents, 3);
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(!lcp::slots_ring_hosts(g_t, now));
+  EXPECT(lcp::slots_ring_deferred(g_t));
+  EXPECT(!lcp::slots_ring_deferred(g_t));
+  EXPECT(!lcp::slots_ring_hosts(g_t, now));
+  // A completion it waits for rings at once, whatever the events...
+  sleep(abi::kWaitAll, 3);
+  abi::SqEntry nop{};
+  nop.opcode = abi::kOpNop;
+  g_a.submit(nop);
+  lcp::slots_service(g_t);
+  EXPECT(lcp::slots_ring_hosts(g_t, now));
+  EXPECT(g_a.reap(c) && c.status == abi::kCqOk);
+  // ... and so does a failed one, to a process that waits for events.
+  sleep(abi::kWaitEvents, 3);
+  abi::SqEntry bad{};
+  bad.opcode = 0xee;
+  g_a.submit(bad);
+  lcp::slots_service(g_t);
+  EXPECT(lcp::slots_ring_hosts(g_t, now));
+  EXPECT(g_a.reap(c) && c.status != abi::kCqOk);
+  // A threshold the tail has passed already rings at once.
+  sleep(abi::kWaitEvents, 0);
+  host.wait_events_until = slot.eq.tail() - 1;
+  lcp::slot_post_event(g_t, 0, ev);
+  EXPECT(lcp::slots_ring_hosts(g_t, now));
+  while (g_a.event(got)) {}
+  host.wait_events_until = 0;
   host.wait_for = 0;
 }
 

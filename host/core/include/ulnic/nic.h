@@ -222,10 +222,15 @@ class alignas(4096) Nic {
   // ones this thread waits for: look again). `wait_for` (abi::WaitFor): what
   // the NIC wakes it for -- a library waiting for arrivals only (AM, FM)
   // passes kWaitEvents and is not woken by its own sends' completions
-  // (those with an error status still wake it).
+  // (those with an error status still wake it). `events`: a caller that
+  // drained the event queue and knows more arrivals are on their way (the
+  // rest of a message) asks the NIC to ring it for events only once that
+  // many are in, or the NIC is about to sleep, or ~500 us passed
+  // (SlotHostWords.wait_events_until); 0 or 1: the first. Only while it is
+  // the one thread waiting: another's wait is never delayed by it.
   Result<void> wait_ready(std::chrono::milliseconds timeout = kNoTimeout,
                           std::chrono::microseconds spin = std::chrono::microseconds(0),
-                          uint32_t wait_for = abi::kWaitAll);
+                          uint32_t wait_for = abi::kWaitAll, uint32_t events = 0);
   // For a thread that waits for what another thread of the process takes
   // from the rings for it (libvipl's connection waits beside a busy data
   // path): wait_passive(gen, timeout) sleeps until poke() or the timeout,
@@ -335,8 +340,9 @@ class alignas(4096) Nic {
   // be a library's resend due in 50 us).
   // `wait_for`: what the NIC rings us for while we sleep (abi::WaitFor; the
   // union over the sleeping threads goes into SlotHostWords.wait_for).
+  // `events`: wait_ready's.
   Result<void> block_until(const std::function<bool()>& ready, std::chrono::nanoseconds timeout,
-                           std::chrono::microseconds spin, uint32_t wait_for);
+                           std::chrono::microseconds spin, uint32_t wait_for, uint32_t events = 0);
   static std::chrono::nanoseconds limit(std::chrono::milliseconds timeout) {
     return timeout == kNoTimeout ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds(timeout);
   }
@@ -378,6 +384,7 @@ class alignas(4096) Nic {
   // wait_mu_; their union is written to SlotHostWords.wait_for under it, so
   // a thread's bits are never overwritten while it may sleep).
   uint32_t waiting_for_[2] = {};
+  uint32_t waiters_ = 0;   // threads in block_until (guarded by wait_mu_)
   uint32_t taken_ = 0;     // SQEs taken since the last submit
   // While trace::armed(): the descriptors taken since the last submit (not
   // their continuation entries), for submit() to mark the first data one.

@@ -173,6 +173,8 @@ class RingConsumer {
   }
 
   uint32_t head() const { return head_; }
+  // The head as last released: any thread may ask.
+  uint32_t released() const { return shared_ctl_ ? ring_detail::load_acquire(&shared_ctl_->head) : 0; }
 
  private:
   RingControl* shared_ctl_ = nullptr;

@@ -85,7 +85,14 @@ struct SlotHostWords {
   uint64_t wait_seq;     // bumped before the host blocks on its completion
                          // eventfd; the firmware rings when it changed
   uint32_t wait_for;     // WaitFor bits, written before wait_seq; 0: all
-  uint32_t pad0;
+  // 0, or the event queue's tail the sleeper waits for: a ring for events
+  // alone (no completion it waits for, no failure) waits until the NIC's
+  // tail reaches it (or the NIC is about to sleep, or 500 us passed: firmware
+  // lcp/slots.h, kRingDeferUs).
+  // A process that knows more arrivals are on their way (the rest of a
+  // message) sleeps through them instead of waking for each (issue 19).
+  // Written before wait_seq, like wait_for.
+  uint32_t wait_events_until;
   uint64_t pad[6];
 };
 ULNIC_ABI_CHECK_SIZE(SlotHostWords, 64);
