@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Runs the fuzz targets (tests/fuzz) long, one at a time on one core at the
-lowest priority, and prints per target the executions, the coverage
-libFuzzer reports at the end (cov: edges, ft: features) and what it found.
+lowest priority (--nice 0: an ordinary one, e.g. in place of one of
+tests/stress/stress.py's CPU burners), and prints per target the
+executions, the coverage libFuzzer reports at the end (cov: edges, ft:
+features) and what it found.
 
-  tests/fuzz/run_long.py BUILD_DIR [--runs N] [--max-time S] [TARGET ...]
+  tests/fuzz/run_long.py BUILD_DIR [--runs N] [--max-time S] [--nice N] [TARGET ...]
 
 BUILD_DIR is the top-level build (its fuzz/ sub-build holds the targets).
 Each target starts from its seed corpus (tests/fuzz/corpus/<t>) and keeps
@@ -30,11 +32,11 @@ def targets():
     return names
 
 
-def run(build, t, runs, max_time):
+def run(build, t, runs, max_time, nice):
     fuzz_dir = os.path.join(build, "fuzz")
     work = os.path.join(fuzz_dir, "long", t)
     os.makedirs(work, exist_ok=True)
-    cmd = ["nice", "-n", "19", os.path.join(fuzz_dir, "fuzz_" + t), "-runs=%d" % runs,
+    cmd = ["nice", "-n", str(nice), os.path.join(fuzz_dir, "fuzz_" + t), "-runs=%d" % runs,
            "-max_total_time=%d" % max_time, "-print_final_stats=1",
            "-artifact_prefix=" + os.path.join(fuzz_dir, "long", t + "-")]
     d = os.path.join(HERE, "dict", t + ".dict")
@@ -68,13 +70,14 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--runs", type=int, default=1_000_000)
     ap.add_argument("--max-time", type=int, default=3600, help="seconds per target at most")
+    ap.add_argument("--nice", type=int, default=19, help="niceness of the fuzzers (default 19: the lowest priority)")
     ap.add_argument("targets", nargs="*")
     a = ap.parse_intermixed_args()  # (the usage line puts TARGETs after the options)
     names = a.targets or targets()
     print("%-16s %12s %7s %8s %8s  %s" % ("target", "executions", "cov", "ft", "seconds", "found"), flush=True)
     bad = False
     for t in names:
-        r = run(a.build, t, a.runs, a.max_time)
+        r = run(a.build, t, a.runs, a.max_time, a.nice)
         bad |= bool(r["found"])
         print("%-16s %12d %7d %8d %8.0f  %s" % (t, r["execs"], r["cov"], r["ft"], r["seconds"],
                                                  r["found"] or ("(interrupted)" if r["interrupted"] else "-")), flush=True)
