@@ -259,7 +259,7 @@ const char* counter_name(uint32_t i) {
       "unet_messages",   "unet_drops",      "unet_bad_tag",
       "link_held",       "link_sacked",
       "unet_tlb_hits",   "unet_tlb_misses", "unet_tlb_fills",
-      "wake_sleeps"};
+      "wake_sleeps",     "vi_conn_dropped"};
   static_assert(sizeof names / sizeof names[0] == abi::kCounterCount, "a name for every counter");
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }

@@ -383,6 +383,10 @@ bool remote_can_start(const abi::SqEntry& e) {
 
 bool remote_results_pending() { return g.verdicts_waiting != 0 || g.ok_owed != 0; }
 
+bool remote_results_pending_for(uint32_t peer) {
+  return peer < abi::kMaxNodes && (g.verdicts[peer].count != 0 || (g.ok_owed >> peer & 1) != 0);
+}
+
 uint32_t remote_results_waiting(uint32_t peer) { return peer < abi::kMaxNodes ? g.verdicts[peer].count : 0; }
 
 void remote_init(SlotTable& t) {

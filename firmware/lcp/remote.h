@@ -120,9 +120,11 @@ void remote_verdict_ok(uint32_t src, uint32_t seq, uint8_t cost_op);
 // A receive pass ended (link upcall rx_done): the OK verdicts owed go, one
 // packet per peer.
 void remote_rx_done();
-// Verdicts wait for room on the link (or for the receive pass to end): a
-// message that must not overtake them (a VI disconnect after the verdict on
-// its last send) waits too.
+// Verdicts for `peer` wait for room on its link (or for the receive pass to
+// end): a message to it that must not overtake them (a VI disconnect after
+// the verdict on its last send) waits too.
+bool remote_results_pending_for(uint32_t peer);
+// ... for any peer.
 bool remote_results_pending();
 // Verdicts waiting for room on the link to `peer` (tests, diagnostics).
 uint32_t remote_results_waiting(uint32_t peer);

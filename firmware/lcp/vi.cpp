@@ -159,8 +159,19 @@ struct Outgoing {
   ConnMessage m;
 };
 
-// Connection messages the link had no room for yet, oldest first.
-constexpr uint32_t kBacklog = 32;
+// Connection messages the link had no room for yet, oldest first. They go
+// in order per peer, each as soon as its own peer's link has room: a peer
+// off the CPU for seconds holds up only what is for it. The process's own
+// connection operations (connect, accept, reject, disconnect, cancel,
+// destroy: one message each at most) wait at their SQ head while fewer
+// than kBacklogReserve entries are free (vi_can_start), so they never find
+// it full; what the network makes us say (answers to requests, the
+// disconnects of VIs broken by what arrived or by a bad post) has the
+// reserve, and what finds no room at all is dropped and counted
+// (vi_conn_dropped).
+constexpr uint32_t kBacklog = kViConnBacklog;
+constexpr uint32_t kBacklogReserve = kViConnBacklogReserve;
+static_assert(kBacklogReserve >= 1 && kBacklogReserve < kBacklog);
 struct Backlogged {
   uint32_t dst;
   ConnMessage m;
@@ -174,8 +185,8 @@ struct State {
   ViOp ops[kMaxViOps];
   Vi vis[abi::kMaxSlots][abi::kMaxVis];
   SlotTable* t;
-  Backlogged backlog[kBacklog];
-  uint32_t backlog_head, backlog_count;
+  Backlogged backlog[kBacklog];  // [0, backlog_count), oldest first
+  uint32_t backlog_count;
   Responder responders[kMaxViResponders];
   uint32_t responders_end;  // none used at or above this index (vi_poll looks below it)
   Conn conns[kMaxViConns];
@@ -349,20 +360,52 @@ bool link_conn(uint32_t dst, const ConnMessage& m) {
   return link::send(dst, h, reinterpret_cast<uint64_t>(&o.m), sizeof m, kViOwner, o.serial) != 0;
 }
 
-// Sends a connection message now, or as soon as the link has room (in
-// order). False if it cannot go at all.
+// Connection messages for `dst` wait in the backlog.
+bool conn_waiting(uint32_t dst) {
+  for (uint32_t n = 0; n < g.backlog_count; ++n)
+    if (g.backlog[n].dst == dst) return true;
+  return false;
+}
+
+// A connection message may go to `dst` now as far as order goes: nothing
+// older for it waits, here or among its verdicts (a disconnect must not
+// overtake the verdict on the last send before it).
+bool conn_in_order(uint32_t dst) { return !remote_results_pending_for(dst) && !conn_waiting(dst); }
+
+// Sends a connection message now, or as soon as the link to `dst` has room
+// (in order per peer). False if it cannot go at all: no link to `dst`, or
+// the backlog full (counted).
 bool send_conn(uint32_t dst, const ConnMessage& m) {
   if (dst == self()) {
     deliver_conn(dst, m);
     return true;
   }
   if (!link::enabled() || dst >= link::nodes()) return false;
-  // In order behind the verdicts already waiting: a disconnect must not
-  // overtake the verdict on the last send before it.
-  if (g.backlog_count == 0 && !remote_results_pending() && link_conn(dst, m)) return true;
-  if (g.backlog_count == kBacklog) return false;
-  g.backlog[(g.backlog_head + g.backlog_count++) % kBacklog] = Backlogged{dst, m};
+  if (conn_in_order(dst) && link_conn(dst, m)) return true;
+  if (g.backlog_count == kBacklog) {
+    count(ulnic::abi::kCtrViConnDropped);
+    return false;
+  }
+  g.backlog[g.backlog_count++] = Backlogged{dst, m};
   return true;
+}
+
+// The backlog's messages whose peers' links have room go, in order per
+// peer; the rest keep their order. True if any went.
+bool send_backlog() {
+  static_assert(abi::kMaxNodes <= 64);
+  uint64_t held = 0;  // peers with an older message still here
+  uint32_t kept = 0;
+  for (uint32_t n = 0; n < g.backlog_count; ++n) {
+    const Backlogged b = g.backlog[n];
+    const uint64_t bit = 1ull << b.dst;  // (< link::nodes() <= kMaxNodes: send_conn)
+    if (!(held & bit) && !remote_results_pending_for(b.dst) && link_conn(b.dst, b.m)) continue;
+    held |= bit;
+    g.backlog[kept++] = b;
+  }
+  const bool sent = kept != g.backlog_count;
+  g.backlog_count = kept;
+  return sent;
 }
 
 void send_verdict(uint32_t src, uint64_t op_id, uint8_t status) {
@@ -785,6 +828,7 @@ void connect(Slot& s, Vi& v, uint32_t vi, const abi::SqEntry& e, const uint8_t* 
   m.serial = v.connect_serial;
   m.disc_len = v.disc_len;
   memcpy(m.disc, v.disc, v.disc_len);
+  // (Not for want of room: vi_can_start kept the reserve free for this.)
   if (!send_conn(e.dst_node, m)) finish_connect(s.index, vi, abi::kCqUnreachable, nullptr);
 }
 
@@ -1042,10 +1086,17 @@ void vi_init(SlotTable& t) {
 }
 
 bool vi_can_start(const abi::SqEntry& e) {
-  if (e.opcode != abi::kOpViPostSend) return true;
-  for (const ViOp& op : g.ops)
-    if (!op.used) return true;
-  return false;
+  if (e.opcode == abi::kOpViPostSend) {
+    for (const ViOp& op : g.ops)
+      if (!op.used) return true;
+    return false;
+  }
+  // A connection operation sends one message at most: it waits while the
+  // backlog's reserve is short (its peers' links full), rather than failing
+  // for want of room (see kBacklog).
+  if (g.backlog_count + kBacklogReserve <= kBacklog) return true;
+  static_assert(abi::kOpViConnect + 5 == abi::kOpViDisconnect);
+  return !(e.opcode == abi::kOpViDestroy || (e.opcode >= abi::kOpViConnect && e.opcode <= abi::kOpViDisconnect));
 }
 
 namespace {
@@ -1116,7 +1167,7 @@ void vi_execute(SlotTable& t, Slot& s, const abi::SqEntry& e) {
 // it as not connected and the connection would break).
 bool accept_waiting(uint32_t slot, uint32_t vi) {
   for (uint32_t n = 0; n < g.backlog_count; ++n) {
-    const ConnMessage& m = g.backlog[(g.backlog_head + n) % kBacklog].m;
+    const ConnMessage& m = g.backlog[n].m;
     if (m.kind == kConnAccept && m.slot == slot && m.vi == vi) return true;
   }
   return false;
@@ -1302,7 +1353,10 @@ namespace {
 // The link declares a peer unreachable only when data to it goes
 // unacknowledged: a connection with nothing to send would never learn that
 // its peer's NIC died. Now and then, each peer with a connected VI gets a
-// message that needs an acknowledgement.
+// message that needs an acknowledgement -- only when its link has room and
+// nothing for it waits: otherwise data is in flight to it already (the link
+// judges the peer by that), and a keepalive must not queue (a peer off the
+// CPU for seconds would fill the backlog with them).
 bool keepalive(uint64_t now) {
   if (now < g.next_keepalive) return false;
   g.next_keepalive = now + hal::clint::us_to_ticks(kViKeepaliveUs);
@@ -1313,9 +1367,10 @@ bool keepalive(uint64_t now) {
           sent[v.peer_node])
         continue;
       sent[v.peer_node] = true;
+      if (!conn_in_order(v.peer_node)) continue;
       ConnMessage m{};
       m.kind = kConnKeepalive;
-      send_conn(v.peer_node, m);
+      link_conn(v.peer_node, m);  // (no room: data in flight, as above)
     }
   return false;  // not work the loop must hurry for
 }
@@ -1347,12 +1402,7 @@ namespace {
   bool worked = keepalive(now);
   worked |= verdict_timers(now);
   // (remote_poll ran first: the verdicts that wait go before these.)
-  while (g.backlog_count && !remote_results_pending() &&
-         link_conn(g.backlog[g.backlog_head].dst, g.backlog[g.backlog_head].m)) {
-    g.backlog_head = (g.backlog_head + 1) % kBacklog;
-    --g.backlog_count;
-    worked = true;
-  }
+  if (g.backlog_count) worked |= send_backlog();
   // Every pass of the loop comes here: with no RDMA read to answer it is
   // quickly done.
   while (g.responders_end && !g.responders[g.responders_end - 1].used) --g.responders_end;
@@ -1401,6 +1451,8 @@ namespace {
   return worked;
 }
 }  // namespace
+
+uint32_t vi_conn_waiting() { return g.backlog_count; }
 
 bool vi_poll(SlotTable& t, uint64_t now) {
   (void)t;
@@ -1486,10 +1538,10 @@ void vi_peer_lost(uint32_t peer) {
     if (r.used && r.node == peer) r.used = false;
   for (Conn& c : g.conns)
     if (c.used && c.node == peer) c.used = false;
-  for (uint32_t n = 0; n < g.backlog_count; ++n) {  // kept in order, minus the lost peer's
-    Backlogged& b = g.backlog[(g.backlog_head + n) % kBacklog];
-    if (b.dst == peer) b.m.kind = 0;  // unknown kinds are ignored
-  }
+  uint32_t kept = 0;
+  for (uint32_t n = 0; n < g.backlog_count; ++n)  // kept in order, minus the lost peer's
+    if (g.backlog[n].dst != peer) g.backlog[kept++] = g.backlog[n];
+  g.backlog_count = kept;
   for (uint32_t k = 0; k < abi::kMaxSlots; ++k)
     for (uint32_t i = 0; i < abi::kMaxVis; ++i) {
       Vi& v = g.vis[k][i];

@@ -29,6 +29,12 @@ constexpr uint64_t kViOpFlag = 0x80;         // in op ids: a VI op, not a put
 // Peers with connected VIs hear from us at least this often, so the link
 // notices one that died (its unreachable deadline) even on an idle connection.
 constexpr uint64_t kViKeepaliveUs = 1'000'000;
+// Connection messages waiting for room on their peers' links (vi.cpp): at
+// most kViConnBacklog; the process's connection operations wait at their SQ
+// head while fewer than kViConnBacklogReserve entries are free, so only
+// what the network makes us say can find it full (counter vi_conn_dropped).
+constexpr uint32_t kViConnBacklog = 64;
+constexpr uint32_t kViConnBacklogReserve = 16;
 
 void vi_init(SlotTable& t);
 // Does slot `s` have what `e` needs to start now (a free op for a post)?
@@ -39,6 +45,8 @@ void vi_execute(SlotTable& t, Slot& s, const abi::SqEntry& e);
 bool vi_feed(SlotTable& t, Slot& s);
 // RDMA read answers and connection messages waiting for link room. True if it did work.
 bool vi_poll(SlotTable& t, uint64_t now);
+// Connection messages waiting for link room (tests, diagnostics).
+uint32_t vi_conn_waiting();
 
 // Link upcalls (through remote.cpp).
 void vi_deliver(uint32_t src, const abi::WireHeader& h, const uint8_t* payload);

@@ -2402,3 +2402,97 @@ FW_TEST(remote_one_ok_through_completes_the_sends_it_covers_in_order) {
   while (g_b.event(ev_sink())) {
   }
 }
+
+// Connection messages wait for room on their peer's link; they are never
+// failed for want of it, and a keepalive never waits (vi.cpp, kBacklog).
+// b's VI 63, connected to node 1, fills the link with a send of the link's
+// room (its window) that node 1 does not acknowledge (the peer off the
+// CPU). Keepalive rounds then add nothing to the backlog (a queued
+// keepalive each round filled it in seconds). b's connects to node 1 wait
+// in the backlog up to its reserve; the next one waits at the SQ head, and
+// the descriptor behind it with it -- no completion, no kCqUnreachable.
+// Once node 1 acknowledges, every request reaches it, in posting order.
+FW_TEST(remote_connection_messages_wait_for_link_room_and_are_never_failed_for_it) {
+  constexpr uint32_t kFull = 63;
+  CHECK(connect_remote(kFull, kRel, kFull, "remote-backlog"));
+  const uint64_t dropped = core::status::counter(abi::kCtrViConnDropped);
+  const uint32_t room = link::room(kPeer), bytes = room * kMtu;  // the window's worth (sent whole: the slot is free again)
+  CHECK(room > 0 && bytes <= kBufLen);
+  Seg whole = g_b.seg(0, bytes);
+  uint64_t big = g_b.desc(0, bytes, 0, &whole, 1);
+  post_send(g_b, kFull, big);
+  pump();  // (no link timers)
+  g_peer.drain();  // node 1 takes the packets off the ring, and acknowledges none
+  CHECK(!link::can_send(kPeer));
+  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
+
+  // Keepalive rounds (far past any earlier test's clock).
+  const uint64_t base = hal::clint::now() + hal::clint::us_to_ticks(3'600'000'000ull);
+  for (uint64_t k = 0; k < 4; ++k) lcp::vi_poll(g_t, base + k * hal::clint::us_to_ticks(lcp::kViKeepaliveUs));
+  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
+
+  // Connects up to the reserve wait in the backlog; the next one at the SQ head.
+  constexpr uint32_t kQueued = lcp::kViConnBacklog - lcp::kViConnBacklogReserve + 1;
+  static_assert(kQueued + 1 < kFull);
+  uint64_t info = g_b.alloc(sizeof(abi::ViConnInfo));
+  uint64_t pending[kQueued + 1];
+  for (uint32_t vi = 0; vi <= kQueued; ++vi) {
+    CHECK_EQ(create(g_b, vi, kRel).status, abi::kCqOk);
+    pending[vi] = connect(g_b, vi, "remote-backlog-c", 16, info, 0, kPeer);
+    pump();
+  }
+  EXPECT_EQ(lcp::vi_conn_waiting(), kQueued);
+  abi::SqEntry behind = sqe(abi::kOpViCreate, kQueued + 1);
+  behind.access = kRel;
+  behind.length = 0x100000;
+  behind.src_key = g_b.ptag;
+  g_b.submit(behind);
+  pump();
+  g_b.collect();
+  EXPECT_NO_CQE(g_b);  // the connects pending, the create behind the last one not started
+  EXPECT_EQ(core::status::counter(abi::kCtrViConnDropped), dropped);
+
+  // Node 1 takes and acknowledges (with OK verdicts) everything, until quiet.
+  uint64_t serials[kQueued + 1];
+  uint32_t heard = 0, seen = g_peer.logged;
+  auto take = [&] {
+    g_peer.drain();
+    EXPECT(g_peer.logged - seen <= fwtest::FabricPeer::kKept);
+    for (; seen < g_peer.logged; ++seen) {
+      const fwtest::FabricPeer::Heard& e = g_peer.log[seen % fwtest::FabricPeer::kKept];
+      if (e.h.op != abi::kWireOpViConn) continue;
+      ConnWire m{};
+      memcpy(&m, e.payload, sizeof m);
+      if (m.kind == kConnRequest && EXPECT(heard <= kQueued)) serials[heard++] = m.serial;
+    }
+  };
+  for (int round = 0; round < 16; ++round) {
+    take();
+    g_peer.send_ack(g_peer.heard, true, g_peer.next_seq - 1);
+    remote_pump();
+    take();
+  }
+  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
+  EXPECT_EQ(heard, kQueued + 1);
+  for (uint32_t i = 1; i < heard; ++i) EXPECT(serials[i - 1] < serials[i]);
+  g_b.collect();
+  EXPECT_POST_DONE(g_b, abi::kOpViPostSend, kFull, big);
+  EXPECT_CQE(g_b.take(behind.user_data), abi::kOpViCreate, abi::kCqOk, kQueued + 1);
+  for (uint64_t p : pending) EXPECT_EQ(g_b.take(p).status, 0xffff);  // still pending: node 1 answers none
+  EXPECT_NO_CQE(g_b);
+  EXPECT_EQ(core::status::counter(abi::kCtrViConnDropped), dropped);
+
+  // Back to nothing: the pending connects' VIs destroyed (their cancels go), VI 63 too.
+  for (uint32_t vi = 0; vi <= kQueued + 1; ++vi) EXPECT_CQE(simple(g_b, abi::kOpViDestroy, vi), abi::kOpViDestroy, abi::kCqOk, vi);
+  simple(g_b, abi::kOpViDisconnect, kFull);
+  simple(g_b, abi::kOpViDestroy, kFull);
+  for (int round = 0; round < 4; ++round) {
+    g_peer.drain();
+    g_peer.send_ack(g_peer.heard, true, g_peer.next_seq - 1);
+    remote_pump();
+  }
+  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
+  g_b.ngot = 0;
+  while (g_b.event(ev_sink())) {
+  }
+}

@@ -80,6 +80,7 @@ enum Counter : uint32_t {
   kCtrUnetTlbMisses,       // U-Net/MM: ... it had no frame for (the host was asked)
   kCtrUnetTlbFills,        // U-Net/MM: translations the hosts gave it (maps and unmaps)
   kCtrWakeSleeps,          // sleeps the wake plugin took (abi/wake.h), blocked on the doorbells; counted in wfi too
+  kCtrViConnDropped,       // VI connection messages dropped: no room left for them (firmware lcp/vi.cpp, kBacklog)
   kCounterCount,
 };
 constexpr uint32_t kMaxCounters = 64;
