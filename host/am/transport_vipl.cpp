@@ -60,6 +60,7 @@
 
 #include "am_internal.h"
 #include "staging_ring.h"
+#include "ulnic/nic.h"
 
 namespace ulnic::am {
 namespace {
@@ -79,9 +80,12 @@ constexpr uint32_t kMagicVi = 0x49564D41;  // "AMVI"
 // which ends that wait). It was 5 s, which a loaded 2-core host exceeds: in
 // issue 20's stress (two CPU burners, two test groups at once) processes
 // and NICs went unscheduled for 1-20 s, and a ring token between two live
-// ranks came back EUNREACHABLE. A connection request is also asked again
-// until the peer's NIC has answered kConnectAnswers times, so a requester
-// left unscheduled still gives the peer its chances.
+// ranks came back EUNREACHABLE. It is counted on our NIC's running time as
+// well as the wall clock (peer_deadline): a host that stopped the whole VM
+// for 52 s (issue 20's stress) left every wall-clock wait over at once. A
+// connection request is also asked again until the peer's NIC has answered
+// kConnectAnswers times, so a requester left unscheduled still gives the
+// peer its chances.
 constexpr int kPeerWaitMs = 30000;
 constexpr uint32_t kConnectAnswers = 1000;
 
@@ -118,6 +122,12 @@ struct Nic {
   useconds_t accept_delay_us = 0;
 };
 Nic nic;
+
+// kPeerWaitMs from now, on the wall clock and on our NIC's running time
+// (or until the node's daemon is gone: ulnic::NicDeadline).
+ulnic::NicDeadline peer_deadline() {
+  return ulnic::NicDeadline(*ulnic_vipl_core(nic.handle), std::chrono::milliseconds(kPeerWaitMs));
+}
 
 // Registered memory from the slot: page-aligned, so registration moves
 // nothing but these pages.
@@ -517,11 +527,11 @@ void listen_loop(Endpoint* ep) {
 // two CPU burners: off the CPU for 1-20 s, while no link gave a peer up).
 VIP_RETURN request(VIP_VI_HANDLE vi, std::vector<uint8_t>& local, std::vector<uint8_t>& remote,
                    VIP_VI_ATTRIBUTES* ra) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(kPeerWaitMs);
+  const ulnic::NicDeadline deadline = peer_deadline();
   for (uint32_t answers = 1;; ++answers) {
     VIP_RETURN rc = VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS*>(local.data()),
                                       reinterpret_cast<VIP_NET_ADDRESS*>(remote.data()), VIP_INFINITE, ra);
-    if (rc != VIP_NO_MATCH || (answers >= kConnectAnswers && Clock::now() >= deadline)) return rc;
+    if (rc != VIP_NO_MATCH || (answers >= kConnectAnswers && deadline.passed())) return rc;
     usleep(1000);
   }
 }
@@ -715,9 +725,9 @@ void vipl_close(Endpoint& ep) {
 // handed over ran through in milliseconds: the Long went unplaced and came
 // back EBADSEGOFF). False if the VI broke or no greeting came in time.
 bool await_greeting(Endpoint& ep, Conn& c) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(kPeerWaitMs);
+  const ulnic::NicDeadline deadline = peer_deadline();
   while (!c.greeted && !c.broken) {
-    if (Clock::now() >= deadline) return false;
+    if (deadline.passed()) return false;
     if (lib().transport->poll(ep, kPollBudget) == 0) usleep(100);
   }
   return !c.broken;

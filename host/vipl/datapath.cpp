@@ -589,6 +589,11 @@ void ulnic_vipl_polled(VIP_NIC_HANDLE NicHandle, int found) {
   if (nic) nic->core->poll_found(found != 0);
 }
 
+const ulnic::Nic* ulnic_vipl_core(VIP_NIC_HANDLE NicHandle) {
+  NicState* nic = lookup<NicState>(NicHandle, Kind::kNic);
+  return nic ? nic->core.get() : nullptr;
+}
+
 // =========================================================================
 // Connections
 

@@ -29,6 +29,18 @@ void ulnic_vipl_polled(VIP_NIC_HANDLE nic, int found);
 
 #ifdef __cplusplus
 }
+namespace ulnic {
+class Nic;
+}
+extern "C" {
+/* This NIC's libulnic core, for a C++ layer's waits on live peers
+ * (ulnic::NicDeadline: bounded by the NIC's running time as well as the
+ * wall clock, as libvipl's own waits are); null for a bad handle. */
+const ulnic::Nic* ulnic_vipl_core(VIP_NIC_HANDLE nic);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif
