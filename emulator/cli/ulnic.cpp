@@ -80,6 +80,7 @@ struct Args {
   uint32_t heartbeat_us = 100'000;
   uint32_t timeout_s = 120;
   uint32_t boot_timeout_s = 30;
+  uint32_t fabric_ports = 2;  // fwtest
   std::vector<std::string> qemu_args;
   std::vector<std::string> passthrough;  // after "--"
 };
@@ -210,6 +211,7 @@ Args parse(const Command& cmd, int argc, char** argv) {
     }
     else if (s == "--heartbeat-us") a.heartbeat_us = uint32_t(number(s, value(), 1'000, 10'000'000));
     else if (s == "--timeout") a.timeout_s = uint32_t(number(s, value(), 1, 86'400));
+    else if (s == "--fabric-ports") a.fabric_ports = uint32_t(number(s, value(), 2, abi::kMaxNodes));
     else if (s == "--boot-timeout") a.boot_timeout_s = uint32_t(number(s, value(), 1, 3'600));
     else if (s == "--verbose-fw") a.verbose_fw = true;
     else if (s == "--test-drop") {
@@ -586,6 +588,7 @@ int cmd_fwtest(const Args& a) {
   o.elf = a.positional[0];
   o.board = spec_from(a);
   o.fabric = !a.no_fabric;
+  o.fabric_ports = a.fabric_ports;
   o.timeout = std::chrono::seconds(a.timeout_s);
   auto r = board::run_firmware_test(o);
   if (!r) die(r.error().message);
@@ -1163,8 +1166,10 @@ const Command kCommands[] = {
     {"cluster status", "[-c CLUSTER] [--json]", "one line per node: QEMU, firmware state, build, heartbeat",
      ULNIC_NODE_CMD(cmd_cluster_status)},
     {"cluster down", "[-c CLUSTER]", "stop every node of the cluster", ULNIC_NODE_CMD(cmd_cluster_down)},
-    {"fwtest", "ELF [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--qemu-arg ARG]...",
-     "run a firmware test image on a private board; exit = its status",
+    {"fwtest", "ELF [--timeout S] [--slots K] [--slot-size MIB] [--no-fabric] [--fabric-ports N]\n"
+     "[--qemu-arg ARG]...",
+     "run a firmware test image on a private board; exit = its status\n"
+     "(its fabric: N ports, default 2; the test image plays the other nodes)",
      ULNIC_NODE_CMD(cmd_fwtest), 1, 1},
     {"run",
      "-n N [--transport udp|vipl|native] [--depth K] [--hosts H1,H2,...] [--nodes M]\n"

@@ -1,9 +1,11 @@
 // Node 1 of the test board's fabric, played by a firmware test. `ulnic
-// fwtest` gives every test board a 2-port fabric with no switch: this NIC is
-// node 0, and the test is node 1 by writing ring[1][0] (packets toward us)
-// and reading ring[0][1] (what our link sends it). The link is brought up
-// with the upcalls the test chooses (the firmware's own, lcp::remote_*, to
-// test the protocol layer; its own, to test the link alone).
+// fwtest` gives every test board a fabric with no switch (2 ports unless
+// --fabric-ports says more): this NIC is node 0, and the test is node 1 by
+// writing ring[1][0] (packets toward us) and reading ring[0][1] (what our
+// link sends it). The link is brought up with the upcalls the test chooses
+// (the firmware's own, lcp::remote_*, to test the protocol layer; its own,
+// to test the link alone). On a larger fabric a second FabricPeer may play
+// node 2 and beyond (`node`, attach() instead of up()).
 // Header-only; freestanding like the test images: see harness.h.
 #pragma once
 
@@ -26,7 +28,7 @@ namespace fwtest {
 namespace abi = ulnic::abi;
 
 struct FabricPeer {
-  static constexpr uint32_t kNode = 1;
+  static constexpr uint32_t kNode = 1;  // the node it plays unless told (`node`)
   static constexpr uint32_t kIncarnation = 0x5eed1234;
   static constexpr uint32_t kKept = 64;         // our data packets it keeps for the test
   static constexpr uint32_t kKeptPayload = 128;  // ... and the first bytes of each
@@ -37,6 +39,7 @@ struct FabricPeer {
     uint8_t payload[kKeptPayload];
   };
 
+  uint32_t node = kNode;
   core::boot_config::Config cfg{};
   uint64_t fabric = 0;
   abi::RingProducer<abi::Packet> to_us;    // ring[1][0]: the test is its producer
@@ -77,9 +80,16 @@ struct FabricPeer {
       return false;
     link::init(b, cfg, upcalls, hal::clint::now());
     if (!EXPECT(link::enabled())) return false;
+    return attach(b);
+  }
+  // Node `node`'s ends of its two rings, the link already up (another
+  // FabricPeer's up()); false (after reporting) if amiss.
+  bool attach(const core::board::Board& b) {
+    if (!EXPECT_EQ(core::boot_config::load(cfg), abi::kBootConfigOk) || !EXPECT(node > 0 && node < cfg.fabric_ports))
+      return false;
     fabric = b.fabric.mem;
-    abi::RingControl* in = ring(kNode, 0);
-    abi::RingControl* out = ring(0, kNode);
+    abi::RingControl* in = ring(node, 0);
+    abi::RingControl* out = ring(0, node);
     return EXPECT(to_us.attach(in, reinterpret_cast<abi::Packet*>(in + 1), cfg.ring_capacity)) &&
            EXPECT(from_us.attach(out, reinterpret_cast<abi::Packet*>(out + 1), cfg.ring_capacity));
   }
@@ -89,7 +99,7 @@ struct FabricPeer {
     abi::WireHeader h{};
     h.magic = abi::kWireMagic;
     h.type = abi::kPktData;
-    h.src = uint16_t(kNode);
+    h.src = uint16_t(node);
     h.dst = 0;
     h.src_incarnation = kIncarnation;
     h.dst_incarnation = ours;
@@ -218,7 +228,7 @@ struct FabricPeer {
   // Our link's view of node 1.
   const abi::LinkStatus& status() const {
     link::publish_link_status();
-    return reinterpret_cast<const abi::LinkStatus*>(abi::kSramBase + abi::kLinkStatusOffset)[kNode];
+    return reinterpret_cast<const abi::LinkStatus*>(abi::kSramBase + abi::kLinkStatusOffset)[node];
   }
 };
 

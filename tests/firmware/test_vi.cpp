@@ -2496,3 +2496,85 @@ FW_TEST(remote_connection_messages_wait_for_link_room_and_are_never_failed_for_i
   while (g_b.event(ev_sink())) {
   }
 }
+
+// A full link to one peer holds up only what is for that peer (vi.cpp,
+// kBacklog): the board has a third node (tests.cmake: --fabric-ports 3),
+// node 2, played by a second FabricPeer. With the link to node 1 full (a
+// send of its room on VI 62, unacknowledged) and a connect request to node
+// 1 waiting for it, a connect request to node 2 goes to node 2 at once.
+// Once node 1 acknowledges, its request follows.
+FW_TEST(remote_a_full_link_to_one_peer_holds_up_no_connection_message_to_another) {
+  constexpr uint32_t kFull = 62, kTo1 = 0, kTo2 = 1;
+  static fwtest::FabricPeer peer2;
+  peer2.node = 2;
+  CHECK(peer2.attach(g_board));
+  peer2.acks = true;
+  CHECK(peer2.meet());
+  CHECK(connect_remote(kFull, kRel, kFull, "remote-per-peer"));
+  const uint32_t room = link::room(kPeer), bytes = room * kMtu;
+  CHECK(room > 0 && bytes <= kBufLen);
+  Seg whole = g_b.seg(0, bytes);
+  uint64_t big = g_b.desc(0, bytes, 0, &whole, 1);
+  post_send(g_b, kFull, big);
+  pump();
+  g_peer.drain();
+  CHECK(!link::can_send(kPeer));
+  CHECK(link::can_send(2));
+
+  uint64_t info = g_b.alloc(sizeof(abi::ViConnInfo));
+  CHECK_EQ(create(g_b, kTo1, kRel).status, abi::kCqOk);
+  CHECK_EQ(create(g_b, kTo2, kRel).status, abi::kCqOk);
+  const uint64_t to1 = connect(g_b, kTo1, "per-peer-1", 10, info, 0, kPeer);
+  pump();
+  EXPECT_EQ(lcp::vi_conn_waiting(), 1u);
+  const uint32_t seen2 = peer2.logged;
+  const uint64_t to2 = connect(g_b, kTo2, "per-peer-2", 10, info, 0, 2);
+  pump();
+  peer2.drain();
+  EXPECT_EQ(lcp::vi_conn_waiting(), 1u);  // node 1's, still
+  bool request2 = false;
+  for (uint32_t i = seen2; i < peer2.logged; ++i) {
+    const fwtest::FabricPeer::Heard& e = peer2.log[i % fwtest::FabricPeer::kKept];
+    ConnWire m{};
+    memcpy(&m, e.payload, sizeof m);
+    if (e.h.op == abi::kWireOpViConn && m.kind == kConnRequest && m.vi == kTo2 && m.disc_len == 10 &&
+        memcmp(m.disc, "per-peer-2", 10) == 0)
+      request2 = true;
+  }
+  EXPECT(request2);
+
+  // Node 1 acknowledges: its request goes.
+  const uint32_t seen1 = g_peer.logged;
+  g_peer.send_ack(g_peer.heard, true, g_peer.next_seq - 1);
+  remote_pump();
+  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
+  bool request1 = false;
+  for (uint32_t i = seen1; i < g_peer.logged; ++i) {
+    const fwtest::FabricPeer::Heard& e = g_peer.log[i % fwtest::FabricPeer::kKept];
+    ConnWire m{};
+    memcpy(&m, e.payload, sizeof m);
+    if (e.h.op == abi::kWireOpViConn && m.kind == kConnRequest && m.vi == kTo1) request1 = true;
+  }
+  EXPECT(request1);
+  g_b.collect();
+  EXPECT_POST_DONE(g_b, abi::kOpViPostSend, kFull, big);
+  EXPECT_EQ(g_b.take(to1).status, 0xffff);  // pending: nobody answers
+  EXPECT_EQ(g_b.take(to2).status, 0xffff);
+
+  // Back to nothing.
+  simple(g_b, abi::kOpViDestroy, kTo1);
+  simple(g_b, abi::kOpViDestroy, kTo2);
+  simple(g_b, abi::kOpViDisconnect, kFull);
+  simple(g_b, abi::kOpViDestroy, kFull);
+  for (int round = 0; round < 4; ++round) {
+    g_peer.drain();
+    g_peer.send_ack(g_peer.heard, true, g_peer.next_seq - 1);
+    peer2.drain();
+    peer2.send_ack(peer2.heard, true, peer2.next_seq - 1);
+    remote_pump();
+  }
+  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
+  g_b.ngot = 0;
+  while (g_b.event(ev_sink())) {
+  }
+}
