@@ -380,7 +380,7 @@ bool send_conn(uint32_t dst, const ConnMessage& m) {
     deliver_conn(dst, m);
     return true;
   }
-  if (!link::enabled() || dst >= link::nodes()) return false;
+  if (!link::enabled() || dst >= link::nodes() || dst >= abi::kMaxNodes) return false;
   if (conn_in_order(dst) && link_conn(dst, m)) return true;
   if (g.backlog_count == kBacklog) {
     count(ulnic::abi::kCtrViConnDropped);
@@ -398,7 +398,7 @@ bool send_backlog() {
   uint32_t kept = 0;
   for (uint32_t n = 0; n < g.backlog_count; ++n) {
     const Backlogged b = g.backlog[n];
-    const uint64_t bit = 1ull << b.dst;  // (< link::nodes() <= kMaxNodes: send_conn)
+    const uint64_t bit = 1ull << b.dst;  // (< kMaxNodes: send_conn)
     if (!(held & bit) && !remote_results_pending_for(b.dst) && link_conn(b.dst, b.m)) continue;
     held |= bit;
     g.backlog[kept++] = b;
