@@ -152,8 +152,11 @@ struct Listen {
   uint8_t disc[abi::kViMaxDiscriminator];
 };
 
-// Outgoing connection messages stay here while the link may resend them.
-constexpr uint32_t kPool = 64;
+// Outgoing connection messages stay here while the link may resend them
+// (one overwritten before its peer acknowledged it would be resent as a
+// filler, and lost): room for a whole backlog sent at once after a stall,
+// and as much again.
+constexpr uint32_t kPool = 256;
 struct Outgoing {
   uint64_t serial;
   ConnMessage m;
@@ -172,6 +175,7 @@ struct Outgoing {
 constexpr uint32_t kBacklog = kViConnBacklog;
 constexpr uint32_t kBacklogReserve = kViConnBacklogReserve;
 static_assert(kBacklogReserve >= 1 && kBacklogReserve < kBacklog);
+static_assert(kPool >= 2 * kBacklog);
 struct Backlogged {
   uint32_t dst;
   ConnMessage m;
