@@ -2403,6 +2403,20 @@ FW_TEST(remote_one_ok_through_completes_the_sends_it_covers_in_order) {
   }
 }
 
+// The connection requests node `p` took from us since its log held `seen`
+// packets, oldest first, to f (the log keeps the last kKept: no more may
+// have come).
+template <class F>
+void requests_since(const fwtest::FabricPeer& p, uint32_t seen, F&& f) {
+  EXPECT(p.logged - seen <= fwtest::FabricPeer::kKept);
+  for (uint32_t i = seen; i < p.logged; ++i) {
+    const fwtest::FabricPeer::Heard& e = p.log[i % fwtest::FabricPeer::kKept];
+    ConnWire m{};
+    memcpy(&m, e.payload, sizeof m);
+    if (e.h.op == abi::kWireOpViConn && m.kind == kConnRequest) f(m);
+  }
+}
+
 // Connection messages wait for room on their peer's link; they are never
 // failed for want of it, and a keepalive never waits (vi.cpp, kBacklog).
 // b's VI 63, connected to node 1, fills the link with a send of the link's
@@ -2457,14 +2471,10 @@ FW_TEST(remote_connection_messages_wait_for_link_room_and_are_never_failed_for_i
   uint32_t heard = 0, seen = g_peer.logged;
   auto take = [&] {
     g_peer.drain();
-    EXPECT(g_peer.logged - seen <= fwtest::FabricPeer::kKept);
-    for (; seen < g_peer.logged; ++seen) {
-      const fwtest::FabricPeer::Heard& e = g_peer.log[seen % fwtest::FabricPeer::kKept];
-      if (e.h.op != abi::kWireOpViConn) continue;
-      ConnWire m{};
-      memcpy(&m, e.payload, sizeof m);
-      if (m.kind == kConnRequest && EXPECT(heard <= kQueued)) serials[heard++] = m.serial;
-    }
+    requests_since(g_peer, seen, [&](const ConnWire& m) {
+      if (EXPECT(heard <= kQueued)) serials[heard++] = m.serial;
+    });
+    seen = g_peer.logged;
   };
   for (int round = 0; round < 16; ++round) {
     take();
@@ -2533,14 +2543,9 @@ FW_TEST(remote_a_full_link_to_one_peer_holds_up_no_connection_message_to_another
   peer2.drain();
   EXPECT_EQ(lcp::vi_conn_waiting(), 1u);  // node 1's, still
   bool request2 = false;
-  for (uint32_t i = seen2; i < peer2.logged; ++i) {
-    const fwtest::FabricPeer::Heard& e = peer2.log[i % fwtest::FabricPeer::kKept];
-    ConnWire m{};
-    memcpy(&m, e.payload, sizeof m);
-    if (e.h.op == abi::kWireOpViConn && m.kind == kConnRequest && m.vi == kTo2 && m.disc_len == 10 &&
-        memcmp(m.disc, "per-peer-2", 10) == 0)
-      request2 = true;
-  }
+  requests_since(peer2, seen2, [&](const ConnWire& m) {
+    request2 |= m.vi == kTo2 && m.disc_len == 10 && memcmp(m.disc, "per-peer-2", 10) == 0;
+  });
   EXPECT(request2);
 
   // Node 1 acknowledges: its request goes.
@@ -2549,12 +2554,7 @@ FW_TEST(remote_a_full_link_to_one_peer_holds_up_no_connection_message_to_another
   remote_pump();
   EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
   bool request1 = false;
-  for (uint32_t i = seen1; i < g_peer.logged; ++i) {
-    const fwtest::FabricPeer::Heard& e = g_peer.log[i % fwtest::FabricPeer::kKept];
-    ConnWire m{};
-    memcpy(&m, e.payload, sizeof m);
-    if (e.h.op == abi::kWireOpViConn && m.kind == kConnRequest && m.vi == kTo1) request1 = true;
-  }
+  requests_since(g_peer, seen1, [&](const ConnWire& m) { request1 |= m.vi == kTo1; });
   EXPECT(request1);
   g_b.collect();
   EXPECT_POST_DONE(g_b, abi::kOpViPostSend, kFull, big);
