@@ -2417,6 +2417,41 @@ void requests_since(const fwtest::FabricPeer& p, uint32_t seen, F&& f) {
   }
 }
 
+// b's VI `vi`, connected to node 1's VI `vi` (`disc`), fills the link to
+// node 1: a send of the link's room (its window; sent whole, the slot is
+// free again) that node 1 takes off the ring and acknowledges none of (the
+// peer off the CPU). `big`: that send's descriptor. False (after
+// reporting) if a step went wrong.
+bool fill_link_to_peer(uint32_t vi, const char* disc, uint64_t& big) {
+  if (!connect_remote(vi, kRel, vi, disc)) return false;
+  const uint32_t room = link::room(kPeer), bytes = room * kMtu;
+  if (!EXPECT(room > 0 && bytes <= kBufLen)) return false;
+  Seg whole = g_b.seg(0, bytes);
+  big = g_b.desc(0, bytes, 0, &whole, 1);
+  post_send(g_b, vi, big);
+  pump();  // (no link timers)
+  g_peer.drain();
+  return EXPECT(!link::can_send(kPeer));
+}
+
+// The end of a backlog test: node 1 (and `also`, if given) take and
+// acknowledge everything, and the backlog is empty; b's events dropped.
+void settle_backlog(fwtest::FabricPeer* also = nullptr) {
+  fwtest::FabricPeer* peers[] = {&g_peer, also};
+  for (int round = 0; round < 4; ++round) {
+    for (fwtest::FabricPeer* p : peers)
+      if (p) {
+        p->drain();
+        p->send_ack(p->heard, true, p->next_seq - 1);
+      }
+    remote_pump();
+  }
+  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
+  g_b.ngot = 0;
+  while (g_b.event(ev_sink())) {
+  }
+}
+
 // Connection messages wait for room on their peer's link; they are never
 // failed for want of it, and a keepalive never waits (vi.cpp, kBacklog).
 // b's VI 63, connected to node 1, fills the link with a send of the link's
@@ -2428,16 +2463,9 @@ void requests_since(const fwtest::FabricPeer& p, uint32_t seen, F&& f) {
 // Once node 1 acknowledges, every request reaches it, in posting order.
 FW_TEST(remote_connection_messages_wait_for_link_room_and_are_never_failed_for_it) {
   constexpr uint32_t kFull = 63;
-  CHECK(connect_remote(kFull, kRel, kFull, "remote-backlog"));
   const uint64_t dropped = core::status::counter(abi::kCtrViConnDropped);
-  const uint32_t room = link::room(kPeer), bytes = room * kMtu;  // the window's worth (sent whole: the slot is free again)
-  CHECK(room > 0 && bytes <= kBufLen);
-  Seg whole = g_b.seg(0, bytes);
-  uint64_t big = g_b.desc(0, bytes, 0, &whole, 1);
-  post_send(g_b, kFull, big);
-  pump();  // (no link timers)
-  g_peer.drain();  // node 1 takes the packets off the ring, and acknowledges none
-  CHECK(!link::can_send(kPeer));
+  uint64_t big = 0;
+  CHECK(fill_link_to_peer(kFull, "remote-backlog", big));
   EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
 
   // Keepalive rounds (far past any earlier test's clock).
@@ -2496,15 +2524,7 @@ FW_TEST(remote_connection_messages_wait_for_link_room_and_are_never_failed_for_i
   for (uint32_t vi = 0; vi <= kQueued + 1; ++vi) EXPECT_CQE(simple(g_b, abi::kOpViDestroy, vi), abi::kOpViDestroy, abi::kCqOk, vi);
   simple(g_b, abi::kOpViDisconnect, kFull);
   simple(g_b, abi::kOpViDestroy, kFull);
-  for (int round = 0; round < 4; ++round) {
-    g_peer.drain();
-    g_peer.send_ack(g_peer.heard, true, g_peer.next_seq - 1);
-    remote_pump();
-  }
-  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
-  g_b.ngot = 0;
-  while (g_b.event(ev_sink())) {
-  }
+  settle_backlog();
 }
 
 // A full link to one peer holds up only what is for that peer (vi.cpp,
@@ -2520,15 +2540,8 @@ FW_TEST(remote_a_full_link_to_one_peer_holds_up_no_connection_message_to_another
   CHECK(peer2.attach(g_board));
   peer2.acks = true;
   CHECK(peer2.meet());
-  CHECK(connect_remote(kFull, kRel, kFull, "remote-per-peer"));
-  const uint32_t room = link::room(kPeer), bytes = room * kMtu;
-  CHECK(room > 0 && bytes <= kBufLen);
-  Seg whole = g_b.seg(0, bytes);
-  uint64_t big = g_b.desc(0, bytes, 0, &whole, 1);
-  post_send(g_b, kFull, big);
-  pump();
-  g_peer.drain();
-  CHECK(!link::can_send(kPeer));
+  uint64_t big = 0;
+  CHECK(fill_link_to_peer(kFull, "remote-per-peer", big));
   CHECK(link::can_send(2));
 
   uint64_t info = g_b.alloc(sizeof(abi::ViConnInfo));
@@ -2566,15 +2579,5 @@ FW_TEST(remote_a_full_link_to_one_peer_holds_up_no_connection_message_to_another
   simple(g_b, abi::kOpViDestroy, kTo2);
   simple(g_b, abi::kOpViDisconnect, kFull);
   simple(g_b, abi::kOpViDestroy, kFull);
-  for (int round = 0; round < 4; ++round) {
-    g_peer.drain();
-    g_peer.send_ack(g_peer.heard, true, g_peer.next_seq - 1);
-    peer2.drain();
-    peer2.send_ack(peer2.heard, true, peer2.next_seq - 1);
-    remote_pump();
-  }
-  EXPECT_EQ(lcp::vi_conn_waiting(), 0u);
-  g_b.ngot = 0;
-  while (g_b.event(ev_sink())) {
-  }
+  settle_backlog(&peer2);
 }
