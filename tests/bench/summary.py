@@ -542,6 +542,24 @@ def link_line(link):
             f"{sent:,} data packets sent ({share}; target < 1%), {link['link_duplicates']:,} duplicates received")
 
 
+def stream_lines(val):
+    """Where a stream's CPU went: per bandwidth row that metered any part, each part's share of a CPU.
+    The machine's share is counted in 10 ms ticks and is missing for a row shorter than half a second; the
+    parts' (the processes' and the QEMUs' own run times) are not, so such a row is printed with '-' there."""
+    lines = ["where a stream's CPU goes (the share of a CPU each part kept busy over the row, medians of the "
+             "rounds; a part near 1 was busy or spinning -- a NIC polls between bursts; none near it: the hand-offs "
+             "between them bound it; machine: its busy CPUs, counted in 10 ms ticks, so '-' for a row shorter than "
+             "half a second):",
+             f"  {'protocol':<32}{'size':>8}{'MB/s':>10}" + "".join(f"{h:>13}" for h in SHARE_PARTS)]
+    for key, name in SHARE_ROWS:
+        for s in BW_SIZES:
+            if all(val(f"share.{key}.{s}.{part}") is None for part in SHARE_PARTS):
+                continue
+            lines.append(f"  {name:<32}{size_name(s):>8}{num(val(f'bw.{key}.{s}'), 'MB/s'):>10}"
+                         + "".join(f"{share(val(f'share.{key}.{s}.{part}')):>13}" for part in SHARE_PARTS))
+    return lines
+
+
 def summary(data):
     rows, figs = data["table"], data["figures"]
     val = lambda k: figs.get(k, {}).get("value")  # noqa: E731
@@ -593,17 +611,7 @@ def summary(data):
         lines.append(f"  {name:<32}{num(val(f'rate.{key}'), 'msgs/s'):>12}"
                      + "".join(f"{num(val(f'cpu.{key}.{part}')):>12}" for part in CPU_PARTS)
                      + f"{num(val(f'cpu.{key}.busy_cpus')):>12}")
-    lines += ["", "where a stream's CPU goes (the share of a CPU each part kept busy over the row, medians of the "
-              "rounds; a part near 1 was busy or spinning -- a NIC polls between bursts; none near it: the hand-offs between them "
-              "bound it; machine: "
-              "its busy CPUs, counted in 10 ms ticks, so left out of a row shorter than half a second):",
-              f"  {'protocol':<32}{'size':>8}{'MB/s':>10}" + "".join(f"{h:>13}" for h in SHARE_PARTS)]
-    for key, name in SHARE_ROWS:
-        for s in BW_SIZES:
-            if val(f"share.{key}.{s}.machine") is None:
-                continue
-            lines.append(f"  {name:<32}{size_name(s):>8}{num(val(f'bw.{key}.{s}'), 'MB/s'):>10}"
-                         + "".join(f"{share(val(f'share.{key}.{s}.{part}')):>13}" for part in SHARE_PARTS))
+    lines += ["", *stream_lines(val)]
     lines += ["", "floors and references (this run, medians):",
               fl("shared-memory ping-pong, one-way", "floor.pp_oneway", "us", "hop_bench floors"),
               fl("blocking eventfd ping-pong, one-way", "floor.efd_oneway", "us",
