@@ -5,7 +5,7 @@
 //   am_logp pong --rendezvous DIR [--idle-timeout S]
 //   am_logp ping --rendezvous DIR [--json FILE] [--quick] [--args LIST]
 //       [--sections LIST] [--medium-sizes LIST] [--bulk-sizes LIST]
-//       [--depths LIST] [--depth-args N]
+//       [--depths LIST] [--depth-args N] [--bursts N]
 //       [--iters N] [--samples N] [--burst M] [--g-len N]
 //       [--poll-yield N] [--poll-sleep-us US] [--no-floors]
 //
@@ -508,6 +508,7 @@ void usage() {
                "usage: am_logp pong --rendezvous DIR [--idle-timeout S] [--poll-yield N] [--poll-sleep-us US]\n"
                "       am_logp ping --rendezvous DIR [--json FILE] [--quick] [--args 0,1,2,3,4]\n"
                "              [--sections rtt,logp,depth,medium,bulk] [--medium-sizes LIST] [--bulk-sizes LIST]\n"
+               "              [--bursts N (medium, bulk: bursts a row; 7, quick 3)]\n"
                "              [--depths 1,2,4,8,16] [--depth-args N]\n"
                "              [--iters N] [--samples N] [--burst M] [--g-len N] [--poll-yield N]\n"
                "              [--poll-sleep-us US] [--no-floors]\n"
@@ -537,6 +538,7 @@ int main(int argc, char** argv) {
   std::vector<int> nargs = {0, 1, 2, 3, 4};
   std::string depths = "1,2,4,8,16";
   int depth_args = 0;
+  int bw_bursts = 0;  // 0: 7 (3 with --quick)
   bool floors = true;
   const bool quick = logp::has_flag(argc, argv, 2, "--quick");
   if (quick) c.quick(), medium_sizes = "256,4K", bulk_sizes = "4K,64K,1M";
@@ -554,6 +556,7 @@ int main(int argc, char** argv) {
     else if (a == "--bulk-sizes") bulk_sizes = next();
     else if (a == "--depths") depths = next();
     else if (a == "--depth-args") depth_args = std::clamp(std::atoi(next().c_str()), 0, 4);
+    else if (a == "--bursts") bw_bursts = std::max(1, std::atoi(next().c_str()));
     else if (a == "--no-floors") floors = false;
     else if (a == "--idle-timeout") idle_s = std::atof(next().c_str());
     else usage();
@@ -639,7 +642,7 @@ int main(int argc, char** argv) {
                             : "AM_RequestXfer into the segment, MB/s (1e6 B/s per burst)");
     j.begin_array(medium ? "medium" : "bulk");
     for (uint32_t s : sizes) {
-      BwRow r = bandwidth(medium, s, quick ? 3 : 7, uint64_t(quick ? 2 : 8) << (medium ? 18 : 20));
+      BwRow r = bandwidth(medium, s, bw_bursts ? bw_bursts : quick ? 3 : 7, uint64_t(quick ? 2 : 8) << (medium ? 18 : 20));
       verified = verified && r.verified;
       logp::print_row("  " + size_name(s) + (r.verified ? "" : " NOT VERIFIED"), scaled(r.bytes_per_s, 1e-6),
                       "%12.1f");
