@@ -37,8 +37,9 @@ AM over UDP needs no emulator; it runs while the cluster is up (and idle), as
 every other figure does. Every program's own data verification stays on.
 
 It prints a table, one row per target: the protocol, the measure, its value,
-the reference (which, and its value), the ratio, the target and whether it is
-met; then where a one-way message's time goes (hop_bench's hops) and where a
+the reference (which, and its value), the ratio, the ratio's spread over the
+rounds (min..max of each round's value over the same round's reference), the
+target and whether it is met; then where a one-way message's time goes (hop_bench's hops) and where a
 message's CPU goes at depth 16 (hop_bench --rate and am_logp's depth section
 meter both processes, both NICs' QEMUs and the machine's busy time over
 their measured runs: bench_common.h CpuMeter; a NIC polls until its spin
@@ -560,6 +561,19 @@ def stream_lines(val):
     return lines
 
 
+def ratio_span(figs, row):
+    """The row's ratio round by round (each round's value over the same round's reference) as (min, max), or
+    None: the spread behind the median ratio the table prints."""
+    a = figs.get(row["figure"], {}).get("rounds") or []
+    b = figs.get(row.get("reference_figure") or "", {}).get("rounds") or []
+    q = [x / y for x, y in zip(a, b) if x is not None and y]
+    return (min(q), max(q)) if len(a) == len(b) and q else None
+
+
+def ratio_text(x):
+    return f"{x:.2f}" if x < 100 else f"{x:.0f}"
+
+
 def summary(data):
     rows, figs = data["table"], data["figures"]
     val = lambda k: figs.get(k, {}).get("value")  # noqa: E731
@@ -567,16 +581,19 @@ def summary(data):
     lines = [f"== ulnic benchmark summary: {p['mode']} mode, {p['rounds']} round(s) (each figure: the median of the "
              f"rounds' medians), 2 nodes, {data['date']}"]
     head = (f"{'protocol':<13}{'measure':<44}{'value':>11} {'unit':<7}{'reference':<22}{'ref value':>11}{'ratio':>8}"
-            f"  {'target':<8}{'':<8}")
+            f"{'by round':>15}  {'target':<8}{'':<8}")
     group = None
     for r in rows:
         if r["group"] != group:
             group = r["group"]
             lines += ["", f"-- {group}", head]
         target = "-" if r["kind"] == "info" else ("<= " if r["kind"] == "le" else ">= ") + f"{r['factor']:g}x"
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x" if r["ratio"] < 100 else f"{r['ratio']:.0f}x"
+        ratio = "-" if r["ratio"] is None else ratio_text(r["ratio"]) + "x"
+        span = ratio_span(figs, r)
+        span = "-" if span is None else f"{ratio_text(span[0])}..{ratio_text(span[1])}"
         line = (f"{r['protocol']:<13}{r['measure']:<44}{num(r['value'], r['unit']):>11} {r['unit']:<7}"
-                f"{r['reference']:<22}{num(r['reference_value'], r['unit']):>11}{ratio:>8}  {target:<8}{r['status']}")
+                f"{r['reference']:<22}{num(r['reference_value'], r['unit']):>11}{ratio:>8}{span:>15}  {target:<8}"
+                f"{r['status']}")
         if "stretch" in r:
             line += f"; stretch (< AM/UDP RTT/2): {'met' if r['stretch']['met'] else 'not met'}"
         lines.append(line)
