@@ -80,13 +80,18 @@ struct FabricPeer {
       return false;
     link::init(b, cfg, upcalls, hal::clint::now());
     if (!EXPECT(link::enabled())) return false;
-    return attach(b);
+    return rings(b);
   }
   // Node `node`'s ends of its two rings, the link already up (another
   // FabricPeer's up()); false (after reporting) if amiss.
   bool attach(const core::board::Board& b) {
-    if (!EXPECT_EQ(core::boot_config::load(cfg), abi::kBootConfigOk) || !EXPECT(node > 0 && node < cfg.fabric_ports))
-      return false;
+    return EXPECT_EQ(core::boot_config::load(cfg), abi::kBootConfigOk) && rings(b);
+  }
+
+ private:
+  // Node `node`'s ends of its two rings, cfg loaded.
+  bool rings(const core::board::Board& b) {
+    if (!EXPECT(node > 0 && node < cfg.fabric_ports)) return false;
     fabric = b.fabric.mem;
     abi::RingControl* in = ring(node, 0);
     abi::RingControl* out = ring(0, node);
@@ -94,6 +99,7 @@ struct FabricPeer {
            EXPECT(from_us.attach(out, reinterpret_cast<abi::Packet*>(out + 1), cfg.ring_capacity));
   }
 
+ public:
   // A data packet's header from node 1 to us, operation fields zero.
   abi::WireHeader header() const {
     abi::WireHeader h{};
