@@ -36,7 +36,8 @@
 //   L      RTT/2 - o_s - o_r.
 // Then (sections medium, bulk, depth): MB/s of AM_RequestI (64 B .. 4 KiB)
 // and of AM_RequestXfer into the pong side's segment (4 KiB .. 1 MiB),
-// bursts of requests (every medium payload checked; each bulk row followed by
+// bursts of requests (--bursts N a row, after one warm-up; 7, --quick 3;
+// every medium payload checked; each bulk row followed by
 // one more transfer of another pattern that the pong side checks byte for
 // byte); RTT/2 and messages/s of AM_Request0 per network depth (--depths:
 // only these of 1, 2, 4, 8, 16; --depth-args N: AM_RequestN instead, 0..4,
@@ -642,7 +643,8 @@ int main(int argc, char** argv) {
                             : "AM_RequestXfer into the segment, MB/s (1e6 B/s per burst)");
     j.begin_array(medium ? "medium" : "bulk");
     for (uint32_t s : sizes) {
-      BwRow r = bandwidth(medium, s, bw_bursts ? bw_bursts : quick ? 3 : 7, uint64_t(quick ? 2 : 8) << (medium ? 18 : 20));
+      const int bursts = bw_bursts ? bw_bursts : quick ? 3 : 7;
+      BwRow r = bandwidth(medium, s, bursts, uint64_t(quick ? 2 : 8) << (medium ? 18 : 20));
       verified = verified && r.verified;
       logp::print_row("  " + size_name(s) + (r.verified ? "" : " NOT VERIFIED"), scaled(r.bytes_per_s, 1e-6),
                       "%12.1f");

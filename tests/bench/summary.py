@@ -39,8 +39,8 @@ every other figure does. Every program's own data verification stays on.
 It prints a table, one row per target: the protocol, the measure, its value,
 the reference (which, and its value), the ratio, the ratio's spread over the
 rounds (min..max of each round's value over the same round's reference), the
-target and whether it is met; then where a one-way message's time goes (hop_bench's hops) and where a
-message's CPU goes at depth 16 (hop_bench --rate and am_logp's depth section
+target and whether it is met; then where a one-way message's time goes
+(hop_bench's hops) and where a message's CPU goes at depth 16 (hop_bench --rate and am_logp's depth section
 meter both processes, both NICs' QEMUs and the machine's busy time over
 their measured runs: bench_common.h CpuMeter; a NIC polls until its spin
 window ends, so a busy machine is not always a saturated one); then where

@@ -4,7 +4,7 @@ target's ratio comes with its spread over the rounds.
 
 The unmet bulk rows of a default run (native AM, AM over VIPL, FM, MP) are streams shorter than half a second:
 the machine's busy CPUs, counted in 10 ms ticks, are missing for them, but each process's and each NIC's share
-is not, and those shares are the breakdown the issue asks for beside an unmet target. No cluster needed.
+is not, and those shares are what says where an unmet row's time went. No cluster needed.
 """
 import os
 import sys
